@@ -1,0 +1,47 @@
+# gensets: `make test` and `make demo` create .venv and install what they need first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.gensets-installed
+OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
+DEMO   := out/demo/imagenet-d
+
+.PHONY: help venv test demo build-imagenet-d lint bench clean
+
+help:
+	@echo "make test               create .venv, run the offline test suite (CPU, tiny models)"
+	@echo "make demo               build the ImageNet-D smoke set end to end into $(DEMO)/dataset"
+	@echo "make build-imagenet-d   build ImageNet-D at paper scale (needs GPUs and the Hub)"
+	@echo "make lint               ruff"
+	@echo "make bench              benchmarks/ (ratios against baselines measured in the same run)"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(OFFLINE) $(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(OFFLINE) $(BIN)/gensets build configs/imagenet_d.smoke.yaml --out $(DEMO)
+	$(OFFLINE) $(BIN)/gensets finalize $(DEMO) --include-pending
+	$(OFFLINE) $(BIN)/gensets verify $(DEMO)/dataset
+
+build-imagenet-d: $(STAMP)
+	$(BIN)/gensets build configs/imagenet_d.yaml --out out/imagenet-d \
+	  || { echo "build-imagenet-d needs GPUs and the Hugging Face Hub; to see the pipeline run offline: make demo"; exit 2; }
+	@echo "next: gensets review list out/imagenet-d ... then gensets finalize out/imagenet-d"
+
+lint: $(STAMP)
+	$(BIN)/ruff check gensets tests benchmarks scripts
+
+bench: $(STAMP)
+	$(OFFLINE) $(BIN)/python benchmarks/shard_write.py
+
+clean:
+	rm -rf out .pytest_cache

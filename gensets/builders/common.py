@@ -1,0 +1,60 @@
+"""Pieces every builder shares: the generator and image settings, the work unit, decoding."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    model: str  # a model spec, e.g. diffusers:stabilityai/stable-diffusion-2-1@<revision> or tiny:sd
+    scheduler: str | None = None  # a diffusers scheduler class name; default: the pipeline's own
+    steps: int = 50
+    guidance: float = 7.5
+    width: int = 512
+    height: int = 512
+    negative_prompt: str = ""
+    batch_size: int = 4
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+
+    def validate(self, base_dir: Path) -> None:
+        from ..models.spec import parse_spec
+
+        try:
+            parse_spec(self.model)
+        except Exception as e:  # ModelError: name the key
+            raise ValueError(f"model: {e}") from None
+        if self.steps < 1:
+            raise ValueError("steps: must be at least 1")
+        if self.width % 8 or self.height % 8 or self.width < 8 or self.height < 8:
+            raise ValueError("width and height must be positive multiples of 8")
+        if self.batch_size < 1:
+            raise ValueError("batch_size: must be at least 1")
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    format: Literal["jpg", "png", "webp"] = "jpg"
+    quality: int = 95  # jpg / webp quality; png is lossless
+
+    def validate(self, base_dir: Path) -> None:
+        if not 1 <= self.quality <= 100:
+            raise ValueError("quality: must be between 1 and 100")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A deterministic piece of work; ``id`` is a hash of ``payload``."""
+
+    id: str
+    payload: dict[str, Any]
+
+
+def decode_image(data: bytes):
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(data))
+    return im.convert("RGB")

@@ -1,0 +1,304 @@
+"""ImageNet-D (Zhang et al., CVPR 2024): objects on unusual backgrounds, textures and materials.
+
+The prompt grid is (class x nuisance x image index); a work unit is one class with a chunk of the
+nuisances of one kind. Each image is scored by every surrogate classifier right after generation and
+kept when at least ``min_failures`` of them miss all of the class's ImageNet ids in their top-k.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from ..config import to_dict
+from ..curation.surrogates import SurrogateFilter
+from ..records import Sample, content_id, derive_seed, provenance, slug
+from .common import GeneratorConfig, ImageConfig, Unit
+
+KINDS = ("background", "texture", "material")
+DEFAULT_TEMPLATES = {
+    # the paper's prompt forms, one per nuisance kind
+    "background": "a photo of a {cls} in the {nuisance}",
+    "texture": "a photo of a {cls} with {nuisance} texture",
+    "material": "a photo of a {cls} made of {nuisance}",
+}
+
+
+@cache
+def _data_text(name: str) -> str:
+    return resources.files("gensets.data.imagenet_d").joinpath(name).read_text(encoding="utf-8")
+
+
+@cache
+def class_table() -> dict[str, dict]:
+    """The 113 classes: folder name -> {"index", "name", "imagenet_ids"} in index order."""
+    classes = json.loads(_data_text("classes.json"))
+    ids = json.loads(_data_text("class_to_imagenet_ids.json"))
+    rows = sorted(classes.items(), key=lambda kv: kv[1]["index"])
+    return {k: {"index": v["index"], "name": v["name"], "imagenet_ids": list(ids[k])} for k, v in rows}
+
+
+def class_names() -> list[str]:
+    return [c["name"] for c in class_table().values()]
+
+
+def prompt_name(name: str) -> str:
+    """How a class or nuisance name reads in a prompt: 'living_room-s' -> 'living room'."""
+    if name.endswith("-s"):
+        name = name[:-2]
+    return name.replace("_", " ").replace("-", " ").replace("/", " or ").strip()
+
+
+def read_names(path: Path) -> list[str]:
+    """Nuisance names from a CSV with a ``name`` column, or a text file with one name per line."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(text.splitlines()))
+        if not rows or "name" not in rows[0]:
+            raise ValueError(f"{path}: expected a CSV with a 'name' column")
+        return [r["name"].strip() for r in rows if r["name"].strip()]
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@dataclass(frozen=True)
+class NuisanceConfig:
+    """One nuisance kind: names from the packaged list, a file of the user's, or inline."""
+
+    source: str = "builtin"  # "builtin", or a .csv (with a name column) / .txt file, relative to the config
+    names: tuple[str, ...] = ()  # inline names; when given, source is not read
+    limit: int | None = None  # keep the first N names
+    template: str | None = None  # prompt; {cls} and {nuisance} are filled in
+
+    def validate(self, base_dir: Path) -> None:
+        if self.source != "builtin" and not self.names and not (base_dir / self.source).is_file():
+            raise ValueError(f"source: data file not found: {base_dir / self.source}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError("limit: must be at least 1")
+        if self.template is not None and "{cls}" not in self.template:
+            raise ValueError("template: must contain {cls}")
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    models: tuple[str, ...] = ()  # surrogate classifier specs over the ImageNet-1k label space
+    top_k: int = 1  # an image fails a surrogate when none of its class's ids is in the top-k
+    min_failures: int | None = None  # keep images failed by at least this many surrogates (default: all)
+    batch_size: int = 16
+    templates: tuple[str, ...] = ("a photo of a {}.",)  # for zero-shot (CLIP) surrogates
+
+    def validate(self, base_dir: Path) -> None:
+        from ..models.spec import parse_spec
+
+        for spec in self.models:
+            try:
+                parse_spec(spec)
+            except Exception as e:  # ModelError: name the key
+                raise ValueError(f"models: {e}") from None
+        if not 1 <= self.top_k <= 5:
+            raise ValueError("top_k: must be between 1 and 5")
+        if self.min_failures is not None and not 0 <= self.min_failures <= len(self.models):
+            raise ValueError(f"min_failures: must be between 0 and the number of models ({len(self.models)})")
+
+
+@dataclass(frozen=True)
+class ImageNetDConfig:
+    builder: Literal["imagenet-d"]
+    generator: GeneratorConfig
+    name: str = "imagenet-d"
+    pretty_name: str = "ImageNet-D (gensets)"
+    license: str = "mit"
+    seed: int = 0
+    classes: Literal["all"] | tuple[str, ...] = "all"  # class folder names, e.g. [backpack, mug]
+    images_per_pair: int = 1  # images per (class, nuisance)
+    nuisances: dict[str, NuisanceConfig] = field(default_factory=dict)
+    filter: FilterConfig = FilterConfig()
+    image: ImageConfig = ImageConfig()
+    unit_size: int = 8  # nuisances per work unit (a unit is the resumable, atomic piece of a build)
+    shard_size: int = 1000  # samples per published shard
+
+    def validate(self, base_dir: Path) -> None:
+        table = class_table()
+        if self.classes != "all":
+            unknown = [c for c in self.classes if c not in table]
+            if unknown:
+                raise ValueError(f"classes: unknown class {unknown[0]!r} (see gensets/data/imagenet_d/classes.json)")
+        bad = [k for k in self.nuisances if k not in KINDS]
+        if bad:
+            raise ValueError(f"nuisances: unknown nuisance kind {bad[0]!r} (known: {', '.join(KINDS)})")
+        if not self.nuisances:
+            raise ValueError("nuisances: give at least one of background, texture, material")
+        if self.images_per_pair < 1 or self.unit_size < 1 or self.shard_size < 1:
+            raise ValueError("images_per_pair, unit_size and shard_size must be at least 1")
+
+    def resolved(self, base_dir: Path) -> "ImageNetDConfig":
+        """Nuisance lists read from their files into the config, so the frozen copy stands alone."""
+        nuis = {}
+        for kind, n in self.nuisances.items():
+            if n.names:
+                names = list(n.names)
+            elif n.source == "builtin":
+                names = read_names_builtin(kind)
+            else:
+                names = read_names(base_dir / n.source)
+            if n.limit:
+                names = names[: n.limit]
+            nuis[kind] = NuisanceConfig(source="inline", names=tuple(names), limit=None,
+                                        template=n.template or DEFAULT_TEMPLATES[kind])
+        classes = tuple(class_table()) if self.classes == "all" else self.classes
+        return replace(self, nuisances=nuis, classes=classes)
+
+
+def read_names_builtin(kind: str) -> list[str]:
+    rows = csv.DictReader(_data_text(f"{kind}.csv").splitlines())
+    return [r["name"] for r in rows]
+
+
+def plan(cfg: ImageNetDConfig) -> list[Unit]:
+    """Deterministic work units: (kind, class, chunk of nuisances), ids from content."""
+    table = class_table()
+    gen = to_dict(cfg.generator)
+    filt = to_dict(cfg.filter)
+    units = []
+    for kind in KINDS:
+        if kind not in cfg.nuisances:
+            continue
+        n = cfg.nuisances[kind]
+        for cls in cfg.classes:
+            for start in range(0, len(n.names), cfg.unit_size):
+                chunk = list(n.names[start : start + cfg.unit_size])
+                payload = {
+                    "builder": "imagenet-d", "kind": kind, "class": cls, "nuisances": chunk,
+                    "template": n.template, "images_per_pair": cfg.images_per_pair, "seed": cfg.seed,
+                    "generator": gen, "filter": filt, "image": to_dict(cfg.image),
+                    "label_index": table[cls]["index"],
+                }
+                units.append(Unit(id=content_id(payload), payload=payload))
+    return units
+
+
+def unit_prompts(unit: Unit) -> list[dict]:
+    """Every image of a unit: its key, prompt and seed."""
+    p = unit.payload
+    rows = []
+    for nuisance in p["nuisances"]:
+        for i in range(p["images_per_pair"]):
+            text = p["template"].format(cls=prompt_name(p["class"]), nuisance=prompt_name(nuisance))
+            rows.append({
+                "key": f"{p['kind']}_{slug(p['class'])}_{slug(nuisance)}_{i:03d}",
+                "nuisance": nuisance,
+                "prompt": text,
+                "seed": derive_seed(p["seed"], p["kind"], p["class"], nuisance, i),
+            })
+    return rows
+
+
+class Context:
+    """Models loaded once per process, lazily."""
+
+    def __init__(self, cfg: ImageNetDConfig):
+        self.cfg = cfg
+        self._generator = None
+        self._filter = None
+
+    @property
+    def generator(self):
+        if self._generator is None:
+            from ..models import load_generator
+
+            g = self.cfg.generator
+            self._generator = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+        return self._generator
+
+    @property
+    def filter(self) -> SurrogateFilter:
+        if self._filter is None:
+            f = self.cfg.filter
+            self._filter = SurrogateFilter(f.models, top_k=f.top_k, min_failures=f.min_failures,
+                                           templates=f.templates, batch_size=f.batch_size)
+        return self._filter
+
+
+def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
+    """Generate a unit's images, encode them, score the decoded bytes with every surrogate."""
+    from ..shards import encode_image
+    from .common import decode_image
+
+    p = unit.payload
+    cfg = ctx.cfg
+    g = cfg.generator
+    info = class_table()[p["class"]]
+    rows = unit_prompts(unit)
+    images: list[bytes] = []
+    for start in range(0, len(rows), g.batch_size):
+        batch = rows[start : start + g.batch_size]
+        pil = ctx.generator.generate(
+            [r["prompt"] for r in batch], [r["seed"] for r in batch],
+            negative_prompts=[g.negative_prompt] * len(batch) if g.negative_prompt else None,
+            steps=g.steps, guidance=g.guidance, width=g.width, height=g.height)
+        images += [encode_image(im, cfg.image.format, cfg.image.quality) for im in pil]
+    # the surrogates see exactly the stored bytes, each image decoded once
+    verdicts = ctx.filter.score([decode_image(b) for b in images], [info["imagenet_ids"]] * len(rows))
+    gen = ctx.generator
+    generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision,
+                 "pipeline": gen.pipeline, "scheduler": gen.scheduler}
+    samples = []
+    for r, data, v in zip(rows, images, verdicts):
+        meta = provenance(
+            key=r["key"], builder="imagenet-d", build=build_id, unit=unit.id,
+            label=info["name"], label_index=info["index"], imagenet_ids=info["imagenet_ids"],
+            nuisance_kind=p["kind"], nuisance=r["nuisance"], strategy=None,
+            prompt=r["prompt"], negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps,
+            guidance=g.guidance, width=g.width, height=g.height, generator=generator,
+            surrogate_top_k=cfg.filter.top_k, surrogates=v.surrogates,
+            surrogate_failures=v.failures, kept=v.kept, review=None)
+        samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=info["index"], meta=meta))
+    return samples
+
+
+class ImageNetDBuilder:
+    name = "imagenet-d"
+    description = (
+        "Images of everyday objects on unusual backgrounds, with unusual textures and made of unusual "
+        "materials, generated with Stable Diffusion and kept only where several surrogate ImageNet "
+        "classifiers fail together, after ImageNet-D (Zhang et al., CVPR 2024).")
+    citation = """
+@inproceedings{zhang2024imagenetd,
+  title     = {ImageNet-D: Benchmarking Neural Network Robustness on Diffusion Synthetic Object},
+  author    = {Zhang, Chenshuang and Pan, Fei and Kim, Junmo and Kweon, In So and Mao, Chengzhi},
+  booktitle = {Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
+  year      = {2024}
+}"""
+    config_class = ImageNetDConfig
+    configs = KINDS  # one published config per nuisance kind, each with a test split
+    split = "test"
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
+    Context = Context
+
+    @staticmethod
+    def class_names(cfg: ImageNetDConfig) -> list[str]:
+        return class_names()
+
+    @staticmethod
+    def config_of(meta: dict) -> str:
+        return meta["nuisance_kind"]
+
+    @staticmethod
+    def relabel(meta: dict, new_class: str) -> tuple[int, dict]:
+        """A reviewer's relabel: the new class index and the updated label fields."""
+        table = class_table()
+        by_name = {v["name"]: k for k, v in table.items()}
+        folder = new_class if new_class in table else by_name.get(new_class)
+        if folder is None:
+            raise KeyError(new_class)
+        info = table[folder]
+        return info["index"], {"label": info["name"], "label_index": info["index"],
+                               "imagenet_ids": info["imagenet_ids"]}
+
+
+BUILDER = ImageNetDBuilder()

@@ -1,0 +1,173 @@
+"""Runs any builder: plan -> units -> atomic candidate shards -> state.duckdb -> dataset/.
+
+A unit is done only when its shard was written to a temporary name, fsynced, renamed, and recorded
+in ``candidates/manifest.jsonl`` with its sha256 and sample count; a killed build resumes at the first
+unit that is not. Under ``accelerate launch`` process i of n takes units i, i+n, ...
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import GensetsError
+from ..records import Sample
+from ..workspace import Workspace, load_build_config
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    _state: object = None
+
+    def barrier(self) -> None:
+        if self._state is not None:
+            self._state.wait_for_everyone()
+
+
+def distributed() -> Dist:
+    """Rank and world size under ``accelerate launch`` / ``torchrun``; one process otherwise."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Dist()
+    import torch
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    return Dist(state.process_index, state.num_processes, state)
+
+
+def progress(iterable, total: int, desc: str, disable: bool = False):
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="unit", disable=disable, file=sys.stderr)
+
+
+def build(config_path: str | Path, out: str | Path, *, quiet: bool = False) -> dict:
+    """Generate and filter every unit not yet done; returns counts for this process."""
+    from ..shards import Manifest, clean_temp, write_shard
+
+    builder, cfg = load_build_config(config_path)
+    dist = distributed()
+    if dist.rank == 0:
+        ws = Workspace.create(out, builder, cfg)
+        clean_temp(ws.candidates)  # leftovers of a killed writer
+    dist.barrier()
+    ws = Workspace.create(out, builder, cfg)
+    build_id = ws.fingerprint
+    units = builder.plan(cfg)
+    manifest = Manifest(ws.manifest_path)
+    done = manifest.done("unit")
+    mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
+    ctx = builder.Context(cfg)
+    written = 0
+    desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
+    for unit in progress(mine, len(mine), desc, disable=quiet):
+        samples = builder.run_unit(unit, ctx, build_id)
+        name = f"{unit.id}.tar"
+        info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
+        manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
+                         "nbytes": info.nbytes, "kept": sum(bool(s.meta.get("kept")) for s in samples),
+                         "rank": dist.rank, "world": dist.world})
+        written += info.n
+    dist.barrier()
+    added = ingest(ws) if dist.rank == 0 else 0
+    return {"units": len(units), "done_before": len(done), "units_run": len(mine),
+            "samples_written": written, "samples_ingested": added, "rank": dist.rank,
+            "world": dist.world, "workspace": str(ws.root)}
+
+
+def read_candidates(ws: Workspace, shard: str):
+    from ..shards import iter_shard
+
+    for d in iter_shard(ws.candidates / shard):
+        yield Sample.from_wds(d)
+
+
+def ingest(ws: Workspace) -> int:
+    """Load committed candidate shards into state.duckdb (idempotent)."""
+    from ..curation import state
+    from ..shards import Manifest
+
+    builder, _ = ws.load()
+    con = state.connect(ws.state_path)
+    try:
+        return state.ingest(con, Manifest(ws.manifest_path).rows(),
+                            lambda shard: read_candidates(ws, shard), builder.config_of)
+    finally:
+        con.close()
+
+
+def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
+    """Write the publishable ``dataset/``: accepted images per config, manifest and card."""
+    from ..cards import card
+    from ..curation import state
+    from ..shards import write_json_atomic, write_shard
+
+    ws = Workspace(workspace)
+    builder, cfg = ws.load()
+    if not ws.state_path.exists():
+        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
+    ingest(ws)
+    con = state.connect(ws.state_path)
+    statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
+    rows = con.execute(
+        """SELECT s.key, s.shard, s.config, r.status, r.label, r.reviewer,
+                  strftime(r.time, '%Y-%m-%dT%H:%M:%SZ'), s.label
+           FROM samples s JOIN reviews r USING (key)
+           WHERE list_contains(?, r.status) ORDER BY s.config, s.key""", [statuses]).fetchall()
+    funnel = state.funnel(con)
+    con.close()
+
+    wanted = defaultdict(dict)  # shard -> key -> review row
+    for row in rows:
+        wanted[row[1]][row[0]] = row
+    per_config: dict[str, list[Sample]] = defaultdict(list)
+    for shard in sorted(wanted):
+        for s in read_candidates(ws, shard):
+            row = wanted[shard].get(s.key)
+            if row is None:
+                continue
+            _, _, config, status, label, reviewer, time, label_before = row
+            review = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
+            if status == "relabeled" and label != label_before:
+                s.cls, fields = builder.relabel(s.meta, label)
+                s.meta.update(fields)
+                review["label_before"] = label_before
+            s.meta["review"] = review
+            per_config[config].append(s)
+
+    tmp = ws.root / f".dataset.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shards, counts = [], {}
+    split = builder.split
+    for config in builder.configs:
+        samples = sorted(per_config.get(config, []), key=lambda s: s.key)
+        counts[config] = len(samples)
+        if not samples:
+            continue
+        (tmp / config).mkdir()
+        for i in range(0, len(samples), cfg.shard_size):
+            rel = f"{config}/{split}-{i // cfg.shard_size:05d}.tar"
+            info = write_shard(tmp / rel, [s.to_wds() for s in samples[i : i + cfg.shard_size]])
+            shards.append({"path": rel, "config": config, "split": split, "sha256": info.sha256,
+                           "n": info.n, "nbytes": info.nbytes})
+    all_samples = [s for config in builder.configs for s in sorted(per_config.get(config, []), key=lambda s: s.key)]
+    manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
+                "counts": counts, "funnel": funnel, "shards": shards}
+    write_json_atomic(tmp / "manifest.json", manifest)
+    text = card.render(builder, cfg, manifest, all_samples, ws.fingerprint)
+    (tmp / "README.md").write_text(text, encoding="utf-8")
+    # swap the new folder in: the old dataset stays whole until the new one is complete
+    old = ws.root / f".dataset.old-{os.getpid()}"
+    if ws.dataset.exists():
+        os.replace(ws.dataset, old)
+    os.replace(tmp, ws.dataset)
+    shutil.rmtree(old, ignore_errors=True)
+    return {"dataset": str(ws.dataset), "counts": counts, "funnel": funnel,
+            "shards": len(shards), "include_pending": include_pending}

@@ -1,0 +1,161 @@
+"""The ``gensets`` command: parses arguments, calls the library, prints. Nothing else lives here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import GensetsError
+
+
+def _build(a) -> int:
+    from .builders.runner import build
+
+    r = build(a.config, a.out, quiet=a.quiet)
+    if r["rank"] == 0:
+        print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
+              f"{r['units_run']} run here); {r['samples_written']} samples written, "
+              f"{r['samples_ingested']} added to state.duckdb")
+        print(f"next: gensets review list {r['workspace']}   then: gensets finalize {r['workspace']}")
+    return 0
+
+
+def _finalize(a) -> int:
+    from .builders.runner import finalize
+
+    r = finalize(a.workspace, include_pending=a.include_pending)
+    print(f"{r['dataset']}: {r['shards']} shards; images per config: "
+          + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+    for config, f in r["funnel"].items():
+        print(f"  {config}: generated {f['generated']} -> failed the surrogates {f['kept']} -> "
+              f"accepted {f['accepted']} (pending {f['pending']}, rejected {f['rejected']})")
+    first = next((k for k, v in r["counts"].items() if v), None)
+    if first:
+        print("load it with:\n  from datasets import load_dataset\n"
+              f"  ds = load_dataset({r['dataset']!r}, {first!r}, split='test')")
+    return 0
+
+
+def _verify(a) -> int:
+    from .shards import verify
+
+    problems = verify(Path(a.dir))
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{a.dir}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"{a.dir}: ok")
+    return 0
+
+
+def _review(a) -> int:
+    from .curation import review, state
+    from .workspace import Workspace
+
+    ws = Workspace(a.workspace)
+    builder, cfg = ws.load()
+    if not ws.state_path.exists():
+        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    if a.action == "list":
+        con = state.connect(ws.state_path, read_only=True)
+        rows = review.list_queue(con, status=None if a.status == "all" else a.status,
+                                 label=a.label, config=a.config, limit=a.limit)
+        con.close()
+        if a.json:
+            print(json.dumps(rows, default=str, indent=1))
+        else:
+            for r in rows:
+                label = r["label"] if r["review_label"] == r["label"] else f"{r['label']} -> {r['review_label']}"
+                print(f"{r['key']}\t{r['status']}\t{label}\t{r['nuisance']}\t{r['prompt']}")
+            print(f"{len(rows)} sample(s)", file=sys.stderr)
+        return 0
+    con = state.connect(ws.state_path)
+    try:
+        status = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}[a.action]
+        keys = list(a.keys)
+        if getattr(a, "all_pending", False):
+            keys += [r["key"] for r in review.list_queue(con, status="pending")]
+        n = review.decide(con, keys, status, label=getattr(a, "to", None), reviewer=a.reviewer,
+                          note=a.note, valid_labels=builder.class_names(cfg))
+    finally:
+        con.close()
+    print(f"{n} sample(s) {status}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gensets",
+        description="Generate, curate, publish and evaluate benchmark datasets of generated images.")
+    p.add_argument("--version", action="version", version=f"gensets {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="generate and filter a dataset into a workspace (resumable)",
+                       description="Generate every work unit of CONFIG that is not done yet, score it with "
+                       "the surrogates and record it in WORKSPACE/state.duckdb. Safe to kill and re-run; "
+                       "under `accelerate launch` each process takes its share of the units.")
+    b.add_argument("config", help="a builder config (YAML), e.g. configs/imagenet_d.smoke.yaml")
+    b.add_argument("--out", required=True, metavar="WORKSPACE", help="the workspace folder")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=_build)
+
+    f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",
+                       description="Write WORKSPACE/dataset: the reviewed images as WebDataset shards, "
+                       "one config per nuisance kind, the manifest and the dataset card.")
+    f.add_argument("workspace")
+    f.add_argument("--include-pending", action="store_true",
+                   help="also include images not yet reviewed (for smoke runs)")
+    f.set_defaults(func=_finalize)
+
+    v = sub.add_parser("verify", help="rehash, recount and decode every shard under DIR",
+                       description="Check every shard under DIR against its manifest: sha256, sample count, "
+                       "safe member names, and that every member decodes. Exit 0 when all is well, "
+                       "1 when a problem was found (one line each), 2 on bad usage.")
+    v.add_argument("dir")
+    v.set_defaults(func=_verify)
+
+    r = sub.add_parser("review", help="the review queue: list, accept, reject, relabel")
+    rsub = r.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rl = rsub.add_parser("list", help="list samples in the queue")
+    rl.add_argument("workspace")
+    rl.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "relabeled", "all"])
+    rl.add_argument("--label", help="only this class")
+    rl.add_argument("--config", help="only this config (nuisance kind)")
+    rl.add_argument("--limit", type=int)
+    rl.add_argument("--json", action="store_true")
+    for action, text in (("accept", "accept samples"), ("reject", "reject samples"),
+                         ("relabel", "give samples another class (and accept them)")):
+        ra = rsub.add_parser(action, help=text)
+        ra.add_argument("workspace")
+        ra.add_argument("keys", nargs="*", metavar="KEY")
+        if action == "relabel":
+            ra.add_argument("--to", required=True, metavar="CLASS", help="the new class name")
+        else:
+            ra.add_argument("--all-pending", action="store_true", help=f"{action} every pending sample")
+        ra.add_argument("--reviewer", help="who decides (default: the login name)")
+        ra.add_argument("--note")
+    r.set_defaults(func=_review)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GensetsError as e:
+        print(f"gensets: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("gensets: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(f"gensets: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

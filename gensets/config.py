@@ -1,0 +1,219 @@
+"""YAML -> frozen, validated config objects.
+
+Every error names the file, the line and the dotted key, in one line::
+
+    configs/x.yaml:12: generator.steps: expected int, got str 'many'
+
+A config class is a frozen dataclass; its field types say what is accepted (str, int, float, bool,
+None, Literal, tuple[T, ...], dict[str, T], nested dataclasses and unions of those).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+
+from .errors import ConfigError
+
+
+class _Node:
+    """A YAML value together with the line it came from (1-based)."""
+
+    __slots__ = ("value", "line", "key_lines")
+
+    def __init__(self, value: Any, line: int, key_lines: dict[str, int] | None = None):
+        self.value = value
+        self.line = line
+        self.key_lines = key_lines or {}
+
+
+def _convert(node: yaml.Node) -> _Node:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, _Node] = {}
+        key_lines: dict[str, int] = {}
+        for k, v in node.value:
+            key = yaml.safe_load(yaml.serialize(k)) if not isinstance(k, yaml.ScalarNode) else k.value
+            if str(key) in out:
+                raise ConfigError(f"{{file}}:{k.start_mark.line + 1}: duplicate key '{key}'")
+            child = _convert(v)
+            key_lines[str(key)] = child.line = k.start_mark.line + 1  # errors point at the key's line
+            out[str(key)] = child
+        return _Node(out, line, key_lines)
+    if isinstance(node, yaml.SequenceNode):
+        return _Node([_convert(v) for v in node.value], line)
+    # scalars: let the safe loader resolve int/float/bool/null
+    return _Node(yaml.safe_load(yaml.serialize(node)), line)
+
+
+def read_yaml(path: str | Path) -> _Node:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read config: {e}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is None:
+            raise ConfigError(f"{path}:1: the config is empty")
+        return _convert(root)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        raise ConfigError(f"{path}:{line}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("{file}", str(path))) from None
+
+
+def _plain(node: _Node) -> Any:
+    if isinstance(node.value, dict):
+        return {k: _plain(v) for k, v in node.value.items()}
+    if isinstance(node.value, list):
+        return [_plain(v) for v in node.value]
+    return node.value
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+class _Loader:
+    def __init__(self, source: str, base_dir: Path):
+        self.source = source
+        self.base_dir = base_dir
+
+    def fail(self, node: _Node | int, key: str, msg: str) -> typing.NoReturn:
+        where = f"{key}: " if key else ""
+        line = node if isinstance(node, int) else node.line
+        raise ConfigError(f"{self.source}:{line}: {where}{msg}")
+
+    def build(self, tp: Any, node: _Node, key: str) -> Any:
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        v = node.value
+        if tp is Any:
+            return _plain(node)
+        if origin in (Union, types.UnionType):
+            if v is None and type(None) in args:
+                return None
+            errors = []
+            for alt in args:
+                if alt is type(None):
+                    continue
+                try:
+                    return self.build(alt, node, key)
+                except ConfigError as e:
+                    errors.append(e)
+            if len(errors) == 1:
+                raise errors[0]
+            self.fail(node, key, f"expected {' or '.join(_type_name(a) for a in args)}, got {_describe(v)}")
+        if origin is Literal:
+            if v in args:
+                return v
+            self.fail(node, key, f"expected one of {', '.join(repr(a) for a in args)}, got {_describe(v)}")
+        if dataclasses.is_dataclass(tp):
+            return self.build_dataclass(tp, node, key)
+        if origin in (tuple, list):
+            if not isinstance(v, list):
+                self.fail(node, key, f"expected a list, got {_describe(v)}")
+            item = args[0] if args else Any
+            return tuple(self.build(item, n, f"{key}[{i}]") for i, n in enumerate(v))
+        if origin is dict:
+            if not isinstance(v, dict):
+                self.fail(node, key, f"expected a mapping, got {_describe(v)}")
+            vt = args[1] if len(args) == 2 else Any
+            return types.MappingProxyType({k: self.build(vt, n, f"{key}.{k}") for k, n in v.items()})
+        if tp is float:
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+        elif tp is int:
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        elif tp in (str, bool):
+            if isinstance(v, tp):
+                return v
+        elif tp is type(None):
+            if v is None:
+                return None
+        else:  # pragma: no cover - a programming error in a config class
+            raise TypeError(f"unsupported config type {tp!r}")
+        self.fail(node, key, f"expected {_type_name(tp)}, got {_describe(v)}")
+
+    def build_dataclass(self, cls: type, node: _Node, key: str) -> Any:
+        if not isinstance(node.value, dict):
+            self.fail(node, key, f"expected a mapping, got {_describe(node.value)}")
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        kwargs = {}
+        for name, child in node.value.items():
+            if name not in fields:
+                known = ", ".join(sorted(fields))
+                self.fail(node.key_lines[name], _join(key, name), f"unknown key (known keys here: {known})")
+            kwargs[name] = self.build(hints[name], child, _join(key, name))
+        for name, f in fields.items():
+            if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                self.fail(node, _join(key, name), "required key is missing")
+        try:
+            obj = cls(**kwargs)
+        except (ValueError, TypeError) as e:
+            self.fail(node, key, str(e))
+        check = getattr(obj, "validate", None)
+        if check is not None:
+            try:
+                check(self.base_dir)
+            except ValueError as e:
+                # a validator may name a sub-key as "sub.key: message"
+                sub, sep, msg = str(e).partition(": ")
+                if sep and sub in node.value:
+                    self.fail(node.key_lines[sub], _join(key, sub), msg)
+                self.fail(node, key, str(e))
+        return obj
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _describe(v: Any) -> str:
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, list):
+        return "a list"
+    if v is None:
+        return "nothing (null)"
+    return f"{type(v).__name__} {v!r}"
+
+
+def load_config(cls: type, path: str | Path, data: _Node | None = None) -> Any:
+    """Load and validate ``path`` as an instance of the dataclass ``cls``."""
+    path = Path(path)
+    node = data if data is not None else read_yaml(path)
+    return _Loader(str(path), path.resolve().parent).build_dataclass(cls, node, "")
+
+
+def to_dict(obj: Any) -> Any:
+    """A config object as plain data (for writing the resolved config and fingerprinting)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (tuple, list)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, (dict, types.MappingProxyType)):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def fingerprint(obj: Any) -> str:
+    """A short content hash of a config: it names the build."""
+    blob = json.dumps(to_dict(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,82 @@
+"""The surrogate failure filter (ImageNet-D): keep images that several classifiers fail together.
+
+An image fails a surrogate when none of its class's ImageNet ids is among the surrogate's top-k
+predictions (a hit on any id counts); it is kept when at least ``min_failures`` surrogates fail it
+(default: all of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+def surrogate_hit(top_indices: Sequence[int], target_ids: Sequence[int], k: int = 1) -> bool:
+    """True when any of ``target_ids`` is among the first ``k`` of ``top_indices``."""
+    return not set(int(i) for i in top_indices[:k]).isdisjoint(int(t) for t in target_ids)
+
+
+def keep(failures: int, n_surrogates: int, min_failures: int | None = None) -> bool:
+    """The filter's verdict: failed by at least ``min_failures`` surrogates (default: all)."""
+    need = n_surrogates if min_failures is None else min_failures
+    return failures >= need
+
+
+@dataclass
+class Verdict:
+    surrogates: list[dict]  # per surrogate: model, top5, scores (softmax), hit
+    failures: int
+    kept: bool
+
+
+class SurrogateFilter:
+    """Runs every surrogate on each batch of decoded images (each image decoded once, by the caller)."""
+
+    def __init__(self, specs: Sequence[str], *, top_k: int = 1, min_failures: int | None = None,
+                 templates: Sequence[str] = ("a photo of a {}.",), batch_size: int = 16):
+        self.specs = list(specs)
+        self.top_k = top_k
+        self.min_failures = min_failures
+        self.templates = list(templates)
+        self.batch_size = batch_size
+        self._models = None
+
+    @property
+    def models(self):
+        if self._models is None:
+            from ..labels.imagenet import imagenet_names
+            from ..models import load_classifier
+
+            names = imagenet_names()
+            self._models = []
+            for spec in self.specs:
+                m = load_classifier(spec, labels=names, templates=self.templates)
+                if len(m.label_names) != 1000:
+                    from ..errors import ModelError
+
+                    raise ModelError(f"surrogate '{spec}' predicts {len(m.label_names)} classes, "
+                                     "not the 1000 ImageNet classes the filter needs")
+                self._models.append(m)
+        return self._models
+
+    def score(self, images: list, target_ids: list[Sequence[int]]) -> list[Verdict]:
+        import torch
+
+        per_image: list[list[dict]] = [[] for _ in images]
+        for start in range(0, len(images), self.batch_size):
+            batch = images[start : start + self.batch_size]
+            for spec, model in zip(self.specs, self.models):
+                probs = torch.softmax(model.logits(model.preprocess(batch)).float(), dim=-1)
+                scores, idx = probs.topk(5, dim=-1)
+                for j in range(len(batch)):
+                    top5 = [int(i) for i in idx[j]]
+                    per_image[start + j].append({
+                        "model": spec, "top5": top5,
+                        "scores": [round(float(s), 6) for s in scores[j]],
+                        "hit": surrogate_hit(top5, target_ids[start + j], self.top_k),
+                    })
+        out = []
+        for preds in per_image:
+            failures = sum(not p["hit"] for p in preds)
+            out.append(Verdict(preds, failures, keep(failures, len(preds), self.min_failures)))
+        return out

@@ -1,0 +1,125 @@
+"""The Sample record and its provenance schema: the one shape that flows everywhere.
+
+A sample is stored in a WebDataset shard as ``<key>.<ext>`` (the encoded image), ``<key>.cls``
+(the class index) and ``<key>.json`` (the provenance below). The same provenance struct is declared in
+the dataset card so that ``datasets.load_dataset`` never has to guess its type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+IMAGE_EXTS = ("jpg", "png", "webp")
+
+# name -> datasets dtype, in the order of the card. Nested: ("struct", [...]) and ("list", inner).
+_GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline", "string"),
+        ("scheduler", "string")]
+_SURROGATE = [("model", "string"), ("top5", ("list", "int64")), ("scores", ("list", "float64")),
+              ("hit", "bool")]
+_REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
+LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
+PROVENANCE = [
+    ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"),
+    ("label", "string"), ("label_index", "int64"), ("imagenet_ids", ("list", "int64")),
+    ("nuisance_kind", "string"), ("nuisance", "string"), ("strategy", "string"),
+    ("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
+    ("guidance", "float64"), ("width", "int64"), ("height", "int64"),
+    ("generator", ("struct", _GEN)),
+    ("surrogate_top_k", "int64"), ("surrogates", ("list", ("struct", _SURROGATE))),
+    ("surrogate_failures", "int64"), ("kept", "bool"),
+    ("review", ("struct", _REVIEW)),
+    ("versions", ("struct", [(name, "string") for name in LIBRARIES])),
+]
+
+
+@dataclass
+class Sample:
+    key: str
+    image: bytes
+    ext: str
+    cls: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_wds(self) -> dict[str, Any]:
+        return {"__key__": self.key, self.ext: self.image, "cls": self.cls, "json": self.meta}
+
+    @classmethod
+    def from_wds(cls, d: dict[str, Any]) -> "Sample":
+        ext = next(e for e in IMAGE_EXTS if e in d)
+        meta = d["json"]
+        meta = json.loads(meta) if isinstance(meta, (bytes, str)) else meta
+        c = d["cls"]
+        c = int(c.decode() if isinstance(c, bytes) else c)
+        return cls(key=d["__key__"], image=d[ext], ext=ext, cls=c, meta=meta)
+
+
+def provenance(**values: Any) -> dict[str, Any]:
+    """A complete provenance dict: every declared field present (None where unknown), no others."""
+    names = [name for name, _ in PROVENANCE]
+    unknown = set(values) - set(names)
+    if unknown:
+        raise KeyError(f"unknown provenance fields: {sorted(unknown)}")
+    out = {name: values.get(name) for name in names}
+    out["versions"] = out["versions"] or library_versions()
+    return out
+
+
+_VERSIONS: dict[str, str] | None = None
+
+
+def library_versions() -> dict[str, str]:
+    global _VERSIONS
+    if _VERSIONS is None:
+        _VERSIONS = {}
+        for name in LIBRARIES:
+            try:
+                _VERSIONS[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                _VERSIONS[name] = None
+    return dict(_VERSIONS)
+
+
+def features(class_names: list[str], image_ext: str):
+    """The ``datasets.Features`` of a gensets shard: image, ``cls`` as ClassLabel, json provenance."""
+    import datasets
+
+    def build(dtype):
+        if isinstance(dtype, str):
+            return datasets.Value(dtype)
+        kind, inner = dtype
+        if kind == "list":
+            return datasets.List(build(inner))
+        return {name: build(t) for name, t in inner}
+
+    return datasets.Features({
+        "__key__": datasets.Value("string"),
+        "__url__": datasets.Value("string"),
+        image_ext: datasets.Image(),
+        "cls": datasets.ClassLabel(names=list(class_names)),
+        "json": build(("struct", PROVENANCE)),
+    })
+
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slug(text: str) -> str:
+    """A key-safe form of a name: lowercase letters, digits and single underscores (never a dot)."""
+    return _SLUG.sub("_", text.lower()).strip("_") or "x"
+
+
+def content_id(payload: Any, n: int = 16) -> str:
+    """A stable id from content (never from a counter)."""
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()[:n]
+
+
+def derive_seed(*parts: Any) -> int:
+    """A per-image seed from its content, in [0, 2**31): independent of order and process count."""
+    blob = "\x1f".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF

@@ -1,0 +1,74 @@
+"""A build is a workspace: the frozen config, candidate shards, state.duckdb and the dataset folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import fingerprint, load_config, read_yaml, to_dict
+from .errors import ConfigError, GensetsError
+from .registry import BUILDERS
+
+
+def builder_for(node, source: str):
+    """The builder a config names in its ``builder`` key."""
+    if not isinstance(node.value, dict) or "builder" not in node.value:
+        raise ConfigError(f"{source}:{node.line}: builder: required key is missing "
+                          f"(one of: {', '.join(BUILDERS)})")
+    b = node.value["builder"]
+    if not isinstance(b.value, str) or b.value not in BUILDERS:
+        raise ConfigError(f"{source}:{b.line}: builder: unknown builder {b.value!r} "
+                          f"(known: {', '.join(BUILDERS)})")
+    return BUILDERS.get(b.value)
+
+
+def load_build_config(path: str | Path):
+    """Read, validate and resolve a build config: (builder, frozen config)."""
+    path = Path(path)
+    node = read_yaml(path)
+    builder = builder_for(node, str(path))
+    cfg = load_config(builder.config_class, path, node)
+    resolved = getattr(cfg, "resolved", None)
+    return builder, (resolved(path.resolve().parent) if resolved else cfg)
+
+
+class Workspace:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.config_path = self.root / "config.yaml"
+        self.candidates = self.root / "candidates"
+        self.manifest_path = self.candidates / "manifest.jsonl"
+        self.state_path = self.root / "state.duckdb"
+        self.dataset = self.root / "dataset"
+
+    @classmethod
+    def create(cls, root: str | Path, builder, cfg: Any) -> "Workspace":
+        """Freeze ``cfg`` into a new workspace, or check that an existing one holds the same build."""
+        ws = cls(root)
+        fp = fingerprint(cfg)
+        if ws.config_path.exists():
+            _, old = ws.load()
+            if fingerprint(old) != fp:
+                raise GensetsError(f"{ws.root}: this workspace holds another build "
+                                   f"({fingerprint(old)}, not {fp}); use a new --out folder")
+            return ws
+        ws.candidates.mkdir(parents=True, exist_ok=True)
+        text = (f"# gensets {builder.name} build {fp}: the resolved config, frozen. Do not edit.\n"
+                + yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True, width=100))
+        tmp = ws.config_path.with_name(f".config.yaml.tmp-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, ws.config_path)
+        return ws
+
+    def load(self):
+        """(builder, config) of this workspace."""
+        if not self.config_path.exists():
+            raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
+        return load_build_config(self.config_path)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.load()[1])

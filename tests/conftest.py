@@ -1,0 +1,38 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "configs" / "imagenet_d.smoke.yaml"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_env(tmp_path_factory):
+    """Offline, with the tiny-model cache and HF caches in a session temp folder."""
+    base = tmp_path_factory.mktemp("env")
+    env = {
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(base / "hf"),
+        "GENSETS_CACHE": str(base / "gensets-cache"), "TMPDIR": str(base / "tmp"),
+    }
+    (base / "tmp").mkdir()
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def run_cli(*args, env=None, check=None, timeout=600):
+    """Run ``gensets`` in a subprocess, as a user would."""
+    p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True,
+                       text=True, env={**os.environ, **(env or {})}, timeout=timeout, cwd=ROOT)
+    if check is not None and p.returncode != check:
+        raise AssertionError(f"exit {p.returncode}, wanted {check}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
