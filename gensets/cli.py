@@ -14,7 +14,7 @@ from .errors import GensetsError
 def _build(a) -> int:
     from .builders.runner import build
 
-    r = build(a.config, a.out, quiet=a.quiet)
+    r = build(a.config, a.out, quiet=a.quiet, threads=a.threads)
     if r["rank"] == 0:
         print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
               f"{r['units_run']} run here); {r['samples_written']} samples written, "
@@ -101,6 +101,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("config", help="a builder config (YAML), e.g. configs/imagenet_d.smoke.yaml")
     b.add_argument("--out", required=True, metavar="WORKSPACE", help="the workspace folder")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--threads", type=int, default=1,
+                   help="torch threads per process on CPU (default 1: CPU results depend on the thread "
+                   "count, so keep it fixed for byte-identical rebuilds; scale with processes instead)")
     b.set_defaults(func=_build)
 
     f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",

@@ -77,6 +77,11 @@ def library_versions() -> dict[str, str]:
     if _VERSIONS is None:
         _VERSIONS = {}
         for name in LIBRARIES:
+            if name == "gensets":
+                from . import __version__
+
+                _VERSIONS[name] = __version__
+                continue
             try:
                 _VERSIONS[name] = metadata.version(name)
             except metadata.PackageNotFoundError:

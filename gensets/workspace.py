@@ -63,6 +63,14 @@ class Workspace:
         os.replace(tmp, ws.config_path)
         return ws
 
+    def clean_leftovers(self) -> None:
+        """Remove what a killed ``create`` or ``finalize`` left: temp configs and dataset folders."""
+        import shutil
+
+        for p in self.root.glob(".*"):
+            if ".tmp-" in p.name or p.name.startswith(".dataset.old-"):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+
     def load(self):
         """(builder, config) of this workspace."""
         if not self.config_path.exists():

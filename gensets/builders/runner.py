@@ -47,14 +47,24 @@ def progress(iterable, total: int, desc: str, disable: bool = False):
     return tqdm(iterable, total=total, desc=desc, unit="unit", disable=disable, file=sys.stderr)
 
 
-def build(config_path: str | Path, out: str | Path, *, quiet: bool = False) -> dict:
-    """Generate and filter every unit not yet done; returns counts for this process."""
+def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1) -> dict:
+    """Generate and filter every unit not yet done; returns counts for this process.
+
+    On CPU, results depend on torch's thread count (float reductions split differently), so every
+    process uses ``threads`` threads whatever the number of processes: one process or N give the same
+    bytes. Throughput on CPU comes from processes (``accelerate launch``), not threads.
+    """
+    import torch
+
     from ..shards import Manifest, clean_temp, write_shard
 
     builder, cfg = load_build_config(config_path)
+    if not torch.cuda.is_available():
+        torch.set_num_threads(threads)
     dist = distributed()
     if dist.rank == 0:
         ws = Workspace.create(out, builder, cfg)
+        ws.clean_leftovers()
         clean_temp(ws.candidates)  # leftovers of a killed writer
     dist.barrier()
     ws = Workspace.create(out, builder, cfg)
@@ -110,6 +120,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
+    ws.clean_leftovers()
     if not ws.state_path.exists():
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
     ingest(ws)

@@ -10,6 +10,17 @@ from ..config import to_dict
 from ..records import features
 
 
+class _Dumper(yaml.SafeDumper):
+    """Plain YAML: no anchors or aliases (the features repeat per config)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def dump(obj) -> str:
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
 def size_category(n: int) -> str:
     for bound, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
                         (1_000_000, "100K<n<1M")):
@@ -62,7 +73,7 @@ def _short_config(cfg) -> dict:
 
 
 def render(builder, cfg, manifest: dict, samples: list, build_id: str) -> str:
-    head = yaml.safe_dump(header(builder, cfg, manifest), sort_keys=False, allow_unicode=True, width=100)
+    head = dump(header(builder, cfg, manifest))
     g = cfg.generator
     gen_meta = samples[0].meta["generator"] if samples else {"id": g.model, "revision": None}
     funnel = manifest["funnel"]
@@ -128,6 +139,6 @@ Evaluate a model on it with `gensets eval`.
 ## Build config
 
 ```yaml
-{yaml.safe_dump(_short_config(cfg), sort_keys=False, allow_unicode=True, width=100)}```
+{dump(_short_config(cfg))}```
 """
     return f"---\n{head}---\n{body}"

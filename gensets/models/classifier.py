@@ -1,0 +1,408 @@
+"""Image classifiers behind one interface: timm, transformers image-classification, zero-shot CLIP.
+
+Every classifier preprocesses with its model's OWN config (timm data config, the HF image processor,
+open_clip's eval transform) and returns logits over `label_names`. Zero-shot CLIP models (open_clip,
+transformers CLIPModel) take the label space and prompt templates from the caller and build the
+standard text classifier: per class, embed each template, L2-normalise, mean, renormalise;
+logits = 100 * normalised image features @ classifier.
+Weights are loaded from safetensors only, unless allow_pickle=True.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from gensets.errors import ModelError
+from gensets.models import hub
+from gensets.models.spec import ModelSpec, parse_spec
+from gensets.models.tiny import tiny_path
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
+
+DEFAULT_TEMPLATES = ["a photo of a {}."]
+
+
+class Classifier:
+    """A loaded classifier: preprocess(images) -> batch, logits(batch) -> [B, len(label_names)]."""
+
+    kind: str = ""
+
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, label_names: list[str], model, device: str):
+        self.spec = spec
+        self.model_id = model_id
+        self.revision = revision
+        self.label_names = list(label_names)
+        self.model = model.to(device).eval()
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r}, classes={len(self.label_names)})"
+
+    def preprocess(self, images: list[Image.Image]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _forward(self, batch: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def logits(self, batch: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        with torch.inference_mode():
+            return self._forward(batch.to(self.device))
+
+    def predict(self, images: list[Image.Image]) -> torch.Tensor:
+        return self.logits(self.preprocess(images))
+
+
+class TimmClassifier(Classifier):
+    kind = "timm"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        from timm.data import create_transform, resolve_model_data_config
+
+        self.data_config = resolve_model_data_config(self.model)
+        self.transform = create_transform(**self.data_config, is_training=False)
+
+    def preprocess(self, images):
+        import torch
+
+        return torch.stack([self.transform(im.convert("RGB")) for im in images])
+
+    def _forward(self, batch):
+        return self.model(batch)
+
+
+class HFClassifier(Classifier):
+    kind = "hf"
+
+    def __init__(self, *, image_processor, **kw):
+        super().__init__(**kw)
+        self.image_processor = image_processor
+
+    def preprocess(self, images):
+        return self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")["pixel_values"]
+
+    def _forward(self, batch):
+        return self.model(pixel_values=batch).logits
+
+
+class OpenClipClassifier(Classifier):
+    kind = "open_clip"
+
+    def __init__(self, *, transform, tokenizer, templates: list[Callable[[str], str]], **kw):
+        super().__init__(**kw)
+        import open_clip
+        import torch
+
+        self.transform = transform
+        self.tokenizer = tokenizer
+        with torch.inference_mode():
+            self.text_classifier = open_clip.build_zero_shot_classifier(
+                self.model, tokenizer, self.label_names, templates, num_classes_per_batch=10, device=self.device
+            )
+
+    def preprocess(self, images):
+        import torch
+
+        return torch.stack([self.transform(im.convert("RGB")) for im in images])
+
+    def _forward(self, batch):
+        features = self.model.encode_image(batch, normalize=True)
+        return 100.0 * features @ self.text_classifier
+
+
+class HFClipClassifier(Classifier):
+    kind = "hf-clip"
+
+    def __init__(self, *, processor, templates: list[Callable[[str], str]], **kw):
+        super().__init__(**kw)
+        import torch
+
+        self.processor = processor
+        rows = []
+        with torch.inference_mode():
+            for name in self.label_names:
+                texts = [t(name) for t in templates]
+                tokens = processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(self.device)
+                emb = self.model.get_text_features(**tokens).pooler_output
+                emb = emb / emb.norm(dim=-1, keepdim=True)
+                emb = emb.mean(dim=0)
+                rows.append(emb / emb.norm())
+            self.text_classifier = torch.stack(rows, dim=1)  # [dim, classes]
+
+    def preprocess(self, images):
+        ip = self.processor.image_processor
+        return ip(images=[im.convert("RGB") for im in images], return_tensors="pt")["pixel_values"]
+
+    def _forward(self, batch):
+        features = self.model.get_image_features(pixel_values=batch).pooler_output
+        features = features / features.norm(dim=-1, keepdim=True)
+        return 100.0 * features @ self.text_classifier
+
+
+def _template_fns(spec: ModelSpec, templates: list[str] | None) -> list[Callable[[str], str]]:
+    templates = list(templates) if templates else DEFAULT_TEMPLATES
+    fns = []
+    for t in templates:
+        try:
+            t.format("x", c="x")
+        except (IndexError, KeyError, ValueError, AttributeError) as e:
+            raise ModelError(f"model {spec.raw!r}: bad prompt template {t!r} ({hub.one_line(e)}); use {{}} or {{c}}")
+        fns.append(lambda c, t=t: t.format(c, c=c))
+    return fns
+
+
+def _zero_shot_labels(spec: ModelSpec, labels: list[str] | None) -> list[str]:
+    if not labels:
+        raise ModelError(f"model {spec.raw!r} is a zero-shot CLIP model: pass the class names (labels)")
+    return list(labels)
+
+
+def _load_error(spec: ModelSpec, exc: BaseException) -> ModelError:
+    return ModelError(f"model {spec.raw!r} cannot be loaded: {hub.one_line(exc)}")
+
+
+def _refuse_pickle(spec: ModelSpec, what: str) -> ModelError:
+    return ModelError(
+        f"model {spec.raw!r}: {what} is a pickle checkpoint, not safetensors; refusing to load it"
+        " (pass allow_pickle=True to accept pickle weights)"
+    )
+
+
+def _local_dir(spec: ModelSpec, path: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise ModelError(f"model {spec.raw!r}: local model folder {path!r} does not exist")
+    return p.resolve()
+
+
+# ---------------------------------------------------------------- timm
+def _timm_label_names(model) -> list[str]:
+    from timm.data import ImageNetInfo, infer_imagenet_subset
+
+    n = model.num_classes
+    subset = infer_imagenet_subset(model)
+    if subset:
+        names = ImageNetInfo(subset).label_descriptions()
+        if len(names) == n:
+            return names
+    cfg = getattr(model, "pretrained_cfg", {}) or {}
+    for key in ("label_descriptions", "label_names"):
+        names = cfg.get(key)
+        if names and len(names) == n:
+            return list(names.values()) if isinstance(names, dict) else list(names)
+    return [f"class_{i}" for i in range(n)]
+
+
+def _timm_hub_safetensors(spec: ModelSpec, repo: str, filename: str | None) -> None:
+    """Make sure a Hub timm repo has safetensors weights (and fetch them), else refuse."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    candidates = ["model.safetensors"]
+    if filename and filename.endswith(".safetensors"):
+        candidates.insert(0, filename)
+    elif filename and filename.startswith("open_clip_"):
+        candidates.insert(0, "open_clip_model.safetensors")
+    for name in candidates:
+        try:
+            hf_hub_download(repo, name, revision=spec.revision)
+            return
+        except (EntryNotFoundError, LocalEntryNotFoundError):
+            continue
+        except Exception as e:
+            raise _load_error(spec, e) from None
+    raise _refuse_pickle(spec, f"{repo} has no safetensors weights; its checkpoint")
+
+
+def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
+    import timm
+
+    name, repo, online = spec.name, None, True
+    if spec.is_tiny:
+        model_name, model_id = f"local-dir:{tiny_path('resnet')}", "tiny:resnet"
+    elif name.startswith("local-dir:"):
+        path = _local_dir(spec, name[len("local-dir:"):])
+        hub.check_local_weights(spec, path, allow_pickle)
+        model_name, model_id = f"local-dir:{path}", str(path)
+    elif name.startswith("hf-hub:"):
+        repo = name[len("hf-hub:"):]
+        hub.check_repo_id(spec, repo)
+        online = hub.ensure_reachable(spec, repo)
+        if not allow_pickle:
+            with hub.hub_offline(not online):
+                _timm_hub_safetensors(spec, repo, None)
+        model_name = name + (f"@{spec.revision}" if spec.revision else "")
+        model_id = repo
+    else:
+        if not timm.is_model(name):
+            raise ModelError(f"model {spec.raw!r}: unknown timm model {name!r}")
+        try:
+            cfg = timm.models.get_pretrained_cfg(name, allow_unregistered=False)
+        except RuntimeError as e:
+            raise ModelError(f"model {spec.raw!r}: no pretrained weights for timm model {name!r} ({hub.one_line(e)})")
+        model_id = f"{cfg.architecture}.{cfg.tag}" if cfg.tag else cfg.architecture
+        if cfg.hf_hub_id:
+            repo = cfg.hf_hub_id.rstrip("/")
+            online = hub.ensure_reachable(spec, repo)
+            if not allow_pickle:
+                with hub.hub_offline(not online):
+                    _timm_hub_safetensors(spec, repo, cfg.hf_hub_filename)
+            model_name = f"hf-hub:{repo}@{spec.revision}" if spec.revision else name
+        elif not allow_pickle:
+            raise _refuse_pickle(spec, f"the weights of {name!r} come from {cfg.url or cfg.file!r} and that")
+        else:
+            model_name = name
+    try:
+        with hub.hub_offline(not online):
+            model = timm.create_model(model_name, pretrained=True)
+    except Exception as e:
+        raise _load_error(spec, e) from None
+    revision = (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
+    return TimmClassifier(
+        spec=spec.raw, model_id=model_id, revision=revision, label_names=_timm_label_names(model), model=model,
+        device=device,
+    )
+
+
+# ---------------------------------------------------------------- transformers
+def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remote_code: bool, device: str):
+    if spec.is_tiny:
+        path, repo = tiny_path(spec.name), None
+        model_id = spec.raw
+    else:
+        path, repo = hub.local_or_repo(spec, spec.name)
+        model_id = repo or str(path)
+    if path is not None:
+        if spec.revision:
+            raise ModelError(f"model {spec.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
+        hub.check_local_weights(spec, path, allow_pickle)
+    online = hub.ensure_reachable(spec, repo)
+    kwargs: dict = {}
+    if repo:
+        kwargs.update(revision=spec.revision, local_files_only=not online)
+    if trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    src = repo or str(path)
+    weights = dict(use_safetensors=None if allow_pickle else True)
+    try:
+        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(src, **kwargs)
+            if config.model_type == "clip":
+                from transformers import CLIPModel, CLIPProcessor
+
+                fns = _template_fns(spec, templates)
+                names = _zero_shot_labels(spec, labels)
+                model = CLIPModel.from_pretrained(src, **weights, **kwargs)
+                processor = CLIPProcessor.from_pretrained(src, **kwargs)
+            else:
+                from transformers import AutoImageProcessor, AutoModelForImageClassification
+
+                model = AutoModelForImageClassification.from_pretrained(src, **weights, **kwargs)
+                image_processor = AutoImageProcessor.from_pretrained(src, **kwargs)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise _load_error(spec, e) from None
+    revision = getattr(config, "_commit_hash", None) if repo else None
+    revision = revision or (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
+    common = dict(spec=spec.raw, model_id=model_id, revision=revision, model=model, device=device)
+    if config.model_type == "clip":
+        return HFClipClassifier(processor=processor, templates=fns, label_names=names, **common)
+    id2label = model.config.id2label
+    names = [str(id2label[i]) for i in range(len(id2label))]
+    return HFClassifier(image_processor=image_processor, label_names=names, **common)
+
+
+# ---------------------------------------------------------------- open_clip
+def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, device: str) -> Classifier:
+    import open_clip
+    from open_clip.factory import _find_checkpoint_in_dir
+    from open_clip.pretrained import download_pretrained, download_pretrained_from_hf, get_pretrained_cfg
+
+    names = _zero_shot_labels(spec, labels)
+    fns = _template_fns(spec, templates)
+    name, pretrained, repo, online = spec.name, None, None, True
+    if spec.revision:
+        raise ModelError(f"model {spec.raw!r}: open_clip specs take no @revision")
+    try:
+        if spec.is_tiny or name.startswith("local-dir:"):
+            path = tiny_path("clip") if spec.is_tiny else _local_dir(spec, name[len("local-dir:"):])
+            model_name, model_id = f"local-dir:{path}", (spec.raw if spec.is_tiny else str(path))
+            ckpt = _find_checkpoint_in_dir(path)
+            if not ckpt:
+                raise ModelError(f"model {spec.raw!r}: no weights in local folder {str(path)!r}")
+        elif name.startswith("hf-hub:"):
+            repo = name[len("hf-hub:"):]
+            hub.check_repo_id(spec, repo)
+            online = hub.ensure_reachable(spec, repo)
+            model_name, model_id = name, repo
+            with hub.hub_offline(not online):
+                ckpt = download_pretrained_from_hf(repo)
+        else:
+            arch, _, pretrained = name.partition("/")
+            if arch not in open_clip.list_models():
+                raise ModelError(f"model {spec.raw!r}: unknown open_clip architecture {arch!r}")
+            model_name, model_id = arch, name
+            if os.path.isfile(pretrained):
+                ckpt = pretrained
+            else:
+                cfg = get_pretrained_cfg(arch, pretrained)
+                if not cfg:
+                    raise ModelError(f"model {spec.raw!r}: unknown open_clip pretrained tag {pretrained!r} for {arch!r}")
+                if cfg.get("hf_hub"):
+                    repo = "/".join(cfg["hf_hub"].split("/")[:2])
+                    online = hub.ensure_reachable(spec, repo)
+                elif not allow_pickle:
+                    raise _refuse_pickle(spec, f"the checkpoint at {cfg.get('url')!r}")
+                with hub.hub_offline(not online):
+                    ckpt = download_pretrained(cfg)
+        if not str(ckpt).endswith(".safetensors") and not allow_pickle:
+            raise _refuse_pickle(spec, f"the checkpoint {os.path.basename(str(ckpt))!r}")
+        with hub.hub_offline(not online):
+            model, _, transform = open_clip.create_model_and_transforms(
+                model_name, pretrained=pretrained, device=device, weights_only=not allow_pickle
+            )
+            tokenizer = open_clip.get_tokenizer(model_name)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise _load_error(spec, e) from None
+    revision = hub.cached_commit(repo) if repo else None
+    return OpenClipClassifier(
+        spec=spec.raw, model_id=model_id, revision=revision, label_names=names, model=model, device=device,
+        transform=transform, tokenizer=tokenizer, templates=fns,
+    )
+
+
+def load_classifier(
+    spec: str,
+    labels: list[str] | None = None,
+    templates: list[str] | None = None,
+    *,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    device: str = "cpu",
+) -> Classifier:
+    """Load the classifier named by `spec` (see gensets.models.spec).
+
+    `labels` and `templates` ({} or {c} placeholders) define the label space of zero-shot CLIP
+    models and are required/used only for them; other models keep their own label space.
+    """
+    s = parse_spec(spec)
+    tiny_kind = {"resnet": "timm", "vit": "hf", "hf-clip": "hf", "clip": "open_clip"}
+    kind = tiny_kind.get(s.name) if s.is_tiny else s.kind
+    if kind == "timm":
+        return _load_timm(s, allow_pickle, device)
+    if kind == "hf":
+        return _load_hf(s, labels, templates, allow_pickle, trust_remote_code, device)
+    if kind == "open_clip":
+        return _load_open_clip(s, labels, templates, allow_pickle, device)
+    raise ModelError(f"model {spec!r} is an image generator, not a classifier")

@@ -1,0 +1,158 @@
+"""Text-to-image (and image-to-image) generation with a diffusers pipeline, deterministic per (prompt, seed).
+
+Each image gets its own `torch.Generator("cpu").manual_seed(seed)`. On CPU a batched call gives the same
+pixels for a (prompt, seed) as a call with that prompt alone only up to float rounding (batched matmuls
+and convolutions take different kernels), so generate() runs the pipeline one image at a time: the pixels
+of an image never depend on which other prompts share the call. See tests/test_models.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gensets.errors import ModelError
+from gensets.models import hub
+from gensets.models.spec import parse_spec
+from gensets.models.tiny import tiny_path
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+class Generator:
+    """A loaded diffusers pipeline: generate(prompts, seeds, ...) -> PIL images, one per prompt."""
+
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, pipe):
+        self.spec = spec
+        self.model_id = model_id
+        self.revision = revision
+        self.pipe = pipe
+        self._img2img = None
+
+    @property
+    def pipeline(self) -> str:
+        return type(self.pipe).__name__
+
+    @property
+    def scheduler(self) -> str:
+        return type(self.pipe.scheduler).__name__
+
+    def __repr__(self) -> str:
+        return f"Generator(spec={self.spec!r}, pipeline={self.pipeline!r}, scheduler={self.scheduler!r})"
+
+    def img2img_pipe(self):
+        if self._img2img is None:
+            from diffusers import AutoPipelineForImage2Image
+
+            try:
+                self._img2img = AutoPipelineForImage2Image.from_pipe(self.pipe)
+            except Exception as e:
+                raise ModelError(f"model {self.spec!r}: no image-to-image variant of {self.pipeline} ({hub.one_line(e)})")
+            self._img2img.set_progress_bar_config(disable=True)
+        return self._img2img
+
+    def generate(
+        self,
+        prompts: list[str],
+        seeds: list[int],
+        *,
+        negative_prompts: list[str] | None = None,
+        steps: int = 50,
+        guidance: float = 7.5,
+        width: int = 512,
+        height: int = 512,
+        init_images: list[Image.Image] | None = None,
+        strength: float = 0.75,
+    ) -> list[Image.Image]:
+        """One image per (prompt, seed). With init_images: image-to-image from those images, resized to
+        width x height, at `strength`. The result for a (prompt, seed) does not depend on the batch."""
+        n = len(prompts)
+        if len(seeds) != n:
+            raise ValueError(f"generate: {n} prompts but {len(seeds)} seeds")
+        if negative_prompts is not None and len(negative_prompts) != n:
+            raise ValueError(f"generate: {n} prompts but {len(negative_prompts)} negative prompts")
+        if init_images is not None and len(init_images) != n:
+            raise ValueError(f"generate: {n} prompts but {len(init_images)} init images")
+        import torch
+
+        images = []
+        for i in range(n):
+            kwargs = dict(
+                prompt=[prompts[i]],
+                negative_prompt=[negative_prompts[i]] if negative_prompts is not None else None,
+                num_inference_steps=steps,
+                guidance_scale=guidance,
+                generator=[torch.Generator("cpu").manual_seed(int(seeds[i]))],
+                output_type="pil",
+            )
+            if init_images is None:
+                out = self.pipe(width=width, height=height, **kwargs)
+            else:
+                init = init_images[i].convert("RGB")
+                if init.size != (width, height):
+                    init = init.resize((width, height), resample=3)  # bicubic
+                out = self.img2img_pipe()(image=[init], strength=strength, **kwargs)
+            images.extend(out.images)
+        return images
+
+
+def load_generator(
+    spec: str,
+    *,
+    scheduler: str | None = None,
+    torch_dtype: str = "float32",
+    device: str | None = None,
+    allow_pickle: bool = False,
+) -> Generator:
+    """Load the diffusers pipeline named by `spec` (`diffusers:<repo or path>[@rev]` or `tiny:sd`).
+
+    `scheduler` is a diffusers scheduler class name (e.g. "EulerDiscreteScheduler"), configured from
+    the pipeline's own scheduler config.
+    """
+    s = parse_spec(spec)
+    if not (s.kind == "diffusers" or (s.is_tiny and s.name == "sd")):
+        raise ModelError(f"model {spec!r} is not an image generator (use diffusers:<repo or path> or tiny:sd)")
+    if torch_dtype not in DTYPES:
+        raise ModelError(f"model {spec!r}: unknown torch_dtype {torch_dtype!r} (expected one of {', '.join(DTYPES)})")
+    if s.is_tiny:
+        path, repo = tiny_path("sd"), None
+        model_id = s.raw
+    else:
+        path, repo = hub.local_or_repo(s, s.name)
+        model_id = repo or str(path)
+        if path is not None:
+            if s.revision:
+                raise ModelError(f"model {spec!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
+            hub.check_local_weights(s, path, allow_pickle)
+    online = hub.ensure_reachable(s, repo)
+
+    import diffusers
+    import torch
+
+    scheduler_cls = None
+    if scheduler is not None:
+        scheduler_cls = getattr(diffusers, scheduler, None)
+        if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, diffusers.SchedulerMixin)):
+            raise ModelError(f"model {spec!r}: unknown diffusers scheduler {scheduler!r}")
+    kwargs: dict = dict(dtype=getattr(torch, torch_dtype))
+    if not allow_pickle:
+        kwargs["use_safetensors"] = True
+    if s.is_tiny:
+        kwargs["low_cpu_mem_usage"] = False
+    if repo:
+        kwargs.update(revision=s.revision, local_files_only=not online)
+    try:
+        with hub.hub_offline(not online), hub.quiet_progress("diffusers", "transformers"):
+            pipe = diffusers.DiffusionPipeline.from_pretrained(repo or str(path), **kwargs)
+    except Exception as e:
+        raise ModelError(f"model {spec!r} cannot be loaded: {hub.one_line(e)}") from None
+    if scheduler_cls is not None:
+        pipe.scheduler = scheduler_cls.from_config(pipe.scheduler.config)
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    pipe = pipe.to(device)
+    pipe.set_progress_bar_config(disable=True)
+    revision = (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
+    return Generator(spec=s.raw, model_id=model_id, revision=revision, pipe=pipe)

@@ -1,0 +1,85 @@
+"""Model spec strings: `<kind>:<name>[@revision]`, parsed without touching the network or the disk.
+
+    timm:<registry name | hf-hub:org/repo | local-dir:PATH>[@revision]
+    open_clip:<arch>/<pretrained> | open_clip:hf-hub:org/repo | open_clip:local-dir:PATH
+    hf:<org/repo | local path>[@revision]          (transformers; the task is read from the config)
+    diffusers:<org/repo | local path>[@revision]
+    tiny:<sd | resnet | vit | clip | hf-clip>      (small random models built offline, see tiny.py)
+
+The revision is the text after the last `@` when that text holds no `/` (a path may contain `@`)
+or starts with `refs/` (e.g. `@refs/pr/1`).
+parse_spec validates the grammar only: whether the name exists is found out when it is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gensets.errors import ModelError
+
+KINDS = ("timm", "open_clip", "hf", "diffusers", "tiny")
+TINY_KINDS = ("sd", "resnet", "vit", "clip", "hf-clip")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    kind: str
+    name: str
+    revision: str | None
+    raw: str
+
+    @property
+    def is_tiny(self) -> bool:
+        return self.kind == "tiny"
+
+
+def _split_revision(spec: str, name: str) -> tuple[str, str | None]:
+    base, sep, rev = name.rpartition("@")
+    if not sep or ("/" in rev and not rev.startswith("refs/")):
+        return name, None
+    if not base or not rev:
+        raise ModelError(f"bad model spec {spec!r}: empty name or revision around '@'")
+    return base, rev
+
+
+def parse_spec(s: str) -> ModelSpec:
+    """Parse a model spec string; raise ModelError naming the spec when the grammar is not met."""
+    if not isinstance(s, str):
+        raise ModelError(f"bad model spec {s!r}: not a string")
+    if any(ord(c) < 32 or ord(c) == 127 for c in s):
+        raise ModelError(f"bad model spec {s!r}: contains control characters")
+    kind, sep, name = s.strip().partition(":")
+    if not sep:
+        raise ModelError(f"bad model spec {s!r}: expected '<kind>:<name>' with kind one of {', '.join(KINDS)}")
+    if kind not in KINDS:
+        raise ModelError(f"bad model spec {s!r}: unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+    name = name.strip()
+    if not name:
+        raise ModelError(f"bad model spec {s!r}: empty model name after '{kind}:'")
+    revision = None
+
+    if kind == "tiny":
+        if name not in TINY_KINDS:
+            raise ModelError(f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {', '.join(TINY_KINDS)})")
+    elif kind == "open_clip":
+        if name.startswith(("hf-hub:", "local-dir:")):
+            if not name.partition(":")[2].strip():
+                raise ModelError(f"bad model spec {s!r}: empty repo or path after {name.partition(':')[0]!r}")
+        else:
+            arch, slash, pretrained = name.partition("/")
+            if not slash or not arch or not pretrained:
+                raise ModelError(
+                    f"bad model spec {s!r}: expected open_clip:<arch>/<pretrained>, open_clip:hf-hub:org/repo"
+                    " or open_clip:local-dir:PATH"
+                )
+    elif kind == "timm":
+        if name.startswith("local-dir:"):
+            if not name[len("local-dir:"):].strip():
+                raise ModelError(f"bad model spec {s!r}: empty path after 'local-dir:'")
+        else:
+            name, revision = _split_revision(s, name)
+            if name.startswith("hf-hub:") and not name[len("hf-hub:"):].strip():
+                raise ModelError(f"bad model spec {s!r}: empty repo after 'hf-hub:'")
+    else:  # hf, diffusers
+        name, revision = _split_revision(s, name)
+    return ModelSpec(kind=kind, name=name, revision=revision, raw=s)

@@ -1,0 +1,23 @@
+"""WebDataset shards: deterministic encoding, atomic writing, manifests, safe reading, verification.
+
+Light to import: webdataset (which imports torch) is only loaded inside `write_shard`.
+"""
+
+from gensets.shards.manifest import Manifest, clean_temp, write_json_atomic
+from gensets.shards.reader import iter_shard, iter_shards
+from gensets.shards.verify import Problem, verify
+from gensets.shards.writer import ShardInfo, encode_image, sha256_file, write_shard
+
+__all__ = [
+    "encode_image",
+    "write_shard",
+    "ShardInfo",
+    "sha256_file",
+    "Manifest",
+    "write_json_atomic",
+    "clean_temp",
+    "iter_shard",
+    "iter_shards",
+    "verify",
+    "Problem",
+]

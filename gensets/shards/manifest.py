@@ -1,0 +1,114 @@
+"""Append-only JSON-lines manifests, atomic JSON files, and clean-up after a killed writer."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gensets.errors import DataError
+from gensets.shards.writer import canonical_json, fsync_dir, temp_name
+
+_TAIL = 1 << 20  # a torn line is at most one row: look this far back for the last newline
+
+
+class Manifest:
+    """A JSON-lines file that several processes may append to at once.
+
+    Each `append` is one `os.write` of one complete line on an O_APPEND descriptor, under an
+    exclusive flock, followed by fsync. A line torn by a kill (no trailing newline) is ignored
+    by `rows()` and cut off by the next `append` before it writes.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def append(self, row: dict) -> None:
+        if not isinstance(row, dict):
+            raise TypeError(f"manifest rows are dicts, got {type(row).__name__}")
+        line = canonical_json(row) + b"\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by close
+            self._cut_torn_tail(fd)
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(f"{self.path}: short write ({written} of {len(line)} bytes)")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _cut_torn_tail(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        start = max(0, size - _TAIL)
+        cut = os.pread(fd, size - start, start).rfind(b"\n")
+        if cut < 0 and start > 0:
+            raise DataError(f"{self.path}: last line is over {_TAIL} bytes long and unterminated")
+        os.ftruncate(fd, start + cut + 1)
+
+    def rows(self) -> list[dict]:
+        """All complete rows, in file order; [] if the file does not exist yet."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        lines = data.split(b"\n")
+        lines.pop()  # "" after the final newline, or a torn last line left by a kill: ignored
+        out = []
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise DataError(f"{self.path}: line {lineno}: malformed manifest line ({e})") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{self.path}: line {lineno}: manifest line is not a JSON object")
+            out.append(row)
+        return out
+
+    def done(self, field: str = "unit") -> set[str]:
+        """The values of `field` over all rows that have it (e.g. the units already written)."""
+        return {str(row[field]) for row in self.rows() if field in row}
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write canonical JSON (sorted keys, indent 1, utf-8, final newline) via temp + fsync + rename."""
+    path = Path(path)
+    data = json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
+    tmp = temp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent if str(path.parent) else ".")
+
+
+def is_temp(name: str) -> bool:
+    return name.startswith(".") and ".tmp-" in name
+
+
+def clean_temp(dir: str | os.PathLike) -> list[Path]:
+    """Remove the `.<name>.tmp-<pid>` files a killed writer left anywhere under `dir`.
+
+    Call it on resume, before any writer starts (it would also remove a live writer's temp file).
+    Returns the removed paths.
+    """
+    removed = []
+    for folder, _dirs, files in os.walk(dir):
+        for name in sorted(files):
+            if is_temp(name):
+                p = Path(folder) / name
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed

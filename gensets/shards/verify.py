@@ -1,0 +1,231 @@
+"""Check a folder of shards against its manifests: hashes, counts, tar structure, every member decodes."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from gensets.errors import DataError, GensetsError
+from gensets.shards.manifest import Manifest, is_temp
+from gensets.shards.reader import end_marker_ok, member_problem, split_name
+
+
+@dataclass(frozen=True)
+class Problem:
+    shard: str
+    member: str  # "-" when the problem is about the whole file
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.shard}: {self.member}: {self.what}"
+
+
+def _image(data: bytes) -> None:
+    with warnings.catch_warnings():
+        # Over Image.MAX_IMAGE_PIXELS PIL only warns (error over twice that): treat both as errors.
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+
+
+def _json(data: bytes) -> None:
+    json.loads(data.decode("utf-8"))
+
+
+def _txt(data: bytes) -> None:
+    data.decode("utf-8")
+
+
+def _cls(data: bytes) -> None:
+    int(data.decode("ascii"))
+
+
+DECODERS: dict[str, Callable[[bytes], None]] = {
+    "jpg": _image,
+    "jpeg": _image,
+    "png": _image,
+    "webp": _image,
+    "json": _json,
+    "txt": _txt,
+    "cls": _cls,
+}
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())
+
+
+@dataclass
+class _Expect:
+    manifest: Path
+    sha256: str | None
+    n: int | None
+
+
+def _entries(obj: Any) -> Iterator[dict]:
+    """Every dict with a "path" found in a list under a "shards" key, at any depth."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == "shards" and isinstance(v, list):
+                yield from (e for e in v if isinstance(e, dict) and isinstance(e.get("path"), str))
+            yield from _entries(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _entries(v)
+
+
+def _read_manifest(path: Path) -> list[tuple[str, dict]]:
+    """(relative shard path, entry) pairs; raises DataError for an unreadable manifest."""
+    if path.name == "manifest.jsonl":  # a shard rewritten on resume has several rows: the last one counts
+        last = {r["shard"]: r for r in Manifest(path).rows() if isinstance(r.get("shard"), str)}
+        return list(last.items())
+    try:
+        obj = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: not valid JSON ({e})") from None
+    return [(e["path"], e) for e in _entries(obj)]
+
+
+class _HashingReader:
+    """Read-only file wrapper hashing every byte read, so one pass gives the tar and its sha256."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        b = self.f.read(n)
+        self.h.update(b)
+        return b
+
+    def drain(self) -> str:
+        while self.read(1 << 20):
+            pass
+        return self.h.hexdigest()
+
+
+def _check_shard(path: Path, name: str) -> tuple[str, int | None, list[Problem]]:
+    """Stream the shard once: (sha256, sample count or None if unreadable, problems)."""
+    problems: list[Problem] = []
+    keys: set[str] = set()
+    members: set[str] = set()
+    last_key = None
+    readable = True
+    with open(path, "rb") as f:
+        src = _HashingReader(f)
+        try:
+            with tarfile.open(fileobj=src, mode="r|") as tf:
+                for info in tf:
+                    why = member_problem(info)
+                    if why or info.isdir():
+                        if why:
+                            problems.append(Problem(name, info.name, why))
+                        continue
+                    if info.name in members:
+                        problems.append(Problem(name, info.name, "repeated member"))
+                        continue
+                    members.add(info.name)
+                    parts = split_name(info.name)
+                    if parts is None:
+                        problems.append(Problem(name, info.name, "member name has no key.ext form"))
+                        continue
+                    key, ext = parts
+                    if key != last_key and key in keys:
+                        problems.append(
+                            Problem(name, info.name, f"members of sample {key!r} are not contiguous")
+                        )
+                    keys.add(key)
+                    last_key = key
+                    data = tf.extractfile(info).read()
+                    decode = DECODERS.get(ext.rsplit(".", 1)[-1].lower())
+                    if decode is None:
+                        problems.append(Problem(name, info.name, f"no decoder for .{ext}"))
+                        continue
+                    try:
+                        decode(data)
+                    except Exception as e:  # any decoder failure is a finding, not a crash
+                        problems.append(Problem(name, info.name, f"cannot decode: {_one_line(e)}"))
+                end = tf.offset
+            if not end_marker_ok(path, end):
+                readable = False
+                problems.append(Problem(name, "-", "truncated or corrupt tar (no end-of-archive marker)"))
+        except (tarfile.TarError, EOFError) as e:
+            readable = False
+            problems.append(Problem(name, "-", f"truncated or corrupt tar ({_one_line(e)})"))
+        sha = src.drain()
+    return sha, (len(keys) if readable else None), problems
+
+
+def verify(root: str | os.PathLike) -> list[Problem]:
+    """Find every manifest and tar under `root` (or check the single tar `root`) and return problems.
+
+    Raises GensetsError if `root` does not exist.
+    """
+    root = Path(root)
+    if not root.exists():
+        raise GensetsError(f"{root}: no such file or directory")
+    problems: list[Problem] = []
+    expect: dict[Path, list[_Expect]] = {}
+    tars: list[Path] = []
+    manifest_dirs: set[Path] = set()
+
+    if root.is_file():
+        tars.append(root)
+        walk: list = []
+    else:
+        walk = sorted(os.walk(root))
+    for folder, _dirs, files in walk:
+        folder = Path(folder)
+        for fname in sorted(files):
+            p = folder / fname
+            if is_temp(fname):
+                problems.append(Problem(str(p), "-", "leftover temp file from a killed writer"))
+            elif fname.endswith(".tar"):
+                tars.append(p)
+            elif fname in ("manifest.json", "manifest.jsonl"):
+                manifest_dirs.add(folder)
+                try:
+                    entries = _read_manifest(p)
+                except DataError as e:
+                    problems.append(Problem(str(p), "-", str(e).removeprefix(f"{p}: ")))
+                    continue
+                for rel, entry in entries:
+                    shard = Path(os.path.normpath(folder / rel))
+                    sha = entry.get("sha256")
+                    n = entry.get("n")
+                    expect.setdefault(shard, []).append(
+                        _Expect(p, sha if isinstance(sha, str) else None, n if isinstance(n, int) else None)
+                    )
+
+    shards = sorted({Path(os.path.normpath(t)) for t in tars} | set(expect))
+    for shard in shards:
+        name = str(shard)
+        if not shard.exists():
+            for e in expect[shard]:
+                problems.append(Problem(name, "-", f"listed in {e.manifest} but missing"))
+            continue
+        if shard not in expect and shard.parent in manifest_dirs:
+            problems.append(Problem(name, "-", "not listed in any manifest"))
+        try:
+            sha, n, found = _check_shard(shard, name)
+        except OSError as e:
+            problems.append(Problem(name, "-", f"cannot read: {_one_line(e)}"))
+            continue
+        for e in expect.get(shard, []):
+            if e.sha256 is not None and e.sha256 != sha:
+                problems.append(Problem(name, "-", f"sha256 {sha} differs from {e.sha256} in {e.manifest}"))
+            if e.n is not None and n is not None and e.n != n:
+                problems.append(Problem(name, "-", f"{n} samples, {e.manifest} says {e.n}"))
+        problems.extend(found)
+    # The same fact can come from two manifests listing one shard identically: report it once.
+    return list(dict.fromkeys(problems))

@@ -1,0 +1,229 @@
+"""ImageNet-D end to end on tiny models: build, kill + resume, two processes, review, finalize, load."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, SMOKE, run_cli
+
+EXPECTED_IMAGES = 3 * (3 + 2 + 2) * 2  # classes x nuisances x images per pair in the smoke config
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def shards_digest(ws: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((ws / "candidates").glob("*.tar"))}
+
+
+def temp_files(ws: Path) -> list[str]:
+    return [str(p) for p in ws.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """One uninterrupted build of the smoke config, finalized with pending images."""
+    ws = tmp_path_factory.mktemp("ref") / "ws"
+    run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
+    run_cli("finalize", ws, "--include-pending", check=0)
+    return ws
+
+
+def test_build_records_everything(reference):
+    import duckdb
+
+    con = duckdb.connect(str(reference / "state.duckdb"), read_only=True)
+    n, kept = con.execute("SELECT count(*), count(*) FILTER (WHERE kept) FROM samples").fetchone()
+    assert n == EXPECTED_IMAGES
+    # every surrogate's top-5 for every image
+    assert con.execute("SELECT count(*) FROM surrogate_predictions").fetchone()[0] == n * 3 * 5
+    # the filter's verdict equals the rule applied to the stored top-1s (min_failures: 2 of 3)
+    rows = con.execute("""
+        SELECT s.key, s.kept, s.meta->>'imagenet_ids', list(p.class_index ORDER BY p.model)
+        FROM samples s JOIN surrogate_predictions p USING (key) WHERE p.rank = 1
+        GROUP BY ALL""").fetchall()
+    for key, kept_, ids, top1s in rows:
+        failures = sum(t not in json.loads(ids) for t in top1s)
+        assert kept_ == (failures >= 2), key
+    assert con.execute("SELECT count(*) FROM reviews WHERE status = 'pending'").fetchone()[0] == kept
+    con.close()
+    assert temp_files(reference) == []
+
+
+def test_dataset_loads_with_declared_features(reference):
+    import datasets
+
+    folder = reference / "dataset"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert datasets.get_dataset_config_names(str(folder)) == ["background", "texture", "material"]
+    for config in ("background", "texture", "material"):
+        ds = datasets.load_dataset(str(folder), config, split="test")
+        assert len(ds) == manifest["counts"][config] == sum(
+            s["n"] for s in manifest["shards"] if s["config"] == config)
+        assert isinstance(ds.features["jpg"], datasets.Image)
+        assert isinstance(ds.features["cls"], datasets.ClassLabel)
+        assert len(ds.features["cls"].names) == 113
+        row = ds[0]
+        meta = row["json"]
+        assert row["jpg"].size == (64, 64)
+        assert ds.features["cls"].int2str(row["cls"]) == meta["label"]
+        assert meta["nuisance_kind"] == config and meta["key"] == row["__key__"]
+        assert meta["generator"]["spec"] == "tiny:sd" and meta["generator"]["scheduler"]
+        assert meta["steps"] == 2 and meta["guidance"] == 7.5 and meta["negative_prompt"] == "blurry, low quality"
+        assert meta["prompt"].startswith("a photo of a ") and isinstance(meta["seed"], int)
+        assert [s["model"] for s in meta["surrogates"]] == ["tiny:resnet", "tiny:vit", "tiny:clip"]
+        assert all(len(s["top5"]) == 5 for s in meta["surrogates"])
+        assert meta["review"]["status"] == "pending" and meta["kept"] is True
+        assert meta["versions"]["torch"]
+    card = (folder / "README.md").read_text()
+    from huggingface_hub import DatasetCard
+
+    data = DatasetCard(card).data.to_dict()
+    assert [c["config_name"] for c in data["configs"]] == ["background", "texture", "material"]
+    assert "Curation funnel" in card
+
+
+def test_verify_cli_on_dataset_and_candidates(reference):
+    r = run_cli("verify", reference / "dataset", check=0)
+    assert "ok" in r.stdout
+    run_cli("verify", reference / "candidates", check=0)
+
+
+def test_rebuild_is_byte_identical(reference, tmp_path):
+    ws = tmp_path / "ws"
+    run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
+    run_cli("finalize", ws, "--include-pending", check=0)
+    assert shards_digest(ws) == shards_digest(reference)
+    assert tree_digest(ws / "dataset") == tree_digest(reference / "dataset")
+
+
+def _manifest_rows(ws: Path) -> int:
+    m = ws / "candidates" / "manifest.jsonl"
+    return m.read_text().count("\n") if m.exists() else 0
+
+
+@pytest.mark.parametrize("kill_after_units", [0, 5])
+def test_sigkill_and_resume(reference, tmp_path, kill_after_units):
+    """SIGKILL during model loading / mid-build, run again: the same bytes, no temp files."""
+    ws = tmp_path / "ws"
+    cmd = [sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet"]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None:
+        if kill_after_units == 0 and (ws / "config.yaml").exists():
+            time.sleep(1.0)
+            break
+        if kill_after_units and _manifest_rows(ws) >= kill_after_units:
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the build finished before it could be killed"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    done = _manifest_rows(ws)
+    assert done < 12
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
+    assert f"({done} done before" in r.stdout
+    run_cli("finalize", ws, "--include-pending", check=0)
+    assert shards_digest(ws) == shards_digest(reference)
+    assert tree_digest(ws / "dataset") == tree_digest(reference / "dataset")
+    assert temp_files(ws) == []
+
+
+def test_two_processes_under_accelerate(reference, tmp_path):
+    ws = tmp_path / "ws"
+    accelerate = Path(sys.executable).with_name("accelerate")
+    p = subprocess.run(
+        [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no",
+         "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [json.loads(line) for line in (ws / "candidates" / "manifest.jsonl").read_text().splitlines()]
+    assert {r["rank"] for r in rows} == {0, 1} and {r["world"] for r in rows} == {2}
+    assert len(rows) == 12
+    run_cli("finalize", ws, "--include-pending", check=0)
+    assert shards_digest(ws) == shards_digest(reference)
+    assert tree_digest(ws / "dataset") == tree_digest(reference / "dataset")
+
+
+def test_review_then_finalize(reference, tmp_path):
+    ws = tmp_path / "ws"
+    shutil.copytree(reference, ws)
+    keys = run_cli("review", "list", ws, "--config", "texture", check=0).stdout.split("\n")
+    keys = [line.split("\t")[0] for line in keys if line]
+    assert len(keys) == 12
+    run_cli("review", "accept", ws, keys[0], keys[1], "--reviewer", "ana", check=0)
+    run_cli("review", "reject", ws, keys[2], "--reviewer", "ben", check=0)
+    run_cli("review", "relabel", ws, keys[3], "--to", "teapot", "--reviewer", "ana", check=0)
+    bad = run_cli("review", "accept", ws, "no_such_key")
+    assert bad.returncode == 2 and "no_such_key" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("review", "relabel", ws, keys[4], "--to", "unicorn")
+    assert bad.returncode == 2 and "unicorn" in bad.stderr
+    run_cli("finalize", ws, check=0)
+
+    import datasets
+
+    ds = datasets.load_dataset(str(ws / "dataset"), "texture", split="test")
+    got = {r["__key__"]: r for r in ds}
+    assert set(got) == {keys[0], keys[1], keys[3]}
+    assert got[keys[0]]["json"]["review"]["reviewer"] == "ana"
+    relabeled = got[keys[3]]
+    assert ds.features["cls"].int2str(relabeled["cls"]) == "teapot" == relabeled["json"]["label"]
+    assert relabeled["json"]["review"]["status"] == "relabeled"
+    assert relabeled["json"]["review"]["label_before"] != "teapot"
+    assert datasets.get_dataset_config_names(str(ws / "dataset")) == ["texture"]
+    import duckdb
+
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM review_log").fetchone()[0] == 4
+    con.close()
+    manifest = json.loads((ws / "dataset" / "manifest.json").read_text())
+    assert manifest["funnel"]["texture"] == {"generated": 12, "kept": 12, "accepted": 3, "pending": 8,
+                                             "rejected": 1}
+
+
+def test_verify_reports_each_problem_in_one_line(reference, tmp_path):
+    import io
+    import tarfile
+
+    d = tmp_path / "dataset"
+    shutil.copytree(reference / "dataset", d)
+    shard = sorted((d / "background").glob("*.tar"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a flipped byte inside a member
+    shard.write_bytes(bytes(data))
+    other = sorted((d / "texture").glob("*.tar"))[0]
+    other.write_bytes(other.read_bytes()[: 5000])  # truncated
+    evil = d / "material" / "evil.tar"
+    with tarfile.open(evil, "w") as t:
+        info = tarfile.TarInfo("../x.txt")
+        info.size = 2
+        t.addfile(info, io.BytesIO(b"hi"))
+    r = run_cli("verify", d)
+    assert r.returncode == 1
+    lines = r.stdout.strip().splitlines()
+    assert any(str(shard) in line and "sha256" in line for line in lines), lines
+    assert any(str(other) in line and "truncated" in line for line in lines), lines
+    assert any(str(evil) in line and "../x.txt" in line and ".." in line for line in lines), lines
+    assert "Traceback" not in r.stdout + r.stderr
+    assert run_cli("verify", tmp_path / "nowhere").returncode == 2
+
+
+def test_unknown_model_spec_fails_in_one_line(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(SMOKE.read_text().replace("[tiny:resnet, tiny:vit, tiny:clip]", "[tiny:resnet, timm:no_such_net_v9]"))
+    r = run_cli("build", cfg, "--out", tmp_path / "ws", "--quiet")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "timm:no_such_net_v9" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,469 @@
+"""gensets.models: spec grammar, tiny models through the real loaders, classifiers, generators, hub failures.
+
+Offline and CPU only. Hub behaviour is tested in subprocesses with a clean environment (HF_HUB_OFFLINE
+unset) against an endpoint that never answers, and against a fake local HF cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gensets.errors import ModelError
+from gensets.models import ModelSpec, load_classifier, load_generator, parse_spec, tiny_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_env(tmp_path_factory):
+    """A private gensets cache and HF home for the whole session, offline."""
+    base = tmp_path_factory.mktemp("models-env")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GENSETS_CACHE", str(base / "gensets-cache"))
+        mp.setenv("HF_HOME", str(base / "hf-home"))
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+            mp.setenv(var, "1")
+        yield base
+
+
+def _images(n=2):
+    from PIL import Image
+
+    colours = [(200, 30, 30), (20, 120, 220), (240, 240, 20), (10, 10, 10)]
+    return [Image.new("RGB", (96 + 8 * i, 64 + 4 * i), colours[i % 4]) for i in range(n)]
+
+
+# ---------------------------------------------------------------- spec grammar
+@pytest.mark.parametrize(
+    "s, kind, name, revision",
+    [
+        ("timm:resnet50", "timm", "resnet50", None),
+        ("timm:resnet50.a1_in1k@abc123", "timm", "resnet50.a1_in1k", "abc123"),
+        ("timm:hf-hub:timm/vit_tiny_patch16_224.augreg_in21k", "timm", "hf-hub:timm/vit_tiny_patch16_224.augreg_in21k", None),
+        ("timm:hf-hub:org/repo@v1.0", "timm", "hf-hub:org/repo", "v1.0"),
+        ("timm:local-dir:/tmp/a@b", "timm", "local-dir:/tmp/a@b", None),
+        ("open_clip:ViT-B-32/openai", "open_clip", "ViT-B-32/openai", None),
+        ("open_clip:hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "open_clip", "hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", None),
+        ("open_clip:local-dir:/models/clip", "open_clip", "local-dir:/models/clip", None),
+        ("hf:google/vit-base-patch16-224", "hf", "google/vit-base-patch16-224", None),
+        ("hf:google/vit-base-patch16-224@main", "hf", "google/vit-base-patch16-224", "main"),
+        ("hf:/abs/path/to/model", "hf", "/abs/path/to/model", None),
+        ("hf:/data/x@y/model", "hf", "/data/x@y/model", None),
+        ("diffusers:stabilityai/stable-diffusion-2-1@refs/pr/1", "diffusers", "stabilityai/stable-diffusion-2-1", "refs/pr/1"),
+        ("diffusers:stabilityai/stable-diffusion-2-1@fp16", "diffusers", "stabilityai/stable-diffusion-2-1", "fp16"),
+        ("tiny:sd", "tiny", "sd", None),
+        ("tiny:hf-clip", "tiny", "hf-clip", None),
+        ("timm:x'; DROP TABLE runs; --", "timm", "x'; DROP TABLE runs; --", None),
+    ],
+)
+def test_parse_spec(s, kind, name, revision):
+    assert parse_spec(s) == ModelSpec(kind=kind, name=name, revision=revision, raw=s)
+
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        "",
+        "resnet50",
+        "torch:resnet50",
+        "timm:",
+        "hf:   ",
+        "tiny:huge",
+        "tiny:",
+        "open_clip:ViT-B-32",
+        "open_clip:ViT-B-32/",
+        "open_clip:/openai",
+        "open_clip:hf-hub:",
+        "timm:hf-hub:",
+        "hf:org/repo@",
+        "diffusers:@main",
+        "timm:resnet50\nrm -rf /",
+    ],
+)
+def test_parse_spec_errors(s):
+    with pytest.raises(ModelError) as err:
+        parse_spec(s)
+    msg = str(err.value)
+    assert repr(s) in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["timm:x'; DROP TABLE runs; --", "hf:x'; DROP TABLE runs; --", "diffusers:x'; DROP TABLE runs; --"],
+)
+def test_hostile_spec_parses_but_does_not_load(spec):
+    parse_spec(spec)
+    loader = load_generator if spec.startswith("diffusers") else load_classifier
+    t0 = time.perf_counter()
+    with pytest.raises(ModelError) as err:
+        loader(spec)
+    assert time.perf_counter() - t0 < 10
+    assert repr(spec) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_import_is_light():
+    code = (
+        "import sys, time; t = time.perf_counter(); import gensets.models; dt = time.perf_counter() - t; "
+        "heavy = [m for m in ('torch', 'diffusers', 'transformers', 'timm', 'open_clip', 'huggingface_hub') "
+        "if m in sys.modules]; print(dt, heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    dt, heavy = out.stdout.split(" ", 1)
+    assert heavy.strip() == "[]"
+    assert float(dt) < 0.3
+
+
+# ---------------------------------------------------------------- tiny models
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_tiny_models_are_cached_safetensors_and_reproducible(tmp_path, monkeypatch):
+    first = {k: tiny_path(k) for k in ("sd", "resnet", "vit", "clip", "hf-clip")}
+    for kind, path in first.items():
+        assert path.name == f"{kind}-v1" and (path / ".complete").is_file()
+        assert tiny_path(kind) == path  # cached
+        files = [p.name for p in path.rglob("*") if p.is_file()]
+        assert any(f.endswith(".safetensors") for f in files)
+        assert not [f for f in files if f.endswith((".bin", ".pt", ".pth", ".ckpt"))]
+        assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp folders left
+    monkeypatch.setenv("GENSETS_CACHE", str(tmp_path / "other"))
+    for kind in ("resnet", "vit", "clip", "hf-clip"):  # rebuilt from scratch: byte-identical
+        again = tiny_path(kind)
+        assert again != first[kind]
+        assert _digest(again) == _digest(first[kind])
+
+
+def test_tiny_unknown_kind():
+    with pytest.raises(ModelError, match="tiny:nope"):
+        tiny_path("nope")
+
+
+# ---------------------------------------------------------------- classifiers
+def test_timm_classifier_tiny_resnet():
+    import timm
+    from safetensors.torch import load_file
+    from timm.data import ImageNetInfo, create_transform, resolve_data_config
+
+    c = load_classifier("tiny:resnet")
+    assert (c.kind, c.spec, c.model_id, c.revision) == ("timm", "tiny:resnet", "tiny:resnet", None)
+    assert c.label_names == ImageNetInfo().label_descriptions() and len(c.label_names) == 1000
+    # the weights are the saved ones, not a random init
+    saved = load_file(str(tiny_path("resnet") / "model.safetensors"))
+    state = c.model.state_dict()
+    assert all((state[k] == v).all() for k, v in saved.items())
+    # preprocessing comes from the model's own pretrained config (test_resnet: 160 px)
+    ref = timm.create_model(f"local-dir:{tiny_path('resnet')}", pretrained=True)
+    assert ref.pretrained_cfg["input_size"] == (3, 160, 160)
+    images = _images(3)
+    batch = c.preprocess(images)
+    assert tuple(batch.shape) == (3, 3, 160, 160)
+    expected = create_transform(**resolve_data_config({}, model=ref), is_training=False)(images[0])
+    assert (batch[0] == expected).all()
+    logits = c.logits(batch)
+    assert tuple(logits.shape) == (3, 1000)
+    assert (c.predict(images) == logits).all()
+
+
+def test_hf_classifier_tiny_vit():
+    import json as _json
+
+    c = load_classifier("tiny:vit")
+    assert c.kind == "hf"
+    config = _json.loads((tiny_path("vit") / "config.json").read_text())
+    assert c.label_names == [config["id2label"][str(i)] for i in range(1000)]
+    assert c.label_names[0] == "tench, Tinca tinca"
+    batch = c.preprocess(_images(2))
+    assert tuple(batch.shape) == (2, 3, 32, 32)  # from preprocessor_config.json
+    assert tuple(c.logits(batch).shape) == (2, 1000)
+
+
+def test_zero_shot_open_clip_matches_hand_computation():
+    import open_clip
+    import torch
+    import torch.nn.functional as F
+
+    labels, templates = ["cat", "dog"], ["a photo of a {}.", "a drawing of a {c}."]
+    c = load_classifier("tiny:clip", labels, templates)
+    assert (c.kind, c.label_names) == ("open_clip", labels)
+    images = _images(3)
+    logits = c.predict(images)
+    assert tuple(logits.shape) == (3, 2)
+
+    name = f"local-dir:{tiny_path('clip')}"
+    model, _, preprocess = open_clip.create_model_and_transforms(name)
+    model.eval()
+    tokenizer = open_clip.get_tokenizer(name)
+    with torch.no_grad():
+        columns = []
+        for label in labels:
+            texts = [f"a photo of a {label}.", f"a drawing of a {label}."]
+            emb = F.normalize(model.encode_text(tokenizer(texts)), dim=-1).mean(dim=0)
+            columns.append(emb / emb.norm())
+        image = F.normalize(model.encode_image(torch.stack([preprocess(im) for im in images])), dim=-1)
+        expected = 100 * image @ torch.stack(columns, dim=1)
+    assert torch.allclose(logits, expected, atol=1e-4)
+
+
+def test_zero_shot_hf_clip_matches_hand_computation():
+    import torch
+    import torch.nn.functional as F
+    from transformers import CLIPModel, CLIPProcessor
+
+    labels = ["cat", "dog"]
+    c = load_classifier("tiny:hf-clip", labels)
+    assert (c.kind, c.label_names) == ("hf-clip", labels)
+    images = _images(2)
+    logits = c.predict(images)
+    assert tuple(logits.shape) == (2, 2)
+
+    path = tiny_path("hf-clip")
+    model, processor = CLIPModel.from_pretrained(path).eval(), CLIPProcessor.from_pretrained(path)
+    with torch.no_grad():
+        texts = processor.tokenizer([f"a photo of a {x}." for x in labels], padding=True, return_tensors="pt")
+        text = F.normalize(model.get_text_features(**texts).pooler_output, dim=-1)
+        pixels = processor.image_processor(images=images, return_tensors="pt")["pixel_values"]
+        image = F.normalize(model.get_image_features(pixel_values=pixels).pooler_output, dim=-1)
+    assert torch.allclose(logits, 100 * image @ text.T, atol=1e-4)
+
+
+def test_zero_shot_needs_labels_and_good_templates():
+    with pytest.raises(ModelError, match="labels"):
+        load_classifier("tiny:clip")
+    with pytest.raises(ModelError, match="labels"):
+        load_classifier("tiny:hf-clip")
+    with pytest.raises(ModelError, match="template"):
+        load_classifier("tiny:clip", ["cat"], ["a photo of a {name}"])
+
+
+# ---------------------------------------------------------------- generators
+@pytest.fixture(scope="module")
+def generator():
+    return load_generator("tiny:sd")
+
+
+def _pixels(image):
+    import numpy as np
+
+    return np.asarray(image)
+
+
+def test_generator_is_deterministic_and_batch_independent(generator):
+    import numpy as np
+
+    g = generator
+    assert (g.spec, g.model_id, g.revision) == ("tiny:sd", "tiny:sd", None)
+    assert (g.pipeline, g.scheduler) == ("StableDiffusionPipeline", "DDIMScheduler")
+    kw = dict(steps=2, width=64, height=64)
+    t0 = time.perf_counter()
+    pair = g.generate(["a red cube", "a blue ball on grass"], [7, 8], negative_prompts=["blurry", ""], **kw)
+    assert time.perf_counter() - t0 < 10
+    alone = g.generate(["a red cube"], [7], negative_prompts=["blurry"], **kw)
+    again = g.generate(["a red cube"], [7], negative_prompts=["blurry"], **kw)
+    other_seed = g.generate(["a red cube"], [9], negative_prompts=["blurry"], **kw)
+    assert pair[0].size == (64, 64) and pair[0].mode == "RGB"
+    assert np.array_equal(_pixels(pair[0]), _pixels(alone[0]))  # independent of the batch
+    assert np.array_equal(_pixels(alone[0]), _pixels(again[0]))
+    assert not np.array_equal(_pixels(alone[0]), _pixels(other_seed[0]))
+    with pytest.raises(ValueError):
+        g.generate(["a", "b"], [1], **kw)
+
+
+def test_img2img(generator):
+    import numpy as np
+
+    kw = dict(steps=4, width=64, height=64)
+    init = generator.generate(["a red cube"], [1], steps=2, width=64, height=64)[0].resize((80, 80))
+    a = generator.generate(["a red cube at night"], [3], init_images=[init], strength=0.5, **kw)
+    b = generator.generate(["a red cube at night"], [3], init_images=[init], strength=0.5, **kw)
+    assert a[0].size == (64, 64)
+    assert np.array_equal(_pixels(a[0]), _pixels(b[0]))
+    assert not np.array_equal(_pixels(a[0]), _pixels(init.resize((64, 64))))
+
+
+def test_generator_scheduler_and_errors():
+    g = load_generator("tiny:sd", scheduler="EulerDiscreteScheduler")
+    assert g.scheduler == "EulerDiscreteScheduler"
+    assert len(g.generate(["x"], [0], steps=2, width=64, height=64)) == 1
+    with pytest.raises(ModelError, match="NoSuchScheduler"):
+        load_generator("tiny:sd", scheduler="NoSuchScheduler")
+    with pytest.raises(ModelError, match="torch_dtype"):
+        load_generator("tiny:sd", torch_dtype="float64")
+    with pytest.raises(ModelError, match="not an image generator"):
+        load_generator("tiny:resnet")
+    with pytest.raises(ModelError, match="not a classifier"):
+        load_classifier("tiny:sd")
+
+
+# ---------------------------------------------------------------- errors, pickle refusal, offline
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ("timm:not_a_real_model_xyz", "unknown timm model"),
+        ("timm:resnet50.no_such_tag", "no pretrained weights"),
+        ("timm:local-dir:/nonexistent/folder", "does not exist"),
+        ("hf:/nonexistent/folder", "does not exist"),
+        ("hf:not a repo!", "valid Hub repo id"),
+        ("open_clip:NoSuchArch/openai", "unknown open_clip architecture"),
+        ("open_clip:ViT-B-32/no_such_tag", "unknown open_clip pretrained tag"),
+        ("open_clip:local-dir:/nonexistent/folder", "does not exist"),
+        ("timm:resnet50", "not available"),
+        ("hf:google/vit-base-patch16-224", "not available"),
+        ("open_clip:ViT-B-32/openai", "not available"),
+    ],
+)
+def test_unknown_or_unavailable_models(spec, match):
+    with pytest.raises(ModelError, match=match) as err:
+        load_classifier(spec, labels=["a", "b"])
+    assert repr(spec) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_revision_with_local_path_is_an_error():
+    with pytest.raises(ModelError, match="revision"):
+        load_classifier(f"hf:{tiny_path('vit')}@main")
+
+
+def test_pickle_weights_are_refused(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    def pickled(kind, weights, pickle_name):
+        d = tmp_path / kind
+        shutil.copytree(tiny_path(kind), d)
+        state = load_file(str(d / weights))
+        (d / weights).unlink()
+        torch.save(state, d / pickle_name)
+        return d
+
+    resnet = pickled("resnet", "model.safetensors", "pytorch_model.bin")
+    vit = pickled("vit", "model.safetensors", "pytorch_model.bin")
+    clip = pickled("clip", "open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+    for spec in (f"timm:local-dir:{resnet}", f"hf:{vit}", f"open_clip:local-dir:{clip}"):
+        with pytest.raises(ModelError, match="allow_pickle") as err:
+            load_classifier(spec, labels=["a", "b"])
+        assert "\n" not in str(err.value)
+    assert tuple(load_classifier(f"timm:local-dir:{resnet}", allow_pickle=True).predict(_images(1)).shape) == (1, 1000)
+    assert len(load_classifier(f"hf:{vit}", allow_pickle=True).label_names) == 1000
+    assert load_classifier(f"open_clip:local-dir:{clip}", ["a", "b"], allow_pickle=True).kind == "open_clip"
+
+
+HUB_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from gensets.errors import ModelError
+    from gensets.models import load_classifier, load_generator
+    results = []
+    for spec in sys.argv[1:]:
+        load = load_generator if spec.startswith("diffusers:") else load_classifier
+        t0 = time.perf_counter()
+        try:
+            m = load(spec)
+            results.append({"spec": spec, "ok": True, "revision": m.revision, "model_id": m.model_id})
+        except ModelError as e:
+            results.append({"spec": spec, "ok": False, "error": str(e)})
+        results[-1]["seconds"] = time.perf_counter() - t0
+    print(json.dumps(results))
+    """
+)
+
+
+def _clean_env(hf_home: Path, endpoint: str) -> dict:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(hf_home.parent),
+        "HF_HOME": str(hf_home),
+        "HF_ENDPOINT": endpoint,
+        "GENSETS_CACHE": os.environ["GENSETS_CACHE"],
+        "PYTHONPATH": str(ROOT),
+        "TMPDIR": str(hf_home.parent),
+    }
+    assert not any(k.endswith("_OFFLINE") for k in env)
+    return env
+
+
+def _fake_hub_repo(hf_home: Path, repo: str, source: Path, commit: str) -> None:
+    repo_dir = hf_home / "hub" / ("models--" + repo.replace("/", "--"))
+    shutil.copytree(source, repo_dir / "snapshots" / commit)
+    (repo_dir / "refs").mkdir(parents=True)
+    (repo_dir / "refs" / "main").write_text(commit)
+
+
+def test_hub_names_fail_fast_without_offline_env_and_cached_repos_load(tmp_path):
+    for kind in ("resnet", "vit", "sd"):
+        tiny_path(kind)  # built here, not in the subprocesses
+    # an endpoint that accepts connections and never answers: the worst case for a probe
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    # a local HF cache holding tiny models under hub repo names
+    cached_home = tmp_path / "cached" / "hf"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _fake_hub_repo(cached_home, "gensets/tiny-resnet", tiny_path("resnet"), commit)
+    _fake_hub_repo(cached_home, "gensets/tiny-vit", tiny_path("vit"), commit)
+    _fake_hub_repo(cached_home, "gensets/tiny-sd", tiny_path("sd"), commit)
+    try:
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        runs = {
+            "fail": (
+                ["timm:resnet50", "diffusers:stabilityai/stable-diffusion-2-1", "hf:google/vit-base-patch16-224"],
+                _clean_env(tmp_path / "empty" / "hf", endpoint),
+            ),
+            "cached": (
+                ["timm:hf-hub:gensets/tiny-resnet", "hf:gensets/tiny-vit", "diffusers:gensets/tiny-sd",
+                 "hf:gensets/tiny-vit@v2"],
+                _clean_env(cached_home, endpoint),
+            ),
+        }
+        procs = {}
+        for name, (specs, env) in runs.items():
+            Path(env["HF_HOME"]).mkdir(parents=True, exist_ok=True)
+            procs[name] = (time.perf_counter(), subprocess.Popen(
+                [sys.executable, "-c", HUB_SCRIPT, *specs], env=env, cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            ))
+        results, walls = {}, {}
+        for name, (t0, proc) in procs.items():
+            out, err = proc.communicate(timeout=120)
+            walls[name] = time.perf_counter() - t0
+            assert proc.returncode == 0, err
+            results[name] = {r["spec"]: r for r in json.loads(out.strip().splitlines()[-1])}
+    finally:
+        silent.close()
+
+    fail = results["fail"]
+    for spec, r in fail.items():
+        assert not r["ok"], spec
+        assert r["error"].startswith(f"model {spec!r} is not available: no network access to the Hugging Face Hub")
+        assert "not in the local cache" in r["error"] and "tiny:" in r["error"] and "\n" not in r["error"]
+        assert r["seconds"] < 10, (spec, r["seconds"])
+    assert walls["fail"] < 20, walls  # interpreter start and torch/timm imports, run beside the other subprocess
+
+    cached = results["cached"]
+    for spec in ("timm:hf-hub:gensets/tiny-resnet", "hf:gensets/tiny-vit", "diffusers:gensets/tiny-sd"):
+        assert cached[spec]["ok"], cached[spec]
+        assert cached[spec]["revision"] == commit
+        assert cached[spec]["model_id"] == spec.split(":")[-1]
+    assert not cached["hf:gensets/tiny-vit@v2"]["ok"]
+    assert "gensets/tiny-vit@v2 is not in the local cache" in cached["hf:gensets/tiny-vit@v2"]["error"]
+
+
+def test_offline_env_fails_at_once(monkeypatch):
+    t0 = time.perf_counter()
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
+        load_generator("diffusers:stabilityai/stable-diffusion-2-1")
+    assert time.perf_counter() - t0 < 1
