@@ -87,6 +87,79 @@ def _review(a) -> int:
     return 0
 
 
+def _eval(a) -> int:
+    from .evaluation.runner import evaluate
+
+    results = evaluate(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
+                       batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
+                       allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code)
+    if a.json:
+        print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "n", "metrics")}
+                          for r in results], indent=1))
+    else:
+        for r in results:
+            m = r["metrics"]
+            lo, hi = r["intervals"]["top1"]
+            extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k not in ("top1", "top5"))
+            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['protocol']}]  n={r['n']}  "
+                  f"top1 {m['top1']:.4f} ({lo:.4f}-{hi:.4f})  top5 {m['top5']:.4f}{extra}")
+        print(f"results in {a.db}: gensets leaderboard --db {a.db}", file=sys.stderr)
+    return 0
+
+
+def _print_rows(cols: list[str], rows: list, fmt: str) -> None:
+    def cell(v):
+        return f"{v:.4f}" if isinstance(v, float) else ("" if v is None else str(v))
+
+    if fmt == "json":
+        print(json.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str, indent=1))
+    elif fmt == "csv":
+        import csv
+
+        w = csv.writer(sys.stdout)
+        w.writerow(cols)
+        w.writerows(rows)
+    elif fmt == "markdown":
+        print("| " + " | ".join(cols) + " |")
+        print("|" + "---|" * len(cols))
+        for r in rows:
+            print("| " + " | ".join(cell(v).replace("|", "\\|") for v in r) + " |")
+    else:
+        cells = [[cell(v) for v in r] for r in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+        print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+        for r in cells:
+            print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+
+
+def _leaderboard(a) -> int:
+    from .evaluation import store
+
+    con = store.connect(a.db, read_only=True)
+    cols, rows = store.leaderboard(con, a.dataset, a.config, a.split)
+    con.close()
+    _print_rows(cols, rows, a.format)
+    return 0
+
+
+def _query(a) -> int:
+    import duckdb
+
+    from .evaluation import store
+
+    con = store.connect(a.db, read_only=True)
+    try:
+        cur = con.execute(a.sql)
+        cols = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchall() if cols else []
+    except duckdb.Error as e:
+        raise GensetsError(f"query failed: {str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    _print_rows(cols, rows, a.format)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gensets",
@@ -142,6 +215,42 @@ def parser() -> argparse.ArgumentParser:
         ra.add_argument("--reviewer", help="who decides (default: the login name)")
         ra.add_argument("--note")
     r.set_defaults(func=_review)
+
+    e = sub.add_parser("eval", help="score models on a dataset; results into a DuckDB file",
+                       description="Score every --model on DATASET (a workspace, a local repo folder, a hub id "
+                       "org/name[@revision] or a WebDataset glob). Each batch is decoded once and every model "
+                       "runs on it. The protocol (imagenet, zero-shot, native, wordset) is chosen from the "
+                       "dataset and the model unless given, and is always reported.")
+    e.add_argument("dataset")
+    e.add_argument("--model", action="append", required=True, metavar="SPEC",
+                   help="a model spec (repeatable): timm:..., open_clip:..., hf:..., tiny:...")
+    e.add_argument("--db", required=True, help="the results database (DuckDB file)")
+    e.add_argument("--config", help="only this config")
+    e.add_argument("--split", help="only this split")
+    e.add_argument("--protocol", choices=["imagenet", "zero-shot", "native", "wordset"])
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--workers", type=int, default=2, help="batches decoded ahead in the background (0: none)")
+    e.add_argument("--limit", type=int, help="only the first N images of each split")
+    e.add_argument("--json", action="store_true", help="print one JSON object per (model, config, split)")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (unsafe)")
+    e.add_argument("--trust-remote-code", action="store_true", help="run the model repo's own code (unsafe)")
+    e.set_defaults(func=_eval)
+
+    lb = sub.add_parser("leaderboard", help="the leaderboard of a results database")
+    lb.add_argument("--db", required=True)
+    lb.add_argument("--dataset")
+    lb.add_argument("--config")
+    lb.add_argument("--split")
+    lb.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    lb.set_defaults(func=_leaderboard)
+
+    q = sub.add_parser("query", help="run read-only SQL on a results database",
+                       description="Tables: runs, predictions, metrics. The connection is read-only.")
+    q.add_argument("--db", required=True)
+    q.add_argument("sql")
+    q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    q.set_defaults(func=_query)
     return p
 
 

@@ -49,7 +49,7 @@ class Sample:
         return {"__key__": self.key, self.ext: self.image, "cls": self.cls, "json": self.meta}
 
     @classmethod
-    def from_wds(cls, d: dict[str, Any]) -> "Sample":
+    def from_wds(cls, d: dict[str, Any]) -> Sample:
         ext = next(e for e in IMAGE_EXTS if e in d)
         meta = d["json"]
         meta = json.loads(meta) if isinstance(meta, (bytes, str)) else meta

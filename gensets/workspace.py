@@ -45,7 +45,7 @@ class Workspace:
         self.dataset = self.root / "dataset"
 
     @classmethod
-    def create(cls, root: str | Path, builder, cfg: Any) -> "Workspace":
+    def create(cls, root: str | Path, builder, cfg: Any) -> Workspace:
         """Freeze ``cfg`` into a new workspace, or check that an existing one holds the same build."""
         ws = cls(root)
         fp = fingerprint(cfg)

@@ -36,3 +36,12 @@ def run_cli(*args, env=None, check=None, timeout=600):
     if check is not None and p.returncode != check:
         raise AssertionError(f"exit {p.returncode}, wanted {check}\nstdout: {p.stdout}\nstderr: {p.stderr}")
     return p
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """One uninterrupted build of the smoke config, finalized with pending images."""
+    ws = tmp_path_factory.mktemp("ref") / "ws"
+    run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
+    run_cli("finalize", ws, "--include-pending", check=0)
+    return ws

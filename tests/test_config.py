@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from gensets.builders.imagenet_d import ImageNetDConfig, plan, unit_prompts
-from gensets.config import fingerprint, load_config
+from gensets.builders.imagenet_d import plan, unit_prompts
+from gensets.config import fingerprint
 from gensets.errors import ConfigError
 from gensets.workspace import load_build_config
 

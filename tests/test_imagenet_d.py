@@ -30,15 +30,6 @@ def temp_files(ws: Path) -> list[str]:
     return [str(p) for p in ws.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
 
 
-@pytest.fixture(scope="session")
-def reference(tmp_path_factory):
-    """One uninterrupted build of the smoke config, finalized with pending images."""
-    ws = tmp_path_factory.mktemp("ref") / "ws"
-    run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
-    run_cli("finalize", ws, "--include-pending", check=0)
-    return ws
-
-
 def test_build_records_everything(reference):
     import duckdb
 

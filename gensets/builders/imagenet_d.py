@@ -135,7 +135,7 @@ class ImageNetDConfig:
         if self.images_per_pair < 1 or self.unit_size < 1 or self.shard_size < 1:
             raise ValueError("images_per_pair, unit_size and shard_size must be at least 1")
 
-    def resolved(self, base_dir: Path) -> "ImageNetDConfig":
+    def resolved(self, base_dir: Path) -> ImageNetDConfig:
         """Nuisance lists read from their files into the config, so the frozen copy stands alone."""
         nuis = {}
         for kind, n in self.nuisances.items():
@@ -205,6 +205,10 @@ class Context:
         self._generator = None
         self._filter = None
 
+    def load(self) -> None:
+        self.generator  # noqa: B018 - load now
+        self.filter.models  # noqa: B018
+
     @property
     def generator(self):
         if self._generator is None:
@@ -247,7 +251,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision,
                  "pipeline": gen.pipeline, "scheduler": gen.scheduler}
     samples = []
-    for r, data, v in zip(rows, images, verdicts):
+    for r, data, v in zip(rows, images, verdicts, strict=True):
         meta = provenance(
             key=r["key"], builder="imagenet-d", build=build_id, unit=unit.id,
             label=info["name"], label_index=info["index"], imagenet_ids=info["imagenet_ids"],

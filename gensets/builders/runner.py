@@ -74,6 +74,8 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     done = manifest.done("unit")
     mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
     ctx = builder.Context(cfg)
+    if mine:
+        ctx.load()  # every model up front: a missing one fails now, in one line, before any work
     written = 0
     desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
     for unit in progress(mine, len(mine), desc, disable=quiet):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import GensetsError
 
@@ -36,7 +36,7 @@ def list_queue(con, status: str | None = "pending", label: str | None = None,
         args.append(int(limit))
     cur = con.execute(q, args)
     cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, row)) for row in cur.fetchall()]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
 def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
@@ -58,7 +58,7 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
     if missing:
         raise GensetsError(f"sample '{missing[0]}' is not in the review queue")
     reviewer = reviewer or getpass.getuser()
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     con.execute("BEGIN TRANSACTION")
     try:
         for key in keys:

@@ -7,8 +7,8 @@ Bulk inserts go through Arrow; every value is passed as a parameter or an Arrow 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (
@@ -66,7 +66,7 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of) -> int:
                 "meta": json.dumps(m, sort_keys=True),
             })
             for p in m.get("surrogates") or []:
-                for rank, (idx, score) in enumerate(zip(p["top5"], p["scores"])):
+                for rank, (idx, score) in enumerate(zip(p["top5"], p["scores"], strict=True)):
                     preds.append({"key": s.key, "model": p["model"], "rank": rank + 1,
                                   "class_index": idx, "score": score, "hit": p["hit"]})
             if m.get("kept"):
@@ -117,4 +117,4 @@ def funnel(con) -> dict[str, dict[str, int]]:
         FROM samples s LEFT JOIN reviews r USING (key)
         GROUP BY s.config ORDER BY s.config""").fetchall()
     names = ("generated", "kept", "accepted", "pending", "rejected")
-    return {r[0]: dict(zip(names, r[1:])) for r in rows}
+    return {r[0]: dict(zip(names, r[1:], strict=True)) for r in rows}

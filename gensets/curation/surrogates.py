@@ -7,8 +7,8 @@ predictions (a hit on any id counts); it is kept when at least ``min_failures`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 def surrogate_hit(top_indices: Sequence[int], target_ids: Sequence[int], k: int = 1) -> bool:
@@ -65,7 +65,7 @@ class SurrogateFilter:
         per_image: list[list[dict]] = [[] for _ in images]
         for start in range(0, len(images), self.batch_size):
             batch = images[start : start + self.batch_size]
-            for spec, model in zip(self.specs, self.models):
+            for spec, model in zip(self.specs, self.models, strict=True):
                 probs = torch.softmax(model.logits(model.preprocess(batch)).float(), dim=-1)
                 scores, idx = probs.topk(5, dim=-1)
                 for j in range(len(batch)):

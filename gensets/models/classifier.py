@@ -5,14 +5,16 @@ open_clip's eval transform) and returns logits over `label_names`. Zero-shot CLI
 transformers CLIPModel) take the label space and prompt templates from the caller and build the
 standard text classifier: per class, embed each template, L2-normalise, mean, renormalise;
 logits = 100 * normalised image features @ classifier.
-Weights are loaded from safetensors only, unless allow_pickle=True.
+Weights are loaded from safetensors only, unless allow_pickle=True (pickle files are then still read with
+torch.load(weights_only=True) by timm and open_clip).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
 from gensets.models import hub
@@ -31,7 +33,9 @@ class Classifier:
 
     kind: str = ""
 
-    def __init__(self, *, spec: str, model_id: str, revision: str | None, label_names: list[str], model, device: str):
+    def __init__(
+        self, *, spec: str, model_id: str, revision: str | None, label_names: list[str], model, device: str
+    ):
         self.spec = spec
         self.model_id = model_id
         self.revision = revision
@@ -40,7 +44,9 @@ class Classifier:
         self.device = device
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r}, classes={len(self.label_names)})"
+        return (
+            f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r}, classes={len(self.label_names)})"
+        )
 
     def preprocess(self, images: list[Image.Image]) -> torch.Tensor:
         raise NotImplementedError
@@ -85,7 +91,9 @@ class HFClassifier(Classifier):
         self.image_processor = image_processor
 
     def preprocess(self, images):
-        return self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")["pixel_values"]
+        return self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")[
+            "pixel_values"
+        ]
 
     def _forward(self, batch):
         return self.model(pixel_values=batch).logits
@@ -103,7 +111,12 @@ class OpenClipClassifier(Classifier):
         self.tokenizer = tokenizer
         with torch.inference_mode():
             self.text_classifier = open_clip.build_zero_shot_classifier(
-                self.model, tokenizer, self.label_names, templates, num_classes_per_batch=10, device=self.device
+                self.model,
+                tokenizer,
+                self.label_names,
+                templates,
+                num_classes_per_batch=10,
+                device=self.device,
             )
 
     def preprocess(self, images):
@@ -128,7 +141,9 @@ class HFClipClassifier(Classifier):
         with torch.inference_mode():
             for name in self.label_names:
                 texts = [t(name) for t in templates]
-                tokens = processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(self.device)
+                tokens = processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(
+                    self.device
+                )
                 emb = self.model.get_text_features(**tokens).pooler_output
                 emb = emb / emb.norm(dim=-1, keepdim=True)
                 emb = emb.mean(dim=0)
@@ -152,7 +167,9 @@ def _template_fns(spec: ModelSpec, templates: list[str] | None) -> list[Callable
         try:
             t.format("x", c="x")
         except (IndexError, KeyError, ValueError, AttributeError) as e:
-            raise ModelError(f"model {spec.raw!r}: bad prompt template {t!r} ({hub.one_line(e)}); use {{}} or {{c}}")
+            raise ModelError(
+                f"model {spec.raw!r}: bad prompt template {t!r} ({hub.one_line(e)}); use {{}} or {{c}}"
+            ) from None
         fns.append(lambda c, t=t: t.format(c, c=c))
     return fns
 
@@ -169,8 +186,7 @@ def _load_error(spec: ModelSpec, exc: BaseException) -> ModelError:
 
 def _refuse_pickle(spec: ModelSpec, what: str) -> ModelError:
     return ModelError(
-        f"model {spec.raw!r}: {what} is a pickle checkpoint, not safetensors; refusing to load it"
-        " (pass allow_pickle=True to accept pickle weights)"
+        f"model {spec.raw!r}: {what}; refusing pickle weights (pass allow_pickle=True to accept them)"
     )
 
 
@@ -209,29 +225,39 @@ def _timm_hub_safetensors(spec: ModelSpec, repo: str, filename: str | None) -> N
         candidates.insert(0, filename)
     elif filename and filename.startswith("open_clip_"):
         candidates.insert(0, "open_clip_model.safetensors")
+    not_cached = False
     for name in candidates:
         try:
             hf_hub_download(repo, name, revision=spec.revision)
             return
-        except (EntryNotFoundError, LocalEntryNotFoundError):
+        except LocalEntryNotFoundError:  # offline, and this file is not in the cache
+            not_cached = True
+        except EntryNotFoundError:  # the Hub says the repo has no such file
             continue
         except Exception as e:
             raise _load_error(spec, e) from None
-    raise _refuse_pickle(spec, f"{repo} has no safetensors weights; its checkpoint")
+    if not_cached:
+        raise ModelError(
+            f"model {spec.raw!r} is not available: the Hub cannot be reached and the local cache of {repo}"
+            " holds no safetensors weights; try a tiny: spec"
+        )
+    raise _refuse_pickle(spec, f"Hub repo {repo} has no safetensors weights")
 
 
 def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
+    if not (spec.is_tiny or spec.name.startswith("local-dir:")):
+        hub.start_probe()  # overlaps the probe with the slow import below
     import timm
 
     name, repo, online = spec.name, None, True
     if spec.is_tiny:
         model_name, model_id = f"local-dir:{tiny_path('resnet')}", "tiny:resnet"
     elif name.startswith("local-dir:"):
-        path = _local_dir(spec, name[len("local-dir:"):])
+        path = _local_dir(spec, name[len("local-dir:") :])
         hub.check_local_weights(spec, path, allow_pickle)
         model_name, model_id = f"local-dir:{path}", str(path)
     elif name.startswith("hf-hub:"):
-        repo = name[len("hf-hub:"):]
+        repo = name[len("hf-hub:") :]
         hub.check_repo_id(spec, repo)
         online = hub.ensure_reachable(spec, repo)
         if not allow_pickle:
@@ -245,7 +271,9 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
         try:
             cfg = timm.models.get_pretrained_cfg(name, allow_unregistered=False)
         except RuntimeError as e:
-            raise ModelError(f"model {spec.raw!r}: no pretrained weights for timm model {name!r} ({hub.one_line(e)})")
+            raise ModelError(
+                f"model {spec.raw!r}: no pretrained weights for timm model {name!r} ({hub.one_line(e)})"
+            ) from None
         model_id = f"{cfg.architecture}.{cfg.tag}" if cfg.tag else cfg.architecture
         if cfg.hf_hub_id:
             repo = cfg.hf_hub_id.rstrip("/")
@@ -255,7 +283,9 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
                     _timm_hub_safetensors(spec, repo, cfg.hf_hub_filename)
             model_name = f"hf-hub:{repo}@{spec.revision}" if spec.revision else name
         elif not allow_pickle:
-            raise _refuse_pickle(spec, f"the weights of {name!r} come from {cfg.url or cfg.file!r} and that")
+            raise _refuse_pickle(
+                spec, f"the weights of {name!r} are a pickle file at {cfg.url or cfg.file!r}"
+            )
         else:
             model_name = name
     try:
@@ -265,7 +295,11 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
         raise _load_error(spec, e) from None
     revision = (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
     return TimmClassifier(
-        spec=spec.raw, model_id=model_id, revision=revision, label_names=_timm_label_names(model), model=model,
+        spec=spec.raw,
+        model_id=model_id,
+        revision=revision,
+        label_names=_timm_label_names(model),
+        model=model,
         device=device,
     )
 
@@ -280,7 +314,9 @@ def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remot
         model_id = repo or str(path)
     if path is not None:
         if spec.revision:
-            raise ModelError(f"model {spec.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
+            raise ModelError(
+                f"model {spec.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}"
+            )
         hub.check_local_weights(spec, path, allow_pickle)
     online = hub.ensure_reachable(spec, repo)
     kwargs: dict = {}
@@ -323,6 +359,8 @@ def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remot
 
 # ---------------------------------------------------------------- open_clip
 def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, device: str) -> Classifier:
+    if not (spec.is_tiny or spec.name.startswith("local-dir:")):
+        hub.start_probe()  # overlaps the probe with the slow import below
     import open_clip
     from open_clip.factory import _find_checkpoint_in_dir
     from open_clip.pretrained import download_pretrained, download_pretrained_from_hf, get_pretrained_cfg
@@ -334,13 +372,13 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
         raise ModelError(f"model {spec.raw!r}: open_clip specs take no @revision")
     try:
         if spec.is_tiny or name.startswith("local-dir:"):
-            path = tiny_path("clip") if spec.is_tiny else _local_dir(spec, name[len("local-dir:"):])
+            path = tiny_path("clip") if spec.is_tiny else _local_dir(spec, name[len("local-dir:") :])
             model_name, model_id = f"local-dir:{path}", (spec.raw if spec.is_tiny else str(path))
             ckpt = _find_checkpoint_in_dir(path)
             if not ckpt:
                 raise ModelError(f"model {spec.raw!r}: no weights in local folder {str(path)!r}")
         elif name.startswith("hf-hub:"):
-            repo = name[len("hf-hub:"):]
+            repo = name[len("hf-hub:") :]
             hub.check_repo_id(spec, repo)
             online = hub.ensure_reachable(spec, repo)
             model_name, model_id = name, repo
@@ -356,19 +394,23 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
             else:
                 cfg = get_pretrained_cfg(arch, pretrained)
                 if not cfg:
-                    raise ModelError(f"model {spec.raw!r}: unknown open_clip pretrained tag {pretrained!r} for {arch!r}")
+                    raise ModelError(
+                        f"model {spec.raw!r}: unknown open_clip pretrained tag {pretrained!r} for {arch!r}"
+                    )
                 if cfg.get("hf_hub"):
                     repo = "/".join(cfg["hf_hub"].split("/")[:2])
                     online = hub.ensure_reachable(spec, repo)
                 elif not allow_pickle:
-                    raise _refuse_pickle(spec, f"the checkpoint at {cfg.get('url')!r}")
+                    raise _refuse_pickle(spec, f"the weights are a pickle file at {cfg.get('url')!r}")
                 with hub.hub_offline(not online):
                     ckpt = download_pretrained(cfg)
         if not str(ckpt).endswith(".safetensors") and not allow_pickle:
-            raise _refuse_pickle(spec, f"the checkpoint {os.path.basename(str(ckpt))!r}")
+            raise _refuse_pickle(
+                spec, f"the checkpoint {os.path.basename(str(ckpt))!r} is pickle, not safetensors"
+            )
         with hub.hub_offline(not online):
             model, _, transform = open_clip.create_model_and_transforms(
-                model_name, pretrained=pretrained, device=device, weights_only=not allow_pickle
+                model_name, pretrained=pretrained, device=device
             )
             tokenizer = open_clip.get_tokenizer(model_name)
     except ModelError:
@@ -377,8 +419,15 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
         raise _load_error(spec, e) from None
     revision = hub.cached_commit(repo) if repo else None
     return OpenClipClassifier(
-        spec=spec.raw, model_id=model_id, revision=revision, label_names=names, model=model, device=device,
-        transform=transform, tokenizer=tokenizer, templates=fns,
+        spec=spec.raw,
+        model_id=model_id,
+        revision=revision,
+        label_names=names,
+        model=model,
+        device=device,
+        transform=transform,
+        tokenizer=tokenizer,
+        templates=fns,
     )
 
 

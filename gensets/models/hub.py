@@ -10,6 +10,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from gensets.errors import ModelError
@@ -19,6 +20,7 @@ PROBE_TIMEOUT = 3.0
 PICKLE_SUFFIXES = (".bin", ".pth", ".pt", ".ckpt", ".pkl", ".pickle")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
 _probe_results: dict[str, bool] = {}
+_probes: dict[str, tuple[threading.Thread, list[bool], float]] = {}
 
 
 def local_or_repo(spec: ModelSpec, name: str) -> tuple[Path | None, str | None]:
@@ -77,31 +79,44 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "").rstrip("/") or "https://huggingface.co"
 
 
-def hub_reachable(timeout: float = PROBE_TIMEOUT) -> bool:
-    """One HEAD request to the Hub endpoint, no retries, bounded by `timeout` (DNS included).
-
-    Any HTTP answer counts as reachable. The answer is remembered for the life of the process.
-    """
+def _probe(endpoint: str, timeout: float, answer: list[bool]) -> None:
     import urllib.error
     import urllib.request
 
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+        answer.append(True)
+    except urllib.error.HTTPError:  # any HTTP answer means the Hub can be reached
+        answer.append(True)
+    except Exception:
+        answer.append(False)
+
+
+def start_probe(timeout: float = PROBE_TIMEOUT) -> None:
+    """Start the Hub probe in the background (e.g. while a library is being imported)."""
+    endpoint = hub_endpoint()
+    if offline_env() or endpoint in _probes or endpoint in _probe_results:
+        return
+    answer: list[bool] = []
+    thread = threading.Thread(target=_probe, args=(endpoint, timeout, answer), daemon=True)
+    thread.start()
+    _probes[endpoint] = (thread, answer, time.monotonic())
+
+
+def hub_reachable(timeout: float = PROBE_TIMEOUT) -> bool:
+    """One HEAD request to the Hub endpoint, no retries, bounded by `timeout` from its start (DNS included).
+
+    The answer is remembered for the life of the process.
+    """
+    if offline_env():
+        return False
     endpoint = hub_endpoint()
     if endpoint not in _probe_results:
-        answer: list[bool] = []
-
-        def probe() -> None:
-            try:
-                urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
-                answer.append(True)
-            except urllib.error.HTTPError:
-                answer.append(True)
-            except Exception:
-                answer.append(False)
-
-        thread = threading.Thread(target=probe, daemon=True)
-        thread.start()
-        thread.join(timeout)
+        start_probe(timeout)
+        thread, answer, started = _probes[endpoint]
+        thread.join(max(0.0, timeout - (time.monotonic() - started)))
         _probe_results[endpoint] = bool(answer and answer[0])
+        _probes.pop(endpoint, None)
     return _probe_results[endpoint]
 
 
@@ -160,7 +175,7 @@ def quiet_progress(*libs: str):
     try:
         yield
     finally:
-        for log, enabled in zip(logs, was):
+        for log, enabled in zip(logs, was, strict=True):
             if enabled:
                 log.enable_progress_bar()
 

@@ -50,7 +50,9 @@ def parse_spec(s: str) -> ModelSpec:
         raise ModelError(f"bad model spec {s!r}: contains control characters")
     kind, sep, name = s.strip().partition(":")
     if not sep:
-        raise ModelError(f"bad model spec {s!r}: expected '<kind>:<name>' with kind one of {', '.join(KINDS)}")
+        raise ModelError(
+            f"bad model spec {s!r}: expected '<kind>:<name>' with kind one of {', '.join(KINDS)}"
+        )
     if kind not in KINDS:
         raise ModelError(f"bad model spec {s!r}: unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
     name = name.strip()
@@ -60,7 +62,9 @@ def parse_spec(s: str) -> ModelSpec:
 
     if kind == "tiny":
         if name not in TINY_KINDS:
-            raise ModelError(f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {', '.join(TINY_KINDS)})")
+            raise ModelError(
+                f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {', '.join(TINY_KINDS)})"
+            )
     elif kind == "open_clip":
         if name.startswith(("hf-hub:", "local-dir:")):
             if not name.partition(":")[2].strip():
@@ -74,11 +78,11 @@ def parse_spec(s: str) -> ModelSpec:
                 )
     elif kind == "timm":
         if name.startswith("local-dir:"):
-            if not name[len("local-dir:"):].strip():
+            if not name[len("local-dir:") :].strip():
                 raise ModelError(f"bad model spec {s!r}: empty path after 'local-dir:'")
         else:
             name, revision = _split_revision(s, name)
-            if name.startswith("hf-hub:") and not name[len("hf-hub:"):].strip():
+            if name.startswith("hf-hub:") and not name[len("hf-hub:") :].strip():
                 raise ModelError(f"bad model spec {s!r}: empty repo after 'hf-hub:'")
     else:  # hf, diffusers
         name, revision = _split_revision(s, name)

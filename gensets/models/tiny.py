@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 from gensets.errors import ModelError
@@ -24,6 +25,7 @@ from gensets.models.spec import TINY_KINDS
 VERSION = "v1"
 N_MERGES = 1000  # BPE merges kept for the tiny CLIP tokenizer (vocab = 512 byte tokens + merges + 2 specials)
 _DONE = ".complete"
+_BUILD_LOCK = threading.Lock()
 
 
 def cache_root() -> Path:
@@ -38,27 +40,34 @@ def tiny_path(kind: str) -> Path:
     final = cache_root() / "tiny" / f"{kind}-{VERSION}"
     if (final / _DONE).is_file():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{VERSION}-", dir=final.parent))
-    try:
-        import torch
-
-        from gensets.models.hub import quiet_progress
-
-        torch.manual_seed(0)
-        with quiet_progress(*_LIBS.get(kind, ())):
-            _BUILDERS[kind](tmp)
-        (tmp / _DONE).write_text(f"tiny:{kind} {VERSION}\n")
-        if final.exists() and not (final / _DONE).is_file():
-            shutil.rmtree(final, ignore_errors=True)  # left over from an interrupted, non-atomic copy
+    with _BUILD_LOCK:  # the global torch RNG is seeded while building: one build at a time per process
+        if (final / _DONE).is_file():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{VERSION}-", dir=final.parent))
         try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / _DONE).is_file():  # lost the race to a builder that failed: a real error
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            _build(kind, tmp)
+            (tmp / _DONE).write_text(f"tiny:{kind} {VERSION}\n")
+            if final.exists() and not (final / _DONE).is_file():
+                shutil.rmtree(final, ignore_errors=True)  # left over from an interrupted, non-atomic copy
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / _DONE).is_file():  # lost the race to a builder that failed: a real error
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _build(kind: str, folder: Path) -> None:
+    import torch
+
+    from gensets.models.hub import quiet_progress
+
+    with torch.random.fork_rng(devices=[]), quiet_progress(*_LIBS.get(kind, ())):
+        torch.manual_seed(0)
+        _BUILDERS[kind](folder)
 
 
 def clip_tokenizer(n_merges: int = N_MERGES):

@@ -1,0 +1,171 @@
+"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob.
+
+Every source yields the same records, in a stable order, one image decoded once::
+
+    {"key": str, "image": PIL.Image, "target": int | None, "meta": dict}
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..errors import DataError, GensetsError
+from ..records import IMAGE_EXTS
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
+
+
+@dataclass
+class Split:
+    config: str
+    split: str
+    class_names: list[str] | None
+    records: Callable[[], Iterator[dict]]
+    templates: list[str] | None = None
+    n: int | None = None  # when known up front (for the progress bar)
+
+
+@dataclass
+class Source:
+    id: str  # what the user named: a path, a hub id or a glob
+    revision: str | None  # hub revision, or the build fingerprint of a local gensets folder
+    splits: list[Split] = field(default_factory=list)
+
+
+def _decode(data: bytes):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
+    def records() -> Iterator[dict]:
+        from ..shards import iter_shard
+
+        for path in paths:
+            for d in iter_shard(path):
+                ext = next((e for e in IMAGE_EXTS if e in d), None)
+                if ext is None:
+                    continue
+                meta = json.loads(d["json"]) if "json" in d else {}
+                cls = int(d["cls"]) if "cls" in d else None
+                try:
+                    image = _decode(d[ext])
+                except Exception as e:  # one bad image names itself, the run stops cleanly
+                    raise DataError(f"{path}: {d['__key__']}.{ext}: cannot decode image: {e}") from None
+                yield {"key": d["__key__"], "image": image, "target": cls, "meta": meta}
+
+    return records
+
+
+def _card_header(folder: Path) -> dict:
+    readme = folder / "README.md"
+    if not readme.exists():
+        return {}
+    text = readme.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        return {}
+    import yaml
+
+    try:
+        return yaml.safe_load(text.split("---", 2)[1]) or {}
+    except yaml.YAMLError as e:
+        raise DataError(f"{readme}: the card's YAML header does not parse: {e}") from None
+
+
+def _class_names(info: dict) -> list[str] | None:
+    for feat in info.get("features", []):
+        if feat.get("name") == "cls":
+            labels = (feat.get("dtype") or {}).get("class_label", {}).get("names")
+            if isinstance(labels, dict):
+                return [labels[k] for k in sorted(labels, key=int)]
+            return labels
+    return None
+
+
+def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
+    """A Hub-style repo folder: configs and class names from its card, shards from its data_files."""
+    header = _card_header(folder)
+    manifest = folder / "manifest.json"
+    revision = json.loads(manifest.read_text())["build"] if manifest.exists() else None
+    infos = {i.get("config_name"): i for i in header.get("dataset_info", []) or []}
+    out = Source(str(folder), revision)
+    configs = header.get("configs") or []
+    if not configs:  # a bare folder of shards: one config, split from the folder name
+        tars = sorted(folder.rglob("*.tar"))
+        if not tars:
+            raise GensetsError(f"{folder}: no dataset card configs and no .tar shards")
+        out.splits.append(Split("default", split or "test", None, _tar_records(tars)))
+        return out
+    for c in configs:
+        name = c["config_name"]
+        if config and name != config:
+            continue
+        for df in c.get("data_files", []):
+            if split and df["split"] != split:
+                continue
+            patterns = df["path"] if isinstance(df["path"], list) else [df["path"]]
+            tars = sorted(Path(p) for pat in patterns for p in glob.glob(str(folder / pat)))
+            n = next((s.get("num_examples") for s in infos.get(name, {}).get("splits", [])
+                      if s.get("name") == df["split"]), None)
+            out.splits.append(Split(name, df["split"], _class_names(infos.get(name, {})),
+                                    _tar_records(tars), n=n))
+    if not out.splits:
+        have = ", ".join(f"{c['config_name']}" for c in configs)
+        raise GensetsError(f"{folder}: no config {config!r} / split {split!r} (configs: {have})")
+    return out
+
+
+def hub_dataset(repo: str, config: str | None, split: str | None) -> Source:
+    """A dataset on the Hub, streamed with ``datasets`` (one image decoded once per record)."""
+    import datasets
+
+    name, _, revision = repo.partition("@")
+    revision = revision or None
+    try:
+        configs = [config] if config else datasets.get_dataset_config_names(name, revision=revision)
+    except Exception as e:
+        raise GensetsError(f"dataset {repo!r} is not available: {str(e).splitlines()[0][:200]}") from None
+    out = Source(name, revision)
+    for c in configs:
+        builder = datasets.load_dataset_builder(name, c, revision=revision)
+        feats = builder.info.features or {}
+        image_col = next((k for k, f in feats.items() if isinstance(f, datasets.Image)), None)
+        label_col = next((k for k, f in feats.items() if isinstance(f, datasets.ClassLabel)), None)
+        names = feats[label_col].names if label_col else None
+        for s in [split] if split else list((builder.info.splits or {"test": None}).keys()):
+            def records(c=c, s=s, image_col=image_col, label_col=label_col):
+                ds = datasets.load_dataset(name, c, split=s, revision=revision, streaming=True)
+                for i, row in enumerate(ds):
+                    meta = row.get("json") or {}
+                    yield {"key": row.get("__key__") or f"{i:08d}", "image": row[image_col].convert("RGB"),
+                           "target": row[label_col] if label_col else None, "meta": meta}
+            out.splits.append(Split(c, s, names, records))
+    return out
+
+
+def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
+    """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``org/name[@rev]``."""
+    path = Path(dataset)
+    if path.is_dir():
+        if (path / "config.yaml").exists() and (path / "dataset").is_dir():
+            return local_folder(path / "dataset", config, split)
+        return local_folder(path, config, split)
+    if any(ch in dataset for ch in "*?[{") or dataset.endswith(".tar"):
+        import braceexpand
+
+        paths = sorted({Path(p) for pat in braceexpand.braceexpand(dataset) for p in glob.glob(pat)})
+        if not paths:
+            raise GensetsError(f"{dataset}: no shard matches")
+        src = Source(dataset, None)
+        src.splits.append(Split(config or "default", split or "test", None, _tar_records(paths)))
+        return src
+    if _HUB_ID.match(dataset) and not path.exists():
+        return hub_dataset(dataset, config, split)
+    raise GensetsError(f"{dataset}: no such workspace, folder, shard glob or hub dataset id")

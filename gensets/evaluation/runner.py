@@ -1,0 +1,174 @@
+"""``gensets eval``: every model on every batch, each image decoded once, results into DuckDB."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import queue
+import sys
+import threading
+import time
+from typing import Iterator
+
+from ..errors import GensetsError
+from ..labels import protocols as P
+from . import store
+from .data import Split, open_source
+
+
+def _batches(records: Iterator[dict], size: int, limit: int | None) -> Iterator[list[dict]]:
+    it = itertools.islice(records, limit) if limit else records
+    while batch := list(itertools.islice(it, size)):
+        yield batch
+
+
+def _prefetch(gen: Iterator[list[dict]], depth: int) -> Iterator[list[dict]]:
+    """Read and decode the next batches in a background thread while the models run."""
+    if depth <= 0:
+        yield from gen
+        return
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+
+    def worker():
+        try:
+            for item in gen:
+                q.put(item)
+            q.put(done)
+        except BaseException as e:  # hand the error to the consumer
+            q.put(e)
+
+    threading.Thread(target=worker, daemon=True).start()
+    while (item := q.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def summarize(preds: list[dict], extra: dict[str, list[bool]], seed: int = 0) -> list[dict]:
+    """Metric rows of one run: top-1 (with a seeded bootstrap 95% interval), top-5, mean per class."""
+    import numpy as np
+
+    from . import metrics as M
+
+    c1 = np.array([p["correct1"] for p in preds], dtype=bool)
+    c5 = np.array([p["correct5"] for p in preds], dtype=bool)
+    out = []
+    for name, correct in [("top1", c1), ("top5", c5), *((k, np.array(v, dtype=bool)) for k, v in extra.items())]:
+        lo, hi = M.bootstrap_ci(correct.astype(float), seed=seed)
+        out.append({"name": name, "value": M.accuracy(correct), "lo": lo, "hi": hi})
+    targets = np.array([-1 if p["target"] is None else p["target"] for p in preds])
+    if (targets >= 0).all():
+        out.append({"name": "mean_per_class", "value": M.mean_per_class_accuracy(c1, targets),
+                    "lo": None, "hi": None})
+    return out
+
+
+def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = None,
+             split: str | None = None, protocol: str | None = None, batch_size: int = 32,
+             workers: int = 1, limit: int | None = None, quiet: bool = False,
+             allow_pickle: bool = False, trust_remote_code: bool = False) -> list[dict]:
+    """Score every model on every (config, split) of ``dataset``; returns one summary per run."""
+    from tqdm.auto import tqdm
+
+    from ..models import load_classifier, parse_spec
+    from ..records import library_versions
+
+    if protocol is not None and protocol not in P.PROTOCOLS:
+        raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)})")
+    for spec in models:
+        parse_spec(spec)
+    source = open_source(dataset, config, split)
+    con = store.connect(db)
+    results = []
+    loaded: dict = {}
+    try:
+        for sp in source.splits:
+            results += _evaluate_split(source, sp, models, con, loaded, protocol=protocol,
+                                       batch_size=batch_size, workers=workers, limit=limit, quiet=quiet,
+                                       load=lambda spec, kw: load_classifier(
+                                           spec, allow_pickle=allow_pickle,
+                                           trust_remote_code=trust_remote_code, **kw),
+                                       versions=library_versions(), tqdm=tqdm)
+    finally:
+        con.close()
+    return results
+
+
+def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_size, workers, limit,
+                    quiet, load, versions, tqdm) -> list[dict]:
+    batches = _prefetch(_batches(sp.records(), batch_size, limit), workers)
+    first = next(batches, None)
+    if first is None:
+        return []
+    bound = []
+    for spec in models:
+        kind = P.ZERO_SHOT_KINDS[0] if _is_zero_shot(spec) else "other"
+        proto = protocol or ("zero-shot" if kind in P.ZERO_SHOT_KINDS else None)
+        kw = P.model_kwargs(proto, sp.class_names, sp.templates) if proto == "zero-shot" else {}
+        key = (spec, tuple(kw.get("labels") or ()))
+        if key not in loaded:
+            loaded[key] = load(spec, kw)
+        model = loaded[key]
+        proto = proto or P.choose(model.kind, model.label_names, sp.class_names, first[0]["meta"])
+        class_map = P.imagenet_d_class_map() if (
+            proto == "imagenet" and first[0]["meta"].get("builder") == "imagenet-d") else None
+        synonyms = None
+        if proto == "wordset":
+            from ..labels.wordset import SYNONYMS as synonyms
+        bound.append((spec, model, P.Bound(proto, model, sp.class_names, class_map, synonyms)))
+    preds = {spec: [] for spec in models}
+    extra = {spec: {} for spec in models}
+    seconds = {spec: 0.0 for spec in models}
+    started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    total = min(sp.n, limit) if sp.n and limit else (sp.n or limit)
+    bar = tqdm(total=total, desc=f"{sp.config}/{sp.split}", unit="img", disable=quiet, file=sys.stderr)
+    for batch in itertools.chain([first], batches):
+        images = [r["image"] for r in batch]
+        for spec, model, b in bound:
+            t = time.perf_counter()
+            scored = b.score(model.logits(model.preprocess(images)), batch)
+            seconds[spec] += time.perf_counter() - t
+            for r, top, sc, tg in zip(batch, scored.top5, scored.scores, scored.targets, strict=True):
+                preds[spec].append({"key": r["key"], "target": r["target"], "target_ids": tg, "top5": top,
+                                    "scores": sc, "correct1": P.hit(top, tg, 1), "correct5": P.hit(top, tg, 5)})
+            for name, hits in scored.extra.items():
+                extra[spec].setdefault(name, []).extend(hits)
+        bar.update(len(batch))
+    bar.close()
+    finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    out = []
+    for spec, model, b in bound:
+        rows = preds[spec]
+        mets = summarize(rows, extra[spec])
+        run = {"dataset": source.id, "dataset_revision": source.revision, "config": sp.config,
+               "split": sp.split, "model": spec, "model_id": model.model_id,
+               "model_revision": model.revision, "protocol": b.name,
+               "label_space": "dataset" if b.name in ("zero-shot", "native") else f"model ({len(model.label_names)})",
+               "n": len(rows), "started": started, "finished": finished, "seconds": seconds[spec],
+               "images_per_second": len(rows) / seconds[spec] if seconds[spec] else None,
+               "versions": versions}
+        store.write_run(con, run, rows, mets)
+        out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
+                    "protocol": b.name, "n": len(rows),
+                    "metrics": {m["name"]: m["value"] for m in mets},
+                    "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
+    return out
+
+
+def _is_zero_shot(spec: str) -> bool:
+    from ..models import parse_spec
+
+    s = parse_spec(spec)
+    if s.kind == "open_clip" or (s.kind == "tiny" and s.name in ("clip", "hf-clip")):
+        return True
+    if s.kind == "hf":  # transformers: a CLIP-like config is zero-shot
+        from pathlib import Path
+
+        cfg = Path(s.name) / "config.json"
+        if cfg.exists():
+            import json
+
+            return "clip" in json.loads(cfg.read_text()).get("model_type", "").lower()
+        return "clip" in s.name.lower() or "siglip" in s.name.lower()
+    return False

@@ -1,0 +1,102 @@
+"""Results in DuckDB: ``runs``, ``predictions`` (per sample) and ``metrics``.
+
+A run is identified by (dataset, revision, config, split, model, protocol); writing it again replaces
+it, in one transaction, so a killed evaluation leaves no half-written run. Bulk rows go through Arrow
+and every value is a parameter or an Arrow column: model specs and keys are plain data, never SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, dataset VARCHAR, dataset_revision VARCHAR, config VARCHAR,
+    split VARCHAR, model VARCHAR, model_id VARCHAR, model_revision VARCHAR, protocol VARCHAR,
+    label_space VARCHAR, n INTEGER, started TIMESTAMP, finished TIMESTAMP, seconds DOUBLE,
+    images_per_second DOUBLE, versions JSON);
+CREATE TABLE IF NOT EXISTS predictions (
+    run_id VARCHAR, key VARCHAR, target INTEGER, target_ids INTEGER[], top5 INTEGER[],
+    scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id VARCHAR, name VARCHAR, value DOUBLE, lo DOUBLE, hi DOUBLE);
+"""
+
+
+def connect(path: str | Path, read_only: bool = False):
+    import duckdb
+
+    if read_only:
+        if not Path(path).exists():
+            from ..errors import GensetsError
+
+            raise GensetsError(f"{path}: no results database")
+        return duckdb.connect(str(path), read_only=True)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(path))
+    con.execute(SCHEMA)
+    return con
+
+
+def run_id(dataset: str, revision: str | None, config: str, split: str, model: str, protocol: str) -> str:
+    from ..records import content_id
+
+    return content_id([dataset, revision, config, split, model, protocol])
+
+
+def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> str:
+    """Replace the run with the same identity by this one, atomically."""
+    import pyarrow as pa
+
+    rid = run_id(run["dataset"], run["dataset_revision"], run["config"], run["split"], run["model"],
+                 run["protocol"])
+    run = {**run, "run_id": rid, "versions": json.dumps(run.get("versions") or {}, sort_keys=True)}
+    cols = ["run_id", "dataset", "dataset_revision", "config", "split", "model", "model_id",
+            "model_revision", "protocol", "label_space", "n", "started", "finished", "seconds",
+            "images_per_second", "versions"]
+    preds = pa.Table.from_pylist([{**p, "run_id": rid} for p in predictions], schema=pa.schema([
+        ("run_id", pa.string()), ("key", pa.string()), ("target", pa.int32()),
+        ("target_ids", pa.list_(pa.int32())), ("top5", pa.list_(pa.int32())),
+        ("scores", pa.list_(pa.float64())), ("correct1", pa.bool_()), ("correct5", pa.bool_())]))
+    mets = pa.Table.from_pylist([{**m, "run_id": rid} for m in metrics], schema=pa.schema([
+        ("run_id", pa.string()), ("name", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
+        ("hi", pa.float64())]))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in ("runs", "predictions", "metrics"):
+            con.execute(f"DELETE FROM {table} WHERE run_id = ?", [rid])
+        con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                    [run.get(c) for c in cols])
+        con.register("_preds", preds)
+        con.execute("INSERT INTO predictions SELECT * FROM _preds")
+        con.unregister("_preds")
+        con.register("_mets", mets)
+        con.execute("INSERT INTO metrics SELECT * FROM _mets")
+        con.unregister("_mets")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return rid
+
+
+LEADERBOARD = """
+SELECT r.dataset, r.config, r.split, r.model, r.protocol, r.n,
+       max(m.value) FILTER (WHERE m.name = 'top1') AS top1,
+       max(m.lo) FILTER (WHERE m.name = 'top1') AS top1_lo,
+       max(m.hi) FILTER (WHERE m.name = 'top1') AS top1_hi,
+       max(m.value) FILTER (WHERE m.name = 'top5') AS top5,
+       max(m.value) FILTER (WHERE m.name = 'mean_per_class') AS mean_per_class,
+       max(m.value) FILTER (WHERE m.name = 'masked_top1') AS masked_top1
+FROM runs r JOIN metrics m USING (run_id)
+WHERE (? IS NULL OR r.dataset = ?) AND (? IS NULL OR r.config = ?) AND (? IS NULL OR r.split = ?)
+GROUP BY ALL
+ORDER BY r.dataset, r.config, r.split, top1 DESC, r.model
+"""
+
+
+def leaderboard(con, dataset: str | None = None, config: str | None = None, split: str | None = None):
+    """(columns, rows) of the leaderboard, best top-1 first within each (dataset, config, split)."""
+    cur = con.execute(LEADERBOARD, [dataset, dataset, config, config, split, split])
+    return [d[0] for d in cur.description], cur.fetchall()

@@ -1,0 +1,157 @@
+"""Word-set scoring of ImageNet predictions (Borji 2022).
+
+Borji, "How good are deep models in understanding the generated images?"
+(arXiv:2208.10760, 2022) scores ImageNet classifiers on generated images of
+everyday categories that are not ImageNet classes one-to-one.  A prediction
+counts as correct for a target category when the target word appears among the
+words of a predicted label name: "clock" is recognised by "wall clock".
+
+Rules used here (all matching is case-insensitive):
+
+* Words.  A label name (or a target) is split into words on whitespace, commas,
+  hyphens, underscores, slashes, parentheses and periods.  Apostrophes stay
+  inside a word ("lady's" is one word).  "clockwork" is one word, so "clock"
+  does not hit it.
+* Plurals.  Two words match when they are equal or when one is the other plus
+  a trailing "s" or "es" ("sunglass" ~ "sunglasses", "clock" ~ "clocks",
+  "bus" ~ "buses").  Nothing else is stemmed ("mouse" does not match "mice").
+* Phrases.  A target of several words hits a label name only when its words
+  appear as one contiguous run of words of that ONE name, word by word under
+  the plural rule ("toilet seat" hits "toilet seat", not "toilet tissue" and
+  "seat belt" together).  A single-word target is just the one-word case.
+* Top-k.  ``wordset_hit`` takes the top-k predicted names (the caller picks k)
+  and hits when any of them is hit.
+* Synonyms.  ``synonyms[target]`` lists alternative targets; each is checked
+  by the same rules and any hit counts ("rabbit" with {"rabbit": ["hare"]}
+  hits "hare").  Synonyms are not applied transitively.
+
+``wordset_targets`` turns a target into the set of label indices it hits, so
+scoring reduces to "is any top-k index in the set";
+``wordset_hit(t, [names[i] for i in topk])`` equals
+``any(i in wordset_targets(t, names) for i in topk)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+
+__all__ = ["BORJI_CATEGORIES", "SYNONYMS", "borji_category_ids", "wordset_hit", "wordset_targets"]
+
+_SEPARATORS = re.compile(r"[\s,\-_/().]+")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """Lower-cased words of a label name or target (see the module rules)."""
+    return tuple(w for w in _SEPARATORS.split(text.lower()) if w)
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Equal, or one is the other plus a trailing "s" or "es"."""
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    return long in (short + "s", short + "es")
+
+
+def _phrase_in(phrase: tuple[str, ...], words: tuple[str, ...]) -> bool:
+    """``phrase`` occurs as a contiguous run of ``words`` (word-wise plural rule)."""
+    n = len(phrase)
+    return any(all(_same_word(p, w) for p, w in zip(phrase, words[i:i + n], strict=True))
+               for i in range(len(words) - n + 1))
+
+
+def _alternatives(target: str, synonyms: Mapping[str, Iterable[str]] | None) -> list[tuple[str, ...]]:
+    """The target's words and those of its synonyms (looked up case-insensitively)."""
+    if not _words(target):
+        raise ValueError(f"target {target!r} has no words")
+    phrases = [target]
+    if synonyms:
+        key = target.strip().lower()
+        for k, alts in synonyms.items():
+            if k.strip().lower() == key:
+                phrases += [alts] if isinstance(alts, str) else list(alts)
+    return [w for w in map(_words, phrases) if w]
+
+
+def wordset_hit(target: str, predicted: list[str], synonyms: Mapping[str, Iterable[str]] | None = None) -> bool:
+    """Whether ``target`` (or one of ``synonyms[target]``) is among the words of a predicted name.
+
+    ``predicted`` is the list of top-k predicted label names.  A single-word
+    target hits a name containing that word; a multi-word target must appear as
+    a contiguous phrase within one name.  Case-insensitive; words split on
+    whitespace, ``, - _ / ( ) .``; a trailing "s"/"es" is optional on either
+    side.  See the module docstring for the full rules.
+
+    >>> wordset_hit("clock", ["wall clock"])
+    True
+    >>> wordset_hit("toilet seat", ["toilet tissue", "seat belt"])
+    False
+    """
+    if isinstance(predicted, str):
+        predicted = [predicted]
+    phrases = _alternatives(target, synonyms)
+    return any(_phrase_in(p, _words(name)) for name in predicted for p in phrases)
+
+
+def wordset_targets(target: str, label_names: Sequence[str],
+                    synonyms: Mapping[str, Iterable[str]] | None = None) -> list[int]:
+    """Indices (ascending) of every name in ``label_names`` that ``target`` hits, by ``wordset_hit``'s rules."""
+    phrases = _alternatives(target, synonyms)
+    return [i for i, name in enumerate(label_names)
+            if any(_phrase_in(p, _words(name)) for p in phrases)]
+
+
+# Hand-curated alternatives, only where an ImageNet-1k class name (CLIP names)
+# uses a different word for the same everyday object.
+SYNONYMS: dict[str, list[str]] = {
+    "rabbit": ["hare"],           # 331 "hare"; the rabbits are 330 "cottontail rabbit", 332 "Angora rabbit"
+    "teddy": ["teddy bear"],      # 850 "teddy bear" (already hit by "teddy"; kept explicit)
+    "sunglass": ["sunglasses"],   # 836/837 are both "sunglasses" (already hit by the plural rule)
+}
+
+_KITE_NOTE = ("The toy kite is not an ImageNet-1k class; the word hits only class 21 'kite (bird of prey)', "
+              "so a hit means the model named the bird. Kept as the word-set protocol defines it; "
+              "exclude the category if that is not wanted.")
+_SQUIRREL_NOTE = ("The word also hits 382 'common squirrel monkey' (a primate), as the word-set protocol "
+                  "counts any name containing the word.")
+
+# The everyday categories of Borji (2022) named in its figures and text.
+# "words" are the target phrases; "synonyms" the alternative targets; ids come
+# from borji_category_ids(name), computed from the label names on first use.
+BORJI_CATEGORIES: dict[str, dict] = {
+    name: {"words": [name], "synonyms": list(SYNONYMS.get(name, []))}
+    for name in ("bagel", "clock", "elephant", "helmet", "kite", "mushroom", "pizza", "pretzel", "rabbit",
+                 "squirrel", "sunglass", "teddy", "tractor", "turtle", "umbrella", "vase")
+}
+BORJI_CATEGORIES["kite"]["note"] = _KITE_NOTE
+BORJI_CATEGORIES["squirrel"]["note"] = _SQUIRREL_NOTE
+
+
+def _category_ids(name: str, label_names: Sequence[str]) -> list[int]:
+    spec = BORJI_CATEGORIES[name]
+    ids: set[int] = set()
+    for word in spec["words"]:
+        ids.update(wordset_targets(word, label_names, {word: spec["synonyms"]}))
+    return sorted(ids)
+
+
+@cache
+def _imagenet_category_ids(name: str) -> tuple[int, ...]:
+    from .imagenet import imagenet_names  # lazy: only read the class list when asked
+    return tuple(_category_ids(name, imagenet_names()))
+
+
+def borji_category_ids(name: str, label_names: Sequence[str] | None = None) -> list[int]:
+    """ImageNet-1k indices that count as correct for Borji category ``name``.
+
+    The union of ``wordset_targets`` over the category's words, each with the
+    category's synonyms, over ``label_names`` (default: ``imagenet_names()``,
+    computed once and cached).  Raises ``KeyError`` for an unknown category.
+    """
+    if name not in BORJI_CATEGORIES:
+        raise KeyError(f"unknown Borji category {name!r}; known: {sorted(BORJI_CATEGORIES)}")
+    if label_names is None:
+        return list(_imagenet_category_ids(name))
+    return _category_ids(name, label_names)
