@@ -33,8 +33,7 @@ demo: $(STAMP)
 	$(OFFLINE) $(BIN)/gensets verify $(DEMO)/dataset
 
 build-imagenet-d: $(STAMP)
-	$(BIN)/gensets build configs/imagenet_d.yaml --out out/imagenet-d \
-	  || { echo "build-imagenet-d needs GPUs and the Hugging Face Hub; to see the pipeline run offline: make demo"; exit 2; }
+	@$(BIN)/gensets build configs/imagenet_d.yaml --out out/imagenet-d
 	@echo "next: gensets review list out/imagenet-d ... then gensets finalize out/imagenet-d"
 
 lint: $(STAMP)

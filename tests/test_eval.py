@@ -5,7 +5,6 @@ set so that it always ranks chosen ImageNet classes first; it is saved with timm
 ``save_for_hf`` and loaded through ``timm:local-dir:`` like any other model.
 """
 
-import io
 import json
 import os
 import signal

@@ -11,9 +11,9 @@ import glob
 import io
 import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..errors import DataError, GensetsError
 from ..records import IMAGE_EXTS

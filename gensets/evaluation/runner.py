@@ -8,7 +8,7 @@ import queue
 import sys
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import GensetsError
 from ..labels import protocols as P
@@ -120,7 +120,7 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
     preds = {spec: [] for spec in models}
     extra = {spec: {} for spec in models}
     seconds = {spec: 0.0 for spec in models}
-    started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     total = min(sp.n, limit) if sp.n and limit else (sp.n or limit)
     bar = tqdm(total=total, desc=f"{sp.config}/{sp.split}", unit="img", disable=quiet, file=sys.stderr)
     for batch in itertools.chain([first], batches):
@@ -136,7 +136,7 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
                 extra[spec].setdefault(name, []).extend(hits)
         bar.update(len(batch))
     bar.close()
-    finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    finished = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     out = []
     for spec, model, b in bound:
         rows = preds[spec]

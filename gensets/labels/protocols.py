@@ -15,8 +15,8 @@ image's class. A hit at k is any correct index among the first k (the same rule 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ..errors import GensetsError
 

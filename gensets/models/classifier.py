@@ -239,7 +239,7 @@ def _timm_hub_safetensors(spec: ModelSpec, repo: str, filename: str | None) -> N
     if not_cached:
         raise ModelError(
             f"model {spec.raw!r} is not available: the Hub cannot be reached and the local cache of {repo}"
-            " holds no safetensors weights; try a tiny: spec"
+            " holds no safetensors weights; offline, `make demo` runs the same pipeline on tiny: models"
         )
     raise _refuse_pickle(spec, f"Hub repo {repo} has no safetensors weights")
 

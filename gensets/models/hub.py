@@ -142,7 +142,7 @@ def ensure_reachable(spec: ModelSpec, repo_id: str | None = None) -> bool:
     rev = f"@{spec.revision}" if spec.revision else ""
     raise ModelError(
         f"model {spec.raw!r} is not available: {reason} and {repo_id}{rev} is not in the local cache"
-        f" ({hub_cache_dir()}) (offline); try a tiny: spec"
+        f" ({hub_cache_dir()}) (offline); offline, `make demo` runs the same pipeline on tiny: models"
     )
 
 
