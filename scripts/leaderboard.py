@@ -1,0 +1,121 @@
+#!/usr/bin/env python
+"""Evaluate a list of models on a dataset and write the leaderboard (markdown + CSV).
+
+    python scripts/leaderboard.py configs/leaderboard.smoke.yaml --out out/leaderboard [--eval-results]
+
+MODELS.yaml::
+
+    dataset: out/demo/imagenet-d        # a workspace, a repo folder, a hub id or a shard glob
+    db: out/leaderboard/results.duckdb
+    split: test                          # optional; also config, protocol, batch_size, limit
+    models:
+      - spec: timm:hf-hub:timm/resnet50.a1_in1k
+        hub_id: timm/resnet50.a1_in1k    # optional: where the .eval_results entry belongs
+      - spec: open_clip:ViT-B-32/openai
+
+With --eval-results, one Hub ``.eval_results/<dataset>.yaml`` per model (top-1 per config and split)
+is written under OUT/eval_results/<model>/, ready to upload to that model's repo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gensets.config import load_config
+from gensets.errors import GensetsError
+from gensets.records import slug
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    spec: str
+    hub_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaderboardConfig:
+    dataset: str
+    models: tuple[ModelEntry, ...]
+    db: str = "out/leaderboard/results.duckdb"
+    config: str | None = None
+    split: str | None = None
+    protocol: str | None = None
+    batch_size: int = 32
+    limit: int | None = None
+    dataset_hub_id: str | None = None  # the dataset's id on the Hub, for .eval_results
+
+
+def eval_results(cfg: LeaderboardConfig, rows: list[dict]) -> dict[str, list[dict]]:
+    """Hub .eval_results entries per model: one per (config, split), top-1 in percent."""
+    today = dt.date.today().isoformat()
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["model"], []).append({
+            "dataset": {"id": cfg.dataset_hub_id or cfg.dataset, "task_id": f"{r['config']}/{r['split']}"},
+            "value": round(100 * r["top1"], 2),
+            "date": today,
+            "notes": f"top-1, protocol {r['protocol']}, n={r['n']}",
+            "source": {"name": "gensets eval", "url": f"https://huggingface.co/datasets/{cfg.dataset_hub_id}"
+                       if cfg.dataset_hub_id else None},
+        })
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("models_yaml")
+    p.add_argument("--out", default="out/leaderboard", help="folder for leaderboard.md / .csv")
+    p.add_argument("--eval-results", action="store_true", help="also write Hub .eval_results YAML per model")
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        from gensets.evaluation import store
+        from gensets.evaluation.runner import evaluate
+
+        cfg = load_config(LeaderboardConfig, a.models_yaml)
+        evaluate(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config, split=cfg.split,
+                 protocol=cfg.protocol, batch_size=cfg.batch_size, limit=cfg.limit, quiet=a.quiet)
+        con = store.connect(cfg.db, read_only=True)
+        cols, rows = store.leaderboard(con, split=cfg.split, config=cfg.config)
+        con.close()
+    except GensetsError as e:
+        print(f"leaderboard: error: {e}", file=sys.stderr)
+        return e.exit_code
+    specs = {m.spec for m in cfg.models}
+    rows = [dict(zip(cols, r, strict=True)) for r in rows if r[cols.index("model")] in specs]
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shown = ["config", "split", "model", "protocol", "n", "top1", "top1_lo", "top1_hi", "top5", "mean_per_class"]
+    with open(out / "leaderboard.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+
+    def cell(v):
+        return f"{100 * v:.2f}" if isinstance(v, float) else str(v)
+
+    lines = [f"# Leaderboard: {cfg.dataset}", "", "Accuracy in %, 95% bootstrap interval for top-1.", "",
+             "| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
+    lines += ["| " + " | ".join(cell(r[c]) for c in shown) + " |" for r in rows]
+    (out / "leaderboard.md").write_text("\n".join(lines) + "\n")
+    print(f"{out / 'leaderboard.md'}, {out / 'leaderboard.csv'}: {len(rows)} rows")
+    if a.eval_results:
+        hub = {m.spec: m.hub_id for m in cfg.models}
+        for spec, entries in eval_results(cfg, rows).items():
+            folder = out / "eval_results" / slug(hub[spec] or spec) / ".eval_results"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{slug(cfg.dataset_hub_id or Path(cfg.dataset).name)}.yaml"
+            path.write_text(yaml.safe_dump(entries, sort_keys=False))
+            print(f"{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
