@@ -92,7 +92,7 @@ def _eval(a) -> int:
 
     results = evaluate(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
                        batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
-                       allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code)
+                       allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip)
     if a.json:
         print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "n", "metrics")}
                           for r in results], indent=1))
@@ -100,9 +100,9 @@ def _eval(a) -> int:
         for r in results:
             m = r["metrics"]
             lo, hi = r["intervals"]["top1"]
-            extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k not in ("top1", "top5"))
+            extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k != "top1" and v is not None)
             print(f"{r['model']}  {r['config']}/{r['split']}  [{r['protocol']}]  n={r['n']}  "
-                  f"top1 {m['top1']:.4f} ({lo:.4f}-{hi:.4f})  top5 {m['top5']:.4f}{extra}")
+                  f"top1 {m['top1']:.4f} ({lo:.4f}-{hi:.4f}){extra}")
         print(f"results in {a.db}: gensets leaderboard --db {a.db}", file=sys.stderr)
     return 0
 
@@ -227,7 +227,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--db", required=True, help="the results database (DuckDB file)")
     e.add_argument("--config", help="only this config")
     e.add_argument("--split", help="only this split")
-    e.add_argument("--protocol", choices=["imagenet", "zero-shot", "native", "wordset"])
+    e.add_argument("--protocol", choices=["imagenet", "zero-shot", "native", "wordset", "two-way"])
+    e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
+                   "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--workers", type=int, default=2, help="batches decoded ahead in the background (0: none)")
     e.add_argument("--limit", type=int, help="only the first N images of each split")

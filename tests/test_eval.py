@@ -166,3 +166,18 @@ def test_killed_eval_leaves_no_half_written_run(reference, tmp_path):
             assert n == r["n"]
         orphans = query(db, "SELECT count(*) AS n FROM predictions WHERE run_id NOT IN (SELECT run_id FROM runs)")
         assert orphans == [{"n": 0}]
+
+
+def test_two_way_protocol_through_eval(reference, tmp_path):
+    """VLMs choose between the true class and CLIP's top wrong class; every image gets a row."""
+    db = tmp_path / "r.duckdb"
+    res = json.loads(run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", "two-way", "--clip",
+                             "tiny:clip", "--config", "texture", "--db", db, "--json", check=0).stdout)[0]
+    assert res["protocol"] == "two-way" and res["n"] == 12
+    m = res["metrics"]
+    parsed = query(db, "SELECT count(*) AS n FROM predictions WHERE len(top5) = 1")[0]["n"]
+    assert m["unparseable"] == pytest.approx(1 - parsed / 12)
+    correct = query(db, "SELECT count(*) AS n FROM predictions WHERE correct1")[0]["n"]
+    assert m["top1"] == pytest.approx(correct / 12)
+    assert m["two_way_parsed"] == (pytest.approx(correct / parsed) if parsed else None)
+    assert run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", "two-way", "--db", db).returncode == 2

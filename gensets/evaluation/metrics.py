@@ -25,7 +25,7 @@ from scipy.stats import rankdata
 
 __all__ = [
     "accuracy", "all_fail_all_succeed", "all_fail_all_succeed_overall", "average_precision_11pt",
-    "bootstrap_ci", "failure_transfer", "mean_average_precision_11pt", "mean_per_class_accuracy",
+    "bootstrap_ci", "cohen_kappa", "failure_transfer", "mean_average_precision_11pt", "mean_per_class_accuracy",
     "normalize_yes_no", "per_class_accuracy", "roc_auc", "top1", "top5", "topk_correct",
     "topk_correct_any", "vqa_binary_accuracy",
 ]
@@ -375,3 +375,30 @@ def failure_transfer(surrogate_failed: Any, heldout_correct: Any) -> float:
     if not failed.any():
         return float("nan")
     return float((~held[failed]).mean())
+
+
+# ------------------------------------------------------------------ agreement between two raters
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
+    """Cohen's kappa of two raters' labels for the same items: ``(p_o - p_e) / (1 - p_e)``.
+
+    ``a[i]`` and ``b[i]`` are the two labels of item i (any hashable values: strings, ints). ``p_o`` is
+    the fraction of items where they agree; ``p_e`` the agreement expected by chance,
+    ``sum_c freq_a(c) * freq_b(c)``. 1 is perfect agreement, 0 chance level, < 0 worse than chance.
+    NaN when ``p_e == 1`` (both raters used one and the same label throughout: undefined), as
+    ``sklearn.metrics.cohen_kappa_score`` returns.
+    """
+    a, b = list(a), list(b)
+    if len(a) != len(b):
+        raise ValueError(f"a has length {len(a)}, b has length {len(b)}")
+    if not a:
+        raise ValueError("no items")
+    n = len(a)
+    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    count_a, count_b = {}, {}
+    for x, y in zip(a, b, strict=True):
+        count_a[x] = count_a.get(x, 0) + 1
+        count_b[y] = count_b.get(y, 0) + 1
+    p_e = sum(c * count_b.get(label, 0) for label, c in count_a.items()) / (n * n)
+    if p_e == 1:
+        return float("nan")
+    return float((p_o - p_e) / (1 - p_e))

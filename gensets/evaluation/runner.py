@@ -67,15 +67,24 @@ def summarize(preds: list[dict], extra: dict[str, list[bool]], seed: int = 0) ->
 def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = None,
              split: str | None = None, protocol: str | None = None, batch_size: int = 32,
              workers: int = 1, limit: int | None = None, quiet: bool = False,
-             allow_pickle: bool = False, trust_remote_code: bool = False) -> list[dict]:
-    """Score every model on every (config, split) of ``dataset``; returns one summary per run."""
+             allow_pickle: bool = False, trust_remote_code: bool = False,
+             clip: str | None = None, seed: int = 0) -> list[dict]:
+    """Score every model on every (config, split) of ``dataset``; returns one summary per run.
+
+    With ``protocol="two-way"`` the models are VQA / image-text-to-text models and ``clip`` names the
+    zero-shot CLIP model that picks each image's top wrong class.
+    """
     from tqdm.auto import tqdm
 
     from ..models import load_classifier, parse_spec
     from ..records import library_versions
 
-    if protocol is not None and protocol not in P.PROTOCOLS:
-        raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)})")
+    if protocol is not None and protocol not in (*P.PROTOCOLS, "two-way"):
+        raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)}, two-way)")
+    if protocol == "two-way":
+        return evaluate_two_way(dataset, models, db, clip=clip, config=config, split=split, seed=seed,
+                                batch_size=batch_size, limit=limit, quiet=quiet, allow_pickle=allow_pickle,
+                                trust_remote_code=trust_remote_code)
     for spec in models:
         parse_spec(spec)
     source = open_source(dataset, config, split)
@@ -172,3 +181,75 @@ def _is_zero_shot(spec: str) -> bool:
             return "clip" in json.loads(cfg.read_text()).get("model_type", "").lower()
         return "clip" in s.name.lower() or "siglip" in s.name.lower()
     return False
+
+
+def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | None, config=None,
+                     split=None, seed: int = 0, batch_size: int = 16, limit=None, quiet=False,
+                     allow_pickle=False, trust_remote_code=False) -> list[dict]:
+    """ImageNet-D's protocol for VLMs: choose between the true class and CLIP's top wrong class.
+
+    ``top1`` counts unparseable answers as wrong; ``two_way_parsed`` is the paper's variant that
+    drops them from the denominator; ``unparseable`` is their fraction.
+    """
+    from tqdm.auto import tqdm
+
+    from ..labels.twoway import score_two_way
+    from ..models import load_classifier, load_vqa
+    from ..records import library_versions
+
+    if not clip:
+        raise GensetsError("protocol two-way needs --clip SPEC: the CLIP model that picks the wrong class")
+    source = open_source(dataset, config, split)
+    vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code) for spec in models}
+    con = store.connect(db)
+    out = []
+    try:
+        for sp in source.splits:
+            if not sp.class_names:
+                raise GensetsError(f"protocol two-way needs the class names of {sp.config}/{sp.split}")
+            names = [P.readable(n) for n in sp.class_names]
+            clf = load_classifier(clip, labels=names)
+            rows = {spec: [] for spec in models}
+            seconds = {spec: 0.0 for spec in models}
+            started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            bar = tqdm(total=sp.n, desc=f"{sp.config}/{sp.split}", unit="img", disable=quiet, file=sys.stderr)
+            for batch in _batches(sp.records(), batch_size, limit):
+                images = [r["image"] for r in batch]
+                targets = [int(r["target"]) for r in batch]
+                keys = [r["key"] for r in batch]
+                for spec, vlm in vlms.items():
+                    t = time.perf_counter()
+                    res = score_two_way(vlm, clf, images, targets, names, seed, batch_size=batch_size, keys=keys)
+                    seconds[spec] += time.perf_counter() - t
+                    for key, item in zip(keys, res["items"], strict=True):
+                        chosen = None if item["choice"] is None else names.index(item["options"][item["choice"]])
+                        ok = item["choice"] == item["correct"]
+                        rows[spec].append({"key": key, "target": item["target"], "target_ids": [item["target"]],
+                                           "top5": [] if chosen is None else [chosen], "scores": [],
+                                           "correct1": ok, "correct5": ok})
+                bar.update(len(batch))
+            bar.close()
+            finished = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            for spec, vlm in vlms.items():
+                preds = rows[spec]
+                parsed = [p for p in preds if p["top5"]]
+                mets = summarize(preds, {})
+                mets = [m for m in mets if m["name"] == "top1"]
+                mets.append({"name": "two_way_parsed", "lo": None, "hi": None,
+                             "value": sum(p["correct1"] for p in parsed) / len(parsed) if parsed else None})
+                mets.append({"name": "unparseable", "lo": None, "hi": None,
+                             "value": 1 - len(parsed) / len(preds) if preds else None})
+                run = {"dataset": source.id, "dataset_revision": source.revision, "config": sp.config,
+                       "split": sp.split, "model": spec, "model_id": vlm.model_id, "model_revision": vlm.revision,
+                       "protocol": f"two-way ({clip})", "label_space": "dataset", "n": len(preds),
+                       "started": started, "finished": finished, "seconds": seconds[spec],
+                       "images_per_second": len(preds) / seconds[spec] if seconds[spec] else None,
+                       "versions": library_versions()}
+                store.write_run(con, run, preds, mets)
+                out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
+                            "protocol": "two-way", "n": len(preds),
+                            "metrics": {m["name"]: m["value"] for m in mets},
+                            "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
+    finally:
+        con.close()
+    return out

@@ -10,6 +10,7 @@ from gensets.models.classifier import Classifier, load_classifier
 from gensets.models.generator import Generator, load_generator
 from gensets.models.spec import ModelSpec, parse_spec
 from gensets.models.tiny import tiny_path
+from gensets.models.vlm import VQAModel, load_vqa
 
 __all__ = [
     "Classifier",
@@ -19,4 +20,6 @@ __all__ = [
     "load_generator",
     "parse_spec",
     "tiny_path",
+    "VQAModel",
+    "load_vqa",
 ]

@@ -446,6 +446,9 @@ def load_classifier(
     models and are required/used only for them; other models keep their own label space.
     """
     s = parse_spec(spec)
+    if s.is_tiny and s.name in ("vilt-vqa", "blip-vqa", "vlm"):
+        raise ModelError(f"model {spec!r} is a visual question answering model (gensets.models.vlm.load_vqa), "
+                         "not a classifier")
     tiny_kind = {"resnet": "timm", "vit": "hf", "hf-clip": "hf", "clip": "open_clip"}
     kind = tiny_kind.get(s.name) if s.is_tiny else s.kind
     if kind == "timm":

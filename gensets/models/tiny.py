@@ -37,6 +37,10 @@ def tiny_path(kind: str) -> Path:
     """The folder of tiny model `kind`, built on first use."""
     if kind not in TINY_KINDS:
         raise ModelError(f"model 'tiny:{kind}': unknown tiny model (expected one of {', '.join(TINY_KINDS)})")
+    if kind in ("vilt-vqa", "blip-vqa", "vlm"):
+        from gensets.models.tiny_vlm import tiny_vlm_path
+
+        return tiny_vlm_path(kind)
     final = cache_root() / "tiny" / f"{kind}-{VERSION}"
     if (final / _DONE).is_file():
         return final

@@ -1,0 +1,202 @@
+"""Visual question answering models behind one interface: answer(images, questions) -> answers.
+
+    ViLT question answering   the argmax over the model's answer vocabulary (config.id2label)
+    BLIP question answering   generate + decode
+    image-text-to-text        (LLaVA, Idefics3/SmolVLM, PaliGemma, Qwen2-VL, ...) the processor's chat
+                              template with one image and the question, greedy decoding, new text only
+Specs: `hf:<repo or local path>[@rev]` (the kind is read from the config's architectures / model_type)
+or `tiny:vilt-vqa`, `tiny:blip-vqa`, `tiny:vlm` (tiny_vlm.py). Hub repos go through gensets.models.hub:
+offline and not cached fails at once in one ModelError line. Weights are safetensors only unless
+allow_pickle=True.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gensets.errors import ModelError
+from gensets.models import hub
+from gensets.models.spec import ModelSpec, parse_spec
+from gensets.models.tiny_vlm import TINY_VLM_KINDS, tiny_vlm_path
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+VQA_KINDS = ("vilt", "blip", "image-text-to-text")
+
+
+class VQAModel:
+    """A loaded VQA model; answer() takes one question per image."""
+
+    kind: str = ""
+
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, model, processor, device: str):
+        self.spec = spec
+        self.model_id = model_id
+        self.revision = revision
+        self.model = model.to(device).eval()
+        self.processor = processor
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r})"
+
+    def answer(self, images: list[Image.Image], questions: list[str], max_new_tokens: int = 10) -> list[str]:
+        """One answer per (image, question) pair, in one batch."""
+        import torch
+
+        if len(images) != len(questions):
+            raise ValueError(f"{len(images)} images but {len(questions)} questions")
+        if not images:
+            return []
+        with torch.inference_mode():
+            answers = self._answer([im.convert("RGB") for im in images], list(questions), max_new_tokens)
+        return [a.strip() for a in answers]
+
+    def _answer(self, images, questions, max_new_tokens) -> list[str]:
+        raise NotImplementedError
+
+
+class ViltVQA(VQAModel):
+    kind = "vilt"
+
+    def _answer(self, images, questions, max_new_tokens):
+        inputs = self.processor(
+            images=images, text=questions, padding=True, truncation=True, return_tensors="pt"
+        )
+        logits = self.model(**inputs.to(self.device)).logits
+        id2label = self.model.config.id2label
+        return [str(id2label[i]) for i in logits.argmax(-1).tolist()]
+
+
+class BlipVQA(VQAModel):
+    kind = "blip"
+
+    def _answer(self, images, questions, max_new_tokens):
+        inputs = self.processor(
+            images=images, text=questions, padding=True, truncation=True, return_tensors="pt"
+        )
+        inputs.pop("token_type_ids", None)
+        out = self.model.generate(**inputs.to(self.device), max_new_tokens=max_new_tokens, do_sample=False)
+        return self.processor.batch_decode(out, skip_special_tokens=True)
+
+
+class ChatVQA(VQAModel):
+    kind = "image-text-to-text"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        tok = self.processor.tokenizer
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        self.pad_token_id = self.model.generation_config.pad_token_id
+        if self.pad_token_id is None:
+            self.pad_token_id = tok.pad_token_id
+
+    def _answer(self, images, questions, max_new_tokens):
+        conversations = [
+            [{"role": "user", "content": [{"type": "image", "image": im}, {"type": "text", "text": q}]}]
+            for im, q in zip(images, questions, strict=True)
+        ]
+        inputs = self.processor.apply_chat_template(
+            conversations,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+            processor_kwargs={"padding": True, "padding_side": "left"},
+        ).to(self.device)
+        out = self.model.generate(
+            **inputs,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=self.pad_token_id,
+        )
+        new = out[:, inputs["input_ids"].shape[1] :]
+        return self.processor.batch_decode(new, skip_special_tokens=True)
+
+
+def _parse(spec: str) -> ModelSpec:
+    kind, sep, name = spec.strip().partition(":") if isinstance(spec, str) else ("", "", "")
+    if kind == "tiny" and sep:
+        if name.strip() not in TINY_VLM_KINDS:
+            raise ModelError(
+                f"bad model spec {spec!r}: unknown tiny VQA model {name.strip()!r}"
+                f" (expected one of {', '.join(TINY_VLM_KINDS)})"
+            )
+        return ModelSpec(kind="tiny", name=name.strip(), revision=None, raw=spec)
+    s = parse_spec(spec)
+    if s.kind != "hf":
+        raise ModelError(
+            f"model {spec!r} is not a visual question answering model: use hf:<repo or path> or"
+            f" tiny:<{' | '.join(TINY_VLM_KINDS)}>"
+        )
+    return s
+
+
+def _vqa_kind(spec: ModelSpec, config) -> str:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    archs = list(getattr(config, "architectures", None) or [])
+    if "ViltForQuestionAnswering" in archs:
+        return "vilt"
+    if "BlipForQuestionAnswering" in archs:
+        return "blip"
+    if config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        return "image-text-to-text"
+    raise ModelError(
+        f"model {spec.raw!r} is not a visual question answering model (model_type {config.model_type!r},"
+        f" architectures {archs}); expected ViLT or BLIP question answering or an image-text-to-text model"
+    )
+
+
+def load_vqa(
+    spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False, device: str = "cpu"
+) -> VQAModel:
+    """Load the VQA model named by `spec` (see the module docstring)."""
+    s = _parse(spec)
+    if s.is_tiny:
+        path, repo, model_id = tiny_vlm_path(s.name), None, s.raw
+    else:
+        path, repo = hub.local_or_repo(s, s.name)
+        model_id = repo or str(path)
+    if path is not None:
+        if s.revision:
+            raise ModelError(
+                f"model {s.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}"
+            )
+        hub.check_local_weights(s, path, allow_pickle)
+    online = hub.ensure_reachable(s, repo)
+    kwargs: dict = {}
+    if repo:
+        kwargs.update(revision=s.revision, local_files_only=not online)
+    if trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    src = repo or str(path)
+    try:
+        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
+            from transformers import AutoConfig, AutoProcessor
+
+            config = AutoConfig.from_pretrained(src, **kwargs)
+            kind = _vqa_kind(s, config)
+            if kind == "vilt":
+                from transformers import ViltForQuestionAnswering as model_cls
+            elif kind == "blip":
+                from transformers import BlipForQuestionAnswering as model_cls
+            else:
+                from transformers import AutoModelForImageTextToText as model_cls
+            processor = AutoProcessor.from_pretrained(src, **kwargs)
+            if kind == "image-text-to-text" and not getattr(processor, "chat_template", None):
+                raise ModelError(f"model {s.raw!r}: its processor has no chat template")
+            model = model_cls.from_pretrained(src, use_safetensors=None if allow_pickle else True, **kwargs)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"model {s.raw!r} cannot be loaded: {hub.one_line(e)}") from None
+    revision = getattr(config, "_commit_hash", None) if repo else None
+    revision = revision or (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
+    cls = {"vilt": ViltVQA, "blip": BlipVQA, "image-text-to-text": ChatVQA}[kind]
+    return cls(
+        spec=s.raw, model_id=model_id, revision=revision, model=model, processor=processor, device=device
+    )

@@ -1,0 +1,199 @@
+"""gensets.models.vlm and gensets.labels.twoway: tiny VQA models through the real loaders, hub failure,
+and the two-way protocol. Offline, CPU only."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from gensets.errors import ModelError
+from gensets.labels.twoway import build_question, parse_choice, score_two_way, two_way_accuracy
+from gensets.models.tiny_vlm import TINY_VLM_KINDS, tiny_vlm_path
+from gensets.models.vlm import load_vqa
+
+QUESTIONS = [
+    "What is this?",
+    "Which of these is in the image? Answer with one option only: (A) dog (B) cat",
+    "What colour is it?",
+]
+CLASSES = ["dog", "cat", "sports_car", "car", "tree"]
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+
+
+def _images(n=3):
+    from PIL import Image
+
+    colours = [(200, 30, 30), (20, 120, 220), (240, 240, 20), (10, 10, 10), (90, 200, 90)]
+    return [Image.new("RGB", (48 + 8 * i, 40 + 4 * i), colours[i % 5]) for i in range(n)]
+
+
+_loaded: dict = {}
+
+
+def _vqa(kind: str):
+    if kind not in _loaded:
+        _loaded[kind] = load_vqa(f"tiny:{kind}")
+    return _loaded[kind]
+
+
+def _clip():
+    from gensets.models import load_classifier
+
+    if "clip" not in _loaded:
+        _loaded["clip"] = load_classifier("tiny:hf-clip", labels=CLASSES)
+    return _loaded["clip"]
+
+
+# ---------------------------------------------------------------- models
+@pytest.mark.parametrize("kind", TINY_VLM_KINDS)
+def test_tiny_vqa_answers_a_batch(kind):
+    path = tiny_vlm_path(kind)
+    assert (path / "model.safetensors").is_file() and not list(path.glob("*.bin"))
+    m = _vqa(kind)
+    assert (m.spec, m.model_id, m.revision) == (f"tiny:{kind}", f"tiny:{kind}", None)
+    answers = m.answer(_images(), QUESTIONS, max_new_tokens=5)
+    assert len(answers) == 3 and all(isinstance(a, str) for a in answers)
+    assert m.answer(_images(), QUESTIONS, max_new_tokens=5) == answers  # greedy: deterministic
+    if kind == "vilt-vqa":
+        assert set(answers) <= set(m.model.config.id2label.values())
+        assert {"yes", "no"} <= set(m.model.config.id2label.values())
+
+
+def test_kind_read_from_config_of_local_folder():
+    assert load_vqa(f"hf:{tiny_vlm_path('vilt-vqa')}").kind == "vilt"
+    assert load_vqa(f"hf:{tiny_vlm_path('blip-vqa')}").kind == "blip"
+    assert load_vqa(f"hf:{tiny_vlm_path('vlm')}").kind == "image-text-to-text"
+
+
+def test_tiny_vlm_works_with_the_pipeline():
+    from transformers import pipeline
+
+    pipe = pipeline("image-text-to-text", model=str(tiny_vlm_path("vlm")))
+    chat = [
+        {
+            "role": "user",
+            "content": [{"type": "image", "image": _images(1)[0]}, {"type": "text", "text": "What is this?"}],
+        }
+    ]
+    out = pipe(text=chat, max_new_tokens=3, return_full_text=False)
+    assert isinstance(out[0]["generated_text"], str)
+
+
+def test_hub_name_fails_fast_offline():
+    t = time.monotonic()
+    with pytest.raises(ModelError, match="not available") as e:
+        load_vqa("hf:dandelin/vilt-b32-finetuned-vqa")
+    assert time.monotonic() - t < 10
+    assert "\n" not in str(e.value)
+
+
+def test_bad_specs_and_pickle_only_folder(tmp_path):
+    with pytest.raises(ModelError, match="unknown tiny VQA model"):
+        load_vqa("tiny:resnet")
+    with pytest.raises(ModelError, match="not a visual question answering model"):
+        load_vqa("timm:resnet50")
+    folder = tmp_path / "pickled"
+    shutil.copytree(tiny_vlm_path("vilt-vqa"), folder)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(ModelError, match="pickle"):
+        load_vqa(f"hf:{folder}")
+
+
+def test_mismatched_batch():
+    with pytest.raises(ValueError):
+        _vqa("vilt-vqa").answer(_images(2), QUESTIONS)
+    assert _vqa("vilt-vqa").answer([], []) == []
+
+
+# ---------------------------------------------------------------- two-way protocol
+def test_build_question_deterministic_and_balanced():
+    q, options = build_question("sports_car", "dog", 7)
+    assert (q, options) == build_question("sports_car", "dog", 7)
+    assert sorted(options) == ["dog", "sports_car"]
+    assert "(A) " in q and "(B) " in q and "sports car" in q and "_" not in q
+    firsts = [build_question("cat", "dog", s)[1][0] for s in range(2000)]
+    assert 0.45 < firsts.count("cat") / len(firsts) < 0.55
+    assert len({build_question("cat", "dog", f"0:{i}")[1][0] for i in range(20)}) == 2
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("A", 0),
+        ("(b)", 1),
+        ("the answer is B", 1),
+        ("The answer is B.", 1),
+        ("B. cat", 1),
+        ("cat", 1),
+        ("A Dog", 0),
+        ("DOGS", 0),
+        ("(A) dog", 0),
+        ("dog and cat", None),
+        ("(A) cat", None),
+        ("(A) dog (B) cat", None),
+        ("xq7 zzz", None),
+        ("", None),
+        ("yes", None),
+        ("hotdog", None),
+    ],
+)
+def test_parse_choice(answer, expected):
+    assert parse_choice(answer, ["dog", "cat"]) == expected
+
+
+def test_parse_choice_longer_name_wins():
+    assert parse_choice("a sports car", ["car", "sports_car"]) == 1
+    assert parse_choice("car", ["car", "sports_car"]) == 0
+
+
+def test_two_way_accuracy_counts():
+    r = two_way_accuracy([0, 1, None, 1, None, 0], [0, 0, 1, 1, 0, 0])
+    assert r == {"accuracy": 3 / 6, "accuracy_parsed": 3 / 4, "n": 6, "n_correct": 3, "n_unparseable": 2}
+    assert two_way_accuracy([None], [0])["accuracy_parsed"] is None
+    assert two_way_accuracy([], [])["accuracy"] is None
+
+
+@pytest.mark.parametrize("kind", ["vilt-vqa", "vlm"])
+def test_score_two_way_end_to_end(kind):
+    targets = [0, 1, 2, 3, 4]
+    r = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, batch_size=2)
+    assert r["n"] == 5 and len(r["items"]) == 5
+    assert 0 <= r["accuracy"] <= 1
+    assert r["accuracy_parsed"] is None or r["accuracy"] <= r["accuracy_parsed"] <= 1
+    for item, t in zip(r["items"], targets, strict=True):
+        assert item["target"] == t and item["wrong"] != t
+        assert item["options"][item["correct"]] == CLASSES[t]
+        assert CLASSES[item["wrong"]] in item["options"]
+    again = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0)
+    assert again["items"] == r["items"]  # batch size does not matter, same seed: same questions
+
+
+class _Scripted:
+    """A stand-in VLM: answers with the true class name of each image (oracle) or a fixed string."""
+
+    def __init__(self, truth: dict, fixed: str | None = None):
+        self.truth, self.fixed = truth, fixed
+
+    def answer(self, images, questions, max_new_tokens=10):
+        return [self.fixed if self.fixed is not None else f"It is a {self.truth[id(im)]}." for im in images]
+
+
+@pytest.mark.parametrize("fixed", [None, "A", "(B)", "no idea"])
+def test_score_two_way_parsed_answers(fixed):
+    images, targets = _images(5), [4, 3, 2, 1, 0]
+    vlm = _Scripted(
+        {id(im): CLASSES[t].replace("_", " ") for im, t in zip(images, targets, strict=True)}, fixed
+    )
+    r = score_two_way(vlm, _clip(), images, targets, CLASSES, seed=3, batch_size=2)
+    first = sum(item["correct"] == 0 for item in r["items"])
+    expected = {None: (5, 0), "A": (first, 0), "(B)": (5 - first, 0), "no idea": (0, 5)}[fixed]
+    assert (r["n_correct"], r["n_unparseable"]) == expected
+    assert r["accuracy"] == expected[0] / 5
+    assert r["accuracy_parsed"] == (None if fixed == "no idea" else expected[0] / 5)
