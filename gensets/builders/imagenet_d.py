@@ -278,11 +278,16 @@ class ImageNetDBuilder:
   year      = {2024}
 }"""
     config_class = ImageNetDConfig
-    configs = KINDS  # one published config per nuisance kind, each with a test split
     split = "test"
+    needs_review = True  # kept images wait for people in the review queue
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
     Context = Context
+
+    @staticmethod
+    def config_names(cfg: ImageNetDConfig) -> list[str]:
+        """One published config per nuisance kind, each with a test split."""
+        return [k for k in KINDS if k in cfg.nuisances]
 
     @staticmethod
     def class_names(cfg: ImageNetDConfig) -> list[str]:

@@ -109,7 +109,8 @@ def ingest(ws: Workspace) -> int:
     con = state.connect(ws.state_path)
     try:
         return state.ingest(con, Manifest(ws.manifest_path).rows(),
-                            lambda shard: read_candidates(ws, shard), builder.config_of)
+                            lambda shard: read_candidates(ws, shard), builder.config_of,
+                            initial_status="pending" if builder.needs_review else "accepted")
     finally:
         con.close()
 
@@ -159,7 +160,8 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     tmp.mkdir(parents=True)
     shards, counts = [], {}
     split = builder.split
-    for config in builder.configs:
+    configs = builder.config_names(cfg)
+    for config in configs:
         samples = sorted(per_config.get(config, []), key=lambda s: s.key)
         counts[config] = len(samples)
         if not samples:
@@ -170,7 +172,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
             info = write_shard(tmp / rel, [s.to_wds() for s in samples[i : i + cfg.shard_size]])
             shards.append({"path": rel, "config": config, "split": split, "sha256": info.sha256,
                            "n": info.n, "nbytes": info.nbytes})
-    all_samples = [s for config in builder.configs for s in sorted(per_config.get(config, []), key=lambda s: s.key)]
+    all_samples = [s for config in configs for s in sorted(per_config.get(config, []), key=lambda s: s.key)]
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards}
     write_json_atomic(tmp / "manifest.json", manifest)

@@ -37,11 +37,12 @@ def connect(path: Path, read_only: bool = False):
     return con
 
 
-def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of) -> int:
+def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_status: str = "pending") -> int:
     """Load the samples of every committed unit not yet in the database, in one transaction.
 
     ``read_samples(shard)`` yields the Sample records of a shard; ``config_of(meta)`` names the
-    published config a sample belongs to. Kept samples enter the review queue as ``pending``.
+    published config a sample belongs to. Kept samples enter the review queue as ``initial_status``
+    (``pending``; ``accepted`` for builders without a human review step).
     Returns the number of samples added.
     """
     import pyarrow as pa
@@ -70,7 +71,7 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of) -> int:
                     preds.append({"key": s.key, "model": p["model"], "rank": rank + 1,
                                   "class_index": idx, "score": score, "hit": p["hit"]})
             if m.get("kept"):
-                reviews.append({"key": s.key, "status": "pending", "label": m.get("label"),
+                reviews.append({"key": s.key, "status": initial_status, "label": m.get("label"),
                                 "reviewer": None, "time": None, "note": None})
     tables = {
         "units": pa.Table.from_pylist(units),
