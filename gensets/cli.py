@@ -30,7 +30,7 @@ def _finalize(a) -> int:
     print(f"{r['dataset']}: {r['shards']} shards; images per config: "
           + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     for config, f in r["funnel"].items():
-        print(f"  {config}: generated {f['generated']} -> failed the surrogates {f['kept']} -> "
+        print(f"  {config}: generated {f['generated']} -> kept by the filters {f['kept']} -> "
               f"accepted {f['accepted']} (pending {f['pending']}, rejected {f['rejected']})")
     first = next((k for k, v in r["counts"].items() if v), None)
     if first:

@@ -24,12 +24,13 @@ _SURROGATE = [("model", "string"), ("top5", ("list", "int64")), ("scores", ("lis
 _REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
 PROVENANCE = [
-    ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"),
+    ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"), ("config", "string"),
     ("label", "string"), ("label_index", "int64"), ("imagenet_ids", ("list", "int64")),
     ("nuisance_kind", "string"), ("nuisance", "string"), ("strategy", "string"),
     ("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
     ("guidance", "float64"), ("width", "int64"), ("height", "int64"),
     ("generator", ("struct", _GEN)),
+    ("source", "string"), ("original_path", "string"), ("original_sha256", "string"),
     ("surrogate_top_k", "int64"), ("surrogates", ("list", ("struct", _SURROGATE))),
     ("surrogate_failures", "int64"), ("kept", "bool"),
     ("review", ("struct", _REVIEW)),

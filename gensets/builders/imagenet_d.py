@@ -253,11 +253,11 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     samples = []
     for r, data, v in zip(rows, images, verdicts, strict=True):
         meta = provenance(
-            key=r["key"], builder="imagenet-d", build=build_id, unit=unit.id,
+            key=r["key"], builder="imagenet-d", build=build_id, unit=unit.id, config=p["kind"],
             label=info["name"], label_index=info["index"], imagenet_ids=info["imagenet_ids"],
             nuisance_kind=p["kind"], nuisance=r["nuisance"], strategy=None,
             prompt=r["prompt"], negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps,
-            guidance=g.guidance, width=g.width, height=g.height, generator=generator,
+            guidance=g.guidance, width=g.width, height=g.height, generator=generator, source=g.model,
             surrogate_top_k=cfg.filter.top_k, surrogates=v.surrogates,
             surrogate_failures=v.failures, kept=v.kept, review=None)
         samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=info["index"], meta=meta))
@@ -308,6 +308,32 @@ class ImageNetDBuilder:
         info = table[folder]
         return info["index"], {"label": info["name"], "label_index": info["index"],
                                "imagenet_ids": info["imagenet_ids"]}
+
+    @staticmethod
+    def card_body(cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
+        """The card's "How it was built" section."""
+        from ..cards.card import _table
+
+        g = cfg.generator
+        gen = samples[0].meta["generator"] if samples else {}
+        f = cfg.filter
+        need = len(f.models) if f.min_failures is None else f.min_failures
+        rows = [[kind, len(n.names), n.template] for kind, n in cfg.nuisances.items()]
+        models = "\n".join(f"  - `{m}`" for m in f.models) or "  - (none)"
+        return f"""
+- Generator: `{g.model}` (id `{gen.get('id')}`, revision `{gen.get('revision')}`), scheduler
+  `{gen.get('scheduler')}`, {g.steps} steps, guidance {g.guidance}, {g.width}x{g.height},
+  negative prompt `{g.negative_prompt or '(none)'}`, base seed {cfg.seed}; one seed per image derived from
+  (base seed, kind, class, nuisance, index), recorded in each sample.
+- {cfg.images_per_pair} image(s) per (class, nuisance) over {len(cfg.classes)} classes.
+
+{_table(["nuisance kind", "names", "prompt template"], rows)}
+
+- Surrogate failure filter: an image fails a surrogate when none of its class's ImageNet ids is in the
+  surrogate's top-{f.top_k}; images failed by at least {need} of {len(f.models)} surrogates are kept:
+{models}
+- Kept images are then checked by people in a review queue (accept, reject, relabel).
+"""
 
 
 BUILDER = ImageNetDBuilder()

@@ -79,12 +79,15 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     written = 0
     desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
     for unit in progress(mine, len(mine), desc, disable=quiet):
+        ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
         samples = builder.run_unit(unit, ctx, build_id)
         name = f"{unit.id}.tar"
         info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
         manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
                          "nbytes": info.nbytes, "kept": sum(bool(s.meta.get("kept")) for s in samples),
-                         "rank": dist.rank, "world": dist.world})
+                         "skipped": ctx.skipped, "rank": dist.rank, "world": dist.world})
+        for row in ctx.skipped:
+            print(f"skipped {row['path']}: {row['reason']}", file=sys.stderr)
         written += info.n
     dist.barrier()
     added = ingest(ws) if dist.rank == 0 else 0

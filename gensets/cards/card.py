@@ -73,46 +73,33 @@ def _short_config(cfg) -> dict:
 
 
 def render(builder, cfg, manifest: dict, samples: list, build_id: str) -> str:
+    """The card: the YAML header, then generic sections around the builder's own ``card_body``."""
     head = dump(header(builder, cfg, manifest))
-    g = cfg.generator
-    gen_meta = samples[0].meta["generator"] if samples else {"id": g.model, "revision": None}
     funnel = manifest["funnel"]
     funnel_rows = [[c, f["generated"], f["kept"], f["accepted"], f["pending"], f["rejected"]]
                    for c, f in funnel.items()]
     per_class = Counter(s.meta["label"] for s in samples)
     class_rows = [[name, n] for name, n in sorted(per_class.items(), key=lambda kv: (-kv[1], kv[0]))]
-    included = "accepted and pending (a smoke build)" if manifest["include_pending"] else "accepted"
-    nuisance_rows = [[kind, len(n.names), n.template] for kind, n in cfg.nuisances.items()]
-    f = cfg.filter
-    need = len(f.models) if f.min_failures is None else f.min_failures
-    first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "background")
+    reviewed = "accepted and pending (a smoke build)" if manifest["include_pending"] else "accepted"
+    included = f"{reviewed} by review" if builder.needs_review else "all kept"
+    first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "default")
+    configs = ", ".join(f"`{c}`" for c in builder.config_names(cfg))
     body = f"""
 # {cfg.pretty_name}
 
 {builder.description}
 
 This folder was built with [gensets](https://github.com/gensets/gensets) (build `{build_id}`): it holds
-{sum(manifest['counts'].values())} images ({included} by review), as WebDataset shards with one config per
-nuisance kind and a `{builder.split}` split. Every sample carries its provenance in its `json` field.
+{sum(manifest['counts'].values())} images ({included}), as WebDataset shards in the configs {configs},
+each with a `{builder.split}` split. Every sample carries its provenance in its `json` field.
 
 ## How it was built
 
-- Generator: `{g.model}` (id `{gen_meta.get('id')}`, revision `{gen_meta.get('revision')}`), scheduler
-  `{gen_meta.get('scheduler')}`, {g.steps} steps, guidance {g.guidance}, {g.width}x{g.height},
-  negative prompt `{g.negative_prompt or '(none)'}`, base seed {cfg.seed}; one seed per image derived from
-  (base seed, kind, class, nuisance, index), recorded in each sample.
-- {cfg.images_per_pair} image(s) per (class, nuisance) over {len(cfg.classes)} classes.
-
-{_table(["nuisance kind", "names", "prompt template"], nuisance_rows)}
-
-- Surrogate failure filter: an image fails a surrogate when none of its class's ImageNet ids is in the
-  surrogate's top-{f.top_k}; images failed by at least {need} of {len(f.models)} surrogates are kept:
-{chr(10).join(f"  - `{m}`" for m in f.models) or "  - (none)"}
-- Kept images are then checked by people in a review queue (accept, reject, relabel).
+{builder.card_body(cfg, manifest, samples).strip()}
 
 ## Curation funnel
 
-{_table(["config", "generated", "failed the surrogates", "accepted", "pending", "rejected"], funnel_rows)}
+{_table(["config", "generated", "kept by the filters", "accepted", "pending", "rejected"], funnel_rows)}
 
 ## Images per class
 

@@ -22,6 +22,8 @@ CREATE TABLE IF NOT EXISTS surrogate_predictions (
 CREATE TABLE IF NOT EXISTS reviews (
     key VARCHAR PRIMARY KEY, status VARCHAR, label VARCHAR, reviewer VARCHAR, time TIMESTAMP,
     note VARCHAR);
+CREATE TABLE IF NOT EXISTS skipped (
+    unit VARCHAR, path VARCHAR, reason VARCHAR);
 CREATE TABLE IF NOT EXISTS review_log (
     key VARCHAR, status VARCHAR, label VARCHAR, reviewer VARCHAR, time TIMESTAMP, note VARCHAR);
 """
@@ -54,9 +56,10 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_
             todo[row["unit"]] = row
     if not todo:
         return 0
-    units, samples, preds, reviews = [], [], [], []
+    units, samples, preds, reviews, skipped = [], [], [], [], []
     for unit, row in sorted(todo.items()):
         units.append({"unit": unit, "shard": row["shard"], "sha256": row["sha256"], "n": row["n"]})
+        skipped += [{"unit": unit, "path": r["path"], "reason": r["reason"]} for r in row.get("skipped") or []]
         for s in read_samples(row["shard"]):
             m = s.meta
             samples.append({
@@ -86,6 +89,8 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_
         "reviews": pa.Table.from_pylist(reviews, schema=pa.schema([
             ("key", pa.string()), ("status", pa.string()), ("label", pa.string()),
             ("reviewer", pa.string()), ("time", pa.timestamp("us")), ("note", pa.string())])),
+        "skipped": pa.Table.from_pylist(skipped, schema=pa.schema([
+            ("unit", pa.string()), ("path", pa.string()), ("reason", pa.string())])),
     }
     con.execute("BEGIN TRANSACTION")
     try:
