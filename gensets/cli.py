@@ -160,6 +160,15 @@ def _query(a) -> int:
     return 0
 
 
+def _report_recognition(a) -> int:
+    from .evaluation import recognition_report as R
+
+    rep = R.compute(a.db, a.dataset, a.protocol)
+    path = R.write(rep, a.out)
+    print(f"{path} (+ figures in {path.parent})")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gensets",
@@ -246,6 +255,17 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("--split")
     lb.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
     lb.set_defaults(func=_leaderboard)
+
+    rp = sub.add_parser("report", help="reports of a builder's results: tables and plots")
+    rpsub = rp.add_subparsers(dest="report", required=True, metavar="KIND")
+    rr = rpsub.add_parser("recognition", help="Borji-style recognition report from a results database",
+                          description="Per-model top-1/top-5, the best model per category and the fraction of "
+                          "images all models fail / all succeed per category, as markdown and PNG plots.")
+    rr.add_argument("--db", required=True, help="the results database of `gensets eval`")
+    rr.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
+    rr.add_argument("--protocol", default="wordset", help="which protocol's runs (default: wordset)")
+    rr.add_argument("--out", default="out/report-recognition", help="folder for report.md and figures")
+    rr.set_defaults(func=_report_recognition)
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
                        description="Tables: runs, predictions, metrics. The connection is read-only.")

@@ -82,6 +82,8 @@ def load_checked(path: str, max_pixels: int):
         data = Path(path).read_bytes()
     except OSError as e:
         raise Skip(f"cannot read: {e.strerror}") from None
+    limit = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None  # our own limit applies, from the header, before anything is decoded
     try:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size
@@ -98,4 +100,6 @@ def load_checked(path: str, max_pixels: int):
         raise Skip(f"decompression bomb: {e}") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise Skip(f"corrupt image: {e}") from None
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
     return data, _PIL_EXT.get(fmt), rgb

@@ -179,8 +179,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards}
     write_json_atomic(tmp / "manifest.json", manifest)
-    text = card.render(builder, cfg, manifest, all_samples, ws.fingerprint)
-    (tmp / "README.md").write_text(text, encoding="utf-8")
+    card.write(tmp, builder, cfg, manifest, all_samples, ws.fingerprint)  # README.md + figures/
     # swap the new folder in: the old dataset stays whole until the new one is complete
     old = ws.root / f".dataset.old-{os.getpid()}"
     if ws.dataset.exists():

@@ -114,7 +114,14 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
     for spec in models:
         kind = P.ZERO_SHOT_KINDS[0] if _is_zero_shot(spec) else "other"
         proto = protocol or ("zero-shot" if kind in P.ZERO_SHOT_KINDS else None)
-        kw = P.model_kwargs(proto, sp.class_names, sp.templates) if proto == "zero-shot" else {}
+        if proto == "zero-shot":
+            kw = P.model_kwargs(proto, sp.class_names, sp.templates)
+        elif kind in P.ZERO_SHOT_KINDS:  # a CLIP model under an ImageNet protocol: zero-shot over ImageNet-1k
+            from ..labels.imagenet import imagenet_names
+
+            kw = {"labels": imagenet_names()}
+        else:
+            kw = {}
         key = (spec, tuple(kw.get("labels") or ()))
         if key not in loaded:
             loaded[key] = load(spec, kw)
@@ -156,7 +163,7 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
                "label_space": "dataset" if b.name in ("zero-shot", "native") else f"model ({len(model.label_names)})",
                "n": len(rows), "started": started, "finished": finished, "seconds": seconds[spec],
                "images_per_second": len(rows) / seconds[spec] if seconds[spec] else None,
-               "versions": versions}
+               "versions": versions, "class_names": sp.class_names}
         store.write_run(con, run, rows, mets)
         out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
                     "protocol": b.name, "n": len(rows),
@@ -244,7 +251,7 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
                        "protocol": f"two-way ({clip})", "label_space": "dataset", "n": len(preds),
                        "started": started, "finished": finished, "seconds": seconds[spec],
                        "images_per_second": len(preds) / seconds[spec] if seconds[spec] else None,
-                       "versions": library_versions()}
+                       "versions": library_versions(), "class_names": sp.class_names}
                 store.write_run(con, run, preds, mets)
                 out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
                             "protocol": "two-way", "n": len(preds),

@@ -16,6 +16,7 @@ CREATE TABLE IF NOT EXISTS runs (
     split VARCHAR, model VARCHAR, model_id VARCHAR, model_revision VARCHAR, protocol VARCHAR,
     label_space VARCHAR, n INTEGER, started TIMESTAMP, finished TIMESTAMP, seconds DOUBLE,
     images_per_second DOUBLE, versions JSON);
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS class_names JSON;
 CREATE TABLE IF NOT EXISTS predictions (
     run_id VARCHAR, key VARCHAR, target INTEGER, target_ids INTEGER[], top5 INTEGER[],
     scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN);
@@ -51,10 +52,11 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
 
     rid = run_id(run["dataset"], run["dataset_revision"], run["config"], run["split"], run["model"],
                  run["protocol"])
-    run = {**run, "run_id": rid, "versions": json.dumps(run.get("versions") or {}, sort_keys=True)}
+    run = {**run, "run_id": rid, "versions": json.dumps(run.get("versions") or {}, sort_keys=True),
+           "class_names": json.dumps(run["class_names"]) if run.get("class_names") else None}
     cols = ["run_id", "dataset", "dataset_revision", "config", "split", "model", "model_id",
             "model_revision", "protocol", "label_space", "n", "started", "finished", "seconds",
-            "images_per_second", "versions"]
+            "images_per_second", "versions", "class_names"]
     preds = pa.Table.from_pylist([{**p, "run_id": rid} for p in predictions], schema=pa.schema([
         ("run_id", pa.string()), ("key", pa.string()), ("target", pa.int32()),
         ("target_ids", pa.list_(pa.int32())), ("top5", pa.list_(pa.int32())),

@@ -1,0 +1,154 @@
+"""``gensets report recognition``: Borji-style tables and plots, all SQL over the results database.
+
+Per model (and source config): top-1 / top-5. Per category: the best model's top-1, the fraction of
+images that every model fails and that every model gets right (Borji 2022, Fig. 2), images per
+category. Numbers are exactly what ``gensets query`` gives over ``predictions`` and ``runs``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import GensetsError
+from . import store
+
+PER_MODEL = """
+SELECT r.model, r.config, count(*) AS n, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
+FROM predictions p JOIN runs r USING (run_id)
+WHERE r.dataset = ? AND r.protocol = ?
+GROUP BY ALL ORDER BY r.config, top1 DESC, r.model
+"""
+PER_CATEGORY_MODEL = """
+SELECT r.model, p.target, count(*) AS n, avg(p.correct1::INT) AS top1
+FROM predictions p JOIN runs r USING (run_id)
+WHERE r.dataset = ? AND r.protocol = ?
+GROUP BY ALL ORDER BY p.target, top1 DESC, r.model
+"""
+ALL_FAIL = """
+WITH per_image AS (
+    SELECT r.config, p.key, any_value(p.target) AS target, count(*) AS models,
+           bool_and(NOT p.correct1) AS all_fail, bool_and(p.correct1) AS all_succeed
+    FROM predictions p JOIN runs r USING (run_id)
+    WHERE r.dataset = ? AND r.protocol = ?
+    GROUP BY r.config, p.key)
+SELECT target, count(*) AS images, avg(all_fail::INT) AS all_fail, avg(all_succeed::INT) AS all_succeed,
+       min(models) AS models
+FROM per_image GROUP BY target ORDER BY target
+"""
+
+
+def _rows(con, sql: str, args: list) -> list[dict]:
+    cur = con.execute(sql, args)
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset") -> dict:
+    con = store.connect(db, read_only=True)
+    try:
+        datasets = [r[0] for r in con.execute(
+            "SELECT DISTINCT dataset FROM runs WHERE protocol = ? ORDER BY 1", [protocol]).fetchall()]
+        if dataset is None:
+            if len(datasets) != 1:
+                raise GensetsError(f"{db}: {len(datasets)} datasets scored with protocol {protocol!r}; "
+                                   f"name one with --dataset ({', '.join(datasets) or 'none'})")
+            dataset = datasets[0]
+        elif dataset not in datasets:
+            raise GensetsError(f"{db}: no runs of dataset {dataset!r} with protocol {protocol!r}")
+        names_row = con.execute("SELECT class_names FROM runs WHERE dataset = ? AND class_names IS NOT NULL "
+                                "LIMIT 1", [dataset]).fetchone()
+        names = json.loads(names_row[0]) if names_row else None
+        args = [dataset, protocol]
+        per_model = _rows(con, PER_MODEL, args)
+        per_cat_model = _rows(con, PER_CATEGORY_MODEL, args)
+        fails = _rows(con, ALL_FAIL, args)
+    finally:
+        con.close()
+
+    def name(t):
+        return names[t] if names and t is not None and 0 <= t < len(names) else str(t)
+
+    best = {}
+    for r in per_cat_model:  # ordered by top-1 descending within a category
+        best.setdefault(r["target"], r)
+    per_category = [{"category": name(f["target"]), "images": f["images"], "best_model": best[f["target"]]["model"],
+                     "best_top1": best[f["target"]]["top1"], "all_fail": f["all_fail"],
+                     "all_succeed": f["all_succeed"], "models": f["models"]} for f in fails]
+    return {"dataset": dataset, "protocol": protocol, "per_model": per_model, "per_category": per_category}
+
+
+def _md_table(rows: list[dict], cols: list[str]) -> str:
+    def cell(v):
+        return f"{100 * v:.1f}" if isinstance(v, float) else str(v)
+
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _plots(rep: dict, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    pm = rep["per_model"]
+    labels = [f"{r['model']}\n{r['config']}" for r in pm]
+    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(pm)), 3.5))
+    x = range(len(pm))
+    ax.bar([i - 0.2 for i in x], [100 * r["top1"] for r in pm], 0.4, label="top-1")
+    ax.bar([i + 0.2 for i in x], [100 * r["top5"] for r in pm], 0.4, label="top-5")
+    ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.legend()
+    ax.set_title(f"Per-model accuracy ({rep['protocol']})")
+    files.append(_save(fig, out / "per_model.png"))
+
+    pc = rep["per_category"]
+    cats = [r["category"] for r in pc]
+    for fname, title, series in (
+        ("best_per_category.png", "Best model's top-1 per category", [("best top-1", "best_top1")]),
+        ("all_fail_all_succeed.png", "Images all models fail / all succeed",
+         [("all fail", "all_fail"), ("all succeed", "all_succeed")]),
+        ("images_per_category.png", "Images per category", [("images", "images")]),
+    ):
+        fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(cats)), 3.2))
+        width = 0.8 / len(series)
+        for j, (label, key) in enumerate(series):
+            vals = [r[key] * (1 if key == "images" else 100) for r in pc]
+            ax.bar([i + (j - (len(series) - 1) / 2) * width for i in range(len(cats))], vals, width, label=label)
+        ax.set_xticks(range(len(cats)), cats, rotation=45, ha="right", fontsize=8)
+        ax.set_ylabel("images" if series[0][1] == "images" else "%")
+        ax.set_title(title)
+        if len(series) > 1:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        files.append(_save(fig, out / fname))
+    return files
+
+
+def _save(fig, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return path.name
+
+
+def write(rep: dict, out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = _plots(rep, out)
+    md = [f"# Recognition report: {rep['dataset']}", "",
+          f"Protocol `{rep['protocol']}`; accuracies in %. Per-image detail: `gensets query` over `predictions`.", "",
+          "## Per model", "", _md_table(rep["per_model"], ["model", "config", "n", "top1", "top5"]), "",
+          "## Per category", "",
+          _md_table(rep["per_category"], ["category", "images", "best_model", "best_top1", "all_fail",
+                                          "all_succeed", "models"]), ""]
+    md += [f"![{f}]({f})" for f in figures]
+    path = out / "report.md"
+    path.write_text("\n".join(md) + "\n")
+    return path
