@@ -530,3 +530,34 @@ def test_failure_transfer():
     for a, b in (([], []), ([True], [True, False]), ([[True]], [[True]])):
         with pytest.raises(ValueError):
             failure_transfer(a, b)
+
+
+# ------------------------------------------------------------------ Cohen's kappa
+def test_cohen_kappa_hand():
+    from gensets.evaluation.metrics import cohen_kappa
+
+    # 10 items, agree on 7 (p_o = 0.7); a: 6 acc / 4 rej, b: 5 acc / 5 rej -> p_e = .6*.5 + .4*.5 = 0.5
+    a = ["acc"] * 6 + ["rej"] * 4
+    b = ["acc"] * 4 + ["rej"] * 2 + ["acc"] + ["rej"] * 3
+    assert cohen_kappa(a, b) == pytest.approx((0.7 - 0.5) / 0.5)
+    assert cohen_kappa(["x", "y"], ["x", "y"]) == 1.0
+    assert cohen_kappa(["x", "y"], ["y", "x"]) == pytest.approx(-1.0)
+    assert math.isnan(cohen_kappa(["x", "x"], ["x", "x"]))  # one label only: undefined
+    for x, y in (([], []), (["a"], ["a", "b"])):
+        with pytest.raises(ValueError):
+            cohen_kappa(x, y)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cohen_kappa_matches_sklearn(seed):
+    from sklearn.metrics import cohen_kappa_score
+
+    from gensets.evaluation.metrics import cohen_kappa
+
+    rng = np.random.default_rng(seed)
+    labels = ["accepted", "rejected", "relabeled:teapot", "relabeled:mug"][: 2 + seed % 3]
+    a = rng.choice(labels, size=200)
+    b = np.where(rng.random(200) < 0.6, a, rng.choice(labels, size=200))
+    assert cohen_kappa(a.tolist(), b.tolist()) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    ints_a, ints_b = rng.integers(0, 5, 50), rng.integers(0, 5, 50)
+    assert cohen_kappa(ints_a, ints_b) == pytest.approx(cohen_kappa_score(ints_a, ints_b), abs=1e-12)

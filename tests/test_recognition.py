@@ -1,7 +1,5 @@
 """Recognition sets (Borji 2022): import with corrupt-file skipping, generate, score, report."""
 
-import json
-import shutil
 
 import numpy as np
 import pytest

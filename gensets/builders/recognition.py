@@ -81,7 +81,7 @@ class RecognitionConfig:
         if len(set(names)) != len(names):
             raise ValueError(f"sources must have distinct names (got {names}); set name: on each")
 
-    def resolved(self, base_dir: Path) -> "RecognitionConfig":
+    def resolved(self, base_dir: Path) -> RecognitionConfig:
         cats = tuple(default_categories()) if self.categories == "borji" else self.categories
         imports = tuple(replace(s, path=str((base_dir / s.path).resolve())) for s in self.imports)
         return replace(self, categories=cats, imports=imports)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from pathlib import Path
 
 import yaml
 
@@ -72,8 +74,117 @@ def _short_config(cfg) -> dict:
     return d
 
 
-def render(builder, cfg, manifest: dict, samples: list, build_id: str) -> str:
-    """The card: the YAML header, then generic sections around the builder's own ``card_body``."""
+FIGURES = {"classes": "figures/images_per_class.png", "samples": "figures/samples.png"}
+
+
+def _models_md(cfg, samples: list) -> str:
+    """Every model the build used, with its id and revision (pinned in the spec, or recorded)."""
+    from ..models.spec import parse_spec
+
+    def line(role: str, m: str, recorded: dict | None = None) -> str:
+        spec = parse_spec(m)
+        rev = (recorded or {}).get("revision") or spec.revision
+        rev = (f"revision `{rev}`" if rev else "built locally (a tiny random model)" if spec.is_tiny
+               else "revision not pinned (the default branch at build time)")
+        return f"| {role} | `{m}` | `{(recorded or {}).get('id') or spec.name}` | {rev} |"
+
+    rows = []
+    gen = getattr(getattr(cfg, "generator", None), "model", None)
+    if gen:
+        rows.append(line("generator", gen, samples[0].meta.get("generator") if samples else None))
+    for m in getattr(getattr(cfg, "filter", None), "models", None) or ():
+        rows.append(line("surrogate", m))
+    if not rows:
+        return ""
+    return "\n".join(["| role | spec | id | revision |", "|---|---|---|---|", *rows]) + "\n"
+
+
+def _leaderboard_md(board) -> str:
+    cols, rows = board
+    if not rows:
+        return "(the results database holds no run of these configs)"
+    rows = [dict(zip(cols, r, strict=True)) for r in rows]
+    many = len({r["dataset"] for r in rows}) > 1
+
+    def pct(v):
+        return "" if v is None else f"{100 * v:.1f}"
+
+    out = []
+    for r in rows:
+        ci = f" ({pct(r['top1_lo'])}-{pct(r['top1_hi'])})" if r.get("top1_lo") is not None else ""
+        out.append(([r["dataset"]] if many else []) + [
+            f"`{r['model']}`", r["config"], r["split"], r["protocol"], r["n"], pct(r["top1"]) + ci,
+            pct(r.get("top5")), pct(r.get("mean_per_class"))])
+    head = (["dataset"] if many else []) + ["model", "config", "split", "protocol", "images",
+                                             "top-1 % (95% CI)", "top-5 %", "mean per class %"]
+    return _table(head, out)
+
+
+def leaderboard(db, configs) -> tuple[list[str], list]:
+    """The leaderboard rows of a results database (gensets eval) for these configs."""
+    from ..evaluation import store
+
+    con = store.connect(db, read_only=True)
+    try:
+        cols, rows = store.leaderboard(con)
+    finally:
+        con.close()
+    i = cols.index("config")
+    return cols, [r for r in rows if r[i] in set(configs)]
+
+
+def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, db=None) -> list[str]:
+    """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths."""
+    from . import figures
+
+    folder = Path(folder)
+    configs = [c for c, n in manifest["counts"].items() if n]
+    by_config = {c: [s for s in samples if builder.config_of(s.meta) == c] for c in configs}
+    written = []
+    for name, rel in FIGURES.items():
+        path = folder / rel
+        path.unlink(missing_ok=True)
+        if samples:
+            (figures.class_counts if name == "classes" else figures.sample_grid)(by_config, path)
+        if path.exists():
+            written.append(rel)
+    board = leaderboard(db, configs) if db else None
+    text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board)
+    tmp = folder / f".README.md.tmp-{os.getpid()}"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, folder / "README.md")
+    return [*written, "README.md"]
+
+
+def rerender(workspace, *, db=None) -> list[str]:
+    """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder."""
+    import json
+
+    from ..errors import GensetsError
+    from ..records import Sample
+    from ..shards import iter_shard
+    from ..workspace import Workspace
+
+    ws = Workspace(workspace)
+    builder, cfg = ws.load()
+    mpath = ws.dataset / "manifest.json"
+    if not mpath.exists():
+        raise GensetsError(f"{ws.root}: no dataset/manifest.json; run `gensets finalize {ws.root}` first")
+    manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    counts = manifest["counts"]  # manifest.json has sorted keys: back to the builder's config order
+    order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
+    manifest["counts"] = {c: counts[c] for c in order}
+    samples = [Sample.from_wds(d) for sh in manifest["shards"] for d in iter_shard(ws.dataset / sh["path"])]
+    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], db=db)
+
+
+def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
+           leaderboard: tuple | None = None) -> str:
+    """The card: the YAML header, then generic sections around the builder's own ``card_body``.
+
+    ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
+    ``(columns, rows)`` of :func:`gensets.evaluation.store.leaderboard`, shown when given.
+    """
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]
     funnel_rows = [[c, f["generated"], f["kept"], f["accepted"], f["pending"], f["rejected"]]
@@ -84,6 +195,18 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str) -> str:
     included = f"{reviewed} by review" if builder.needs_review else "all kept"
     first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "default")
     configs = ", ".join(f"`{c}`" for c in builder.config_names(cfg))
+    models = _models_md(cfg, samples)
+    models = f"\nModels (ids and revisions):\n\n{models}" if models else ""
+    figs = {"classes": "", "samples": ""}
+    if FIGURES["classes"] in figures:
+        figs["classes"] = f"![Images per class, by config]({FIGURES['classes']})\n\n"
+    if FIGURES["samples"] in figures:
+        figs["samples"] = ("\n## Sample images\n\nA few images of each config, with their class and "
+                           f"nuisance:\n\n![Sample images]({FIGURES['samples']})\n")
+    board = ""
+    if leaderboard is not None:
+        board = ("\n## Baseline leaderboard\n\nAccuracy of baseline models on this dataset "
+                 f"(`gensets eval`; 95% bootstrap interval in brackets):\n\n{_leaderboard_md(leaderboard)}\n")
     body = f"""
 # {cfg.pretty_name}
 
@@ -96,15 +219,15 @@ each with a `{builder.split}` split. Every sample carries its provenance in its 
 ## How it was built
 
 {builder.card_body(cfg, manifest, samples).strip()}
-
+{models}
 ## Curation funnel
 
 {_table(["config", "generated", "kept by the filters", "accepted", "pending", "rejected"], funnel_rows)}
 
 ## Images per class
 
-{_table(["class", "images"], class_rows) if class_rows else "(no images)"}
-
+{figs["classes"]}{_table(["class", "images"], class_rows) if class_rows else "(no images)"}
+{figs["samples"]}{board}
 ## How to load
 
 ```python
