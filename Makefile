@@ -6,12 +6,14 @@ STAMP  := $(VENV)/.gensets-installed
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 DEMO   := out/demo/imagenet-d
 
-.PHONY: help venv test demo build-imagenet-d lint bench clean
+.PHONY: help venv test demo build-imagenet-d build-recognition build-vqa lint bench clean
 
 help:
 	@echo "make test               create .venv, run the offline test suite (CPU, tiny models)"
 	@echo "make demo               build the ImageNet-D smoke set end to end into $(DEMO)/dataset"
 	@echo "make build-imagenet-d   build ImageNet-D at paper scale (needs GPUs and the Hub)"
+	@echo "make build-recognition  Borji-style recognition set (configs/recognition.yaml)"
+	@echo "make build-vqa          Borji-style binary VQA set (configs/vqa.yaml)"
 	@echo "make lint               ruff"
 	@echo "make bench              benchmarks/ (ratios against baselines measured in the same run)"
 
@@ -35,6 +37,15 @@ demo: $(STAMP)
 build-imagenet-d: $(STAMP)
 	@$(BIN)/gensets build configs/imagenet_d.yaml --out out/imagenet-d
 	@echo "next: gensets review list out/imagenet-d ... then gensets finalize out/imagenet-d"
+
+build-recognition: $(STAMP)
+	@$(BIN)/gensets build configs/recognition.yaml --out out/recognition
+	@$(BIN)/gensets finalize out/recognition
+	@echo "score it: python scripts/leaderboard.py configs/leaderboard.recognition.yaml --out out/leaderboard-recognition"
+
+build-vqa: $(STAMP)
+	@$(BIN)/gensets build configs/vqa.yaml --out out/vqa
+	@$(BIN)/gensets finalize out/vqa
 
 lint: $(STAMP)
 	$(BIN)/ruff check gensets tests benchmarks scripts

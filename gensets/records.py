@@ -22,6 +22,11 @@ _GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline
 _SURROGATE = [("model", "string"), ("top5", ("list", "int64")), ("scores", ("list", "float64")),
               ("hit", "bool")]
 _REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
+# how a prompt was made (GenBench strategies): the template, the seeded draw from the strategy's prompt
+# pool, a seq2seq expansion (CE), an init image for image-to-image (RA)
+_PROMPTING = [("template", "string"), ("draw_seed", "int64"), ("expansion_model", "string"),
+              ("expansion_revision", "string"), ("expansion_input", "string"), ("expansion_seed", "int64"),
+              ("init_image", "string"), ("init_image_sha256", "string"), ("strength", "float64")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
 PROVENANCE = [
     ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"), ("config", "string"),
@@ -30,7 +35,9 @@ PROVENANCE = [
     ("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
     ("guidance", "float64"), ("width", "int64"), ("height", "int64"),
     ("generator", ("struct", _GEN)),
+    ("prompting", ("struct", _PROMPTING)),
     ("source", "string"), ("original_path", "string"), ("original_sha256", "string"),
+    ("questions", ("list", ("struct", [("question", "string"), ("answer", "string"), ("kind", "string")]))),
     ("surrogate_top_k", "int64"), ("surrogates", ("list", ("struct", _SURROGATE))),
     ("surrogate_failures", "int64"), ("kept", "bool"),
     ("review", ("struct", _REVIEW)),

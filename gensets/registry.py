@@ -38,3 +38,4 @@ class Registry:
 BUILDERS = Registry("builder")
 BUILDERS.register("imagenet-d", "gensets.builders.imagenet_d:BUILDER")
 BUILDERS.register("recognition", "gensets.builders.recognition:BUILDER")
+BUILDERS.register("vqa", "gensets.builders.vqa:BUILDER")

@@ -79,8 +79,11 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
     from ..models import load_classifier, parse_spec
     from ..records import library_versions
 
-    if protocol is not None and protocol not in (*P.PROTOCOLS, "two-way"):
-        raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)}, two-way)")
+    if protocol is not None and protocol not in (*P.PROTOCOLS, "two-way", "vqa"):
+        raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)}, two-way, vqa)")
+    if protocol == "vqa":
+        return evaluate_vqa(dataset, models, db, config=config, split=split, batch_size=batch_size, limit=limit,
+                            quiet=quiet, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
     if protocol == "two-way":
         return evaluate_two_way(dataset, models, db, clip=clip, config=config, split=split, seed=seed,
                                 batch_size=batch_size, limit=limit, quiet=quiet, allow_pickle=allow_pickle,
@@ -257,6 +260,68 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
                             "protocol": "two-way", "n": len(preds),
                             "metrics": {m["name"]: m["value"] for m in mets},
                             "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
+    finally:
+        con.close()
+    return out
+
+
+def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split=None, batch_size: int = 16,
+                 limit=None, quiet=False, allow_pickle=False, trust_remote_code=False) -> list[dict]:
+    """Binary VQA (Borji 2022): every question of every image (``json.questions``), answers normalised
+    to yes / no; accuracy overall, on yes and on no questions; one prediction row per question, keyed
+    ``<image key>/q<i>`` so per-image accuracy is a GROUP BY away."""
+    from tqdm.auto import tqdm
+
+    from ..models import load_vqa
+    from ..records import library_versions
+    from . import metrics as M
+
+    source = open_source(dataset, config, split)
+    vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code) for spec in models}
+    con = store.connect(db)
+    out = []
+    try:
+        for sp in source.splits:
+            rows = {spec: [] for spec in models}
+            seconds = {spec: 0.0 for spec in models}
+            started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            bar = tqdm(total=sp.n, desc=f"{sp.config}/{sp.split}", unit="img", disable=quiet, file=sys.stderr)
+            for batch in _batches(sp.records(), batch_size, limit):
+                pairs = [(r, i, q) for r in batch for i, q in enumerate(r["meta"].get("questions") or [])]
+                for spec, vlm in vlms.items():
+                    t = time.perf_counter()
+                    answers = vlm.answer([r["image"] for r, _, _ in pairs], [q["question"] for _, _, q in pairs])
+                    seconds[spec] += time.perf_counter() - t
+                    for (r, i, q), a in zip(pairs, answers, strict=True):
+                        said = M.normalize_yes_no(a)
+                        truth = q["answer"]
+                        rows[spec].append({"key": f"{r['key']}/q{i}", "target": int(truth == "yes"),
+                                           "target_ids": [int(truth == "yes")],
+                                           "top5": [] if said is None else [int(said == "yes")], "scores": [],
+                                           "correct1": said == truth, "correct5": said == truth,
+                                           "_said": said or "", "_truth": truth})
+                bar.update(len(batch))
+            bar.close()
+            finished = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            for spec, vlm in vlms.items():
+                preds = rows[spec]
+                if not preds:
+                    raise GensetsError(f"{sp.config}/{sp.split}: no questions (json.questions) to score")
+                acc = M.vqa_binary_accuracy([p.pop("_said") for p in preds], [p.pop("_truth") for p in preds])
+                lo, hi = M.bootstrap_ci([float(p["correct1"]) for p in preds])
+                mets = [{"name": "top1", "value": acc["accuracy"], "lo": lo, "hi": hi}]
+                mets += [{"name": f"vqa_{k}", "value": acc[k], "lo": None, "hi": None}
+                         for k in ("accuracy", "yes_accuracy", "no_accuracy", "n_yes", "n_no")]
+                run = {"dataset": source.id, "dataset_revision": source.revision, "config": sp.config,
+                       "split": sp.split, "model": spec, "model_id": vlm.model_id, "model_revision": vlm.revision,
+                       "protocol": "vqa", "label_space": "yes/no", "n": len(preds), "started": started,
+                       "finished": finished, "seconds": seconds[spec],
+                       "images_per_second": None, "versions": library_versions(), "class_names": ["no", "yes"]}
+                store.write_run(con, run, preds, mets)
+                out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
+                            "protocol": "vqa", "n": len(preds),
+                            "metrics": {m["name"]: m["value"] for m in mets},
+                            "intervals": {"top1": [lo, hi]}})
     finally:
         con.close()
     return out

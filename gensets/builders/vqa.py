@@ -1,0 +1,264 @@
+"""Binary VQA sets on generated images (Borji 2022): images with yes / no questions.
+
+Images are generated from prompts or imported from a folder. Questions come from a JSONL file
+(``{"image": key, "question": ..., "answer": "yes" | "no"}``, checked line by line) or are generated
+from the prompts: for every object and every (object, attribute) of a prompt a yes question, and a
+balanced no question made by swapping in another object or attribute that the prompt does not mention.
+Scored with ``gensets eval --protocol vqa`` (ViLT / BLIP question answering, image-text-to-text models).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from ..config import to_dict
+from ..errors import ConfigError
+from ..records import Sample, content_id, derive_seed, provenance, slug
+from .common import GeneratorConfig, ImageConfig, Unit
+
+# swap vocabularies for the "no" questions (COCO-like everyday objects, basic colours and materials)
+OBJECTS = ("person", "dog", "cat", "car", "bicycle", "bus", "horse", "bird", "boat", "chair", "table", "cup",
+           "bottle", "umbrella", "clock", "book", "laptop", "phone", "banana", "pizza", "cake", "teddy bear",
+           "vase", "kite", "bench", "tree", "house", "train", "airplane", "elephant")
+ATTRIBUTES = ("red", "blue", "green", "yellow", "black", "white", "orange", "purple", "pink", "brown",
+              "wooden", "metal", "glass", "striped", "small", "large")
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    text: str  # the prompt
+    objects: tuple[str, ...]  # what it shows
+    attributes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # object -> its attributes
+    images: int = 1
+
+    def validate(self, base_dir: Path) -> None:
+        missing = [o for o in (*self.objects, *self.attributes) if not _mentions(self.text, o)]
+        if missing:
+            raise ValueError(f"objects: {missing[0]!r} does not appear in the prompt text")
+        unknown = [o for o in self.attributes if o not in self.objects]
+        if unknown:
+            raise ValueError(f"attributes: {unknown[0]!r} is not one of the prompt's objects")
+
+
+def _mentions(text: str, phrase: str) -> bool:
+    return re.search(rf"\b{re.escape(phrase.lower())}s?\b", text.lower()) is not None
+
+
+def read_questions(path: Path) -> list[dict]:
+    """The questions file, every line checked: one ValueError naming the line of the first bad one."""
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("image"), str) or not row["image"]:
+            raise ValueError(f"{path}:{i}: needs an 'image' key (the image's key)")
+        if not isinstance(row.get("question"), str) or not row["question"].strip():
+            raise ValueError(f"{path}:{i}: needs a non-empty 'question'")
+        answer = str(row.get("answer", "")).strip().lower()
+        if answer not in ("yes", "no"):
+            raise ValueError(f"{path}:{i}: answer must be yes or no, got {row.get('answer')!r}")
+        out.append({"image": slug(row["image"]), "question": row["question"].strip(), "answer": answer,
+                    "kind": "given", "line": i})
+    return out
+
+
+@dataclass(frozen=True)
+class VQAConfig:
+    builder: Literal["vqa"]
+    name: str = "vqa"
+    pretty_name: str = "Binary VQA on generated images (gensets)"
+    license: str = "cc-by-4.0"
+    seed: int = 0
+    generator: GeneratorConfig | None = None
+    prompts: tuple[PromptSpec, ...] = ()
+    image_folder: str | None = None  # imported images; an image's key is its file name without suffix
+    questions: str | None = None  # JSONL questions file (relative to the config)
+    generate_questions: bool = True  # make yes / no questions from the prompts
+    objects: tuple[str, ...] = OBJECTS  # the vocabularies "no" questions swap in from
+    attributes: tuple[str, ...] = ATTRIBUTES
+    max_pixels: int = 50_000_000
+    image: ImageConfig = ImageConfig()
+    shard_size: int = 1000
+    questions_data: tuple[dict, ...] = ()  # filled by resolved(): the checked questions file
+
+    def validate(self, base_dir: Path) -> None:
+        if self.prompts and self.generator is None:
+            raise ValueError("generator: prompts need a generator")
+        if not self.prompts and not self.image_folder:
+            raise ValueError("give prompts (with a generator) or an image_folder")
+        if self.image_folder and not (base_dir / self.image_folder).is_dir():
+            raise ValueError(f"image_folder: not a folder: {base_dir / self.image_folder}")
+        if self.questions:
+            path = base_dir / self.questions
+            if not path.is_file():
+                raise ValueError(f"questions: data file not found: {path}")
+            try:
+                read_questions(path)
+            except ValueError as e:  # the questions file's own line, not the config's
+                raise ConfigError(str(e)) from None
+
+    def resolved(self, base_dir: Path) -> "VQAConfig":
+        qs = tuple(read_questions(base_dir / self.questions)) if self.questions else self.questions_data
+        folder = str((base_dir / self.image_folder).resolve()) if self.image_folder else None
+        return replace(self, questions_data=qs, questions=None, image_folder=folder)
+
+
+def generated_questions(prompt: PromptSpec, objects, attributes, seed) -> list[dict]:
+    """A yes question per object and per (object, attribute), each with a balanced no question that
+    names an object or attribute absent from the prompt."""
+    rng = random.Random(seed)
+    absent_objects = [o for o in objects if not _mentions(prompt.text, o)]
+    absent_attrs = [a for a in attributes if not _mentions(prompt.text, a)]
+    out = []
+    for obj in prompt.objects:
+        out.append({"question": f"Is there a {obj} in the image?", "answer": "yes", "kind": "object"})
+        other = rng.choice(absent_objects)
+        out.append({"question": f"Is there a {other} in the image?", "answer": "no", "kind": "object"})
+        for attr in prompt.attributes.get(obj, ()):
+            out.append({"question": f"Is the {obj} {attr}?", "answer": "yes", "kind": "attribute"})
+            other = rng.choice(absent_attrs)
+            out.append({"question": f"Is the {obj} {other}?", "answer": "no", "kind": "attribute"})
+    return out
+
+
+def plan(cfg: VQAConfig) -> list[Unit]:
+    from .importing import IMAGE_SUFFIXES, file_digest
+
+    units = []
+    base = {"builder": "vqa", "seed": cfg.seed, "image": to_dict(cfg.image)}
+    for i, p in enumerate(cfg.prompts):
+        payload = {**base, "kind": "generate", "prompt": to_dict(p), "index": i,
+                   "generator": to_dict(cfg.generator), "generate_questions": cfg.generate_questions,
+                   "objects": list(cfg.objects), "attributes": list(cfg.attributes)}
+        units.append(Unit(content_id(payload), payload))
+    if cfg.image_folder:
+        files = sorted(f for f in Path(cfg.image_folder).iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+        items = [{"path": str(f), "key": slug(f.stem), "sha256": file_digest(str(f))} for f in files]
+        for start in range(0, len(items), 64):
+            payload = {**base, "kind": "import", "items": items[start : start + 64]}
+            units.append(Unit(content_id(payload), payload))
+    return units
+
+
+class Context:
+    def __init__(self, cfg: VQAConfig):
+        self.cfg = cfg
+        self._gen = None
+        self.given: dict[str, list[dict]] = {}
+        for q in cfg.questions_data:
+            self.given.setdefault(q["image"], []).append({k: q[k] for k in ("question", "answer", "kind")})
+
+    @property
+    def generator(self):
+        if self._gen is None:
+            from ..models import load_generator
+
+            g = self.cfg.generator
+            self._gen = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+        return self._gen
+
+    def load(self) -> None:
+        if self.cfg.prompts:
+            self.generator  # noqa: B018
+
+
+def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
+    from ..shards import encode_image
+    from .importing import Skip, load_checked
+
+    p = unit.payload
+    cfg = ctx.cfg
+    out = []
+    if p["kind"] == "generate":
+        prompt = next(x for x in cfg.prompts if to_dict(x) == p["prompt"])
+        g = cfg.generator
+        gen = ctx.generator
+        generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision, "pipeline": gen.pipeline,
+                     "scheduler": gen.scheduler}
+        for i in range(prompt.images):
+            seed = derive_seed(cfg.seed, "vqa", prompt.text, i)
+            im = gen.generate([prompt.text], [seed], negative_prompts=[g.negative_prompt] if g.negative_prompt else None,
+                              steps=g.steps, guidance=g.guidance, width=g.width, height=g.height)[0]
+            key = f"p{p['index']:04d}_{i:02d}"
+            qs = list(ctx.given.get(key, []))
+            if cfg.generate_questions:
+                qs += generated_questions(prompt, cfg.objects, cfg.attributes, derive_seed(seed, "questions"))
+            meta = provenance(key=key, builder="vqa", build=build_id, unit=unit.id, config="default",
+                              prompt=prompt.text, negative_prompt=g.negative_prompt, seed=seed, steps=g.steps,
+                              guidance=g.guidance, width=g.width, height=g.height, generator=generator,
+                              source=g.model, questions=qs, kept=True)
+            out.append(Sample(key, encode_image(im, cfg.image.format, cfg.image.quality), cfg.image.format, 0, meta))
+        return out
+    for it in p["items"]:
+        try:
+            data, ext, rgb = load_checked(it["path"], cfg.max_pixels)
+        except Skip as e:
+            ctx.skipped.append({"path": it["path"], "reason": str(e)})
+            continue
+        if ext != cfg.image.format:
+            data = encode_image(rgb, cfg.image.format, cfg.image.quality)
+        meta = provenance(key=it["key"], builder="vqa", build=build_id, unit=unit.id, config="default",
+                          width=rgb.width, height=rgb.height, original_path=it["path"],
+                          original_sha256=it["sha256"], questions=ctx.given.get(it["key"], []), kept=True)
+        out.append(Sample(it["key"], data, cfg.image.format, 0, meta))
+    return out
+
+
+class VQABuilder:
+    name = "vqa"
+    description = ("Generated images with binary (yes / no) questions about the objects and attributes their "
+                   "prompts name, for scoring visual question answering models, after Borji (2022).")
+    citation = """
+@article{borji2022generated,
+  title   = {How good are deep models in understanding the generated images?},
+  author  = {Borji, Ali},
+  journal = {arXiv preprint arXiv:2208.10760},
+  year    = {2022}
+}"""
+    config_class = VQAConfig
+    split = "test"
+    needs_review = False
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
+    Context = Context
+
+    @staticmethod
+    def config_names(cfg: VQAConfig) -> list[str]:
+        return ["default"]
+
+    @staticmethod
+    def class_names(cfg: VQAConfig) -> list[str]:
+        return ["image"]
+
+    @staticmethod
+    def config_of(meta: dict) -> str:
+        return meta["config"]
+
+    @staticmethod
+    def relabel(meta: dict, new_class: str):
+        raise KeyError(new_class)
+
+    @staticmethod
+    def card_body(cfg: VQAConfig, manifest: dict, samples: list) -> str:
+        qs = [q for s in samples for q in (s.meta.get("questions") or [])]
+        yes = sum(q["answer"] == "yes" for q in qs)
+        gen = f"`{cfg.generator.model}`, {cfg.generator.steps} steps" if cfg.generator else "(imported images)"
+        return f"""
+- Images: {len(samples)} ({len(cfg.prompts)} prompts; generator {gen}).
+- Questions: {len(qs)} ({yes} yes, {len(qs) - yes} no), in each sample's `json.questions`. Generated
+  questions ask about every object and attribute of the prompt (yes) and swap in an object or attribute
+  the prompt does not mention (no), so yes and no are balanced.
+- Score a VQA model: `gensets eval DATASET --model hf:Salesforce/blip-vqa-base --protocol vqa --db results.duckdb`.
+"""
+
+
+BUILDER = VQABuilder()
