@@ -14,7 +14,7 @@ from .errors import GensetsError
 def _build(a) -> int:
     from .builders.runner import build
 
-    r = build(a.config, a.out, quiet=a.quiet, threads=a.threads)
+    r = build(a.config, a.out, quiet=a.quiet, threads=a.threads, overrides=a.overrides)
     if r["rank"] == 0:
         print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
               f"{r['units_run']} run here); {r['samples_written']} samples written, "
@@ -35,8 +35,14 @@ def _finalize(a) -> int:
     first = next((k for k, v in r["counts"].items() if v), None)
     if first:
         print("load it with:\n  from datasets import load_dataset\n"
-              f"  ds = load_dataset({r['dataset']!r}, {first!r}, split='test')")
+              f"  ds = load_dataset({r['dataset']!r}, {first!r}, split={_split_of(a.workspace)!r})")
     return 0
+
+
+def _split_of(workspace) -> str:
+    from .workspace import Workspace
+
+    return Workspace(workspace).load()[0].split
 
 
 def _verify(a) -> int:
@@ -92,7 +98,8 @@ def _eval(a) -> int:
 
     results = evaluate(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
                        batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
-                       allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip)
+                       allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
+                       templates=a.templates)
     if a.json:
         print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "n", "metrics")}
                           for r in results], indent=1))
@@ -160,12 +167,109 @@ def _query(a) -> int:
     return 0
 
 
+def _report_genbench(a) -> int:
+    from .evaluation import genbench_report as G
+
+    rep = G.compute(a.workspace, a.test, a.clip, features=a.features, split=a.split, batch_size=a.batch_size,
+                    price_per_hour=a.price_per_hour, probe_c=a.probe_c)
+    path = G.write(rep, a.out)
+    for r in rep["rows"]:
+        print(f"{r['dataset']}  {r['strategy']}  CLER {100 * r['cler']:.1f}  ensemble {100 * r['cler_ensemble']:.1f}  "
+              f"zero-shot {100 * r['zero_shot']:.1f}")
+    print(f"{path} (+ report.json, cler.png in {path.parent})")
+    return 0
+
+
 def _report_recognition(a) -> int:
     from .evaluation import recognition_report as R
 
     rep = R.compute(a.db, a.dataset, a.protocol)
     path = R.write(rep, a.out)
     print(f"{path} (+ figures in {path.parent})")
+    return 0
+
+
+def _report_failure_modes(a) -> int:
+    from .evaluation import failure_report as F
+
+    rep = F.compute(a.workspace, a.db)
+    path = F.write(rep, a.out)
+    print(f"{path}: {len(rep['discovered'])} of {len(rep['modes'])} mode(s) discovered (+ figures in {path.parent})")
+    return 0
+
+
+def _review_serve(a) -> int:
+    from .curation.review_server import serve
+
+    try:
+        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double)
+    except KeyboardInterrupt:
+        pass
+    print("review page stopped; every decision is in state.duckdb", file=sys.stderr)
+    return 0
+
+
+def _review_agreement(a) -> int:
+    from .curation import state
+    from .curation.review_server import agreement
+    from .workspace import Workspace
+
+    ws = Workspace(a.workspace)
+    ws.load()
+    if not ws.state_path.exists():
+        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    con = state.connect(ws.state_path, read_only=True)
+    r = agreement(con)
+    con.close()
+    if a.json:
+        print(json.dumps(r, indent=1))
+        return 0
+    kappa = "undefined (one label only)" if r["kappa"] is None and r["items"] else r["kappa"]
+    print(f"{r['items']} image(s) decided by two reviewers ({r['reviewed_once']} by one so far); "
+          f"Cohen's kappa {kappa if r['items'] else '-'}; observed agreement {r['observed_agreement']}")
+    for pair in r["pairs"]:
+        print(f"  {' & '.join(pair['reviewers'])}: {pair['items']} image(s), kappa {pair['kappa']}")
+    for d in r["disagreements"]:
+        print(f"  disagree {d['key']}: " + ", ".join(f"{k} {v}" for k, v in d["decisions"].items()))
+    return 0
+
+
+def _review_exchange(a) -> int:
+    from .curation import interchange
+
+    if a.action == "export":
+        n = interchange.export(a.workspace, a.format, a.file, status=None if a.status == "all" else a.status)
+        extra = f" (+ {a.file}.label_config.xml)" if a.format == "label-studio" else ""
+        print(f"{a.file}: {n} sample(s){extra}")
+    else:
+        r = interchange.import_(a.workspace, a.format, a.file, reviewer=a.reviewer)
+        print(f"{a.file}: {r['rows']} row(s): {r['recorded']} decision(s) recorded, {r['unchanged']} unchanged")
+    return 0
+
+
+def _card(a) -> int:
+    from .cards.card import rerender
+
+    files = rerender(a.workspace, db=a.db)
+    print("wrote " + ", ".join(files) + f" in {Path(a.workspace) / 'dataset'}")
+    return 0
+
+
+def _publish(a) -> int:
+    from .publish import publish
+
+    url = publish(a.workspace, a.repo, private=a.private, revision=a.revision, tag=a.tag, dry_run=a.dry_run)
+    if url:
+        print(f"published: {url}")
+    return 0
+
+
+def _publish_results(a) -> int:
+    from .publish import publish_results
+
+    url = publish_results(a.db, a.repo, revision=a.revision, dry_run=a.dry_run)
+    if url:
+        print(f"published: {url}")
     return 0
 
 
@@ -186,6 +290,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int, default=1,
                    help="torch threads per process on CPU (default 1: CPU results depend on the thread "
                    "count, so keep it fixed for byte-identical rebuilds; scale with processes instead)")
+    b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="override a config key before validation (repeatable; VALUE is YAML, dotted keys "
+                   "reach nested ones), e.g. --set classifier=timm:resnet50.a1_in1k --set 'labels=[tench]'; "
+                   "the workspace freezes the result")
     b.set_defaults(func=_build)
 
     f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",
@@ -236,9 +344,12 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--db", required=True, help="the results database (DuckDB file)")
     e.add_argument("--config", help="only this config")
     e.add_argument("--split", help="only this split")
-    e.add_argument("--protocol", choices=["imagenet", "zero-shot", "native", "wordset", "two-way"])
+    e.add_argument("--protocol", choices=["imagenet", "zero-shot", "native", "wordset", "two-way", "vqa"])
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
+    e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
+                   help="zero-shot prompt template with {} for the class name (repeatable; default: "
+                   "'a photo of a {}.')")
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--workers", type=int, default=2, help="batches decoded ahead in the background (0: none)")
     e.add_argument("--limit", type=int, help="only the first N images of each split")
@@ -266,6 +377,34 @@ def parser() -> argparse.ArgumentParser:
     rr.add_argument("--protocol", default="wordset", help="which protocol's runs (default: wordset)")
     rr.add_argument("--out", default="out/report-recognition", help="folder for report.md and figures")
     rr.set_defaults(func=_report_recognition)
+    rf = rpsub.add_parser("failure-modes", help="discovered failure modes of a failure-modes build",
+                          description="Per label the baseline failure rate and top confusions; per mode its "
+                          "cluster, caption, regenerated failure rate, p-values and whether it was discovered; "
+                          "sample images of each discovered mode. Markdown + PNG figures.")
+    rf.add_argument("workspace", help="a failure-modes workspace (after gensets build)")
+    rf.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the figures")
+    rf.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
+                    "transfer check (how often other classifiers fail these images too)")
+    rf.set_defaults(func=_report_failure_modes)
+    rg = rpsub.add_parser("genbench", help="CLER of GenBench workspaces against real test images",
+                          description="Per (dataset, strategy): CLER and its text ensemble, CLIP zero-shot accuracy "
+                          "on the same test images and the difference, a linear probe scored with the dataset's "
+                          "metric, FD / KID / precision / recall / CLIP score / IS, and the cost per image; a "
+                          "markdown table (datasets x strategies, best in bold) and a plot.")
+    rg.add_argument("workspace", nargs="+", metavar="WORKSPACE", help="genbench workspaces (gensets build)")
+    rg.add_argument("--test", action="append", metavar="[DATASET=]SOURCE",
+                    help="real test images: a folder of class sub-folders or hf:<dataset>[@rev] (repeatable; "
+                    "DATASET= gives one dataset its own)")
+    rg.add_argument("--split", default="test", help="hf: test sets: the split (default test)")
+    rg.add_argument("--clip", default="open_clip:ViT-B-32/openai", metavar="SPEC",
+                    help="the CLIP model for the embeddings (default: open_clip:ViT-B-32/openai, as the paper)")
+    rg.add_argument("--features", metavar="SPEC", help="classifier whose image features FD / KID / precision-recall "
+                    "use and whose softmax IS uses, e.g. an Inception or DINOv2 timm model (default: --clip)")
+    rg.add_argument("--price-per-hour", type=float, help="generator device price per hour (default: the config's)")
+    rg.add_argument("--probe-c", type=float, default=1.0, help="inverse regularisation C of the linear probe")
+    rg.add_argument("--batch-size", type=int, default=32)
+    rg.add_argument("--out", default="out/report-genbench", help="folder for report.md, report.json and cler.png")
+    rg.set_defaults(func=_report_genbench)
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
                        description="Tables: runs, predictions, metrics. The connection is read-only.")
@@ -273,6 +412,65 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("sql")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
     q.set_defaults(func=_query)
+
+    # review in the browser, agreement, Label Studio / CSV exchange (issue 6)
+    rs = rsub.add_parser("serve", help="review in the browser: a page served on loopback",
+                         description="Serve the review page: pending images in a grid with their class, "
+                         "nuisance, prompt and the surrogates' top-5; keys a accept, r reject, l relabel, "
+                         "s several objects, arrows or j/k move. Each decision is saved in state.duckdb at "
+                         "once (the server is the database's writer while it runs).")
+    rs.add_argument("workspace")
+    rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
+    rs.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free port")
+    rs.add_argument("--reviewer", help="the default reviewer name on the page (default: the login name)")
+    rs.add_argument("--double", action="store_true",
+                    help="double review: each image needs two reviewers; each sees their own decisions")
+    rs.set_defaults(func=_review_serve)
+    ag = rsub.add_parser("agreement", help="agreement of double review (Cohen's kappa)")
+    ag.add_argument("workspace")
+    ag.add_argument("--json", action="store_true")
+    ag.set_defaults(func=_review_agreement)
+    for action in ("export", "import"):
+        rx = rsub.add_parser(action, help=f"{action} review decisions as CSV or Label Studio JSON",
+                             description="CSV columns: key,status,label,reviewer,note. Label Studio: tasks with "
+                             "the image as a data: URI and the surrogates' top-1 as predictions (+ a labeling "
+                             "config beside the file); import reads Label Studio's JSON export. Imports check "
+                             "every row first and write nothing if one is bad (named as file:line).")
+        rx.add_argument("workspace")
+        rx.add_argument("--format", required=True, choices=["label-studio", "csv"])
+        rx.add_argument("--file", required=True)
+        if action == "export":
+            rx.add_argument("--status", default="all",
+                            choices=["all", "pending", "accepted", "rejected", "relabeled"])
+        else:
+            rx.add_argument("--reviewer", help="for rows without one (default: the login name)")
+        rx.set_defaults(func=_review_exchange)
+
+    cd = sub.add_parser("card", help="(re)render the dataset card and its figures",
+                        description="Write WORKSPACE/dataset/README.md (YAML header with configs and features, "
+                        "how it was built, curation funnel, figures, how to load, citation) and figures/.")
+    cd.add_argument("workspace")
+    cd.add_argument("--db", help="a results database (gensets eval): adds a baseline leaderboard")
+    cd.set_defaults(func=_card)
+
+    pb = sub.add_parser("publish", help="upload a finalized dataset to the Hugging Face Hub",
+                        description="Shards first (one or more commits), then the card, manifest and figures in "
+                        "the last commit, then an optional tag. The token comes from HF_TOKEN or `hf auth "
+                        "login` and is never printed. --repo file:///path publishes into a local folder.")
+    pb.add_argument("workspace", help="a workspace (its dataset/) or a dataset folder")
+    pb.add_argument("--repo", required=True, metavar="ORG/NAME")
+    pb.add_argument("--private", action="store_true")
+    pb.add_argument("--revision", metavar="BRANCH", help="upload to this branch (created if missing)")
+    pb.add_argument("--tag", help="tag the last commit, e.g. v1.0")
+    pb.add_argument("--dry-run", action="store_true", help="list the operations, upload nothing")
+    pb.set_defaults(func=_publish)
+
+    pr = sub.add_parser("publish-results", help="upload the leaderboard as results/leaderboard.parquet")
+    pr.add_argument("--db", required=True)
+    pr.add_argument("--repo", required=True, metavar="ORG/NAME")
+    pr.add_argument("--revision", metavar="BRANCH")
+    pr.add_argument("--dry-run", action="store_true")
+    pr.set_defaults(func=_publish_results)
     return p
 
 

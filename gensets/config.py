@@ -93,10 +93,11 @@ class _Loader:
         self.source = source
         self.base_dir = base_dir
 
-    def fail(self, node: _Node | int, key: str, msg: str) -> typing.NoReturn:
+    def fail(self, node: _Node | int | str, key: str, msg: str) -> typing.NoReturn:
         where = f"{key}: " if key else ""
-        line = node if isinstance(node, int) else node.line
-        raise ConfigError(f"{self.source}:{line}: {where}{msg}")
+        line = node if isinstance(node, (int, str)) else node.line
+        at = line if isinstance(line, str) else f"{self.source}:{line}"  # a str: a --set override
+        raise ConfigError(f"{at}: {where}{msg}")
 
     def build(self, tp: Any, node: _Node, key: str) -> Any:
         origin = typing.get_origin(tp)
@@ -193,6 +194,45 @@ def _describe(v: Any) -> str:
     if v is None:
         return "nothing (null)"
     return f"{type(v).__name__} {v!r}"
+
+
+def apply_overrides(node: _Node, overrides: typing.Iterable[str]) -> None:
+    """Set ``dotted.key=VALUE`` (VALUE read as YAML) in a read config before it is validated, e.g.
+    ``labels=[tench, goldfish]``; errors in an overridden value name ``--set`` instead of a line."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not p for p in key.split(".")):
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set seed=1")
+        try:
+            composed = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {key}: invalid YAML value {text!r} ({getattr(e, 'problem', e)})") \
+                from None
+        value = _convert(composed) if composed is not None else _Node(None, 0)
+        _mark(value, "--set")
+        parent = node
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            if not isinstance(parent.value, dict):
+                raise ConfigError(f"--set {key}: {'.'.join(parts[:i]) or 'the config'} is not a mapping")
+            child = parent.value.get(part)
+            if child is None or not isinstance(child.value, dict):
+                child = parent.value[part] = _Node({}, "--set")  # type: ignore[arg-type]
+                parent.key_lines[part] = "--set"  # type: ignore[assignment]
+            parent = child
+        if not isinstance(parent.value, dict):
+            raise ConfigError(f"--set {key}: {'.'.join(parts[:-1]) or 'the config'} is not a mapping")
+        parent.value[parts[-1]] = value
+        parent.key_lines[parts[-1]] = "--set"  # type: ignore[assignment]
+
+
+def _mark(node: _Node, where: str) -> None:
+    node.line = where  # type: ignore[assignment]
+    node.key_lines = dict.fromkeys(node.key_lines, where)
+    if isinstance(node.value, (dict, list)):
+        for child in node.value.values() if isinstance(node.value, dict) else node.value:
+            _mark(child, where)
 
 
 def load_config(cls: type, path: str | Path, data: _Node | None = None) -> Any:

@@ -27,6 +27,12 @@ _REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("l
 _PROMPTING = [("template", "string"), ("draw_seed", "int64"), ("expansion_model", "string"),
               ("expansion_revision", "string"), ("expansion_input", "string"), ("expansion_seed", "int64"),
               ("init_image", "string"), ("init_image_sha256", "string"), ("strength", "float64")]
+# failure-mode discovery (Wiles et al. 2022): a cluster of misclassified images, its captions (the
+# medoid's is the mode's caption), and on regenerated images the mode they were generated for
+_FAILURE_MODE = [("id", "string"), ("cluster", "int64"), ("k", "int64"), ("silhouette", "float64"),
+                 ("size", "int64"), ("medoid", "string"), ("members", ("list", "string")),
+                 ("captions", ("list", ("struct", [("key", "string"), ("caption", "string")]))),
+                 ("caption", "string"), ("confusion", "int64")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
 PROVENANCE = [
     ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"), ("config", "string"),
@@ -41,6 +47,7 @@ PROVENANCE = [
     ("surrogate_top_k", "int64"), ("surrogates", ("list", ("struct", _SURROGATE))),
     ("surrogate_failures", "int64"), ("kept", "bool"),
     ("review", ("struct", _REVIEW)),
+    ("failure_mode", ("struct", _FAILURE_MODE)),
     ("versions", ("struct", [(name, "string") for name in LIBRARIES])),
 ]
 

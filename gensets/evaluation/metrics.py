@@ -402,3 +402,174 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     if p_e == 1:
         return float("nan")
     return float((p_o - p_e) / (1 - p_e))
+
+
+# ------------------------------------------------------------------ generated data (GenBench): CLER and quality
+def _float_2d(x: Any, name: str, min_rows: int = 1) -> np.ndarray:
+    """Features as a float64 (N, D) array; numpy arrays, lists and (CPU or GPU) torch tensors."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] == 0:
+        raise ValueError(f"{name} must be 2-D (N, D), got shape {a.shape}")
+    if a.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {a.shape[0]}")
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    return a
+
+
+def _unit_rows(a: np.ndarray, name: str) -> np.ndarray:
+    norms = np.linalg.norm(a, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise ValueError(f"{name} has a zero row (cannot be normalised)")
+    return a / norms
+
+
+def _labels_of(y: Any, n: int, name: str) -> np.ndarray:
+    if hasattr(y, "detach"):
+        y = y.detach().cpu().numpy()
+    return _int_labels(np.asarray(y), n, None, name)
+
+
+def cler(gen_emb: Any, gen_labels: Any, test_emb: Any, test_labels: Any, text_emb: Any = None) -> float:
+    """CLER score (GenBench, Li et al. 2023, Algorithm 1): how well generated images stand in for training data.
+
+    1. L2-normalise the image embeddings of the generated images (``gen_emb`` (N, D)) and of the real test
+       images (``test_emb`` (M, D)).
+    2. Class centre of class c = the mean of the normalised embeddings of the generated images labelled c,
+       renormalised (as the authors' code, so the score is the cosine similarity).
+       Ensemble variant (``text_emb`` (C, D) given, row c = class c's text embedding, e.g. CLIP's zero-shot
+       classifier): centre = normalise(normalised centre + normalised text embedding), i.e. their average.
+    3. A test image is predicted as the class whose centre has the highest dot product with it (ties:
+       the lowest class id); CLER is the accuracy of these predictions against ``test_labels``.
+
+    Only classes with generated images have a centre; a test label without one raises ValueError.
+    Accepts numpy arrays, lists or torch tensors.
+    """
+    g = _unit_rows(_float_2d(gen_emb, "gen_emb"), "gen_emb")
+    t = _unit_rows(_float_2d(test_emb, "test_emb"), "test_emb")
+    if g.shape[1] != t.shape[1]:
+        raise ValueError(f"gen_emb has dimension {g.shape[1]}, test_emb {t.shape[1]}")
+    gy = _labels_of(gen_labels, g.shape[0], "gen_labels")
+    ty = _labels_of(test_labels, t.shape[0], "test_labels")
+    classes = np.unique(gy)
+    missing = np.setdiff1d(ty, classes)
+    if missing.size:
+        raise ValueError(f"test_labels has class {int(missing[0])} without generated images (no class centre)")
+    centres = np.stack([g[gy == c].mean(axis=0) for c in classes])
+    centres = _unit_rows(centres, "class centres")
+    if text_emb is not None:
+        txt = _float_2d(text_emb, "text_emb")
+        if txt.shape[1] != g.shape[1]:
+            raise ValueError(f"text_emb has dimension {txt.shape[1]}, gen_emb {g.shape[1]}")
+        if classes.max() >= txt.shape[0]:
+            raise ValueError(f"text_emb has {txt.shape[0]} rows, but the labels reach class {int(classes.max())}")
+        centres = _unit_rows(centres + _unit_rows(txt[classes], "text_emb"), "ensemble centres")
+    pred = classes[np.argmax(t @ centres.T, axis=1)]
+    return float((pred == ty).mean())
+
+
+def frechet_distance(x: Any, y: Any) -> float:
+    """Fréchet distance between Gaussians fitted to two feature sets (FID with Inception features; any
+    extractor's features work): ``|mu_x - mu_y|^2 + Tr(S_x + S_y - 2 (S_x S_y)^(1/2))``.
+
+    Means and unbiased covariances (``np.cov``) of ``x`` (N, D) and ``y`` (M, D), N, M >= 2. The trace of the
+    matrix square root is computed as ``sum(sqrt(eig(S_x^(1/2) S_y S_x^(1/2))))`` (symmetric, PSD: stable
+    where ``scipy.linalg.sqrtm(S_x @ S_y)`` returns complex noise for near-singular covariances).
+    """
+    a, b = _float_2d(x, "x", 2), _float_2d(y, "y", 2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"x has dimension {a.shape[1]}, y {b.shape[1]}")
+    s1 = np.atleast_2d(np.cov(a, rowvar=False))
+    s2 = np.atleast_2d(np.cov(b, rowvar=False))
+    w, v = np.linalg.eigh(s1)
+    root1 = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
+    m = root1 @ s2 @ root1
+    tr_sqrt = np.sqrt(np.clip(np.linalg.eigvalsh((m + m.T) / 2), 0, None)).sum()
+    diff = a.mean(axis=0) - b.mean(axis=0)
+    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * tr_sqrt)
+
+
+def kid(real: Any, fake: Any, subsets: int = 100, subset_size: int = 1000, seed: int = 0) -> float:
+    """Kernel Inception Distance (Bińkowski et al. 2018): the unbiased estimate of MMD^2 with the cubic
+    polynomial kernel ``k(a, b) = (a . b / D + 1)^3``, averaged over ``subsets`` random subsets.
+
+    Each subset draws ``m = min(subset_size, N, M)`` rows of ``real`` and of ``fake`` without replacement:
+    ``idx_r = rng.choice(N, m, replace=False)`` then ``idx_f = rng.choice(M, m, replace=False)`` from
+    ``np.random.default_rng(seed)``, in that order, subset after subset. Per subset
+    ``MMD^2 = sum_{i!=j} k(r_i, r_j) / (m(m-1)) + sum_{i!=j} k(f_i, f_j) / (m(m-1)) - 2 mean_{i,j} k(r_i, f_j)``.
+    """
+    a, b = _float_2d(real, "real", 2), _float_2d(fake, "fake", 2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"real has dimension {a.shape[1]}, fake {b.shape[1]}")
+    if subsets < 1 or subset_size < 2:
+        raise ValueError("subsets must be >= 1 and subset_size >= 2")
+    d = a.shape[1]
+    m = min(subset_size, a.shape[0], b.shape[0])
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(subsets):
+        r = a[rng.choice(a.shape[0], m, replace=False)]
+        f = b[rng.choice(b.shape[0], m, replace=False)]
+        krr, kff, krf = (r @ r.T / d + 1) ** 3, (f @ f.T / d + 1) ** 3, (r @ f.T / d + 1) ** 3
+        values.append((krr.sum() - np.trace(krr)) / (m * (m - 1)) + (kff.sum() - np.trace(kff)) / (m * (m - 1))
+                      - 2 * krf.mean())
+    return float(np.mean(values))
+
+
+def inception_score(probs: Any, splits: int = 1) -> float:
+    """Inception Score (Salimans et al. 2016) from any classifier's softmax ``probs`` (N, C):
+    ``exp(mean_i KL(p(y|x_i) || p(y)))`` with ``p(y)`` the mean of the rows, computed on ``splits``
+    contiguous parts (``np.array_split``) and averaged. Rows must be probabilities (>= 0, sum 1)."""
+    from scipy.special import xlogy
+
+    p = _float_2d(probs, "probs")
+    if (p < 0).any() or not np.allclose(p.sum(axis=1), 1, atol=1e-4):
+        raise ValueError("probs must be probabilities (non-negative rows summing to 1): pass softmax outputs")
+    if not 1 <= splits <= p.shape[0]:
+        raise ValueError(f"splits must be between 1 and N = {p.shape[0]}, got {splits}")
+    scores = []
+    for part in np.array_split(p, splits):
+        py = part.mean(axis=0, keepdims=True)
+        kl = (xlogy(part, part) - xlogy(part, py)).sum(axis=1)
+        scores.append(np.exp(kl.mean()))
+    return float(np.mean(scores))
+
+
+def clip_score(image_emb: Any, text_emb: Any) -> float:
+    """CLIP score (Hessel et al. 2021, w = 100): the mean over pairs of ``100 * max(cos(image_i, text_i), 0)``.
+
+    ``image_emb`` and ``text_emb`` are (N, D) CLIP embeddings of N (image, caption) pairs, row i with row i.
+    """
+    a, b = _float_2d(image_emb, "image_emb"), _float_2d(text_emb, "text_emb")
+    if a.shape != b.shape:
+        raise ValueError(f"image_emb shape {a.shape} does not match text_emb shape {b.shape}")
+    cos = (_unit_rows(a, "image_emb") * _unit_rows(b, "text_emb")).sum(axis=1)
+    return float(100 * np.maximum(cos, 0).mean())
+
+
+def precision_recall(real: Any, fake: Any, k: int = 3) -> tuple[float, float]:
+    """Improved precision and recall (Kynkäänniemi et al. 2019) on k-NN manifolds of features.
+
+    Each real sample's hypersphere has the radius of the distance to its k-th nearest real neighbour (itself
+    excluded); precision is the fraction of fake samples inside at least one real hypersphere (distance <=
+    radius). Recall swaps the roles: the fraction of real samples inside the fake manifold. Euclidean
+    distances; N, M > k.
+    """
+    from scipy.spatial.distance import cdist
+
+    a, b = _float_2d(real, "real", k + 1), _float_2d(fake, "fake", k + 1)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"real has dimension {a.shape[1]}, fake {b.shape[1]}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    r_real = np.partition(cdist(a, a), k, axis=1)[:, k]
+    r_fake = np.partition(cdist(b, b), k, axis=1)[:, k]
+    d = cdist(b, a)  # (fake, real)
+    precision = (d <= r_real[None, :]).any(axis=1).mean()
+    recall = (d.T <= r_fake[None, :]).any(axis=1).mean()
+    return float(precision), float(recall)
+
+
+__all__ += ["clip_score", "cler", "frechet_distance", "inception_score", "kid", "precision_recall"]

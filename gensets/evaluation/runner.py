@@ -68,7 +68,7 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
              split: str | None = None, protocol: str | None = None, batch_size: int = 32,
              workers: int = 1, limit: int | None = None, quiet: bool = False,
              allow_pickle: bool = False, trust_remote_code: bool = False,
-             clip: str | None = None, seed: int = 0) -> list[dict]:
+             clip: str | None = None, seed: int = 0, templates: list[str] | None = None) -> list[dict]:
     """Score every model on every (config, split) of ``dataset``; returns one summary per run.
 
     With ``protocol="two-way"`` the models are VQA / image-text-to-text models and ``clip`` names the
@@ -91,6 +91,9 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
     for spec in models:
         parse_spec(spec)
     source = open_source(dataset, config, split)
+    if templates:
+        for sp in source.splits:
+            sp.templates = list(templates)
     con = store.connect(db)
     results = []
     loaded: dict = {}

@@ -63,6 +63,16 @@ class Classifier:
     def predict(self, images: list[Image.Image]) -> torch.Tensor:
         return self.logits(self.preprocess(images))
 
+    def _embed(self, batch: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def embed(self, batch: torch.Tensor) -> torch.Tensor:
+        """Image features before the classification head, [B, D] (CLIP models: L2-normalised)."""
+        import torch
+
+        with torch.inference_mode():
+            return self._embed(batch.to(self.device)).float()
+
 
 class TimmClassifier(Classifier):
     kind = "timm"
@@ -82,6 +92,9 @@ class TimmClassifier(Classifier):
     def _forward(self, batch):
         return self.model(batch)
 
+    def _embed(self, batch):
+        return self.model.forward_head(self.model.forward_features(batch), pre_logits=True)
+
 
 class HFClassifier(Classifier):
     kind = "hf"
@@ -97,6 +110,14 @@ class HFClassifier(Classifier):
 
     def _forward(self, batch):
         return self.model(pixel_values=batch).logits
+
+    def _embed(self, batch):
+        out = self.model.base_model(pixel_values=batch)
+        pooled = getattr(out, "pooler_output", None)
+        if pooled is None:  # e.g. ViT for classification (no pooler): the CLS token, as its head sees it
+            hidden = out.last_hidden_state
+            pooled = hidden[:, 0] if hidden.ndim == 3 else hidden.mean(dim=(2, 3))
+        return pooled.flatten(1)
 
 
 class OpenClipClassifier(Classifier):
@@ -128,6 +149,17 @@ class OpenClipClassifier(Classifier):
         features = self.model.encode_image(batch, normalize=True)
         return 100.0 * features @ self.text_classifier
 
+    def _embed(self, batch):
+        return self.model.encode_image(batch, normalize=True)
+
+    def embed_text(self, texts: list[str]):
+        """Normalised text features [N, D] (for CLIP score)."""
+        import torch
+
+        with torch.inference_mode():
+            tokens = self.tokenizer(list(texts)).to(self.device)
+            return self.model.encode_text(tokens, normalize=True).float()
+
 
 class HFClipClassifier(Classifier):
     kind = "hf-clip"
@@ -158,6 +190,20 @@ class HFClipClassifier(Classifier):
         features = self.model.get_image_features(pixel_values=batch).pooler_output
         features = features / features.norm(dim=-1, keepdim=True)
         return 100.0 * features @ self.text_classifier
+
+    def _embed(self, batch):
+        features = self.model.get_image_features(pixel_values=batch).pooler_output
+        return features / features.norm(dim=-1, keepdim=True)
+
+    def embed_text(self, texts: list[str]):
+        """Normalised text features [N, D] (for CLIP score)."""
+        import torch
+
+        with torch.inference_mode():
+            tokens = self.processor.tokenizer(list(texts), padding=True, truncation=True,
+                                              return_tensors="pt").to(self.device)
+            emb = self.model.get_text_features(**tokens).pooler_output
+            return (emb / emb.norm(dim=-1, keepdim=True)).float()
 
 
 def _template_fns(spec: ModelSpec, templates: list[str] | None) -> list[Callable[[str], str]]:
@@ -446,6 +492,9 @@ def load_classifier(
     models and are required/used only for them; other models keep their own label space.
     """
     s = parse_spec(spec)
+    if s.is_tiny and s.name == "t5":
+        raise ModelError(f"model {spec!r} is a text-to-text model (gensets.models.text.load_text2text), "
+                         "not a classifier")
     if s.is_tiny and s.name in ("vilt-vqa", "blip-vqa", "vlm"):
         raise ModelError(f"model {spec!r} is a visual question answering model (gensets.models.vlm.load_vqa), "
                          "not a classifier")

@@ -4,7 +4,7 @@
     open_clip:<arch>/<pretrained> | open_clip:hf-hub:org/repo | open_clip:local-dir:PATH
     hf:<org/repo | local path>[@revision]          (transformers; the task is read from the config)
     diffusers:<org/repo | local path>[@revision]
-    tiny:<sd | resnet | vit | clip | hf-clip | vilt-vqa | blip-vqa | vlm>  (small random models built offline)
+    tiny:<sd | resnet | vit | clip | hf-clip | vilt-vqa | blip-vqa | vlm | t5 | blip-caption>  (small random models built offline)
 
 The revision is the text after the last `@` when that text holds no `/` (a path may contain `@`)
 or starts with `refs/` (e.g. `@refs/pr/1`).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from gensets.errors import ModelError
 
 KINDS = ("timm", "open_clip", "hf", "diffusers", "tiny")
-TINY_KINDS = ("sd", "resnet", "vit", "clip", "hf-clip", "vilt-vqa", "blip-vqa", "vlm")
+TINY_KINDS = ("sd", "resnet", "vit", "clip", "hf-clip", "vilt-vqa", "blip-vqa", "vlm", "t5", "blip-caption")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,14 @@ def tiny_path(kind: str) -> Path:
         from gensets.models.tiny_vlm import tiny_vlm_path
 
         return tiny_vlm_path(kind)
+    if kind == "t5":
+        from gensets.models.tiny_text import tiny_text_path
+
+        return tiny_text_path(kind)
+    if kind == "blip-caption":
+        from gensets.models.tiny_caption import tiny_caption_path
+
+        return tiny_caption_path(kind)
     final = cache_root() / "tiny" / f"{kind}-{VERSION}"
     if (final / _DONE).is_file():
         return final

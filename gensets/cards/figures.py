@@ -1,0 +1,100 @@
+"""The card's figures: images per class and a sample grid, as PNGs that rebuild byte-identically.
+
+matplotlib's object API on the Agg canvas (no pyplot, no global backend switch), a fixed size and DPI,
+and no ``Software`` / date metadata in the PNG, so the same samples give the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from pathlib import Path
+
+DPI = 100
+PALETTE = ["#3b5bdb", "#e67700", "#2b8a3e", "#c2255c", "#1098ad", "#7048e8", "#868e96"]
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
+
+
+def class_counts(by_config: dict[str, list], path: Path) -> None:
+    """Horizontal bars: images per class, stacked by config, most frequent class on top."""
+    counts = {c: Counter(s.meta["label"] for s in samples) for c, samples in by_config.items()}
+    totals = sum(counts.values(), Counter())
+    classes = sorted(totals, key=lambda k: (-totals[k], k))
+    used = [c for c in by_config if counts[c]]
+    height = 1.2 + 0.22 * max(len(classes), 1)
+    fig = _figure(8, height)
+    ax = fig.add_axes((0.24, 0.6 / height, 0.56, 1 - 1.0 / height))
+    y = list(range(len(classes)))[::-1]
+    left = [0] * len(classes)
+    for i, c in enumerate(used):
+        vals = [counts[c].get(k, 0) for k in classes]
+        ax.barh(y, vals, left=left, color=PALETTE[i % len(PALETTE)], label=c, height=0.75)
+        left = [a + b for a, b in zip(left, vals, strict=True)]
+    ax.set_yticks(y, classes, fontsize=8)
+    ax.set_xlabel("images")
+    ax.set_title(f"Images per class ({sum(totals.values())} images, {len(classes)} classes)", fontsize=10)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_ylim(-0.6, len(classes) - 0.4)
+    if used:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False, title="config",
+                  title_fontsize=8)
+    _save(fig, path)
+
+
+def pick_samples(samples: list, n: int) -> list:
+    """Up to ``n`` samples, as varied as possible (a new class and a new nuisance first), deterministic."""
+    rest = sorted(samples, key=lambda s: s.key)
+    picked, classes, nuisances = [], set(), set()
+    while rest and len(picked) < n:
+        i, best = max(enumerate(rest), key=lambda t: (2 * (t[1].meta["label"] not in classes)
+                                                      + (t[1].meta.get("nuisance") not in nuisances), -t[0]))
+        del rest[i]
+        picked.append(best)
+        classes.add(best.meta["label"])
+        nuisances.add(best.meta.get("nuisance"))
+    return picked
+
+
+def sample_grid(by_config: dict[str, list], path: Path, per_config: int = 4) -> None:
+    """A few images per config (one row each), each titled with its class and nuisance."""
+    from PIL import Image
+
+    rows = [(c, pick_samples(samples, per_config)) for c, samples in by_config.items()]
+    rows = [(c, picked) for c, picked in rows if picked]
+    if not rows:
+        return
+    cols = max(len(p) for _, p in rows)
+    width, height = 2.0 * cols + 0.6, 2.35 * len(rows) + 0.2
+    fig = _figure(width, height)
+    grid = fig.add_gridspec(len(rows), cols, left=0.45 / width, right=0.99, top=1 - 0.45 / height,
+                            bottom=0.1 / height, wspace=0.08, hspace=0.4)
+    for r, (config, picked) in enumerate(rows):
+        for c in range(cols):
+            ax = fig.add_subplot(grid[r, c])
+            ax.set_axis_off()
+            if c >= len(picked):
+                continue
+            s = picked[c]
+            with Image.open(io.BytesIO(s.image)) as im:
+                img = im.convert("RGB")
+            small = img.width < 160
+            ax.imshow(img, interpolation="nearest" if small else "antialiased")
+            ax.set_title(f"{s.meta['label']}\n{s.meta.get('nuisance') or ''}", fontsize=8)
+            if c == 0:
+                ax.text(-0.08, 0.5, config, transform=ax.transAxes, rotation=90, ha="right", va="center",
+                        fontsize=10, fontweight="bold")
+    _save(fig, path)

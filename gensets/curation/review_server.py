@@ -1,0 +1,370 @@
+"""The review page: ``gensets review serve`` shows the queue in a browser and saves each decision at once.
+
+One Flask app, served by werkzeug's threaded server on loopback by default. The server owns the one
+read-write DuckDB connection of the workspace while it runs (DuckDB allows one writer process); every
+request uses it under a lock, and every decision goes through :func:`review.decide`, so ``reviews``
+and ``review_log`` change together with the reviewer and the time.
+
+"Several objects" is a flag kept in the decision's note (see :data:`FLAG`); a later decision by the
+same reviewer keeps it. In double-review mode each image needs decisions from two reviewers: the page
+shows each reviewer their own decisions only (blind), ``reviews`` holds the latest decision, and
+:func:`agreement` reports Cohen's kappa between the first two reviewers of every image.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import tarfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from ..errors import GensetsError
+from ..records import IMAGE_EXTS
+from . import review, state
+
+FLAG = "several objects"
+PAGE_SIZE = 60
+MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
+ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}
+
+# every reviewer's latest decision per image; rowid orders decisions made within the same second
+_LATEST = """
+    SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
+           arg_max(note, seq) AS note, min(seq) AS first_seq
+    FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer"""
+
+
+def has_flag(note: str | None) -> bool:
+    return bool(note) and FLAG in [p.strip() for p in note.split(";")]
+
+
+def with_flag(note: str | None, on: bool) -> str | None:
+    """The note with the "several objects" flag set or cleared; other note text is kept."""
+    parts = [p.strip() for p in (note or "").split(";") if p.strip() and p.strip() != FLAG]
+    parts = ([FLAG] if on else []) + parts
+    return "; ".join(parts) or None
+
+
+def category(status: str, label: str | None) -> str:
+    """What a decision says, for agreement: accepted, rejected or relabeled:<class>."""
+    return f"relabeled:{label}" if status == "relabeled" else status
+
+
+def agreement(con) -> dict:
+    """Agreement of the first two reviewers of every image decided by at least two (Cohen's kappa)."""
+    from ..evaluation.metrics import cohen_kappa
+
+    rows = con.execute(f"SELECT key, reviewer, status, label FROM ({_LATEST}) "
+                       "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
+    by_key: dict[str, list] = {}
+    for key, reviewer, status, label in rows:
+        by_key.setdefault(key, []).append((reviewer, category(status, label)))
+    pairs = {k: v[:2] for k, v in by_key.items() if len(v) >= 2}
+    out = {"items": len(pairs), "reviewed_once": sum(len(v) == 1 for v in by_key.values()),
+           "kappa": None, "observed_agreement": None, "pairs": [], "disagreements": []}
+    if not pairs:
+        return out
+    a = [v[0][1] for v in pairs.values()]
+    b = [v[1][1] for v in pairs.values()]
+    kappa = cohen_kappa(a, b)
+    out["kappa"] = None if kappa != kappa else round(kappa, 4)  # NaN (one label only) -> null
+    out["observed_agreement"] = round(sum(x == y for x, y in zip(a, b, strict=True)) / len(a), 4)
+    by_pair: dict[tuple, list] = {}
+    for v in pairs.values():
+        (ra, ca), (rb, cb) = sorted(v)
+        by_pair.setdefault((ra, rb), []).append((ca, cb))
+    for (ra, rb), cats in sorted(by_pair.items()):
+        k = cohen_kappa([c[0] for c in cats], [c[1] for c in cats])
+        out["pairs"].append({"reviewers": [ra, rb], "items": len(cats),
+                             "kappa": None if k != k else round(k, 4)})
+    out["disagreements"] = [{"key": k, "decisions": {r: c for r, c in v}}
+                            for k, v in sorted(pairs.items()) if v[0][1] != v[1][1]]
+    return out
+
+
+def image_index(ws, shards: list[str]) -> dict[str, tuple[Path, int, int, str]]:
+    """key -> (shard path, byte offset, size, ext) of each image member, read once from the tar headers."""
+    from ..errors import DataError
+    from ..shards.reader import member_problem, split_name
+
+    index = {}
+    for shard in shards:
+        path = ws.candidates / shard
+        try:
+            with tarfile.open(path, mode="r:") as tf:
+                for info in tf:
+                    if member_problem(info) or not info.isfile():
+                        continue
+                    parts = split_name(info.name)
+                    if parts and parts[1] in IMAGE_EXTS:
+                        index[parts[0]] = (path, info.offset_data, info.size, parts[1])
+        except (tarfile.TarError, OSError) as e:
+            raise DataError(f"{path}: cannot index the shard ({e})") from None
+    return index
+
+
+class ReviewState:
+    """The queue seen by the page: listing, counts and decisions over one locked connection."""
+
+    def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False):
+        import getpass
+
+        from ..labels.imagenet import imagenet_names
+        from ..workspace import Workspace
+
+        self.ws = Workspace(workspace)
+        self.builder, self.cfg = self.ws.load()
+        if not self.ws.state_path.exists():
+            raise GensetsError(f"{self.ws.root}: nothing built yet (no state.duckdb)")
+        self.con = state.connect(self.ws.state_path)  # the one writer while the page is served
+        self.lock = threading.Lock()
+        self.reviewer = reviewer or getpass.getuser()
+        self.double = double
+        self.class_names = list(self.builder.class_names(self.cfg))
+        self.imagenet = imagenet_names()
+        shards = [r[0] for r in self.con.execute(
+            "SELECT DISTINCT s.shard FROM samples s JOIN reviews USING (key) ORDER BY 1").fetchall()]
+        self.index = image_index(self.ws, shards)
+
+    def close(self) -> None:
+        with self.lock:
+            self.con.close()
+
+    # ---------------------------------------------------------------- reading
+    def _rows(self, reviewer: str) -> list[dict]:
+        q = f"""
+            WITH latest AS ({_LATEST}),
+                 nrev AS (SELECT key, count(*) AS n FROM latest WHERE status <> 'pending' GROUP BY key)
+            SELECT s.key, s.config, s.label, s.nuisance, r.status, r.label AS review_label, r.note,
+                   m.status AS my_status, m.label AS my_label, m.note AS my_note, coalesce(n.n, 0) AS n
+            FROM reviews r JOIN samples s USING (key)
+            LEFT JOIN latest m ON m.key = r.key AND m.reviewer = ?
+            LEFT JOIN nrev n ON n.key = r.key
+            ORDER BY s.config, s.label, s.key"""
+        with self.lock:
+            cur = self.con.execute(q, [reviewer])
+            cols = [d[0] for d in cur.description]
+            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        for r in rows:
+            if self.double:  # each reviewer sees their own decisions only
+                mine = r["my_status"] not in (None, "pending")
+                r["status"] = r["my_status"] if mine else "pending"
+                r["review_label"] = r["my_label"] if mine else r["label"]
+                r["note"] = r["my_note"]
+                r["todo"] = not mine and r["n"] < 2
+            else:
+                r["todo"] = r["status"] == "pending"
+            r["flagged"] = has_flag(r["note"])
+        return rows
+
+    @staticmethod
+    def _counts(rows: list[dict]) -> dict:
+        c = Counter(r["status"] for r in rows)
+        out = {s: c.get(s, 0) for s in review.STATUSES}
+        out.update(total=len(rows), flagged=sum(r["flagged"] for r in rows),
+                   todo=sum(r["todo"] for r in rows),
+                   double_reviewed=sum(r["n"] >= 2 for r in rows))
+        return out
+
+    def counts(self, reviewer: str) -> dict:
+        return self._counts(self._rows(reviewer))
+
+    def page(self, reviewer: str, *, label: str | None = None, config: str | None = None,
+             status: str = "todo", page: int = 1) -> dict:
+        """One page of the queue with its details, the filter options and the progress counts."""
+        rows = self._rows(reviewer)
+        shown = [r for r in rows if (not label or r["label"] == label) and (not config or r["config"] == config)
+                 and (status == "all" or (r["todo"] if status == "todo" else
+                                          r["flagged"] if status == "flagged" else r["status"] == status))]
+        pages = max(1, -(-len(shown) // PAGE_SIZE))
+        page = min(max(1, page), pages)
+        items = shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+        self._details(items)
+        return {"items": items, "matching": len(shown), "page": page, "pages": pages,
+                "counts": self._counts(rows),
+                "classes": sorted(Counter(r["label"] for r in rows).items()),
+                "configs": sorted(Counter(r["config"] for r in rows).items())}
+
+    def _details(self, items: list[dict]) -> None:
+        """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items."""
+        keys = [r["key"] for r in items]
+        if not keys:
+            return
+        with self.lock:
+            meta = dict(self.con.execute(
+                "SELECT key, meta FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
+            preds = self.con.execute(
+                """SELECT key, model, list(class_index ORDER BY rank), list(score ORDER BY rank), bool_or(hit)
+                   FROM surrogate_predictions WHERE list_contains(?, key)
+                   GROUP BY key, model ORDER BY key, model""", [keys]).fetchall()
+        by_key: dict[str, list] = {}
+        for key, model, idx, scores, hit in preds:
+            by_key.setdefault(key, []).append((model, idx, scores, hit))
+        for r in items:
+            m = json.loads(meta[r["key"]])
+            ids = set(m.get("imagenet_ids") or [])
+            order = {s["model"]: i for i, s in enumerate(m.get("surrogates") or [])}
+            r.update(prompt=m.get("prompt"), seed=m.get("seed"), nuisance_kind=m.get("nuisance_kind"),
+                     failures=m.get("surrogate_failures"), imagenet_ids=sorted(ids))
+            r["surrogates"] = [
+                {"model": model, "hit": bool(hit),
+                 "top5": [{"name": self.imagenet[i] if 0 <= i < len(self.imagenet) else str(i),
+                           "score": round(float(s), 4), "target": i in ids} for i, s in zip(idx, sc, strict=True)]}
+                for model, idx, sc, hit in sorted(by_key.get(r["key"], []), key=lambda p: order.get(p[0], 99))]
+            for k in ("my_status", "my_label", "my_note", "note"):
+                r.pop(k, None)
+
+    # ---------------------------------------------------------------- writing
+    def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
+               flagged: bool | None = None) -> dict:
+        """Save one decision now: accept, reject, relabel (to ``label``) or flag (``flagged``)."""
+        reviewer = (reviewer or "").strip()
+        if not reviewer or len(reviewer) > 64:
+            raise GensetsError("a reviewer name (1 to 64 characters) is needed")
+        if action not in (*ACTIONS, "flag"):
+            raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
+        with self.lock:
+            row = self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?", [key]).fetchone()
+            if row is None:
+                raise GensetsError(f"sample '{key}' is not in the review queue")
+            if self.double:  # the reviewer's own latest decision, if any
+                row = self.con.execute(
+                    "SELECT status, label, note FROM review_log WHERE key = ? AND reviewer = ? "
+                    "ORDER BY time DESC, rowid DESC LIMIT 1", [key, reviewer]).fetchone() or ("pending", None, None)
+            status, current_label, note = row
+            if action == "flag":
+                if flagged is None:
+                    raise GensetsError("flag needs 'flagged': true or false")
+                if self.double and status == "pending":
+                    raise GensetsError("decide on this image first (a, r or l), then flag it")
+                note = with_flag(note, flagged)
+                label = current_label if status == "relabeled" else None
+            else:
+                status = ACTIONS[action]
+            review.decide(self.con, [key], status, label=label, reviewer=reviewer, note=note,
+                          valid_labels=self.class_names)
+        counts = self.counts(reviewer)
+        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": counts}
+
+    def agreement(self) -> dict:
+        with self.lock:
+            return agreement(self.con)
+
+    def image(self, key: str) -> tuple[bytes, str]:
+        if key not in self.index:
+            raise KeyError(key)
+        path, offset, size, ext = self.index[key]
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(size), MIME.get(ext, "application/octet-stream")
+
+
+def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
+    """The Flask app over a ReviewState. ``allowed_hosts`` (host:port) guards against DNS rebinding."""
+    from flask import Flask, Response, abort, jsonify, render_template, request
+
+    app = Flask(__name__)
+    app.json.sort_keys = False
+
+    @app.before_request
+    def _guard():
+        if allowed_hosts is not None and request.host not in allowed_hosts:
+            abort(403)
+        if request.method == "POST" and not request.is_json:  # no cross-site form posts
+            abort(415)
+
+    @app.errorhandler(GensetsError)
+    def _bad(e):
+        return jsonify(error=str(e)), 400
+
+    def _query():
+        a = request.args
+        reviewer = (a.get("reviewer") or rs.reviewer).strip()[:64] or rs.reviewer
+        page = a.get("page") or "1"
+        return reviewer, {"label": a.get("class") or None, "config": a.get("config") or None,
+                          "status": a.get("status") or "todo", "page": int(page) if page.isdigit() else 1}
+
+    @app.get("/")
+    def index():
+        a = request.args
+        reviewer, q = _query()
+        status = q["status"]
+        p = rs.page(reviewer, **q)
+        return render_template(
+            "review.html", p=p, reviewer=reviewer, double=rs.double, class_names=rs.class_names,
+            filters={"class": a.get("class") or "", "config": a.get("config") or "", "status": status},
+            title=rs.cfg.pretty_name, workspace=str(rs.ws.root),
+            statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"])
+
+    @app.get("/image/<key>")
+    def image(key):
+        try:
+            data, mime = rs.image(key)
+        except KeyError:
+            abort(404)
+        return Response(data, mimetype=mime, headers={"Cache-Control": "max-age=86400, immutable"})
+
+    @app.get("/api/items")
+    def items():
+        reviewer, q = _query()
+        return jsonify(rs.page(reviewer, **q))
+
+    @app.get("/api/counts")
+    def counts():
+        return jsonify(rs.counts(request.args.get("reviewer") or rs.reviewer))
+
+    @app.post("/api/decide")
+    def decide():
+        d = request.get_json(silent=True)
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+            raise GensetsError("a JSON object with 'key' and 'action' is needed")
+        t0 = time.perf_counter()
+        out = rs.decide(d["key"], str(d.get("action")), str(d.get("reviewer") or rs.reviewer),
+                        label=d.get("label"), flagged=d.get("flagged"))
+        out["ms"] = round(1000 * (time.perf_counter() - t0), 1)
+        return jsonify(out)
+
+    @app.get("/api/agreement")
+    def agreement_():
+        return jsonify(rs.agreement())
+
+    return app
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
+          double: bool = False, announce=print) -> None:
+    """Serve the review page until interrupted (Ctrl-C)."""
+    import logging
+
+    from werkzeug.serving import make_server
+
+    rs = ReviewState(workspace, reviewer=reviewer, double=double)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    allowed: set[str] = set()  # filled once the port is known (--port 0 picks a free one)
+    try:
+        server = make_server(host, port, create_app(rs, allowed_hosts=allowed if loopback else None),
+                             threaded=True)
+    except OSError as e:
+        rs.close()
+        raise GensetsError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+    port = server.server_port
+    allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
+    shown = f"[{host}]" if ":" in host else host
+    mode = "double review" if double else "single review"
+    if threading.current_thread() is threading.main_thread():  # `kill` stops it as cleanly as Ctrl-C
+        signal.signal(signal.SIGTERM, _interrupt)
+    announce(f"review page: http://{shown}:{port}/  ({len(rs.index)} images, {mode}, "
+             f"reviewer {rs.reviewer}; Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()  # returns on Ctrl-C (werkzeug swallows the KeyboardInterrupt)
+    finally:
+        server.server_close()
+        rs.close()

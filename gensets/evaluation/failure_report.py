@@ -1,0 +1,217 @@
+"""``gensets report failure-modes WORKSPACE``: the discovered failure modes as markdown and figures.
+
+Reads the workspace's ``modes.json`` (written at the end of ``gensets build``) and the images in its
+candidate shards. Figures: per label, the baseline failure rate beside every mode's regenerated
+failure rate (discovered modes highlighted); the top confusions of the baseline; per discovered mode, its
+cluster (medoid first) and misclassified regenerated images. With ``--db``, a transfer check: the
+finalized set scored by other classifiers with ``gensets eval`` (the fraction of these failures that
+they fail too). PNGs are drawn with the object API and no metadata, so a rebuild gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import GensetsError
+
+TRANSFER = """
+SELECT r.model, r.config, count(*) AS n, count(*) FILTER (WHERE NOT p.correct1) AS failed
+FROM predictions p JOIN runs r USING (run_id)
+WHERE r.dataset_revision = ? AND r.protocol = 'imagenet'
+GROUP BY ALL ORDER BY r.model, r.config
+"""
+
+
+def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
+    from ..workspace import Workspace
+
+    ws = Workspace(workspace)
+    builder, _ = ws.load()
+    if builder.name != "failure-modes":
+        raise GensetsError(f"{ws.root}: a {builder.name} build, not failure-modes")
+    path = ws.root / "modes.json"
+    if not path.exists():
+        raise GensetsError(f"{ws.root}: no modes.json yet; run `gensets build` on it to the end")
+    rep = json.loads(path.read_text(encoding="utf-8"))
+    rep["workspace"] = str(ws.root)
+    if db is not None:
+        rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"])
+    return rep
+
+
+def transfer(db: str | Path, build: str, classifier: str) -> list[dict]:
+    """Per model and config of the finalized set: images, how many it fails, the transfer rate."""
+    from . import store
+
+    con = store.connect(db, read_only=True)
+    try:
+        rows = con.execute(TRANSFER, [build]).fetchall()
+    finally:
+        con.close()
+    if not rows:
+        raise GensetsError(f"{db}: no imagenet-protocol runs of this build ({build}); "
+                           "run `gensets finalize` and `gensets eval WORKSPACE --model ...` first")
+    return [{"model": m, "config": c, "n": n, "failed": f, "transfer": f / n, "under_test": m == classifier}
+            for m, c, n, f in rows]
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}" if v < 0.001 else f"{v:.3f}"
+    return str(v).replace("|", "\\|")
+
+
+def _table(cols: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return "\n".join(out + ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in rows])
+
+
+def _images(ws_root: Path, keys: list[str]) -> dict:
+    """key -> PIL image, read from the candidate shards named in state.duckdb."""
+    from ..builders.common import decode_image
+    from ..builders.runner import read_candidates
+    from ..curation import state
+    from ..workspace import Workspace
+
+    if not keys:
+        return {}
+    ws = Workspace(ws_root)
+    con = state.connect(ws.state_path, read_only=True)
+    try:
+        shards = con.execute("SELECT key, shard FROM samples WHERE list_contains(?, key)", [keys]).fetchall()
+    finally:
+        con.close()
+    by_shard: dict[str, set] = {}
+    for key, shard in shards:
+        by_shard.setdefault(shard, set()).add(key)
+    out = {}
+    for shard, wanted in sorted(by_shard.items()):
+        for s in read_candidates(ws, shard):
+            if s.key in wanted:
+                out[s.key] = decode_image(s.image)
+    return out
+
+
+def _rates_figure(rep: dict, path: Path) -> None:
+    from ..cards.figures import PALETTE, _figure, _save
+
+    labels = rep["labels"]
+    bars = []  # (x, height, colour)
+    ticks, x = [], 0.0
+    for label in labels:
+        b = rep["baseline"][label]
+        modes = [m for m in rep["modes"] if m["label"] == label and m["regenerated"]]
+        start = x
+        bars.append((x, b["rate"] or 0.0, PALETTE[0]))
+        for m in modes:
+            x += 1
+            bars.append((x, m["failures"] / m["n"], PALETTE[1] if m["discovered"] else "#adb5bd"))
+        ticks.append(((start + x) / 2, label))
+        x += 2
+    width = max(6.0, 0.3 * len(bars) + 4)
+    fig = _figure(width, 3.4)
+    ax = fig.add_axes((0.6 / width, 0.12, 1 - 2.4 / width, 0.76))
+    ax.bar([b[0] for b in bars], [100 * b[1] for b in bars], color=[b[2] for b in bars], width=0.8)
+    ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=8)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("failure rate (%)")
+    ax.set_title("Baseline vs regenerated failure rate per label", fontsize=10)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=PALETTE[0], label="baseline"), Patch(color=PALETTE[1], label="discovered mode"),
+                       Patch(color="#adb5bd", label="other mode")],
+              loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    _save(fig, path)
+
+
+def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
+    from ..cards.figures import PALETTE, _figure, _save
+
+    rows = sorted(((c["count"], label, c["name"]) for label, b in rep["baseline"].items() for c in b["confusions"]),
+                  key=lambda r: (-r[0], r[1], r[2]))[:top]
+    height = 1.2 + 0.28 * max(len(rows), 1)
+    fig = _figure(7, height)
+    ax = fig.add_axes((0.42, 0.6 / height, 0.53, 1 - 1.1 / height))
+    y = list(range(len(rows)))[::-1]
+    ax.barh(y, [r[0] for r in rows], color=PALETTE[2], height=0.7)
+    ax.set_yticks(y, [f"{r[1]} -> {r[2]}" for r in rows], fontsize=8)
+    ax.set_xlabel("baseline images")
+    ax.set_title("Top confusions (label -> predicted class)", fontsize=10)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.spines[["top", "right"]].set_visible(False)
+    _save(fig, path)
+
+
+def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None:
+    from ..cards.figures import _figure, _save
+
+    cluster = [mode["medoid"]] + [k for k in mode["members"] if k != mode["medoid"]]
+    rows = [("cluster (medoid first)", cluster[:per_row]), ("regenerated, misclassified", mode["failed"][:per_row])]
+    fig = _figure(1.4 * per_row, 3.6)
+    rates = (f"failure rate {mode['failures']}/{mode['n']} vs baseline {mode['baseline_failures']}/"
+             f"{mode['baseline_n']}, adjusted p = {_fmt(mode['p_failure_adjusted'])}")
+    fig.suptitle(f"{mode['id']}: \"{mode['caption'][:70]}\"\n{rates}", fontsize=8)
+    for r, (title, keys) in enumerate(rows):
+        for c in range(per_row):
+            ax = fig.add_axes((c / per_row + 0.005, 0.44 - r * 0.42, 1 / per_row - 0.01, 0.36))
+            ax.set_axis_off()
+            if c < len(keys) and keys[c] in images:
+                ax.imshow(images[keys[c]])
+            if c == 0:
+                ax.set_title(title, fontsize=7, loc="left")
+    _save(fig, path)
+
+
+def write(rep: dict, out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = ["rates.png", "confusions.png"]
+    _rates_figure(rep, out / figures[0])
+    _confusions_figure(rep, out / figures[1])
+    discovered = [m for m in rep["modes"] if m["discovered"]]
+    images = _images(Path(rep["workspace"]),
+                     sorted({k for m in discovered for k in [*m["members"], *m["failed"]]}))
+    for m in discovered:
+        _mode_figure(m, images, out / f"mode_{m['id']}.png")
+    base_rows = [[label, b["n"], b["failures"], b["rate"],
+                  ", ".join(f"{c['name']} ({c['count']})" for c in b["confusions"][:3])]
+                 for label, b in rep["baseline"].items()]
+    mode_rows = [[m["id"], m["label"], m["size"], m["caption"], m["n"], m["failures"],
+                  m["failures"] / m["n"] if m["n"] else None, m["baseline_failures"], m["confusion_name"],
+                  m["confused"], m["p_failure"], m["p_failure_adjusted"], m["p_confusion_adjusted"],
+                  "**yes**" if m["discovered"] else "no"] for m in rep["modes"]]
+    md = [f"# Failure modes of `{rep['classifier']}`", "",
+          f"Build `{rep['build']}`. Generator `{rep['generator']}`, "
+          f"embedder `{rep['embedder']}`, captioner `{rep['captioner']}`.", "",
+          f"- Baseline prompt: `{rep['template']}`; regeneration prompt: `{rep['mode_template']}`.",
+          f"- Clusters: {rep['cluster_rule']}.",
+          f"- Test: one-sided {rep['test']} (mode's failure rate > its label's baseline), "
+          f"{rep['correction']}-corrected over the {sum(m['regenerated'] for m in rep['modes'])} regenerated "
+          f"mode(s), alpha {rep['alpha']}. **{len(discovered)} mode(s) discovered.**", "",
+          "## Baseline", "", _table(["label", "images", "misclassified", "failure rate", "top confusions"], base_rows),
+          "", "![rates](rates.png)", "", "![confusions](confusions.png)", "",
+          "## Modes", "",
+          _table(["mode", "label", "cluster size", "caption (medoid)", "images", "misclassified", "rate",
+                  "baseline misclassified", "confusion", "confused", "p", "adjusted p", "adjusted p (confusion)",
+                  "discovered"], mode_rows), ""]
+    for m in discovered:
+        md += [f"### {m['id']}", "", f"Caption: \"{m['caption']}\" (prompt `{m['prompt']}`); cluster of "
+               f"{m['size']} (medoid `{m['medoid']}`); {m['failures']}/{m['n']} regenerated images misclassified "
+               f"(baseline {m['baseline_failures']}/{m['baseline_n']}), most often as {m['confusion_name']}.", "",
+               f"![{m['id']}](mode_{m['id']}.png)", "", "Captions of the other members (for review):", ""]
+        md += [f"- `{c['key']}`: {c['caption']}" for c in m["captions"] if c["key"] != m["medoid"]] + [""]
+    if rep.get("transfer") is not None:
+        rows = [[t["model"] + (" (under test)" if t["under_test"] else ""), t["config"], t["n"], t["failed"],
+                 t["transfer"]] for t in rep["transfer"]]
+        md += ["## Transfer", "", "The finalized set (every image misclassified by the classifier under test) "
+               "scored by other classifiers with `gensets eval`: the fraction they fail too.", "",
+               _table(["model", "config", "images", "failed", "transfer"], rows), ""]
+    md += ["Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
+           "`failure_modes`, `failure_mode_members`, `failure_mode_images` of `state.duckdb`."]
+    path = out / "report.md"
+    path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,361 @@
+"""``gensets report genbench``: CLER per (dataset, strategy) against real test images, like GenBench's Table 2.
+
+For every GenBench workspace and every strategy in it, with one CLIP model (``--clip``):
+- CLER and its ensemble variant (:func:`gensets.evaluation.metrics.cler`), CLIP zero-shot accuracy on
+  the same test images (the dataset's templates) and the differences;
+- a linear probe: scikit-learn logistic regression on the frozen CLIP features of the generated images,
+  scored on the real test images with the dataset's metric (accuracy, mean per class, 11-point mAP,
+  ROC AUC);
+- quality: Fréchet distance, KID, precision / recall (k-NN manifolds) between the CLIP features of the
+  generated and the real images, CLIP score of each generated image with its prompt, Inception Score of
+  the CLIP zero-shot softmax on the generated images;
+- cost: measured generator seconds per image x price per hour.
+The real test set is a folder (one sub-folder of images per class, named like the class) or a Hugging Face
+dataset (``hf:<repo or path>[@rev]``, its ClassLabel names matched to the classes). Only test images of
+generated classes are scored. Writes report.md (datasets x strategies, best CLER per dataset in bold),
+report.json and cler.png.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from ..errors import GensetsError
+from ..records import Sample, slug
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
+
+
+# ------------------------------------------------------------------ inputs
+def read_workspace(path: str | Path):
+    """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards."""
+    from ..shards import Manifest, iter_shard
+    from ..workspace import Workspace
+
+    ws = Workspace(path)
+    builder, cfg = ws.load()
+    if builder.name != "genbench":
+        raise GensetsError(f"{ws.root}: a {builder.name} workspace, not a genbench one")
+    rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()} if ws.manifest_path.exists() else {}
+    by_config: dict[str, list[Sample]] = defaultdict(list)
+    for row in sorted(rows.values(), key=lambda r: r["shard"]):
+        for d in iter_shard(ws.candidates / row["shard"]):
+            s = Sample.from_wds(d)
+            by_config[s.meta["config"]].append(s)
+    if not by_config:
+        raise GensetsError(f"{ws.root}: no generated images yet; run `gensets build` first")
+    for samples in by_config.values():
+        samples.sort(key=lambda s: s.key)
+    return ws, cfg, dict(by_config)
+
+
+def _class_index(names: list[str]) -> dict[str, int]:
+    from ..builders.genbench import prompt_name
+
+    index = {}
+    for i, n in enumerate(names):
+        index.setdefault(slug(n), i)
+        index.setdefault(slug(prompt_name(n)), i)
+    return index
+
+
+def load_test_set(source: str, class_names: list[str], split: str = "test") -> tuple[list, list[int], dict]:
+    """Real test images ``(PIL images, label indices into class_names, info)`` from a folder or hf: dataset."""
+    from PIL import Image
+
+    index = _class_index(class_names)
+    images, labels, unmatched = [], [], []
+    if source.startswith("hf:"):
+        import datasets
+
+        from ..builders.genbench import _hf_label_feature, _split_rev
+
+        name = source[len("hf:"):]
+        column, feature = _hf_label_feature(name, None, None, split)
+        repo, rev = _split_rev(name)
+        try:
+            ds = datasets.load_dataset(repo, split=split, revision=rev)
+        except Exception as e:
+            raise GensetsError(f"test set {source}: split {split!r} is not available: "
+                               f"{str(e).strip().splitlines()[0][:200]}") from None
+        image_col = next((k for k, f in ds.features.items() if isinstance(f, datasets.Image)), None)
+        if image_col is None:
+            raise GensetsError(f"test set {source} has no Image feature")
+        for row in ds:
+            y = index.get(slug(feature.int2str(row[column])))
+            if y is None:
+                unmatched.append(feature.int2str(row[column]))
+                continue
+            images.append(row[image_col].convert("RGB"))
+            labels.append(y)
+    else:
+        root = Path(source)
+        if not root.is_dir():
+            raise GensetsError(f"test set {source}: no such folder (give a folder of class sub-folders or hf:<dataset>)")
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+            y = index.get(slug(folder.name))
+            if y is None:
+                unmatched.append(folder.name)
+                continue
+            for f in sorted(folder.iterdir()):
+                if f.suffix.lower() in IMAGE_SUFFIXES:
+                    try:
+                        with Image.open(f) as im:
+                            images.append(im.convert("RGB"))
+                    except Exception as e:
+                        raise GensetsError(f"test set {f}: cannot read image: {e}") from None
+                    labels.append(y)
+    if not images:
+        raise GensetsError(f"test set {source}: no images of any of the classes")
+    return images, labels, {"source": source, "unmatched": sorted(set(unmatched))}
+
+
+def parse_tests(tests: list[str] | None) -> dict[str, str]:
+    """``--test [DATASET=]SOURCE`` options -> {dataset name or "": source}."""
+    out = {}
+    for t in tests or []:
+        name, sep, src = t.partition("=")
+        if sep and not name.startswith(("hf:", "/", ".")) and "/" not in name:
+            out[name] = src
+        else:
+            out[""] = t
+    return out
+
+
+# ------------------------------------------------------------------ scoring
+def dataset_metric(metric: str, scores, targets) -> float:
+    """The dataset's own metric (GenBench Table 4) of class scores (N, C) against class ids (N,)."""
+    from . import metrics as M
+
+    if metric == "accuracy":
+        return M.top1(scores, targets)
+    if metric == "mean-per-class":
+        return M.mean_per_class_accuracy(M.topk_correct(scores, targets, 1), targets)
+    if metric == "11-point-map":
+        return M.mean_average_precision_11pt(scores, targets)
+    if metric == "roc-auc":
+        return M.roc_auc(scores, targets)
+    raise GensetsError(f"unknown metric {metric!r}")
+
+
+def linear_probe(train_emb, train_labels, test_emb, test_labels, metric: str = "accuracy", c: float = 1.0):
+    """Logistic regression on frozen features of the generated images, scored on the real ones with ``metric``.
+
+    Returns None when the generated images hold a single class (nothing to separate). Class scores of the
+    classes the probe never saw are -inf (never predicted).
+    """
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
+    seen = np.unique(train_labels)
+    if seen.size < 2:
+        return None
+    clf = LogisticRegression(C=c, max_iter=2000)
+    clf.fit(np.asarray(train_emb, dtype=np.float64), train_labels)
+    n = int(max(seen.max(), test_labels.max())) + 1
+    scores = np.full((len(test_labels), n), -np.inf)
+    scores[:, clf.classes_] = clf.predict_log_proba(np.asarray(test_emb, dtype=np.float64))
+    try:
+        return dataset_metric(metric, np.maximum(scores, -1e300), test_labels)
+    except ValueError:  # e.g. ROC AUC without both positives and negatives
+        return None
+
+
+def _embed(clf, images: list, batch_size: int):
+    import torch
+
+    out = [clf.embed(clf.preprocess(images[i : i + batch_size])) for i in range(0, len(images), batch_size)]
+    return torch.cat(out).cpu().numpy()
+
+
+def _logits(clf, images: list, batch_size: int):
+    import torch
+
+    out = [clf.logits(clf.preprocess(images[i : i + batch_size])) for i in range(0, len(images), batch_size)]
+    return torch.cat(out).float().cpu().numpy()
+
+
+def _safe(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except ValueError:  # too few images for this metric
+        return None
+
+
+def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "open_clip:ViT-B-32/openai",
+            *, features: str | None = None, split: str = "test", batch_size: int = 32,
+            price_per_hour: float | None = None, probe_c: float = 1.0, k: int = 3) -> dict:
+    """Every number of the report, as plain data (also written as report.json).
+
+    ``features``: the classifier spec whose image features (``embed``) FD, KID and precision / recall use
+    and whose softmax the Inception Score uses (e.g. an Inception or DINOv2 timm model); default: the CLIP
+    model (its zero-shot softmax over the generated classes for IS)."""
+    import numpy as np
+
+    from ..builders.common import decode_image
+    from ..builders.genbench import STRATEGIES, cost_per_image, measured, prompt_name
+    from ..models import load_classifier
+    from . import metrics as M
+
+    test_sources = parse_tests(tests)
+    by_dataset: dict[str, list] = defaultdict(list)
+    for w in workspaces:
+        ws, cfg, by_config = read_workspace(w)
+        by_dataset[cfg.dataset_name].append((ws, cfg, by_config))
+    rows, datasets = [], {}
+    for name, items in by_dataset.items():
+        cfg = items[0][1]
+        if any(c.class_names != cfg.class_names for _, c, _ in items):
+            raise GensetsError(f"workspaces of dataset {name!r} list different classes")
+        source = test_sources.get(name) or test_sources.get("")
+        if not source:
+            raise GensetsError(f"no real test set for dataset {name!r}: pass --test {name}=<folder or hf:dataset>")
+        generated = sorted({s.cls for _, _, bc in items for ss in bc.values() for s in ss})
+        local = {c: i for i, c in enumerate(generated)}  # the label space: the generated classes
+        images, labels, info = load_test_set(source, list(cfg.class_names), split)
+        keep = [i for i, y in enumerate(labels) if y in local]
+        if not keep:
+            raise GensetsError(f"test set {source}: no images of the generated classes of {name!r}")
+        test_images, test_y = [images[i] for i in keep], np.array([local[labels[i]] for i in keep])
+        names = [prompt_name(cfg.class_names[c]) for c in generated]
+        clf = load_classifier(clip, labels=names, templates=list(cfg.templates))
+        text_emb = clf.text_classifier.T.float().cpu().numpy()
+        test_emb = _embed(clf, test_images, batch_size)
+        feat = load_classifier(features, labels=names, templates=list(cfg.templates)) if features else clf
+        test_feat = _embed(feat, test_images, batch_size) if features else test_emb
+        zero_shot = M.top1(_logits(clf, test_images, batch_size), test_y)
+        datasets[name] = {"dataset": cfg.dataset, "metric": cfg.metric, "classes": len(generated),
+                          "test_images": len(keep), "test_source": source, "unmatched_test_classes": info["unmatched"],
+                          "zero_shot": zero_shot, "clip": clip, "features": features or clip}
+        for ws, wcfg, by_config in items:
+            price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
+            for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.index(kv[1][0].meta["strategy"])):
+                gen_images = [decode_image(s.image) for s in samples]
+                gen_y = np.array([local[s.cls] for s in samples])
+                gen_emb = _embed(clf, gen_images, batch_size)
+                prompt_emb = np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
+                                             .cpu().numpy() for i in range(0, len(samples), batch_size)])
+                gen_feat = _embed(feat, gen_images, batch_size) if features else gen_emb
+                probs = _logits(feat, gen_images, batch_size)
+                probs = np.exp(probs - probs.max(axis=1, keepdims=True))
+                probs /= probs.sum(axis=1, keepdims=True)
+                present = np.isin(test_y, gen_y)
+                cler = M.cler(gen_emb, gen_y, test_emb[present], test_y[present])
+                ens = M.cler(gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb)
+                timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
+                spi = timing["seconds_per_image"] if timing else None
+                rows.append({
+                    "dataset": name, "strategy": samples[0].meta["strategy"], "config": config,
+                    "workspace": str(ws.root), "build": ws.fingerprint, "generated": len(samples),
+                    "test_images": int(present.sum()),
+                    "cler": cler, "cler_ensemble": ens, "zero_shot": zero_shot,
+                    "cler_minus_zero_shot": cler - zero_shot, "ensemble_minus_zero_shot": ens - zero_shot,
+                    "linear_probe": linear_probe(gen_emb, gen_y, test_emb, test_y, cfg.metric, probe_c),
+                    "metric": cfg.metric,
+                    "fd": _safe(M.frechet_distance, test_feat, gen_feat),
+                    "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
+                    **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
+                               strict=True)),
+                    "clip_score": M.clip_score(gen_emb, prompt_emb),
+                    "inception_score": M.inception_score(probs),
+                    "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
+                    "cost_per_image": cost_per_image(spi, price) if spi is not None else None,
+                    "reference_costs": {k2: {"per_image": v.per_image, "source": v.source}
+                                        for k2, v in wcfg.cost.reference.items()},
+                })
+    return {"clip": clip, "features": features or clip, "datasets": datasets, "rows": rows}
+
+
+# ------------------------------------------------------------------ outputs
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _num(v, fmt=".3f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def markdown(rep: dict) -> str:
+    from ..builders.genbench import STRATEGIES
+
+    strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in rep["rows"])]
+    lines = ["# GenBench report", "",
+             f"CLER (%) of the generated training images of each strategy against real test images, with "
+             f"`{rep['clip']}` (GenBench, Li et al. 2023, Table 2); the best strategy per dataset in bold. "
+             "Zero-shot: CLIP zero-shot accuracy (%) on the same test images with the dataset's templates. "
+             f"FD, KID, precision / recall and IS on the features of `{rep['features']}`.", "",
+             "| dataset | " + " | ".join(strategies) + " | zero-shot |", "|---|" + "---|" * (len(strategies) + 1)]
+    for name, d in rep["datasets"].items():
+        vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}
+        best = max(vals.values()) if vals else None
+        cells = [("**" + _pct(vals[s]) + "**" if vals[s] == best else _pct(vals[s])) if s in vals else "-"
+                 for s in strategies]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_pct(d['zero_shot'])} |")
+    lines += ["", "## Per (dataset, strategy)", "",
+              "| dataset | strategy | images | test | CLER | CLER ens. | zero-shot | CLER - ZS | ens. - ZS | "
+              "linear probe (metric) | FD | KID | precision | recall | CLIP score | IS | s / image | cost / image |",
+              "|---|" * 1 + "---|" * 17]
+    for r in rep["rows"]:
+        cost = "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}"
+        lines.append(
+            f"| {r['dataset']} | {r['strategy']} | {r['generated']} | {r['test_images']} | {_pct(r['cler'])} | "
+            f"{_pct(r['cler_ensemble'])} | {_pct(r['zero_shot'])} | {_pct(r['cler_minus_zero_shot'])} | "
+            f"{_pct(r['ensemble_minus_zero_shot'])} | {_pct(r['linear_probe'])} ({r['metric']}) | {_num(r['fd'])} | "
+            f"{_num(r['kid'], '.4f')} | {_num(r['precision'], '.2f')} | {_num(r['recall'], '.2f')} | "
+            f"{_num(r['clip_score'], '.2f')} | {_num(r['inception_score'], '.2f')} | {_num(r['seconds_per_image'])} | "
+            f"{cost} |")
+    refs = {k: v for r in rep["rows"] for k, v in r["reference_costs"].items()}
+    if refs:
+        lines += ["", "Other ways to get an image, for comparison with the cost per image:", "",
+                  "| way | per image | source |", "|---|---|---|"]
+        lines += [f"| {k} | {v['per_image']:g} | {v['source']} |" for k, v in refs.items()]
+    lines += ["", "Cost per image = measured generator seconds per image x price per hour / 3600 (timings are "
+              "recorded while building, per unit, on the building machine).", "", "![CLER per strategy](cler.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(rep: dict, path: Path) -> None:
+    """Grouped bars: CLER per strategy for each dataset, the zero-shot accuracy as a dashed line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..builders.genbench import STRATEGIES
+
+    names = list(rep["datasets"])
+    strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in rep["rows"])]
+    fig = Figure(figsize=(max(4.0, 1.2 + 1.4 * len(names) * max(1, len(strategies)) / 3), 3.6), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / max(1, len(strategies))
+    colors = ["#3b5bdb", "#e67700", "#2b8a3e", "#c2255c", "#1098ad", "#7048e8"]
+    for j, s in enumerate(strategies):
+        xs, ys = [], []
+        for i, name in enumerate(names):
+            v = next((r["cler"] for r in rep["rows"] if r["dataset"] == name and r["strategy"] == s), None)
+            if v is not None:
+                xs.append(i - 0.4 + width * (j + 0.5))
+                ys.append(100 * v)
+        ax.bar(xs, ys, width, label=s, color=colors[j % len(colors)])
+    for i, name in enumerate(names):
+        ax.hlines(100 * rep["datasets"][name]["zero_shot"], i - 0.45, i + 0.45, colors="black", linestyles="dashed",
+                  label="zero-shot" if i == 0 else None)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("CLER (%)")
+    ax.set_ylim(0, 100)
+    fig.legend(loc="lower center", ncol=len(strategies) + 1, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": None})
+
+
+def write(rep: dict, out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(rep, indent=1, allow_nan=True) + "\n", encoding="utf-8")
+    plot(rep, out / "cler.png")
+    (out / "report.md").write_text(markdown(rep), encoding="utf-8")
+    return out / "report.md"

@@ -1,0 +1,149 @@
+"""Image captioning models behind one interface: caption(images) -> one sentence per image.
+
+    BLIP / BLIP-2 captioning     BlipForConditionalGeneration, Blip2ForConditionalGeneration (e.g.
+                                 Salesforce/blip-image-captioning-large); an optional text prefix makes
+                                 it conditional captioning ("a photography of ...")
+    vision-encoder-decoder       VisionEncoderDecoderModel (e.g. nlpconnect/vit-gpt2-image-captioning)
+    image-text-to-text           chat models (LLaVA, SmolVLM, ...): asked `prompt` with the image
+Decoding is deterministic (greedy or beam search, never sampled), so a caption depends only on the
+model, the image and the settings. Specs: `hf:<repo or local path>[@rev]`, `tiny:blip-caption`
+(tiny_caption.py) or `tiny:vlm` (a chat model). Hub repos go through gensets.models.hub (offline and
+not cached: one ModelError line); weights are safetensors only unless allow_pickle=True.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gensets.errors import ModelError
+from gensets.models import hub
+from gensets.models.spec import parse_spec
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+CAPTION_KINDS = ("blip", "vision-encoder-decoder", "image-text-to-text")
+CHAT_PROMPT = "Describe this image in one sentence."
+
+
+class Captioner:
+    """A loaded captioning model; caption() returns one whitespace-normalised sentence per image."""
+
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, kind: str, model, processor,
+                 tokenizer=None, device: str = "cpu"):
+        self.spec = spec
+        self.model_id = model_id
+        self.revision = revision
+        self.kind = kind
+        self.model = model if kind == "image-text-to-text" else model.to(device).eval()  # chat: a VQAModel
+        self.processor = processor
+        self.tokenizer = tokenizer
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"Captioner(spec={self.spec!r}, kind={self.kind!r})"
+
+    def caption(self, images: list[Image.Image], *, prompt: str | None = None, max_new_tokens: int = 30,
+                num_beams: int = 1, batch_size: int = 8) -> list[str]:
+        """One caption per image. ``prompt``: BLIP's caption prefix, or the question asked a chat model
+        (default: "Describe this image in one sentence."); vision-encoder-decoder models take none."""
+        import torch
+
+        out = []
+        for start in range(0, len(images), batch_size):
+            batch = [im.convert("RGB") for im in images[start : start + batch_size]]
+            with torch.inference_mode():
+                out += self._caption(batch, prompt, dict(max_new_tokens=max_new_tokens, num_beams=num_beams,
+                                                         do_sample=False))
+        return [" ".join(c.split()) for c in out]
+
+    def _caption(self, images, prompt, gen) -> list[str]:
+        if self.kind == "blip":
+            texts = {"text": [prompt] * len(images)} if prompt else {}
+            inputs = self.processor(images=images, return_tensors="pt", **texts).to(self.device)
+            return self.processor.batch_decode(self.model.generate(**inputs, **gen), skip_special_tokens=True)
+        if self.kind == "vision-encoder-decoder":
+            if prompt:
+                raise ModelError(f"model {self.spec!r}: a vision-encoder-decoder captioner takes no prompt")
+            pixels = self.processor(images=images, return_tensors="pt")["pixel_values"].to(self.device)
+            return self.tokenizer.batch_decode(self.model.generate(pixel_values=pixels, **gen),
+                                               skip_special_tokens=True)
+        return self.model.answer(images, [prompt or CHAT_PROMPT] * len(images), gen["max_new_tokens"])
+
+
+def _caption_kind(raw: str, config) -> str:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    archs = list(getattr(config, "architectures", None) or [])
+    if config.model_type in ("blip", "blip-2"):
+        if any("QuestionAnswering" in a for a in archs):
+            raise ModelError(f"model {raw!r} is a BLIP question answering model, not a captioner "
+                             "(use a BLIP captioning model, e.g. hf:Salesforce/blip-image-captioning-large)")
+        return "blip"
+    if config.model_type == "vision-encoder-decoder":
+        return "vision-encoder-decoder"
+    if config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        return "image-text-to-text"
+    raise ModelError(f"model {raw!r} is not an image captioning model (model_type {config.model_type!r}, "
+                     f"architectures {archs}); expected BLIP captioning, a vision-encoder-decoder or an "
+                     "image-text-to-text model")
+
+
+def load_captioner(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False,
+                   device: str = "cpu") -> Captioner:
+    """Load the captioning model named by `spec` (`hf:<repo or path>[@rev]`, `tiny:blip-caption`
+    or `tiny:vlm`, a chat model)."""
+    s = parse_spec(spec)
+    if s.is_tiny:
+        if s.name not in ("blip-caption", "vlm"):
+            raise ModelError(f"model {spec!r} is not a captioning model (use hf:<repo or path>, tiny:blip-caption "
+                             "or tiny:vlm)")
+        from gensets.models.tiny import tiny_path
+
+        path, repo, model_id = tiny_path(s.name), None, s.raw
+    elif s.kind == "hf":
+        path, repo = hub.local_or_repo(s, s.name)
+        model_id = repo or str(path)
+        if path is not None:
+            if s.revision:
+                raise ModelError(f"model {spec!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
+            hub.check_local_weights(s, path, allow_pickle)
+    else:
+        raise ModelError(f"model {spec!r} is not a captioning model (use hf:<repo or path> or tiny:blip-caption)")
+    online = hub.ensure_reachable(s, repo)
+    kwargs: dict = {}
+    if repo:
+        kwargs.update(revision=s.revision, local_files_only=not online)
+    if trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    src = repo or str(path)
+    tokenizer = None
+    try:
+        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
+            import transformers
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(src, **kwargs)
+            kind = _caption_kind(s.raw, config)
+            weights = dict(use_safetensors=None if allow_pickle else True)
+            if kind == "vision-encoder-decoder":
+                model = transformers.VisionEncoderDecoderModel.from_pretrained(src, **weights, **kwargs)
+                processor = transformers.AutoImageProcessor.from_pretrained(src, **kwargs)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(src, **kwargs)
+            elif kind == "blip":
+                model = transformers.AutoModelForImageTextToText.from_pretrained(src, **weights, **kwargs)
+                processor = transformers.AutoProcessor.from_pretrained(src, **kwargs)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"model {spec!r} cannot be loaded as a captioning model: {hub.one_line(e)}") from None
+    if kind == "image-text-to-text":  # a chat model asked for a caption: the VQA adapter's chat path
+        from gensets.models.vlm import load_vqa
+
+        vqa = load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
+        return Captioner(spec=s.raw, model_id=vqa.model_id, revision=vqa.revision, kind=kind, model=vqa,
+                         processor=vqa.processor, device=device)
+    revision = getattr(config, "_commit_hash", None) if repo else None
+    revision = revision or (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
+    return Captioner(spec=s.raw, model_id=model_id, revision=revision, kind=kind, model=model,
+                     processor=processor, tokenizer=tokenizer, device=device)

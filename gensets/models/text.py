@@ -1,0 +1,87 @@
+"""Text-to-text (seq2seq) models behind one interface: generate(inputs, seeds) -> one text per input.
+
+Used by GenBench's category enhancement (CE): a class name, put into an input template, is expanded into
+a sentence. Specs: `hf:<repo or local path>[@rev]` (any AutoModelForSeq2SeqLM: T5, Flan-T5, BART, ...)
+or `tiny:t5` (tiny_text.py). Each input is sampled on its own, under its own seed
+(``torch.manual_seed(seed)`` in a forked RNG), so a text depends only on (model, input, seed, settings),
+never on the other inputs of the call or on the number of processes.
+"""
+
+from __future__ import annotations
+
+from gensets.errors import ModelError
+from gensets.models import hub
+from gensets.models.spec import parse_spec
+
+
+class Text2Text:
+    """A loaded seq2seq model and its tokenizer."""
+
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, model, tokenizer, device: str):
+        self.spec = spec
+        self.model_id = model_id
+        self.revision = revision
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"Text2Text(spec={self.spec!r}, model={type(self.model).__name__})"
+
+    def generate(self, inputs: list[str], seeds: list[int], *, max_new_tokens: int = 40, do_sample: bool = True,
+                 top_p: float = 0.95, temperature: float = 1.0) -> list[str]:
+        """One text per (input, seed): sampled when ``do_sample`` (else greedy, the seed unused)."""
+        import torch
+
+        if len(inputs) != len(seeds):
+            raise ValueError(f"generate: {len(inputs)} inputs but {len(seeds)} seeds")
+        out = []
+        for text, seed in zip(inputs, seeds, strict=True):
+            enc = self.tokenizer([text], return_tensors="pt", truncation=True).to(self.device)
+            kwargs = dict(max_new_tokens=max_new_tokens, min_new_tokens=2, do_sample=do_sample)
+            if do_sample:
+                kwargs.update(top_p=top_p, temperature=temperature, top_k=0)
+            with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(seed))
+                ids = self.model.generate(**enc, **kwargs)
+            out.append(" ".join(self.tokenizer.decode(ids[0], skip_special_tokens=True).split()))
+        return out
+
+
+def load_text2text(spec: str, *, allow_pickle: bool = False, device: str = "cpu") -> Text2Text:
+    """Load the seq2seq model named by `spec` (`hf:<repo or path>[@rev]` or `tiny:t5`)."""
+    s = parse_spec(spec)
+    if s.is_tiny:
+        if s.name != "t5":
+            raise ModelError(f"model {spec!r} is not a text-to-text model (use hf:<repo or path> or tiny:t5)")
+        from gensets.models.tiny_text import tiny_text_path
+
+        path, repo, model_id = tiny_text_path("t5"), None, s.raw
+    elif s.kind == "hf":
+        path, repo = hub.local_or_repo(s, s.name)
+        model_id = repo or str(path)
+        if path is not None:
+            if s.revision:
+                raise ModelError(f"model {spec!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
+            hub.check_local_weights(s, path, allow_pickle)
+    else:
+        raise ModelError(f"model {spec!r} is not a text-to-text model (use hf:<repo or path> or tiny:t5)")
+    online = hub.ensure_reachable(s, repo)
+    kwargs: dict = {}
+    if repo:
+        kwargs.update(revision=s.revision, local_files_only=not online)
+    src = repo or str(path)
+    try:
+        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
+            from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+
+            config = AutoConfig.from_pretrained(src, **kwargs)
+            model = AutoModelForSeq2SeqLM.from_pretrained(src, use_safetensors=None if allow_pickle else True,
+                                                          **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+    except Exception as e:
+        raise ModelError(f"model {spec!r} cannot be loaded as a text-to-text model: {hub.one_line(e)}") from None
+    revision = getattr(config, "_commit_hash", None) if repo else None
+    revision = revision or (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
+    return Text2Text(spec=s.raw, model_id=model_id, revision=revision, model=model, tokenizer=tokenizer,
+                     device=device)

@@ -1,0 +1,293 @@
+"""Publishing a dataset folder (and leaderboard results) behind a small interface.
+
+A :class:`Target` is a dataset repo: ``HubTarget`` (huggingface_hub's HfApi) or ``LocalTarget`` (a
+folder, for tests and local mirrors: ``--repo file:///path``). ``publish`` uploads the shards first, in
+one or more commits, then the card, manifest and figures in the last commit (which also deletes shards
+of an earlier version that this one no longer has), so the repo's README never declares files that are
+not there yet; then an optional tag.
+
+The token comes from huggingface_hub's usual places (``HF_TOKEN`` or ``hf auth login``). It is never
+printed or logged: messages of failed Hub calls are scrubbed of it before they are shown.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .errors import GensetsError
+
+MAX_COMMIT_BYTES = 5 * 1024**3  # shards per commit: at most this many bytes ...
+MAX_COMMIT_FILES = 500  # ... and files
+CARD_FILES = ("manifest.json", "README.md")  # the last commit, README.md last of all
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+
+
+class Target(Protocol):
+    url: str
+
+    def create_repo(self, *, private: bool = False, revision: str | None = None) -> None: ...
+
+    def list_files(self, revision: str | None = None) -> list[str]: ...
+
+    def upload_folder(self, folder: Path, allow_patterns: list[str], commit_message: str,
+                      revision: str | None = None, delete_patterns: list[str] | None = None) -> str:
+        """Upload the files of ``folder`` that match ``allow_patterns`` in one commit; its URL."""
+        ...
+
+    def tag(self, tag: str, revision: str | None = None) -> None: ...
+
+
+class HubTarget:
+    """A dataset repo on the Hugging Face Hub."""
+
+    def __init__(self, repo_id: str, token: str | None = None):
+        from huggingface_hub import HfApi, constants
+
+        self.repo_id = repo_id
+        self.api = HfApi(token=token)  # None: HF_TOKEN or the stored login
+        self.url = f"{constants.ENDPOINT}/datasets/{repo_id}"
+
+    def create_repo(self, *, private: bool = False, revision: str | None = None) -> None:
+        self.api.create_repo(self.repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if revision:
+            self.api.create_branch(self.repo_id, branch=revision, repo_type="dataset", exist_ok=True)
+
+    def list_files(self, revision: str | None = None) -> list[str]:
+        return self.api.list_repo_files(self.repo_id, repo_type="dataset", revision=revision)
+
+    def upload_folder(self, folder, allow_patterns, commit_message, revision=None, delete_patterns=None) -> str:
+        info = self.api.upload_folder(repo_id=self.repo_id, repo_type="dataset", folder_path=str(folder),
+                                      allow_patterns=list(allow_patterns), commit_message=commit_message,
+                                      revision=revision, delete_patterns=list(delete_patterns or []) or None)
+        return info.commit_url
+
+    def tag(self, tag: str, revision: str | None = None) -> None:
+        self.api.create_tag(self.repo_id, tag=tag, revision=revision, repo_type="dataset")
+
+
+class LocalTarget:
+    """A folder that receives the files as the Hub would; commits and tags go to ``.publish-log.jsonl``.
+
+    Branches are not modelled: every revision writes into the same folder.
+    """
+
+    LOG = ".publish-log.jsonl"
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.url = self.root.resolve().as_uri()
+        self.commits: list[dict] = []
+        self.tags: dict[str, int] = {}
+
+    def _log(self, entry: dict) -> None:
+        with open(self.root / self.LOG, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+    def create_repo(self, *, private: bool = False, revision: str | None = None) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def list_files(self, revision: str | None = None) -> list[str]:
+        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
+                      if p.is_file() and p.name != self.LOG)
+
+    def upload_folder(self, folder, allow_patterns, commit_message, revision=None, delete_patterns=None) -> str:
+        folder = Path(folder)
+        found = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        # in the order of the patterns: copied one by one, README.md (last) lands when the rest is there
+        files = list(dict.fromkeys(f for pat in allow_patterns for f in found if fnmatch.fnmatch(f, pat)))
+        deleted = [f for f in self.list_files() if f not in files
+                   and any(fnmatch.fnmatch(f, pat) for pat in delete_patterns or ())]
+        for rel in deleted:
+            (self.root / rel).unlink()
+        for rel in files:
+            dst = self.root / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+            shutil.copyfile(folder / rel, tmp)
+            os.replace(tmp, dst)
+        self.commits.append({"message": commit_message, "files": files, "deleted": deleted, "revision": revision})
+        self._log({"commit": len(self.commits), **self.commits[-1]})
+        return f"{self.url}#commit-{len(self.commits)}"
+
+    def tag(self, tag: str, revision: str | None = None) -> None:
+        self.tags[tag] = len(self.commits)
+        self._log({"tag": tag, "commit": len(self.commits), "revision": revision})
+
+
+def check_repo(repo: str) -> None:
+    if not repo.startswith("file://") and not REPO_ID.match(repo):
+        raise GensetsError(f"bad --repo {repo!r}: expected org/name (or file:///path for a local folder)")
+
+
+def target_for(repo: str) -> Target:
+    """``file:///path`` -> LocalTarget; ``org/name`` -> HubTarget (after the offline and token checks)."""
+    check_repo(repo)
+    if repo.startswith("file://"):
+        return LocalTarget(repo[len("file://"):])
+    _check_hub()
+    return HubTarget(repo)
+
+
+def _check_hub() -> None:
+    """Fail fast, before any network call: offline mode, or no token."""
+    from huggingface_hub import constants, get_token
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        raise GensetsError("cannot publish to the Hub: offline mode is on (HF_HUB_OFFLINE=1); "
+                           "unset it, or use --dry-run to see the plan")
+    if not get_token():
+        raise GensetsError("no Hugging Face token: log in with `hf auth login` or set HF_TOKEN")
+
+
+def _scrub(text: str) -> str:
+    """The message with any token in it masked (the current one, and anything shaped like one)."""
+    from huggingface_hub import get_token
+
+    token = get_token()
+    if token:
+        text = text.replace(token, "***")
+    return re.sub(r"hf_[A-Za-z0-9]{8,}", "hf_***", text)
+
+
+def _call(what: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except GensetsError:
+        raise
+    except Exception as e:  # HfHubHTTPError, OfflineModeIsEnabled, connection errors, OSError
+        msg = " ".join(str(e).split()) or type(e).__name__
+        raise GensetsError(_scrub(f"{what} failed: {msg}")[:500]) from None
+
+
+@dataclass
+class Commit:
+    message: str
+    files: list[str]
+    nbytes: int = 0
+    delete: list[str] = field(default_factory=list)
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def dataset_folder(path) -> Path:
+    """The publishable folder: WORKSPACE/dataset, or a dataset folder itself."""
+    path = Path(path)
+    folder = path / "dataset" if (path / "config.yaml").exists() else path
+    if not (folder / "manifest.json").exists() or not (folder / "README.md").exists():
+        raise GensetsError(f"{folder}: no manifest.json and README.md; run `gensets finalize` first")
+    return folder
+
+
+def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MAX_COMMIT_FILES) -> list[Commit]:
+    """The commits: shards in groups (per config, bounded in bytes and files), then the card last."""
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    commits: list[Commit] = []
+    for s in manifest["shards"]:
+        p = folder / s["path"]
+        if not p.is_file() or p.stat().st_size != s["nbytes"]:
+            raise GensetsError(f"{p}: missing or not the size the manifest says; run `gensets verify {folder}`")
+        last = commits[-1] if commits else None
+        if (last is None or last.files[-1].split("/")[0] != s["config"] or len(last.files) >= max_files
+                or last.nbytes + s["nbytes"] > max_bytes):
+            last = Commit("", [])
+            commits.append(last)
+        last.files.append(s["path"])
+        last.nbytes += s["nbytes"]
+    for c in commits:
+        config = c.files[0].split("/")[0]
+        c.message = f"Add {config} shards ({len(c.files)} file{'s' * (len(c.files) != 1)}, {_human(c.nbytes)})"
+    figures = sorted(p.relative_to(folder).as_posix() for p in (folder / "figures").glob("*.png"))
+    card = [*figures, *CARD_FILES]
+    commits.append(Commit(f"Dataset card, manifest and figures (build {manifest.get('build')})", card,
+                          sum((folder / f).stat().st_size for f in card)))
+    return commits
+
+
+def publish(path, repo: str, *, target: Target | None = None, private: bool = False,
+            revision: str | None = None, tag: str | None = None, dry_run: bool = False,
+            out: Callable[[str], None] = print) -> str | None:
+    """Upload a finalized dataset: shards first, the card last, then the tag. Returns the last commit URL."""
+    check_repo(repo)
+    folder = dataset_folder(path)
+    commits = plan(folder)
+    where = f"{repo}" + (f" (branch {revision})" if revision else "")
+    if dry_run:
+        from huggingface_hub import get_token
+
+        if not repo.startswith("file://"):
+            out(f"token: {'found' if get_token() else 'none found (log in with `hf auth login` or set HF_TOKEN)'}")
+        out(f"create dataset repo {repo} if missing ({'private' if private else 'public'})"
+            + (f", branch {revision}" if revision else ""))
+        for i, c in enumerate(commits, 1):
+            out(f"commit {i}/{len(commits)} to {where}: {c.message}")
+            if i == len(commits):
+                out("  delete the shards of an earlier version that manifest.json does not list")
+            for f in c.files:
+                out(f"  upload {f}")
+        if tag:
+            out(f"tag {tag} on the last commit")
+        return None
+    target = target or target_for(repo)
+    _call(f"creating the repo {repo}", target.create_repo, private=private, revision=revision)
+    shards = {f for c in commits[:-1] for f in c.files}
+    remote = _call(f"listing the files of {repo}", target.list_files, revision)
+    commits[-1].delete = sorted(f for f in remote if f.endswith(".tar") and f not in shards)
+    url = None
+    for i, c in enumerate(commits, 1):
+        url = _call(f"commit {i}/{len(commits)} ({c.message})", target.upload_folder, folder, c.files,
+                    c.message, revision, c.delete or None)
+        out(f"commit {i}/{len(commits)}: {c.message}: {url}")
+    if tag:
+        _call(f"tagging {tag}", target.tag, tag, revision)
+        out(f"tagged {tag}")
+    return url
+
+
+def publish_results(db, repo: str, *, target: Target | None = None, revision: str | None = None,
+                    dry_run: bool = False, out: Callable[[str], None] = print) -> str | None:
+    """The leaderboard rows of a results database as ``results/leaderboard.parquet`` in the repo."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .evaluation import store
+
+    con = store.connect(db, read_only=True)
+    try:
+        cols, rows = store.leaderboard(con)
+    finally:
+        con.close()
+    if not rows:
+        raise GensetsError(f"{db}: no runs to publish (run `gensets eval` first)")
+    rel = "results/leaderboard.parquet"
+    message = f"Leaderboard results ({len(rows)} rows)"
+    check_repo(repo)
+    if dry_run:
+        out(f"create dataset repo {repo} if missing")
+        out(f"commit 1/1 to {repo}: {message}")
+        out(f"  upload {rel}")
+        return None
+    target = target or target_for(repo)
+    table = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in rows])
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "results").mkdir()
+        pq.write_table(table, Path(tmp) / rel)
+        _call(f"creating the repo {repo}", target.create_repo, revision=revision)
+        url = _call("uploading the results", target.upload_folder, Path(tmp), [rel], message, revision)
+    out(f"commit 1/1: {message}: {url}")
+    return url

@@ -1,0 +1,112 @@
+"""`gensets card`: the YAML header the Hub and load_dataset read, the body, figures and a leaderboard."""
+
+import datetime as dt
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_cli
+
+
+def make_results_db(path: Path, configs=("background", "texture", "material")) -> Path:
+    """A results database with two fake runs per config (no model is run)."""
+    from gensets.evaluation import store
+
+    con = store.connect(path)
+    now = dt.datetime(2026, 1, 1)
+    for i, model in enumerate(("timm:resnet50.a1_in1k", "open_clip:ViT-B-32/openai")):
+        for config in configs:
+            run = {"dataset": "gensets/imagenet-d-smoke", "dataset_revision": None, "config": config,
+                   "split": "test", "model": model, "model_id": model, "model_revision": None,
+                   "protocol": "imagenet", "label_space": "model (1000)", "n": 12, "started": now,
+                   "finished": now, "seconds": 1.0, "images_per_second": 12.0, "versions": {}}
+            top1 = 0.25 + 0.25 * i
+            store.write_run(con, run, [], [{"name": "top1", "value": top1, "lo": top1 - 0.1, "hi": top1 + 0.1},
+                                           {"name": "top5", "value": 0.9, "lo": None, "hi": None}])
+    con.close()
+    return path
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_card_header_body_and_figures(reference, tmp_path):
+    import datasets
+    from huggingface_hub import DatasetCard
+    from PIL import Image
+
+    ws = tmp_path / "ws"
+    shutil.copytree(reference, ws)
+    folder = ws / "dataset"
+    before = digest(folder)
+    r = run_cli("card", ws, check=0)
+    assert "README.md" in r.stdout
+    assert digest(folder) == before  # the same renderer as finalize: byte-identical, figures included
+    assert {"figures/images_per_class.png", "figures/samples.png"} <= set(before)
+
+    card = DatasetCard.load(folder / "README.md")
+    data = card.data.to_dict()
+    assert data["pretty_name"].startswith("ImageNet-D smoke test")
+    assert data["license"] == "mit"
+    assert data["task_categories"] == ["image-classification"]
+    assert data["size_categories"] == ["n<1K"]
+    assert data["annotations_creators"] == ["machine-generated"]
+    assert data["source_datasets"] == ["original"]
+    assert {"synthetic", "webdataset", "benchmark"} <= set(data["tags"])
+    assert [c["config_name"] for c in data["configs"]] == ["background", "texture", "material"]
+    sizes = {i["config_name"]: i["splits"][0]["num_examples"] for i in data["dataset_info"]}
+    assert sizes == {"background": 18, "texture": 12, "material": 12}
+    body = card.text
+    for section in ("## How it was built", "## Curation funnel", "## Images per class", "## Sample images",
+                    "## How to load", "## Citation", "zhang2024imagenetd", "figures/images_per_class.png",
+                    "figures/samples.png", "`tiny:resnet`", "| surrogate |", "a photo of a {cls} in the {nuisance}"):
+        assert section in body, section
+    assert "Baseline leaderboard" not in body
+    for rel in ("figures/images_per_class.png", "figures/samples.png"):
+        with Image.open(folder / rel) as im:
+            assert im.format == "PNG" and im.width >= 600 and "Software" not in im.info
+
+    # load_dataset honours the configs and features the card declares
+    assert datasets.get_dataset_config_names(str(folder)) == ["background", "texture", "material"]
+    ds = datasets.load_dataset(str(folder), "material", split="test")
+    assert len(ds) == 12 and isinstance(ds.features["cls"], datasets.ClassLabel)
+    assert len(ds.features["cls"].names) == 113 and isinstance(ds.features["jpg"], datasets.Image)
+
+
+def test_card_with_leaderboard(reference, tmp_path):
+    from huggingface_hub import DatasetCard
+
+    ws = tmp_path / "ws"
+    shutil.copytree(reference, ws)
+    db = make_results_db(tmp_path / "results.duckdb")
+    run_cli("card", ws, "--db", db, check=0)
+    text = (ws / "dataset" / "README.md").read_text()
+    assert "## Baseline leaderboard" in text
+    board = text.split("## Baseline leaderboard")[1].split("\n## ")[0]
+    rows = [line for line in board.splitlines() if line.startswith("| `")]
+    assert len(rows) == 6
+    assert rows[0].startswith("| `open_clip:ViT-B-32/openai` | background | test | imagenet | 12 | 50.0 (40.0-60.0) | 90.0 |")
+    assert DatasetCard.load(ws / "dataset" / "README.md").data.to_dict()["configs"]  # the header is untouched
+    again = run_cli("card", ws, check=0)  # without --db the leaderboard goes away again
+    assert again.returncode == 0 and "Baseline leaderboard" not in (ws / "dataset" / "README.md").read_text()
+
+
+def test_card_errors_in_one_line(tmp_path, reference):
+    ws = tmp_path / "ws"
+    shutil.copytree(reference, ws, ignore=shutil.ignore_patterns("dataset"))
+    r = run_cli("card", ws)
+    assert r.returncode == 2 and "gensets finalize" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    shutil.copytree(reference / "dataset", ws / "dataset")
+    r = run_cli("card", ws, "--db", tmp_path / "missing.duckdb")
+    assert r.returncode == 2 and "missing.duckdb" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("n, name", [(0, "n<1K"), (999, "n<1K"), (1000, "1K<n<10K"), (250_000, "100K<n<1M")])
+def test_size_category(n, name):
+    from gensets.cards.card import size_category
+
+    assert size_category(n) == name

@@ -1,0 +1,323 @@
+"""GenBench on tiny models: the six prompt strategies, class sources, build + kill + resume, load, report."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gensets.builders.genbench import QUALITY_NEGATIVES, RESTRICTIVE, Context, plan, unit_prompts
+from gensets.errors import ConfigError
+from gensets.labels.imagenet import genbench_datasets
+from gensets.workspace import load_build_config
+
+from .conftest import ROOT, run_cli
+
+SMOKE = ROOT / "configs" / "genbench.smoke.yaml"
+CONFIGS = ["cifar-10-st", "cifar-10-dt", "cifar-10-ce", "cifar-10-rd", "cifar-10-np", "cifar-10-ra"]
+CASES = [("cifar-10", "airplane"), ("oxford-pets", "British Shorthair"), ("fgvc-aircraft", "737-400")]
+
+
+def write(tmp_path, text, name="c.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def config(tmp_path, dataset, cls, strategies, shots=4, extra=""):
+    return load_build_config(write(tmp_path, textwrap.dedent(f"""\
+        builder: genbench
+        dataset: {dataset}
+        classes: ["{cls}"]
+        shots: {shots}
+        strategies: [{', '.join(strategies)}]
+        generator: {{model: "tiny:sd", steps: 2, width: 64, height: 64}}
+        """) + textwrap.dedent(extra)))[1]
+
+
+def rows_of(cfg, strategy, expand=None, references=None):
+    return [r for u in plan(cfg) if u.payload["strategy"] == strategy
+            for r in unit_prompts(u, expand=expand, references=references)]
+
+
+def fake_expand(calls):
+    def expand(inputs, seeds):
+        calls.extend(zip(inputs, seeds, strict=True))
+        return [f"an {t.lower()} seen from close by (seed {s})" for t, s in zip(inputs, seeds, strict=True)]
+    return expand
+
+
+@pytest.mark.parametrize("dataset, cls", CASES)
+def test_each_strategy_yields_the_papers_prompts(tmp_path, dataset, cls):
+    templates = genbench_datasets()[dataset]["templates"]
+    others = {c if isinstance(c, str) else c[0] for c in genbench_datasets()[dataset]["classes"]} - {cls}
+    shots = len(templates) * max(1, 4 // len(templates))  # whole rounds of the DT pool, at least 4 shots
+    cfg = config(tmp_path, dataset, cls, ["ST", "DT", "CE", "RD", "NP", "RA"], shots=shots,
+                 extra="""\
+                 expansion: {model: "tiny:t5", input: "Write a short sentence describing a photo of a {}.", prompts: 3}
+                 reference: {source: "folder:refs"}
+                 """.replace("folder:refs", f"folder:{ROOT / 'configs' / 'genbench.smoke-refs'}"))
+    # ST: the simple template
+    assert {r["prompt"] for r in rows_of(cfg, "ST")} == {f"a photo of a {cls}"}
+    # DT: every one of the dataset's CLIP templates, once per round of len(templates) shots
+    dt = [r["prompt"] for r in rows_of(cfg, "DT")]
+    assert sorted(dt) == sorted(t.format(cls) for t in templates * (shots // len(templates)))
+    # RD: the simple template with the restrictive description
+    assert RESTRICTIVE == "((sharp focus)), ((highly detailed)), ((hires))"
+    assert {r["prompt"] for r in rows_of(cfg, "RD")} == {f"a photo of a {cls}, {RESTRICTIVE}"}
+    # CE: the seq2seq expansion of the class name is the prompt; the pool is 3 sentences, drawn again per round
+    calls = []
+    ce = rows_of(cfg, "CE", expand=fake_expand(calls))
+    assert {i for i, _ in calls} == {f"Write a short sentence describing a photo of a {cls}."}
+    assert all(r["prompt"] == f"an {r['prompting']['expansion_input'].lower()} seen from close by "
+               f"(seed {r['prompting']['expansion_seed']})" for r in ce)
+    assert len({r["prompting"]["expansion_seed"] for r in ce}) == min(3, len(ce))
+    # NP: the simple template; negatives = other classes of the same dataset, then quality negatives
+    for r in rows_of(cfg, "NP"):
+        assert r["prompt"] == f"a photo of a {cls}"
+        assert r["negative_prompt"].endswith(QUALITY_NEGATIVES)
+        names = r["negative_prompt"][: -len(QUALITY_NEGATIVES)].rstrip(", ").split(", ")
+        assert len(names) == min(10, len(others)) == len(set(names)) and set(names) <= others
+    # RA: the simple template, image-to-image from one of the class's reference images
+    ra = rows_of(cfg, "RA", references=["ref0", "ref1"])
+    assert {r["prompt"] for r in ra} == {f"a photo of a {cls}"}
+    assert [r["reference"] for r in ra[:2]] in ([0, 1], [1, 0]) and all(r["prompting"]["strength"] == 0.75 for r in ra)
+
+
+def test_shots_beyond_the_pool_are_drawn_again_with_recorded_seeds(tmp_path):
+    cfg = config(tmp_path, "fgvc-aircraft", "737-400", ["DT"], shots=5)  # 2 templates, K = 5
+    rows = rows_of(cfg, "DT")
+    templates = [r["prompting"]["template"] for r in rows]
+    seeds = [r["prompting"]["draw_seed"] for r in rows]
+    assert sorted(templates[:2]) == sorted(templates[2:4]) == sorted(genbench_datasets()["fgvc-aircraft"]["templates"])
+    assert seeds[0] == seeds[1] != seeds[2] == seeds[3] != seeds[4]  # one seed per round
+    assert len({r["seed"] for r in rows}) == 5 and len({r["key"] for r in rows}) == 5
+    # the same shots whatever the unit size (seeds come from content)
+    from dataclasses import replace
+    again = [r for u in plan(replace(cfg, unit_size=1)) for r in unit_prompts(u)]
+    assert [(r["key"], r["prompt"], r["seed"]) for r in again] == [(r["key"], r["prompt"], r["seed"]) for r in rows]
+
+
+def test_tiny_t5_expands_class_names_deterministically(tmp_path):
+    from gensets.models.text import load_text2text
+
+    model = load_text2text("tiny:t5")
+    ids = model.tokenizer(["737-400 British Shorthair airplane"])["input_ids"][0]
+    assert model.tokenizer.unk_token_id not in ids
+    a = model.generate(["airplane", "airplane"], [1, 2], max_new_tokens=8)
+    assert a == model.generate(["airplane", "airplane"], [1, 2], max_new_tokens=8)
+    assert all(a) and a[0] != a[1]
+    cfg = config(tmp_path, "cifar-10", "airplane", ["CE"], shots=2,
+                 extra='expansion: {model: "tiny:t5", input: "{}", prompts: 2, max_new_tokens: 8}\n')
+    rows = rows_of(cfg, "CE", expand=Context(cfg).expand)
+    assert [r["prompt"] for r in rows] == model.generate(
+        ["airplane"] * 2, [r["prompting"]["expansion_seed"] for r in rows], max_new_tokens=8)
+
+
+def test_classifier_embeddings(tmp_path):
+    from PIL import Image
+
+    from gensets.models import load_classifier
+
+    images = [Image.new("RGB", (40, 30), (i * 60, 20, 200)) for i in range(3)]
+    for spec in ("tiny:resnet", "tiny:vit", "tiny:clip", "tiny:hf-clip"):
+        clf = load_classifier(spec, labels=["cat", "dog"])
+        emb = clf.embed(clf.preprocess(images))
+        assert emb.ndim == 2 and emb.shape[0] == 3, spec
+        if "clip" in spec:
+            assert emb.norm(dim=1).sub(1).abs().max() < 1e-5
+            assert clf.embed_text(["a cat", "a dog"]).shape == (2, emb.shape[1])
+
+
+@pytest.mark.parametrize("text, where", [
+    ("dataset: cifar-11\n", ":2: dataset: unknown dataset 'cifar-11'"),
+    ("classes: [airplane, unicorn]\n", ":2: classes: unknown class 'unicorn' of cifar-10"),
+    ("strategies: [ST, XX]\n", ":2: strategies[1]: expected one of"),
+    ("strategies: [RA]\n", "reference.source: RA needs reference images"),
+    ("reference: {source: folder:nowhere}\n", ":2: reference.source: folder not found"),
+    ("expansion: {model: magic:thing}\n", ":2: expansion.model: "),
+    ("dataset: hf:/no/such/dataset\n", ":2: dataset: dataset hf:/no/such/dataset is not available"),
+])
+def test_bad_config_names_file_line_and_key(tmp_path, text, where):
+    p = write(tmp_path, "builder: genbench\n" + text + "generator: {model: tiny:sd}\n")
+    with pytest.raises(ConfigError) as e:
+        load_build_config(p)
+    assert str(e.value).startswith(str(p)) and where in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def _hf_folder(root: Path, names: list[str]) -> Path:
+    """A local Hugging Face dataset folder (parquet + card features), as on the Hub."""
+    import datasets
+    import yaml
+    from PIL import Image
+
+    feats = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=names)})
+    rows = {"img": [Image.new("RGB", (16, 16), (40 * i, 90, 30)) for i in range(6)], "label": [0, 1, 2, 0, 1, 2]}
+    (root / "data").mkdir(parents=True)
+    datasets.Dataset.from_dict(rows, features=feats).to_parquet(str(root / "data" / "train-00000-of-00001.parquet"))
+    card = {"dataset_info": {"features": feats._to_yaml_list()},
+            "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*"}]}]}
+    (root / "README.md").write_text("---\n" + yaml.safe_dump(card) + "---\n")
+    return root
+
+
+def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
+    hf = _hf_folder(tmp_path / "hfds", ["Airbus A380", "British Shorthair", "737-400"])
+    cfg = config(tmp_path, f"hf:{hf}", "737-400", ["ST", "RA"], shots=3,
+                 extra=f"reference: {{source: 'hf:{hf}', per_class: 2}}\n")
+    assert cfg.class_names == ("Airbus A380", "British Shorthair", "737-400") and cfg.dataset_name == "hfds"
+    assert [u.payload["label_index"] for u in plan(cfg)] == [2, 2]
+    assert cfg.templates == tuple(genbench_datasets()["imagenet-1k"]["templates"])  # DT default: CLIP's ImageNet set
+    refs = Context(cfg).references["737-400"]
+    assert [r.id for r in refs] == [f"hf:{hf}/train#2", f"hf:{hf}/train#5"]
+    assert refs[0].sha256 == hashlib.sha256(refs[0].data).hexdigest() and refs[0].image().size == (16, 16)
+    from gensets.evaluation.genbench_report import load_test_set
+
+    images, labels, info = load_test_set(f"hf:{hf}", ["737-400", "Airbus A380"], split="train")
+    assert labels == [1, 0, 1, 0] and info["unmatched"] == ["British Shorthair"] and images[0].size == (16, 16)
+    (tmp_path / "classes" / "tabby cat").mkdir(parents=True)
+    (tmp_path / "classes" / "ship").mkdir()
+    cfg = config(tmp_path, "folder:classes", "ship", ["ST"])
+    assert cfg.class_names == ("ship", "tabby cat") and cfg.dataset_name == "classes"
+
+
+def test_dataset_and_strategy_overrides_as_make_build_genbench_passes_them(tmp_path):
+    paper = ROOT / "configs" / "genbench.yaml"
+    _, cfg = load_build_config(paper, ["dataset=oxford-pets", "strategies=[NP]"])
+    assert cfg.dataset == "oxford-pets" and cfg.strategies == ("NP",) and len(cfg.class_names) == 37
+    assert cfg.dataset_name == "oxford-pets" and cfg.templates == tuple(genbench_datasets()["oxford-pets"]["templates"])
+    assert cfg.generator.model.startswith("diffusers:stabilityai/stable-diffusion-2-1")
+    assert cfg.expansion.model.startswith("hf:")
+    r = run_cli("build", paper, "--out", tmp_path / "ws", "--set", "dataset=cifar-11", "--set", "strategies=[NP]")
+    assert r.returncode == 2 and "--set" in r.stderr and "unknown dataset 'cifar-11'" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "ws").exists()
+    make = subprocess.run(["make", "-n", "build-genbench", "DATASET=fgvc-aircraft", "STRATEGY=RD"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert "--set 'dataset=fgvc-aircraft'" in make.stdout and "--set 'strategies=[RD]'" in make.stdout
+
+
+# ------------------------------------------------------------------ the smoke build, end to end
+def shards_digest(ws: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((ws / "candidates").glob("*.tar"))}
+
+
+def temp_files(ws: Path) -> list[str]:
+    return [str(p) for p in ws.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
+
+
+@pytest.fixture(scope="module")
+def gb_reference(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("genbench") / "ws"
+    start = time.time()
+    run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
+    run_cli("finalize", ws, check=0)
+    ws.joinpath("build-seconds").write_text(f"{time.time() - start:.1f}")
+    return ws
+
+
+def test_smoke_build_loads_with_load_dataset(gb_reference):
+    import datasets
+
+    folder = gb_reference / "dataset"
+    assert datasets.get_dataset_config_names(str(folder)) == CONFIGS
+    assert float((gb_reference / "build-seconds").read_text()) < 60
+    names = genbench_datasets()["cifar-10"]["classes"]
+    for config in CONFIGS:
+        ds = datasets.load_dataset(str(folder), config, split="train")
+        assert len(ds) == 9 and ds.features["cls"].names == names
+        row = ds[0]
+        m = row["json"]
+        assert m["config"] == config and m["strategy"] == config[-2:].upper() and m["builder"] == "genbench"
+        assert ds.features["cls"].int2str(row["cls"]) == m["label"] and m["review"]["status"] == "accepted"
+        assert m["generator"]["spec"] == "tiny:sd" and m["generator"]["id"] == "tiny:sd" and isinstance(m["seed"], int)
+        assert isinstance(m["prompting"]["draw_seed"], int) and m["prompt"]
+    ra = datasets.load_dataset(str(folder), "cifar-10-ra", split="train")[0]["json"]
+    ref = Path(ra["prompting"]["init_image"])
+    assert ref.parent.parent.name == "genbench.smoke-refs" and ra["generator"]["pipeline"] == "StableDiffusionImg2ImgPipeline"
+    assert ra["prompting"]["init_image_sha256"] == hashlib.sha256(ref.read_bytes()).hexdigest()
+    ce = datasets.load_dataset(str(folder), "cifar-10-ce", split="train")[0]["json"]["prompting"]
+    assert ce["expansion_model"] == "tiny:t5" and ce["expansion_input"] in ("airplane", "cat", "ship")
+    card = (folder / "README.md").read_text()
+    assert "### Cost" in card and "generator seconds per image" in card and "cifar-10-np" in card
+
+
+def test_sigkill_and_resume_is_byte_identical(gb_reference, tmp_path):
+    ws = tmp_path / "ws"
+    cmd = [sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet"]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    manifest = ws / "candidates" / "manifest.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None:
+        if manifest.exists() and manifest.read_text().count("\n") >= 5:
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the build finished before it could be killed"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    done = manifest.read_text().count("\n")
+    assert 5 <= done < 36
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
+    assert f"({done} done before" in r.stdout
+    run_cli("finalize", ws, check=0)
+    assert shards_digest(ws) == shards_digest(gb_reference)
+    for config in CONFIGS:
+        assert (ws / "dataset" / config / "train-00000.tar").read_bytes() == \
+            (gb_reference / "dataset" / config / "train-00000.tar").read_bytes()
+    assert temp_files(ws) == []
+
+
+def test_report_cler_table_and_plot(gb_reference, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    # a tiny "real" test set: two noisy images per generated class, plus a class that was not generated
+    rng = np.random.default_rng(0)
+    for cls in ("airplane", "cat", "ship", "dog"):
+        (tmp_path / "test" / cls).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 255, (48, 48, 3), dtype=np.uint8)).save(tmp_path / "test" / cls / f"{i}.png")
+    out = tmp_path / "report"
+    r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
+                "--features", "tiny:vit", "--out", out, check=0)
+    assert "CLER" in r.stdout
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["clip"] == "tiny:clip" and rep["features"] == "tiny:vit"
+    assert [row["strategy"] for row in rep["rows"]] == ["ST", "DT", "CE", "RD", "NP", "RA"]
+    for row in rep["rows"]:
+        assert row["test_images"] == 6 and row["generated"] == 9
+        assert 0 <= row["cler"] <= 1 and 0 <= row["cler_ensemble"] <= 1
+        assert row["cler_minus_zero_shot"] == pytest.approx(row["cler"] - row["zero_shot"])
+        assert row["linear_probe"] is not None and row["fd"] is not None and row["clip_score"] >= 0
+        assert row["seconds_per_image"] > 0 and row["cost_per_image"] == pytest.approx(
+            row["seconds_per_image"] * 0.10 / 3600)
+    md = (out / "report.md").read_text()
+    table_row = next(line for line in md.splitlines() if line.startswith("| cifar-10 |"))
+    best = max(row["cler"] for row in rep["rows"])
+    assert f"**{100 * best:.1f}**" in table_row
+    assert (out / "cler.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the CLER of one strategy, recomputed directly from the CLIP embeddings
+    from gensets.builders.common import decode_image
+    from gensets.evaluation import metrics as M
+    from gensets.evaluation.genbench_report import load_test_set, read_workspace
+    from gensets.models import load_classifier
+
+    _, cfg, by_config = read_workspace(gb_reference)
+    clf = load_classifier("tiny:clip", labels=["airplane", "cat", "ship"], templates=list(cfg.templates))
+    images, labels, _ = load_test_set(str(tmp_path / "test"), list(cfg.class_names))
+    keep = [i for i, y in enumerate(labels) if y in (0, 3, 8)]
+    local = {0: 0, 3: 1, 8: 2}
+    test = clf.embed(clf.preprocess([images[i] for i in keep])).numpy()
+    gen = clf.embed(clf.preprocess([decode_image(s.image) for s in by_config["cifar-10-st"]])).numpy()
+    want = M.cler(gen, [local[s.cls] for s in by_config["cifar-10-st"]], test, [local[labels[i]] for i in keep])
+    assert rep["rows"][0]["cler"] == pytest.approx(want)
+
+
+def test_report_without_a_test_set_fails_in_one_line(gb_reference, tmp_path):
+    r = run_cli("report", "genbench", gb_reference, "--clip", "tiny:clip", "--out", tmp_path / "r")
+    assert r.returncode == 2 and "no real test set for dataset 'cifar-10'" in r.stderr and "Traceback" not in r.stderr

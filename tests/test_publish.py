@@ -1,0 +1,174 @@
+"""Publishing: shards first and the card last, into a local folder that load_dataset reads; the token
+never shows up in any output; offline fails fast in one line."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import run_cli
+from .test_card import make_results_db
+
+TOKEN = "hf_gensetsFAKEtoken0123456789abcdef"  # recognisable: must never be printed
+
+
+def _check_no_token(*outputs):
+    for out in outputs:
+        text = out if isinstance(out, str) else out.stdout + out.stderr
+        assert TOKEN not in text and TOKEN[3:] not in text, text
+
+
+def test_publish_into_a_local_target_then_load_it(reference, tmp_path):
+    import datasets
+
+    from gensets.publish import LocalTarget, publish
+
+    target = LocalTarget(tmp_path / "repo")
+    lines = []
+    url = publish(reference, "file://" + str(tmp_path / "repo"), target=target, tag="v1", out=lines.append)
+    commits = target.commits
+    assert len(commits) == 4  # one per config's shards, then the card
+    assert all(f.endswith(".tar") for c in commits[:-1] for f in c["files"])
+    assert commits[-1]["files"][-1] == "README.md" and "manifest.json" in commits[-1]["files"]
+    assert "figures/samples.png" in commits[-1]["files"]
+    assert target.tags == {"v1": 4} and url.endswith("#commit-4") and url in lines[-2]
+    assert lines[-1] == "tagged v1"
+    manifest = json.loads((reference / "dataset" / "manifest.json").read_text())
+    for config, n in manifest["counts"].items():
+        ds = datasets.load_dataset(str(tmp_path / "repo"), config, split="test")
+        assert len(ds) == n and isinstance(ds.features["cls"], datasets.ClassLabel)
+
+    # a later version with fewer shards: the last commit deletes the old ones, so the card's sizes hold
+    stale = tmp_path / "repo" / "background" / "test-00007.tar"
+    shutil.copy(tmp_path / "repo" / "background" / "test-00000.tar", stale)
+    target = LocalTarget(tmp_path / "repo")
+    publish(reference / "dataset", "file://" + str(tmp_path / "repo"), target=target, out=lines.append)
+    assert target.commits[-1]["deleted"] == ["background/test-00007.tar"] and not stale.exists()
+    assert len(datasets.load_dataset(str(tmp_path / "repo"), "background", split="test")) == 18
+    log = [json.loads(x) for x in (tmp_path / "repo" / ".publish-log.jsonl").read_text().splitlines()]
+    assert [e.get("tag") for e in log if "tag" in e] == ["v1"] and len(log) == 4 + 1 + 4
+
+
+def test_publish_cli_dry_run_local_and_token(reference, tmp_path):
+    env = {"HF_TOKEN": TOKEN}
+    dry = run_cli("publish", reference, "--repo", "org/name", "--tag", "v1", "--revision", "v1-branch",
+                  "--dry-run", env=env, check=0)
+    lines = dry.stdout.strip().splitlines()
+    uploads = [line.strip() for line in lines if line.strip().startswith("upload ")]
+    assert uploads[-1] == "upload README.md"  # the card last
+    assert uploads[:4] == ["upload background/test-00000.tar", "upload background/test-00001.tar",
+                           "upload texture/test-00000.tar", "upload material/test-00000.tar"]
+    assert lines[0] == "token: found" and "branch v1-branch" in dry.stdout and lines[-1] == "tag v1 on the last commit"
+    # offline (the test environment): a real repo fails fast, in one line, before any network call
+    off = run_cli("publish", reference, "--repo", "org/name", env=env, timeout=60)
+    assert off.returncode == 2 and len(off.stderr.strip().splitlines()) == 1 and "offline" in off.stderr
+    # online but nothing answers (a closed loopback port): one line, no traceback
+    down = run_cli("publish", reference, "--repo", "org/name", timeout=120,
+                   env={**env, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert down.returncode == 2 and len(down.stderr.strip().splitlines()) == 1 and "Traceback" not in down.stderr
+    no_token = run_cli("publish", reference, "--repo", "org/name", env={"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""})
+    assert no_token.returncode == 2 and "HF_TOKEN" in no_token.stderr
+    bad = run_cli("publish", reference, "--repo", "not a repo", env=env)
+    assert bad.returncode == 2 and "org/name" in bad.stderr
+    local = run_cli("publish", reference, "--repo", f"file://{tmp_path / 'repo'}", "--tag", "v1", env=env, check=0)
+    assert f"published: file://{tmp_path / 'repo'}" in local.stdout and "tagged v1" in local.stdout
+    db = make_results_db(tmp_path / "r.duckdb")
+    res_dry = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run", env=env, check=0)
+    assert "upload results/leaderboard.parquet" in res_dry.stdout
+    res_off = run_cli("publish-results", "--db", db, "--repo", "org/name", env=env)
+    assert res_off.returncode == 2 and "offline" in res_off.stderr
+    _check_no_token(dry, off, down, no_token, bad, local, res_dry, res_off)
+
+
+def test_hub_errors_are_scrubbed_of_the_token(reference, monkeypatch):
+    from gensets.errors import GensetsError
+    from gensets.publish import publish
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+
+    class Leaky:
+        url = "https://example.invalid"
+
+        def create_repo(self, **kw):
+            raise RuntimeError(f"401 Unauthorized for token {TOKEN} (Authorization: Bearer {TOKEN})")
+
+    with pytest.raises(GensetsError) as e:
+        publish(reference, "org/name", target=Leaky(), out=lambda line: None)
+    _check_no_token(str(e.value))
+    assert "creating the repo org/name failed: 401 Unauthorized" in str(e.value)
+
+
+def test_hub_target_calls_huggingface_hub_in_order(reference):
+    """HubTarget drives HfApi: repo + branch, one upload_folder per commit (the card last), then the tag."""
+    from gensets.publish import HubTarget, publish
+
+    calls = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, **kw):
+            calls.append(("create_repo", repo_id, kw))
+
+        def create_branch(self, repo_id, **kw):
+            calls.append(("create_branch", repo_id, kw))
+
+        def list_repo_files(self, repo_id, **kw):
+            return ["README.md", "background/test-00009.tar"]
+
+        def upload_folder(self, **kw):
+            calls.append(("upload_folder", kw["allow_patterns"], kw))
+
+            class Info:
+                commit_url = f"https://huggingface.co/datasets/{kw['repo_id']}/commit/{len(calls)}"
+            return Info()
+
+        def create_tag(self, repo_id, **kw):
+            calls.append(("create_tag", repo_id, kw))
+
+    target = HubTarget.__new__(HubTarget)
+    target.repo_id, target.api, target.url = "org/name", FakeApi(), "https://huggingface.co/datasets/org/name"
+    url = publish(reference, "org/name", target=target, private=True, revision="dev", tag="v1",
+                  out=lambda line: None)
+    assert calls[0] == ("create_repo", "org/name", {"repo_type": "dataset", "private": True, "exist_ok": True})
+    assert calls[1][0] == "create_branch" and calls[1][2]["branch"] == "dev"
+    uploads = [c for c in calls if c[0] == "upload_folder"]
+    assert [u[1][-1] for u in uploads][-1] == "README.md"
+    assert all(u[2]["repo_type"] == "dataset" and u[2]["revision"] == "dev" for u in uploads)
+    assert uploads[-1][2]["delete_patterns"] == ["background/test-00009.tar"]
+    assert all(u[2]["delete_patterns"] is None for u in uploads[:-1])
+    assert calls[-1] == ("create_tag", "org/name", {"tag": "v1", "revision": "dev", "repo_type": "dataset"})
+    assert url.endswith(f"/commit/{len(calls) - 1}")
+
+
+def test_publish_results_as_parquet(tmp_path):
+    import pyarrow.parquet as pq
+
+    from gensets.evaluation import store
+    from gensets.publish import LocalTarget, publish_results
+
+    db = make_results_db(tmp_path / "r.duckdb")
+    target = LocalTarget(tmp_path / "repo")
+    publish_results(db, "file://" + str(tmp_path / "repo"), target=target, out=lambda line: None)
+    table = pq.read_table(tmp_path / "repo" / "results" / "leaderboard.parquet")
+    con = store.connect(db, read_only=True)
+    cols, rows = store.leaderboard(con)
+    con.close()
+    assert table.column_names == cols and table.num_rows == len(rows) == 6
+    assert table.to_pylist()[0] == dict(zip(cols, rows[0], strict=True))
+    assert target.commits[0]["files"] == ["results/leaderboard.parquet"]
+    r = run_cli("publish-results", "--db", tmp_path / "none.duckdb", "--repo", "org/name", "--dry-run")
+    assert r.returncode == 2 and "none.duckdb" in r.stderr
+
+
+def test_no_token_in_a_verbose_hub_log(reference, tmp_path):
+    """huggingface_hub's own debug logging stays free of the token too (it is sent as a header only)."""
+    p = subprocess.run(
+        [sys.executable, "-c", "import sys; from gensets.cli import main; sys.exit(main(sys.argv[1:]))",
+         "publish", str(reference), "--repo", "org/name"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0",
+             "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_VERBOSITY": "debug"})
+    assert p.returncode == 2
+    _check_no_token(p.stdout + p.stderr)

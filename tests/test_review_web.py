@@ -1,0 +1,440 @@
+"""Review in the browser (headless Chromium), concurrent reviewers, double review, CSV / Label Studio."""
+
+import base64
+import csv
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, run_cli
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _workspace(reference, tmp_path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(reference, ws)
+    return ws
+
+
+class Server:
+    """``gensets review serve`` in a subprocess on a free loopback port, stopped with Ctrl-C."""
+
+    def __init__(self, ws: Path, *args: str):
+        self.ws = ws
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0", *args],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()  # the server prints its address once it listens
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError(f"no address in {line!r}; stderr: {self.proc.stderr.read()}")
+        self.url = m.group(0)
+
+    def get(self, path: str):
+        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=10) as r:
+            return json.loads(r.read())
+
+    def post(self, payload: dict, content_type: str = "application/json") -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + "api/decide", data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": content_type}, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            body = e.read()
+            return e.code, (json.loads(body) if body.startswith(b"{") else {})
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def server_factory():
+    servers = []
+
+    def start(ws, *args):
+        s = Server(ws, *args)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def _db(ws: Path):
+    import duckdb
+
+    return duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+
+
+def _keys(s: Server, **filters) -> list[str]:
+    q = "&".join(f"{k}={v}" for k, v in {"status": "all", **filters}.items())
+    return [it["key"] for it in s.get(f"/api/items?{q}")["items"]]
+
+
+# ------------------------------------------------------------------------------ the page, in Chromium
+def _browser(p):
+    return p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed "
+                    "(apt-get install -y chromium chromium-driver; .ci/run does it)")
+def test_review_in_headless_chromium(reference, tmp_path, server_factory):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws, "--reviewer", "ana")
+    latencies = []
+    with sync_api.sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(s.url + "?config=texture")
+        cards = page.locator(".card")
+        assert cards.count() == 12
+        keys = [cards.nth(i).get_attribute("data-key") for i in range(3)]
+        assert page.locator("#n-pending").inner_text() == "42"
+        # the detail panel shows the selected image's class, prompt and every surrogate's top-5
+        assert page.locator("#d-key").inner_text() == keys[0]
+        assert page.locator("#d-prompt").inner_text().startswith("a photo of a ")
+        assert page.locator("#d-surrogates .sur").count() == 3
+        assert page.locator("#d-surrogates li").count() == 15
+
+        def press(key, card, status):
+            t0 = time.perf_counter()
+            page.keyboard.press(key)
+            page.wait_for_selector(f'.card[data-key="{card}"].status-{status}', timeout=10_000)
+            latencies.append(1000 * (time.perf_counter() - t0))
+
+        cards.nth(0).click()
+        press("a", keys[0], "accepted")  # accept; the selection moves on to the next image
+        assert page.locator("#d-key").inner_text() == keys[1]
+        press("r", keys[1], "rejected")
+        page.keyboard.press("l")  # relabel: the class picker opens
+        page.locator("#relabel-input").fill("teapot")
+        t0 = time.perf_counter()
+        page.keyboard.press("Enter")
+        page.wait_for_selector(f'.card[data-key="{keys[2]}"].status-relabeled', timeout=10_000)
+        latencies.append(1000 * (time.perf_counter() - t0))
+        assert "teapot" in cards.nth(2).inner_text()
+        page.keyboard.press("k")  # back up three images, then flag the first as "several objects"
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")
+        assert page.locator("#d-key").inner_text() == keys[0]
+        page.keyboard.press("s")
+        page.wait_for_selector(f'.card[data-key="{keys[0]}"].flagged.status-accepted', timeout=10_000)
+        counts = {k: page.locator(f"#n-{k}").inner_text() for k in ("pending", "accepted", "rejected", "relabeled", "flagged")}
+        assert counts == {"pending": "39", "accepted": "1", "rejected": "1", "relabeled": "1", "flagged": "1"}
+        # a wrong class is refused on the page, and nothing is saved
+        page.locator(".card").nth(5).click()
+        page.keyboard.press("l")
+        page.locator("#relabel-input").fill("unicorn")
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.getElementById('relabel-error').textContent.includes('unicorn')")
+        page.keyboard.press("Escape")
+        # after a reload the decisions are still there (they live in state.duckdb, not in the page)
+        page.goto(s.url + "?config=texture&status=all")
+        assert "status-accepted" in page.locator(f'.card[data-key="{keys[0]}"]').get_attribute("class")
+        page.screenshot(path=str(tmp_path / "review.png"))
+        assert errors == []
+        browser.close()
+    s.stop()
+    print(f"decision latency in the page (key press -> card updated), ms: {[round(x) for x in latencies]}")
+
+    con = _db(ws)
+    got = dict(con.execute("SELECT key, (status, label, reviewer, note) FROM reviews WHERE status <> 'pending'").fetchall())
+    log = con.execute("SELECT key, status, label, reviewer, note FROM review_log ORDER BY rowid").fetchall()
+    con.close()
+    assert set(got) == set(keys)
+    assert got[keys[0]][0] == "accepted" and got[keys[0]][2:] == ("ana", "several objects")
+    assert got[keys[1]][0] == "rejected" and got[keys[2]][:3] == ("relabeled", "teapot", "ana")
+    assert [(r[0], r[1]) for r in log] == [(keys[0], "accepted"), (keys[1], "rejected"), (keys[2], "relabeled"),
+                                           (keys[0], "accepted")]
+
+    run_cli("finalize", ws, check=0)
+    import datasets
+
+    ds = datasets.load_dataset(str(ws / "dataset"), "texture", split="test")
+    rows = {r["__key__"]: r for r in ds}
+    assert set(rows) == {keys[0], keys[2]}
+    assert ds.features["cls"].int2str(rows[keys[2]]["cls"]) == "teapot"
+    assert rows[keys[2]]["json"]["review"]["status"] == "relabeled"
+    assert rows[keys[0]]["json"]["review"]["reviewer"] == "ana"
+    assert datasets.get_dataset_config_names(str(ws / "dataset")) == ["texture"]
+
+
+# ------------------------------------------------------------------------------ HTTP: two reviewers at once
+def test_two_reviewers_concurrently_lose_nothing(reference, tmp_path, server_factory):
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws)
+    keys = _keys(s)
+    assert len(keys) == 42
+    actions = [("accept", {}), ("reject", {}), ("relabel", {"label": "teapot"}), ("flag", {"flagged": True})]
+    results = {"ana": [], "ben": []}
+    failures = []
+    deadline = time.monotonic() + 120
+
+    def reviewer(name: str, my_keys: list[str]):
+        for i in range(50):  # bounded: 50 decisions each, on loopback, each with a timeout
+            if time.monotonic() > deadline:
+                failures.append(f"{name}: out of time")
+                return
+            action, extra = actions[(i + (name == "ben")) % len(actions)]
+            t0 = time.perf_counter()
+            code, out = s.post({"key": my_keys[i % len(my_keys)], "action": action, "reviewer": name, **extra})
+            if code != 200:
+                failures.append(f"{name}: {code} {out}")
+                continue
+            results[name].append((out["key"], name, out["status"], out["label"] if out["status"] == "relabeled" else None,
+                                  1000 * (time.perf_counter() - t0)))
+
+    # ana: keys 0..24, ben: keys 17..41; 17..24 are decided by both
+    threads = [threading.Thread(target=reviewer, args=("ana", keys[:25])),
+               threading.Thread(target=reviewer, args=("ben", keys[17:]))]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=150)
+    seconds = time.perf_counter() - t0
+    assert not any(t.is_alive() for t in threads)
+    assert failures == []
+    posted = results["ana"] + results["ben"]
+    assert len(posted) == 100
+    ms = sorted(r[4] for r in posted)
+    print(f"100 concurrent decisions in {seconds:.2f} s; latency median {ms[50]:.0f} ms, max {ms[-1]:.0f} ms")
+    s.stop()
+    con = _db(ws)
+    log = con.execute("SELECT key, reviewer, status, CASE WHEN status = 'relabeled' THEN label END "
+                      "FROM review_log").fetchall()
+    con.close()
+    assert Counter(log) == Counter(r[:4] for r in posted)  # every decision, none lost or doubled
+
+
+def test_page_guards_and_errors(reference, tmp_path, server_factory):
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws, "--reviewer", "ana")
+    key = _keys(s)[0]
+    assert s.post({"key": key, "action": "accept"}, content_type="text/plain")[0] == 415  # no cross-site forms
+    req = urllib.request.Request(s.url, headers={"Host": "evil.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 403  # DNS rebinding
+    for payload, needle in (({"key": "nope", "action": "accept"}, "nope"),
+                            ({"key": key, "action": "relabel", "label": "unicorn"}, "unicorn"),
+                            ({"key": key, "action": "dance"}, "dance"),
+                            ({"key": key, "action": "accept", "reviewer": "x" * 65}, "reviewer")):
+        code, out = s.post(payload)
+        assert code == 400 and needle in out["error"], out
+    with urllib.request.urlopen(s.url + f"image/{key}", timeout=10) as r:
+        data = r.read()
+        assert r.headers["Content-Type"] == "image/jpeg" and data[:2] == b"\xff\xd8"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(s.url + "image/nope", timeout=10)
+    assert e.value.code == 404
+    for path in ("static/review.js", "static/review.css"):
+        with urllib.request.urlopen(s.url + path, timeout=10) as r:
+            assert r.status == 200
+    page = urllib.request.urlopen(s.url, timeout=10).read().decode()
+    assert "http://" not in page.replace(s.url, "") and "https://" not in page  # nothing from a CDN
+    # the server is the database's writer while it runs: the CLI says so in one line
+    r = run_cli("review", "accept", ws, key)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    bad = run_cli("review", "serve", ws, "--port", "0")
+    assert bad.returncode == 2 and "serve" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_double_review_agreement(reference, tmp_path, server_factory):
+    from sklearn.metrics import cohen_kappa_score
+
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws, "--double", "--reviewer", "ana")
+    keys = _keys(s)[:10]
+    ana = ["accept"] * 6 + ["reject"] * 4
+    ben = ["accept"] * 4 + ["reject"] * 2 + ["accept"] + ["reject"] * 3
+    code, out = s.post({"key": keys[0], "action": "flag", "flagged": True, "reviewer": "ben"})
+    assert code == 400 and "first" in out["error"]  # double review: decide, then flag
+    for key, a in zip(keys, ana, strict=True):
+        assert s.post({"key": key, "action": a, "reviewer": "ana"})[0] == 200
+    # blind: ben does not see ana's decisions; the images still wait for him
+    mine = {it["key"]: it for it in s.get("/api/items?status=all&reviewer=ben")["items"]}
+    assert all(mine[k]["status"] == "pending" and mine[k]["todo"] for k in keys)
+    assert not any(it["todo"] for it in s.get("/api/items?status=all&reviewer=ana")["items"] if it["key"] in keys)
+    for key, b in zip(keys, ben, strict=True):
+        assert s.post({"key": key, "action": b, "reviewer": "ben"})[0] == 200
+    assert s.post({"key": keys[0], "action": "flag", "flagged": True, "reviewer": "ben"})[0] == 200
+    assert s.get("/api/counts?reviewer=ana")["double_reviewed"] == 10
+    expected = cohen_kappa_score([a[:3] for a in ana], [b[:3] for b in ben])
+    a = s.get("/api/agreement")
+    assert a["items"] == 10 and a["kappa"] == pytest.approx(expected, abs=1e-4) == pytest.approx(0.4)
+    assert a["observed_agreement"] == 0.7 and len(a["disagreements"]) == 3
+    assert a["pairs"] == [{"reviewers": ["ana", "ben"], "items": 10, "kappa": a["kappa"]}]
+    s.stop()
+    r = run_cli("review", "agreement", ws, "--json", check=0)
+    assert json.loads(r.stdout) == a
+    r = run_cli("review", "agreement", ws, check=0)
+    assert "kappa 0.4" in r.stdout and "10 image(s) decided by two reviewers" in r.stdout
+
+
+# ------------------------------------------------------------------------------ CSV and Label Studio
+def _count_log(ws) -> int:
+    con = _db(ws)
+    n = con.execute("SELECT count(*) FROM review_log").fetchone()[0]
+    con.close()
+    return n
+
+
+def test_csv_round_trip_and_bad_rows(reference, tmp_path):
+    ws = _workspace(reference, tmp_path)
+    f = tmp_path / "reviews.csv"
+    run_cli("review", "export", ws, "--format", "csv", "--file", f, check=0)
+    rows = list(csv.DictReader(f.open()))
+    assert len(rows) == 42 and list(rows[0]) == ["key", "status", "label", "reviewer", "note"]
+    rows[0].update(status="accepted", reviewer="ana")
+    rows[1].update(status="relabeled", label="teapot", reviewer="ana", note="several objects")
+    rows[2].update(status="reject")  # the short form, and no reviewer: --reviewer fills it in
+    with f.open("w", newline="") as out:
+        w = csv.DictWriter(out, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    r = run_cli("review", "import", ws, "--format", "csv", "--file", f, "--reviewer", "cleo", check=0)
+    assert "3 decision(s) recorded, 39 unchanged" in r.stdout
+    r = run_cli("review", "import", ws, "--format", "csv", "--file", f, "--reviewer", "cleo", check=0)
+    assert "0 decision(s) recorded" in r.stdout  # importing again changes nothing
+    again = tmp_path / "again.csv"
+    run_cli("review", "export", ws, "--format", "csv", "--file", again, "--status", "relabeled", check=0)
+    assert list(csv.DictReader(again.open())) == [
+        {"key": rows[1]["key"], "status": "relabeled", "label": "teapot", "reviewer": "ana", "note": "several objects"}]
+    assert _count_log(ws) == 3
+
+    lines = f.read_text().splitlines()
+    for i, bad, needle in ((6, lines[5].replace(",pending,", ",relabeled,", 1), "relabeled needs"),
+                           (8, lines[7].replace(",pending,", ",maybe,", 1), "maybe"),
+                           (10, "no_such_key,accepted,,,", "no_such_key"),
+                           (12, lines[11].replace(",pending,,", ",relabeled,unicorn,", 1), "unicorn"),
+                           (7, lines[6] + ",extra", "fields")):
+        broken = tmp_path / f"bad{i}.csv"
+        good = [line.replace(",pending,", ",accepted,", 1) for line in lines]  # every other row is fine
+        good[i - 1] = bad
+        broken.write_text("\n".join(good) + "\n")
+        r = run_cli("review", "import", ws, "--format", "csv", "--file", broken)
+        assert r.returncode == 2, r.stderr
+        msg = r.stderr.strip()
+        assert len(msg.splitlines()) == 1 and f"{broken}:{i}:" in msg and needle in msg, msg
+        assert _count_log(ws) == 3  # nothing written
+    hdr = tmp_path / "hdr.csv"
+    hdr.write_text("key,verdict\nx,accepted\n")
+    r = run_cli("review", "import", ws, "--format", "csv", "--file", hdr)
+    assert r.returncode == 2 and f"{hdr}:1:" in r.stderr and "verdict" in r.stderr
+
+
+def test_label_studio_export_and_import(reference, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    ws = _workspace(reference, tmp_path)
+    f = tmp_path / "tasks.json"
+    run_cli("review", "export", ws, "--format", "label-studio", "--file", f, "--status", "pending", check=0)
+    tasks = json.loads(f.read_text())
+    assert len(tasks) == 42
+    t = tasks[0]
+    head, data = t["data"]["image"].split(",", 1)
+    assert head == "data:image/jpeg;base64"
+    from gensets.shards import iter_shard
+
+    con = _db(ws)
+    shard = con.execute("SELECT shard FROM samples WHERE key = ?", [t["data"]["key"]]).fetchone()[0]
+    con.close()
+    original = next(d["jpg"] for d in iter_shard(ws / "candidates" / shard) if d["__key__"] == t["data"]["key"])
+    assert base64.b64decode(data) == original
+    assert sorted(p["model_version"] for p in t["predictions"]) == ["tiny:clip", "tiny:resnet", "tiny:vit"]
+    assert all(p["result"][0]["from_name"] == "surrogate_top1" for p in t["predictions"])
+    config = ET.parse(f"{f}.label_config.xml").getroot()
+    names = {c.get("name") for c in config.iter("Choices")}
+    assert names == {"verdict", "class", "flags"}
+    assert len([c for c in config.iter("Choice")]) == 3 + 113 + 1
+
+    def ann(user, verdict, cls=None, flags=(), cancelled=False):
+        result = [{"from_name": "verdict", "to_name": "image", "type": "choices", "value": {"choices": [verdict]}}]
+        if cls:
+            result.append({"from_name": "class", "to_name": "image", "type": "choices", "value": {"choices": [cls]}})
+        if flags:
+            result.append({"from_name": "flags", "to_name": "image", "type": "choices", "value": {"choices": list(flags)}})
+        return {"id": 1, "completed_by": user, "result": result, "was_cancelled": cancelled}
+
+    exported = [{**tk, "id": i, "annotations": []} for i, tk in enumerate(tasks[:5])]
+    exported[0]["annotations"] = [ann({"id": 1, "email": "ana@example.org"}, "accept"), ann(2, "accept")]
+    exported[1]["annotations"] = [ann({"id": 1, "email": "ana@example.org"}, "relabel", "teapot", ["several objects"])]
+    exported[2]["annotations"] = [ann(2, "reject"), ann(3, "accept", cancelled=True)]
+    src = tmp_path / "export.json"
+    src.write_text(json.dumps(exported, indent=2))
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src, check=0)
+    assert "4 decision(s) recorded" in r.stdout
+    con = _db(ws)
+    log = con.execute("SELECT key, status, label, reviewer, note FROM review_log ORDER BY rowid").fetchall()
+    con.close()
+    k = [tk["data"]["key"] for tk in exported]
+    assert log == [(k[0], "accepted", tasks[0]["data"]["class"], "ana@example.org", None),
+                   (k[0], "accepted", tasks[0]["data"]["class"], "label-studio:2", None),
+                   (k[1], "relabeled", "teapot", "ana@example.org", "several objects"),
+                   (k[2], "rejected", tasks[2]["data"]["class"], "label-studio:2", None)]
+    # a bad annotation anywhere: its task's line is named and nothing is written
+    exported[3]["annotations"] = [ann(4, "accept")]
+    exported[4]["annotations"] = [ann(4, "relabel", "unicorn")]
+    src.write_text(json.dumps(exported, indent=2))
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)
+    starts = [i + 1 for i, text in enumerate(src.read_text().splitlines()) if text == "  {"]  # task lines
+    assert r.returncode == 2 and f"{src}:{starts[4]}:" in r.stderr and "unicorn" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and _count_log(ws) == 4
+    src.write_text('[{"data": {"key": 1}}')
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)
+    assert r.returncode == 2 and f"{src}:1:" in r.stderr and "JSON" in r.stderr
+
+
+def test_pages_and_filters_in_process(reference, tmp_path, monkeypatch):
+    """The app without a server (Flask's test client): pagination, filters, the page's content."""
+    from gensets.curation import review_server
+
+    ws = _workspace(reference, tmp_path)
+    monkeypatch.setattr(review_server, "PAGE_SIZE", 10)
+    rs = review_server.ReviewState(ws, reviewer="ana")
+    try:
+        client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
+        p = client.get("/api/items?status=all&page=5").get_json()
+        assert (p["matching"], p["page"], p["pages"], len(p["items"])) == (42, 5, 5, 2)
+        assert client.get("/api/items?status=all&page=99").get_json()["page"] == 5
+        p = client.get("/api/items?class=mug&config=texture").get_json()
+        assert p["matching"] == 4 and {it["label"] for it in p["items"]} == {"mug"}
+        assert [c for c, _ in p["classes"]] == ["backpack", "chair", "mug"]
+        html = client.get("/?status=all&page=2").get_data(as_text=True)
+        assert html.count('class="card ') == 10 and "page 2 of 5" in html and "next ›" in html
+        assert 'option value="teapot"' in html  # the relabel picker offers every class of the dataset
+        r = client.post("/api/decide", json={"key": p["items"][0]["key"], "action": "accept"})
+        assert r.status_code == 200 and r.get_json()["counts"]["accepted"] == 1
+        assert client.get("/api/items?status=accepted").get_json()["matching"] == 1
+        assert client.get("/api/items").get_json()["matching"] == 41  # still to review
+    finally:
+        rs.close()
