@@ -34,6 +34,17 @@ class GeneratorConfig:
         if self.batch_size < 1:
             raise ValueError("batch_size: must be at least 1")
 
+    def load(self):
+        """The generator this config names (``gensets.models.Generator``)."""
+        from ..models import load_generator
+
+        return load_generator(self.model, scheduler=self.scheduler, torch_dtype=self.dtype)
+
+    def provenance(self, gen, pipeline: str | None = None) -> dict:
+        """The ``generator`` struct of a sample's provenance: spec, resolved id and revision, classes."""
+        return {"spec": self.model, "id": gen.model_id, "revision": gen.revision,
+                "pipeline": pipeline or gen.pipeline, "scheduler": gen.scheduler}
+
 
 @dataclass(frozen=True)
 class ImageConfig:

@@ -247,10 +247,7 @@ class Context:
     @property
     def generator(self):
         if self._generator is None:
-            from ..models import load_generator
-
-            g = self.cfg.generator
-            self._generator = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+            self._generator = self.cfg.generator.load()
         return self._generator
 
     @property
@@ -319,8 +316,7 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         images += [encode_image(im, cfg.image.format, cfg.image.quality) for im in pil]
     verdicts = ctx.filter.score([decode_image(b) for b in images], [[p["imagenet_id"]]] * len(rows))
     gen = ctx.generator
-    generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision, "pipeline": gen.pipeline,
-                 "scheduler": gen.scheduler}
+    generator = g.provenance(gen)
     config = "baseline" if p["stage"] == "baseline" else "modes"
     mode = None if config == "baseline" else mode_meta(id=p["mode"], cluster=p["cluster"], caption=p["caption"],
                                                         medoid=p["medoid"], confusion=p["confusion"])

@@ -538,10 +538,7 @@ class Context:
     @property
     def generator(self):
         if self._generator is None:
-            from ..models import load_generator
-
-            g = self.cfg.generator
-            self._generator = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+            self._generator = self.cfg.generator.load()
         return self._generator
 
     @property
@@ -590,9 +587,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         images += [encode_image(im, cfg.image.format, cfg.image.quality) for im in pil]
     record_timing(build_id, unit.id, len(rows), seconds, expansion_seconds)
     gen = ctx.generator
-    generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision,
-                 "pipeline": gen.img2img_pipe().__class__.__name__ if ra else gen.pipeline,
-                 "scheduler": gen.scheduler}
+    generator = g.provenance(gen, gen.img2img_pipe().__class__.__name__ if ra else None)
     samples = []
     for r, data in zip(rows, images, strict=True):
         prompting = dict(r["prompting"])

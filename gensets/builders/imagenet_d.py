@@ -212,10 +212,7 @@ class Context:
     @property
     def generator(self):
         if self._generator is None:
-            from ..models import load_generator
-
-            g = self.cfg.generator
-            self._generator = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+            self._generator = self.cfg.generator.load()
         return self._generator
 
     @property
@@ -248,8 +245,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     # the surrogates see exactly the stored bytes, each image decoded once
     verdicts = ctx.filter.score([decode_image(b) for b in images], [info["imagenet_ids"]] * len(rows))
     gen = ctx.generator
-    generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision,
-                 "pipeline": gen.pipeline, "scheduler": gen.scheduler}
+    generator = g.provenance(gen)
     samples = []
     for r, data, v in zip(rows, images, verdicts, strict=True):
         meta = provenance(

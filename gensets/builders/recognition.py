@@ -18,6 +18,14 @@ from ..config import to_dict
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
 
+BORJI_2022 = """
+@article{borji2022generated,
+  title   = {How good are deep models in understanding the generated images?},
+  author  = {Borji, Ali},
+  journal = {arXiv preprint arXiv:2208.10760},
+  year    = {2022}
+}"""
+
 
 def default_categories() -> list[str]:
     from ..labels.wordset import BORJI_CATEGORIES
@@ -129,9 +137,7 @@ class Context:
 
     def generator(self, g: GeneratorConfig):
         if g.model not in self.generators:
-            from ..models import load_generator
-
-            self.generators[g.model] = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+            self.generators[g.model] = g.load()
         return self.generators[g.model]
 
     def load(self) -> None:
@@ -169,8 +175,7 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         images += gen.generate([r["prompt"] for r in batch], [r["seed"] for r in batch],
                                negative_prompts=[g.negative_prompt] * len(batch) if g.negative_prompt else None,
                                steps=g.steps, guidance=g.guidance, width=g.width, height=g.height)
-    generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision, "pipeline": gen.pipeline,
-                 "scheduler": gen.scheduler}
+    generator = g.provenance(gen)
     out = []
     for r, im in zip(rows, images, strict=True):
         key = f"{p['config']}_{slug(r['category'])}_{r['i']:04d}"
@@ -214,13 +219,7 @@ class RecognitionBuilder:
                    "on generated images, after Borji, 'How good are deep models in understanding the "
                    "generated images?' (2022). Each category counts the ImageNet classes whose names contain "
                    "its word (with synonyms) as correct.")
-    citation = """
-@article{borji2022generated,
-  title   = {How good are deep models in understanding the generated images?},
-  author  = {Borji, Ali},
-  journal = {arXiv preprint arXiv:2208.10760},
-  year    = {2022}
-}"""
+    citation = BORJI_2022
     config_class = RecognitionConfig
     split = "test"
     needs_review = False

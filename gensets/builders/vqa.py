@@ -20,6 +20,7 @@ from ..config import to_dict
 from ..errors import ConfigError
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
+from .recognition import BORJI_2022
 
 # swap vocabularies for the "no" questions (COCO-like everyday objects, basic colours and materials)
 OBJECTS = ("person", "dog", "cat", "car", "bicycle", "bus", "horse", "bird", "boat", "chair", "table", "cup",
@@ -160,10 +161,7 @@ class Context:
     @property
     def generator(self):
         if self._gen is None:
-            from ..models import load_generator
-
-            g = self.cfg.generator
-            self._gen = load_generator(g.model, scheduler=g.scheduler, torch_dtype=g.dtype)
+            self._gen = self.cfg.generator.load()
         return self._gen
 
     def load(self) -> None:
@@ -182,8 +180,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         prompt = next(x for x in cfg.prompts if to_dict(x) == p["prompt"])
         g = cfg.generator
         gen = ctx.generator
-        generator = {"spec": g.model, "id": gen.model_id, "revision": gen.revision, "pipeline": gen.pipeline,
-                     "scheduler": gen.scheduler}
+        generator = g.provenance(gen)
         for i in range(prompt.images):
             seed = derive_seed(cfg.seed, "vqa", prompt.text, i)
             im = gen.generate([prompt.text], [seed], negative_prompts=[g.negative_prompt] if g.negative_prompt else None,
@@ -217,13 +214,7 @@ class VQABuilder:
     name = "vqa"
     description = ("Generated images with binary (yes / no) questions about the objects and attributes their "
                    "prompts name, for scoring visual question answering models, after Borji (2022).")
-    citation = """
-@article{borji2022generated,
-  title   = {How good are deep models in understanding the generated images?},
-  author  = {Borji, Ali},
-  journal = {arXiv preprint arXiv:2208.10760},
-  year    = {2022}
-}"""
+    citation = BORJI_2022
     config_class = VQAConfig
     split = "test"
     needs_review = False
