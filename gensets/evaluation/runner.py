@@ -22,8 +22,8 @@ def _batches(records: Iterator[dict], size: int, limit: int | None) -> Iterator[
         yield batch
 
 
-def _prefetch(gen: Iterator[list[dict]], depth: int) -> Iterator[list[dict]]:
-    """Read and decode the next batches in a background thread while the models run."""
+def _prefetch(gen: Iterator, depth: int) -> Iterator:
+    """Read, decode and preprocess the next batches in a background thread while the models run."""
     if depth <= 0:
         yield from gen
         return
@@ -112,8 +112,8 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
 
 def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_size, workers, limit,
                     quiet, load, versions, tqdm) -> list[dict]:
-    batches = _prefetch(_batches(sp.records(), batch_size, limit), workers)
-    first = next(batches, None)
+    batches = _batches(sp.records(), batch_size, limit)
+    first = next(batches, None)  # read before the models are bound: it tells the protocol
     if first is None:
         return []
     bound = []
@@ -145,11 +145,15 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     total = min(sp.n, limit) if sp.n and limit else (sp.n or limit)
     bar = tqdm(total=total, desc=f"{sp.config}/{sp.split}", unit="img", disable=quiet, file=sys.stderr)
-    for batch in itertools.chain([first], batches):
-        images = [r["image"] for r in batch]
-        for spec, model, b in bound:
+    def prepared(stream):  # decode (in records) and each model's own preprocessing, off the main thread
+        for batch in stream:
+            images = [r["image"] for r in batch]
+            yield batch, [model.preprocess(images) for _, model, _ in bound]
+
+    for batch, inputs in itertools.chain(prepared([first]), _prefetch(prepared(batches), workers)):
+        for (spec, model, b), x in zip(bound, inputs, strict=True):
             t = time.perf_counter()
-            scored = b.score(model.logits(model.preprocess(images)), batch)
+            scored = b.score(model.logits(x), batch)
             seconds[spec] += time.perf_counter() - t
             for r, top, sc, tg in zip(batch, scored.top5, scored.scores, scored.targets, strict=True):
                 preds[spec].append({"key": r["key"], "target": r["target"], "target_ids": tg, "top5": top,
