@@ -529,3 +529,83 @@ def test_offline_env_fails_at_once(monkeypatch):
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
         load_generator("diffusers:stabilityai/stable-diffusion-2-1")
     assert time.perf_counter() - t0 < 10  # the acceptance bound for offline failures
+
+
+def test_open_clip_tags_load_pinned_weights_with_the_tags_activation(tmp_path, monkeypatch):
+    """An open_clip pretrained tag trained with QuickGELU (as OpenAI's are) loads with QuickGELU even
+    when its architecture config says GELU (open_clip itself only warns), and `@revision` pins the
+    weights of a tag or an hf-hub: repo to a commit of the local HF cache."""
+    import open_clip
+    import torch
+    from huggingface_hub import constants
+    from open_clip.pretrained import _PRETRAINED, _pcfg
+    from open_clip.transformer import QuickGELU
+
+    cfg = json.loads((tiny_path("clip") / "open_clip_config.json").read_text())
+    assert "quick_gelu" not in cfg["model_cfg"]  # a GELU architecture
+    (tmp_path / "arch").mkdir()
+    (tmp_path / "arch" / "GensetsTinyQG.json").write_text(json.dumps(cfg["model_cfg"]))
+    open_clip.add_model_config(tmp_path / "arch")
+    monkeypatch.setitem(_PRETRAINED, "GensetsTinyQG", {
+        "qg": _pcfg(hf_hub="gensets/tiny-clip-tag/", quick_gelu=True, mean=(0.5, 0.5, 0.5), std=(0.25,) * 3),
+        "plain": _pcfg(hf_hub="gensets/tiny-clip-tag/")})
+    hub_cache = tmp_path / "hf"
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    for repo in ("gensets/tiny-clip-tag", "gensets/tiny-clip-hub"):
+        _fake_hub_repo(hub_cache, repo, tiny_path("clip"), commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache / "hub"))
+
+    def activation(c):
+        return type(c.model.visual.transformer.resblocks[0].mlp.gelu)
+
+    qg = load_classifier("open_clip:GensetsTinyQG/qg", ["cat", "dog"])
+    plain = load_classifier("open_clip:GensetsTinyQG/plain", ["cat", "dog"])
+    assert activation(qg) is QuickGELU and activation(plain) is not QuickGELU
+    assert (qg.revision, qg.model_id) == (commit, "GensetsTinyQG/qg")
+    normalize = next(t for t in qg.transform.transforms if type(t).__name__ == "Normalize")
+    assert tuple(normalize.mean) == (0.5, 0.5, 0.5) and tuple(normalize.std) == (0.25,) * 3  # the tag's
+    # the same weights as the cached file, through a pinned tag and a pinned hf-hub repo
+    pinned = load_classifier(f"open_clip:GensetsTinyQG/qg@{commit}", ["cat", "dog"])
+    hub = load_classifier(f"open_clip:hf-hub:gensets/tiny-clip-hub@{commit}", ["cat", "dog"])
+    assert pinned.revision == hub.revision == commit and hub.model_id == "gensets/tiny-clip-hub"
+    for a, b in ((qg, pinned), (plain, hub)):
+        for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items(), strict=True):
+            assert ka == kb and torch.equal(va, vb)
+    with pytest.raises(ModelError, match="tiny-clip-hub@0000000000000000000000000000000000000000 is not in"):
+        load_classifier("open_clip:hf-hub:gensets/tiny-clip-hub@" + "0" * 40, ["cat", "dog"])
+
+
+def test_repo_code_runs_only_with_trust_remote_code(tmp_path, monkeypatch):
+    """A model folder whose config maps to its own Python code: without trust_remote_code that code is
+    never executed and loading fails in one line; with it, the code runs and the model loads."""
+    d = tmp_path / "custom-vit"
+    shutil.copytree(tiny_path("vit"), d)
+    marker = tmp_path / "executed"
+    monkeypatch.setenv("GENSETS_TEST_MARKER", str(marker))
+    (d / "configuration_gsvit.py").write_text(textwrap.dedent("""
+        import os, pathlib
+        from transformers import ViTConfig
+        pathlib.Path(os.environ["GENSETS_TEST_MARKER"]).write_text("ran")
+
+        class GsViTConfig(ViTConfig):
+            model_type = "gs-vit"
+    """))
+    (d / "modeling_gsvit.py").write_text(textwrap.dedent("""
+        from transformers import ViTForImageClassification
+        from .configuration_gsvit import GsViTConfig
+
+        class GsViTForImageClassification(ViTForImageClassification):
+            config_class = GsViTConfig
+    """))
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(model_type="gs-vit", auto_map={
+        "AutoConfig": "configuration_gsvit.GsViTConfig",
+        "AutoModelForImageClassification": "modeling_gsvit.GsViTForImageClassification"})
+    (d / "config.json").write_text(json.dumps(cfg))
+
+    with pytest.raises(ModelError, match="trust_remote_code") as err:
+        load_classifier(f"hf:{d}")
+    assert "\n" not in str(err.value) and not marker.exists()
+    c = load_classifier(f"hf:{d}", trust_remote_code=True)
+    assert marker.read_text() == "ran" and type(c.model).__name__ == "GsViTForImageClassification"
+    assert tuple(c.predict(_images(1)).shape) == (1, len(c.label_names))

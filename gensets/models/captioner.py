@@ -111,11 +111,10 @@ def load_captioner(spec: str, *, allow_pickle: bool = False, trust_remote_code: 
     else:
         raise ModelError(f"model {spec!r} is not a captioning model (use hf:<repo or path> or tiny:blip-caption)")
     online = hub.ensure_reachable(s, repo)
-    kwargs: dict = {}
+    # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
+    kwargs: dict = {"trust_remote_code": trust_remote_code}
     if repo:
         kwargs.update(revision=s.revision, local_files_only=not online)
-    if trust_remote_code:
-        kwargs["trust_remote_code"] = True
     src = repo or str(path)
     tokenizer = None
     try:

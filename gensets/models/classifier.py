@@ -365,11 +365,10 @@ def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remot
             )
         hub.check_local_weights(spec, path, allow_pickle)
     online = hub.ensure_reachable(spec, repo)
-    kwargs: dict = {}
+    # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
+    kwargs: dict = {"trust_remote_code": trust_remote_code}
     if repo:
         kwargs.update(revision=spec.revision, local_files_only=not online)
-    if trust_remote_code:
-        kwargs["trust_remote_code"] = True
     src = repo or str(path)
     weights = dict(use_safetensors=None if allow_pickle else True)
     try:
@@ -413,57 +412,70 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
 
     names = _zero_shot_labels(spec, labels)
     fns = _template_fns(spec, templates)
-    name, pretrained, repo, online = spec.name, None, None, True
-    if spec.revision:
-        raise ModelError(f"model {spec.raw!r}: open_clip specs take no @revision")
+    name, repo, online, extra = spec.name, None, True, {}
     try:
         if spec.is_tiny or name.startswith("local-dir:"):
             path = tiny_path("clip") if spec.is_tiny else _local_dir(spec, name[len("local-dir:") :])
             model_name, model_id = f"local-dir:{path}", (spec.raw if spec.is_tiny else str(path))
-            ckpt = _find_checkpoint_in_dir(path)
-            if not ckpt:
-                raise ModelError(f"model {spec.raw!r}: no weights in local folder {str(path)!r}")
         elif name.startswith("hf-hub:"):
+            # the repo's snapshot at the pinned revision, loaded as a local folder: open_clip's own
+            # hf-hub: loader takes no revision
+            from huggingface_hub import snapshot_download
+
             repo = name[len("hf-hub:") :]
             hub.check_repo_id(spec, repo)
             online = hub.ensure_reachable(spec, repo)
-            model_name, model_id = name, repo
+            files = ["open_clip_config.json", "open_clip_model.safetensors"]
             with hub.hub_offline(not online):
-                ckpt = download_pretrained_from_hf(repo)
+                path = Path(snapshot_download(repo, revision=spec.revision, allow_patterns=files + (
+                    ["open_clip_pytorch_model.bin"] if allow_pickle else [])))
+            model_name, model_id = f"local-dir:{path}", repo
         else:
-            arch, _, pretrained = name.partition("/")
+            arch, _, tag = name.partition("/")
             if arch not in open_clip.list_models():
                 raise ModelError(f"model {spec.raw!r}: unknown open_clip architecture {arch!r}")
             model_name, model_id = arch, name
-            if os.path.isfile(pretrained):
-                ckpt = pretrained
-            else:
-                cfg = get_pretrained_cfg(arch, pretrained)
-                if not cfg:
-                    raise ModelError(
-                        f"model {spec.raw!r}: unknown open_clip pretrained tag {pretrained!r} for {arch!r}"
-                    )
-                if cfg.get("hf_hub"):
-                    repo = "/".join(cfg["hf_hub"].split("/")[:2])
-                    online = hub.ensure_reachable(spec, repo)
-                elif not allow_pickle:
-                    raise _refuse_pickle(spec, f"the weights are a pickle file at {cfg.get('url')!r}")
+            cfg = {} if os.path.isfile(tag) else get_pretrained_cfg(arch, tag)
+            if os.path.isfile(tag):
+                ckpt = tag
+            elif not cfg:
+                raise ModelError(f"model {spec.raw!r}: unknown open_clip pretrained tag {tag!r} for {arch!r}")
+            elif cfg.get("hf_hub"):
+                repo, filename = os.path.split(cfg["hf_hub"])  # "org/repo/" or "org/repo/file", as open_clip
+                online = hub.ensure_reachable(spec, repo)
                 with hub.hub_offline(not online):
-                    ckpt = download_pretrained(cfg)
+                    ckpt = download_pretrained_from_hf(repo, filename=filename or None, revision=spec.revision)
+            elif spec.revision:
+                raise ModelError(f"model {spec.raw!r}: a revision applies to Hub weights, and the tag "
+                                 f"{tag!r} downloads from {cfg.get('url')!r}")
+            elif not allow_pickle:
+                raise _refuse_pickle(spec, f"the weights are a pickle file at {cfg.get('url')!r}")
+            else:
+                ckpt = download_pretrained(cfg)
+            # the weights go in as a file (so the pinned revision is the one loaded); the tag's own
+            # preprocessing and activation go in explicitly. open_clip only warns when a QuickGELU-trained
+            # tag (OpenAI's) meets a GELU architecture config: force QuickGELU instead of scoring wrongly.
+            quick = bool(cfg.get("quick_gelu")) and not open_clip.get_model_config(arch).get("quick_gelu")
+            extra = dict(pretrained=str(ckpt), force_quick_gelu=quick, image_mean=cfg.get("mean"),
+                         image_std=cfg.get("std"), image_interpolation=cfg.get("interpolation"),
+                         image_resize_mode=cfg.get("resize_mode"))
+        if model_name.startswith("local-dir:"):
+            ckpt = _find_checkpoint_in_dir(Path(model_name[len("local-dir:") :]))
+            if not ckpt:
+                raise ModelError(f"model {spec.raw!r}: no weights in {model_name[len('local-dir:'):]!r}"
+                                 + ("" if allow_pickle else " (safetensors; pickle needs allow_pickle)"))
         if not str(ckpt).endswith(".safetensors") and not allow_pickle:
             raise _refuse_pickle(
                 spec, f"the checkpoint {os.path.basename(str(ckpt))!r} is pickle, not safetensors"
             )
         with hub.hub_offline(not online):
-            model, _, transform = open_clip.create_model_and_transforms(
-                model_name, pretrained=pretrained, device=device
-            )
+            model, _, transform = open_clip.create_model_and_transforms(model_name, device=device, **extra)
             tokenizer = open_clip.get_tokenizer(model_name)
     except ModelError:
         raise
     except Exception as e:
         raise _load_error(spec, e) from None
-    revision = hub.cached_commit(repo) if repo else None
+    revision = (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
     return OpenClipClassifier(
         spec=spec.raw,
         model_id=model_id,

@@ -195,7 +195,13 @@ def check_local_weights(spec: ModelSpec, path: Path, allow_pickle: bool) -> None
 
 
 def one_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception message, for wrapping library errors in ModelError."""
+    """The first non-empty line of an exception message, for wrapping library errors in ModelError.
+
+    A refusal to run a repo's own code says, in that line, how to allow it (the libraries say it further
+    down, or only in an interactive prompt)."""
     text = str(exc).strip()
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    out = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    if "trust_remote_code" in text or "contains custom code" in text:
+        out += " (it runs the repo's own Python code: read it, then pass --trust-remote-code / trust_remote_code=True)"
+    return out

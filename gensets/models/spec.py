@@ -1,7 +1,7 @@
 """Model spec strings: `<kind>:<name>[@revision]`, parsed without touching the network or the disk.
 
     timm:<registry name | hf-hub:org/repo | local-dir:PATH>[@revision]
-    open_clip:<arch>/<pretrained> | open_clip:hf-hub:org/repo | open_clip:local-dir:PATH
+    open_clip:<arch>/<pretrained>[@revision] | open_clip:hf-hub:org/repo[@revision] | open_clip:local-dir:PATH
     hf:<org/repo | local path>[@revision]          (transformers; the task is read from the config)
     diffusers:<org/repo | local path>[@revision]
     tiny:<sd | resnet | vit | clip | hf-clip | vilt-vqa | blip-vqa | vlm | t5 | blip-caption>  (small random models built offline)
@@ -66,6 +66,8 @@ def parse_spec(s: str) -> ModelSpec:
                 f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {', '.join(TINY_KINDS)})"
             )
     elif kind == "open_clip":
+        if not name.startswith("local-dir:"):
+            name, revision = _split_revision(s, name)
         if name.startswith(("hf-hub:", "local-dir:")):
             if not name.partition(":")[2].strip():
                 raise ModelError(f"bad model spec {s!r}: empty repo or path after {name.partition(':')[0]!r}")

@@ -168,11 +168,10 @@ def load_vqa(
             )
         hub.check_local_weights(s, path, allow_pickle)
     online = hub.ensure_reachable(s, repo)
-    kwargs: dict = {}
+    # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
+    kwargs: dict = {"trust_remote_code": trust_remote_code}
     if repo:
         kwargs.update(revision=s.revision, local_files_only=not online)
-    if trust_remote_code:
-        kwargs["trust_remote_code"] = True
     src = repo or str(path)
     try:
         with hub.hub_offline(not online), hub.quiet_progress("transformers"):
