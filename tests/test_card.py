@@ -2,6 +2,7 @@
 
 import datetime as dt
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import pytest
 from .conftest import run_cli
 
 
-def make_results_db(path: Path, configs=("background", "texture", "material")) -> Path:
+def make_results_db(path: Path, configs=("background", "texture", "material"), *, dataset="gensets/imagenet-d-smoke",
+                    revision=None, top1=(0.25, 0.5)) -> Path:
     """A results database with two fake runs per config (no model is run)."""
     from gensets.evaluation import store
 
@@ -18,12 +20,11 @@ def make_results_db(path: Path, configs=("background", "texture", "material")) -
     now = dt.datetime(2026, 1, 1)
     for i, model in enumerate(("timm:resnet50.a1_in1k", "open_clip:ViT-B-32/openai")):
         for config in configs:
-            run = {"dataset": "gensets/imagenet-d-smoke", "dataset_revision": None, "config": config,
+            run = {"dataset": dataset, "dataset_revision": revision, "config": config,
                    "split": "test", "model": model, "model_id": model, "model_revision": None,
                    "protocol": "imagenet", "label_space": "model (1000)", "n": 12, "started": now,
                    "finished": now, "seconds": 1.0, "images_per_second": 12.0, "versions": {}}
-            top1 = 0.25 + 0.25 * i
-            store.write_run(con, run, [], [{"name": "top1", "value": top1, "lo": top1 - 0.1, "hi": top1 + 0.1},
+            store.write_run(con, run, [], [{"name": "top1", "value": top1[i], "lo": top1[i] - 0.1, "hi": top1[i] + 0.1},
                                            {"name": "top5", "value": 0.9, "lo": None, "hi": None}])
     con.close()
     return path
@@ -82,13 +83,19 @@ def test_card_with_leaderboard(reference, tmp_path):
 
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
-    db = make_results_db(tmp_path / "results.duckdb")
+    build = json.loads((ws / "dataset" / "manifest.json").read_text())["build"]
+    db = tmp_path / "results.duckdb"
+    # `gensets eval WS` records the dataset folder with the build's fingerprint as its revision; another
+    # dataset with the same config names, and another build at the same path, must not leak in
+    make_results_db(db, dataset=str(ws / "dataset"), revision=build)
+    make_results_db(db, dataset="org/other-imagenet-d", revision="0" * 16, top1=(0.99, 0.98))
+    make_results_db(db, dataset=str(ws / "dataset"), revision="f" * 16, top1=(0.97, 0.96))
     run_cli("card", ws, "--db", db, check=0)
     text = (ws / "dataset" / "README.md").read_text()
     assert "## Baseline leaderboard" in text
     board = text.split("## Baseline leaderboard")[1].split("\n## ")[0]
     rows = [line for line in board.splitlines() if line.startswith("| `")]
-    assert len(rows) == 6
+    assert len(rows) == 6 and not any(x in board for x in ("other-imagenet-d", "99.0", "97.0", "| dataset |"))
     assert rows[0].startswith("| `open_clip:ViT-B-32/openai` | background | test | imagenet | 12 | 50.0 (40.0-60.0) | 90.0 |")
     assert DatasetCard.load(ws / "dataset" / "README.md").data.to_dict()["configs"]  # the header is untouched
     again = run_cli("card", ws, check=0)  # without --db the leaderboard goes away again
@@ -103,6 +110,18 @@ def test_card_errors_in_one_line(tmp_path, reference):
     shutil.copytree(reference / "dataset", ws / "dataset")
     r = run_cli("card", ws, "--db", tmp_path / "missing.duckdb")
     assert r.returncode == 2 and "missing.duckdb" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_task_categories_come_from_the_builder():
+    """A VQA set is declared visual-question-answering; ImageNet-D (above) image-classification."""
+    from gensets.cards.card import header
+    from gensets.workspace import load_build_config
+
+    from .conftest import ROOT
+
+    builder, cfg = load_build_config(ROOT / "configs" / "vqa.smoke.yaml")
+    manifest = {"counts": {"default": 2}, "shards": [{"config": "default", "nbytes": 10}]}
+    assert header(builder, cfg, manifest)["task_categories"] == ["visual-question-answering"]
 
 
 @pytest.mark.parametrize("n, name", [(0, "n<1K"), (999, "n<1K"), (1000, "1K<n<10K"), (250_000, "100K<n<1M")])

@@ -135,9 +135,13 @@ def ingest(ws: Workspace) -> int:
 
 
 def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
-    """Write the publishable ``dataset/``: accepted images per config, manifest and card."""
+    """Write the publishable ``dataset/``: accepted images per config, manifest and card.
+
+    In double review an image's decision is :func:`review.verdicts`'s, not the latest one: images whose
+    two reviewers disagree and that nobody adjudicated are held back (counted on stderr).
+    """
     from ..cards import card
-    from ..curation import state
+    from ..curation import review, state
     from ..shards import write_json_atomic, write_shard
 
     ws = Workspace(workspace)
@@ -147,18 +151,25 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
     ingest(ws)
     con = state.connect(ws.state_path)
-    statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
-    rows = con.execute(
-        """SELECT s.key, s.shard, s.config, r.status, r.label, r.reviewer,
-                  strftime(r.time, '%Y-%m-%dT%H:%M:%SZ'), s.label
-           FROM samples s JOIN reviews r USING (key)
-           WHERE list_contains(?, r.status) ORDER BY s.config, s.key""", [statuses]).fetchall()
-    funnel = state.funnel(con)
+    rows = con.execute("""SELECT s.key, s.shard, s.config, r.status, r.label, r.reviewer, r.time, s.label
+                          FROM samples s JOIN reviews r USING (key) ORDER BY s.config, s.key""").fetchall()
+    double = review.is_double(con)
+    verdicts = review.verdicts(con) if double else {}
+    funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()})
     con.close()
+    disputed = sum(v[0] == "disputed" for v in verdicts.values())
+    if double:
+        print(f"double review: {disputed} image(s) held back because their two reviewers disagree "
+              "(`gensets review agreement` lists them; a decision under a third name settles one)",
+              file=sys.stderr)
 
+    statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
     wanted = defaultdict(dict)  # shard -> key -> review row
-    for row in rows:
-        wanted[row[1]][row[0]] = row
+    for key, shard, config, status, label, reviewer, time, label_before in rows:
+        status, label, reviewer, time = verdicts.get(key, (status, label, reviewer, time))
+        if status in statuses:
+            time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
+            wanted[shard][key] = (key, shard, config, status, label, reviewer, time, label_before)
     per_config: dict[str, list[Sample]] = defaultdict(list)
     for shard in sorted(wanted):
         for s in read_candidates(ws, shard):
@@ -203,4 +214,4 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     os.replace(tmp, ws.dataset)
     shutil.rmtree(old, ignore_errors=True)
     return {"dataset": str(ws.dataset), "counts": counts, "funnel": funnel,
-            "shards": len(shards), "include_pending": include_pending}
+            "shards": len(shards), "include_pending": include_pending, "disputed": disputed}

@@ -49,7 +49,7 @@ def header(builder, cfg, manifest: dict) -> dict:
     return {
         "pretty_name": cfg.pretty_name,
         "license": cfg.license,
-        "task_categories": ["image-classification"],
+        "task_categories": list(getattr(builder, "task_categories", ["image-classification"])),
         "size_categories": [size_category(total)],
         "annotations_creators": ["machine-generated"],
         "source_datasets": ["original"],
@@ -102,7 +102,7 @@ def _models_md(cfg, samples: list) -> str:
 def _leaderboard_md(board) -> str:
     cols, rows = board
     if not rows:
-        return "(the results database holds no run of these configs)"
+        return "(the results database holds no run of this build's configs)"
     rows = [dict(zip(cols, r, strict=True)) for r in rows]
     many = len({r["dataset"] for r in rows}) > 1
 
@@ -120,17 +120,22 @@ def _leaderboard_md(board) -> str:
     return _table(head, out)
 
 
-def leaderboard(db, configs) -> tuple[list[str], list]:
-    """The leaderboard rows of a results database (gensets eval) for these configs."""
+def leaderboard(db, configs, build_id: str) -> tuple[list[str], list]:
+    """The leaderboard rows of a results database (gensets eval) for these configs of this build.
+
+    A run is of this build when its dataset revision is the build's fingerprint, which ``gensets eval``
+    records for a workspace, its ``dataset/`` folder or a copy of it (manifest.json's ``build``).
+    """
     from ..evaluation import store
 
     con = store.connect(db, read_only=True)
     try:
-        cols, rows = store.leaderboard(con)
+        # a temporary `runs` of this build's runs only shadows the database's for the leaderboard query
+        con.execute("CREATE TEMP TABLE runs AS SELECT * FROM main.runs "
+                    "WHERE dataset_revision = ? AND list_contains(?, config)", [build_id, list(configs)])
+        return store.leaderboard(con)
     finally:
         con.close()
-    i = cols.index("config")
-    return cols, [r for r in rows if r[i] in set(configs)]
 
 
 def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, db=None) -> list[str]:
@@ -148,7 +153,7 @@ def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *,
             (figures.class_counts if name == "classes" else figures.sample_grid)(by_config, path)
         if path.exists():
             written.append(rel)
-    board = leaderboard(db, configs) if db else None
+    board = leaderboard(db, configs, build_id) if db else None
     text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board)
     tmp = folder / f".README.md.tmp-{os.getpid()}"
     tmp.write_text(text, encoding="utf-8")

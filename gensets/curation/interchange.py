@@ -2,6 +2,8 @@
 
 CSV: one row per sample, ``key,status,label,reviewer,note`` (status pending / accepted / rejected /
 relabeled; ``label`` is the new class of a relabel; the note ``several objects`` is the page's flag).
+A cell that a spreadsheet would run as a formula (starting with ``= + - @``, or a quote) is written with
+a leading ``'``, which import takes off again: a round trip is lossless.
 
 Label Studio: ``export`` writes a JSON list of tasks whose ``data.image`` is the image itself as a
 ``data:`` URI (base64), so the file is self-contained and needs no file server or local-files storage,
@@ -11,8 +13,9 @@ config that matches it is written beside it (``<file>.label_config.xml``): choic
 ``import`` reads Label Studio's JSON export (Export -> JSON) of such a project: every annotation that
 was not cancelled becomes one decision by its annotator (several annotators: double review).
 
-Imports check every row first and name the first bad one as ``file:line``; nothing is written unless
-all rows are good. A row equal to its reviewer's latest decision is skipped, so re-importing is harmless.
+Imports check every row first and name the first bad one as ``file:line``; then all decisions are
+written in one transaction (all or none). A row equal to its reviewer's latest decision is skipped, so
+re-importing is harmless.
 """
 
 from __future__ import annotations
@@ -32,6 +35,17 @@ from .review_server import FLAG, has_flag, with_flag
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
 ALIASES = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}
+FORMULA = ("=", "+", "-", "@")  # a spreadsheet runs a cell starting with one of these
+
+
+def csv_cell(value: str) -> str:
+    """``value`` safe to open in a spreadsheet: a leading quote when it starts a formula (or is a quote)."""
+    return f"'{value}" if value.startswith((*FORMULA, "'")) else value
+
+
+def csv_value(cell: str) -> str:
+    """The inverse of :func:`csv_cell`."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith((*FORMULA, "'")) else cell
 
 
 @dataclass
@@ -58,7 +72,7 @@ def export_csv(con, path: Path, status: str | None = None) -> int:
         for r in rows:
             note = notes.get(r["key"])
             label = r["review_label"] if r["status"] == "relabeled" else ""
-            w.writerow([r["key"], r["status"], label, r["reviewer"] or "", note or ""])
+            w.writerow([csv_cell(c) for c in (r["key"], r["status"], label, r["reviewer"] or "", note or "")])
     return len(rows)
 
 
@@ -146,7 +160,7 @@ def _read_csv(path: Path, default_reviewer: str) -> list[Decision]:
                 continue
             if len(row) != len(header):
                 raise GensetsError(f"{where}: {len(row)} fields, the header has {len(header)}")
-            d = {h: c.strip() for h, c in zip(header, row, strict=True)}
+            d = {h: csv_value(c.strip()) for h, c in zip(header, row, strict=True)}
             status = ALIASES.get(d["status"].lower(), d["status"].lower())
             out.append(Decision(d["key"], status, d.get("label") or None, d.get("reviewer") or default_reviewer,
                                 d.get("note") or None, where))
@@ -281,9 +295,7 @@ def import_(workspace, fmt: str, file, *, reviewer: str | None = None) -> dict:
     try:
         decisions = read(path, default)
         todo = _validate(con, decisions, class_names)
-        for d in todo:  # every row was checked: now record them
-            review.decide(con, [d.key], d.status, label=d.label, reviewer=d.reviewer, note=d.note,
-                          valid_labels=class_names)
+        review.record(con, [(d.key, d.status, d.label, d.reviewer, d.note) for d in todo])  # all or none
     finally:
         con.close()
     return {"rows": len(decisions), "recorded": len(todo), "unchanged": len(decisions) - len(todo)}

@@ -2,6 +2,11 @@
 
 Every decision updates ``reviews`` and is appended to ``review_log`` (the audit trail), in one
 transaction, with the reviewer and the time.
+
+Double review (``gensets review serve --double``, recorded in state.duckdb: a workspace stays in it)
+does not take the latest decision: :func:`verdicts` gives each image the decision its first two
+reviewers agree on; when they disagree, the latest decision of anyone else (an adjudicator) settles it,
+and until then the image is ``disputed`` and ``finalize`` holds it back.
 """
 
 from __future__ import annotations
@@ -11,8 +16,17 @@ import getpass
 from collections.abc import Sequence
 
 from ..errors import GensetsError
+from . import state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
+MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double
+
+# every reviewer's latest decision per image; rowid orders decisions made within the same second
+LATEST = """
+    SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
+           arg_max(note, seq) AS note, arg_max(time, seq) AS time,
+           min(seq) AS first_seq, max(seq) AS last_seq
+    FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer"""
 
 
 def list_queue(con, status: str | None = "pending", label: str | None = None,
@@ -58,10 +72,16 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
     if missing:
         raise GensetsError(f"sample '{missing[0]}' is not in the review queue")
     reviewer = reviewer or getpass.getuser()
+    record(con, [(key, status, label, reviewer, note) for key in keys])
+    return len(keys)
+
+
+def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]]) -> None:
+    """Write checked decisions ``(key, status, label, reviewer, note)`` in one transaction: all or none."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     con.execute("BEGIN TRANSACTION")
     try:
-        for key in keys:
+        for key, status, label, reviewer, note in decisions:
             new_label = label if status == "relabeled" else None
             con.execute(
                 "UPDATE reviews SET status = ?, label = coalesce(?, (SELECT label FROM samples s "
@@ -73,4 +93,46 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
     except Exception:
         con.execute("ROLLBACK")
         raise
-    return len(keys)
+
+
+def category(status: str, label: str | None) -> str:
+    """What a decision says, for agreement: accepted, rejected or relabeled:<class>."""
+    return f"relabeled:{label}" if status == "relabeled" else status
+
+
+def is_double(con) -> bool:
+    return state.setting(con, MODE) == "double"
+
+
+def set_double(con) -> None:
+    state.set_setting(con, MODE, "double")
+
+
+def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | None]]:
+    """Double review: ``key -> (status, label, reviewer, time)`` of every image someone decided.
+
+    The first two reviewers of an image (in the order of their first decision) settle it when their
+    latest decisions agree (reviewer ``"ana & ben"``, the later time). When they disagree, the latest
+    decision of any other reviewer settles it (an adjudication, on the page or with ``gensets review
+    accept|reject|relabel --reviewer NAME``); until then the status is ``disputed``. An image decided
+    by one reviewer only is still ``pending``.
+    """
+    rows = con.execute(f"SELECT key, reviewer, status, label, time, last_seq FROM ({LATEST}) "
+                       "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
+    by_key: dict[str, list] = {}
+    for key, *decision in rows:
+        by_key.setdefault(key, []).append(decision)
+    out = {}
+    for key, ds in by_key.items():
+        if len(ds) < 2:
+            out[key] = ("pending", None, None, None)
+            continue
+        (ra, sa, la, ta, _), (rb, sb, lb, tb, _) = ds[:2]
+        if category(sa, la) == category(sb, lb):
+            out[key] = (sb, lb, f"{ra} & {rb}", max(ta, tb))
+        elif len(ds) > 2:
+            r, s, label, t, _ = max(ds[2:], key=lambda d: d[4])
+            out[key] = (s, label, r, t)
+        else:
+            out[key] = ("disputed", None, None, None)
+    return out

@@ -6,15 +6,18 @@ request uses it under a lock, and every decision goes through :func:`review.deci
 and ``review_log`` change together with the reviewer and the time.
 
 "Several objects" is a flag kept in the decision's note (see :data:`FLAG`); a later decision by the
-same reviewer keeps it. In double-review mode each image needs decisions from two reviewers: the page
-shows each reviewer their own decisions only (blind), ``reviews`` holds the latest decision, and
-:func:`agreement` reports Cohen's kappa between the first two reviewers of every image.
+same reviewer keeps it. In double-review mode (recorded in state.duckdb; the workspace stays in it) each
+image needs decisions from two reviewers: the page shows each reviewer their own decisions only (blind)
+and its agreement endpoint only counts and kappa; ``reviews`` holds the latest decision, but finalize
+uses :func:`review.verdicts` (the two agree, or someone else adjudicates). :func:`agreement` reports
+Cohen's kappa between the first two reviewers of every image, with the disagreements (for the CLI).
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import sys
 import tarfile
 import threading
 import time
@@ -29,12 +32,7 @@ FLAG = "several objects"
 PAGE_SIZE = 60
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}
-
-# every reviewer's latest decision per image; rowid orders decisions made within the same second
-_LATEST = """
-    SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
-           arg_max(note, seq) AS note, min(seq) AS first_seq
-    FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer"""
+SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
 
 
 def has_flag(note: str | None) -> bool:
@@ -48,20 +46,15 @@ def with_flag(note: str | None, on: bool) -> str | None:
     return "; ".join(parts) or None
 
 
-def category(status: str, label: str | None) -> str:
-    """What a decision says, for agreement: accepted, rejected or relabeled:<class>."""
-    return f"relabeled:{label}" if status == "relabeled" else status
-
-
 def agreement(con) -> dict:
     """Agreement of the first two reviewers of every image decided by at least two (Cohen's kappa)."""
     from ..evaluation.metrics import cohen_kappa
 
-    rows = con.execute(f"SELECT key, reviewer, status, label FROM ({_LATEST}) "
+    rows = con.execute(f"SELECT key, reviewer, status, label FROM ({review.LATEST}) "
                        "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
     by_key: dict[str, list] = {}
     for key, reviewer, status, label in rows:
-        by_key.setdefault(key, []).append((reviewer, category(status, label)))
+        by_key.setdefault(key, []).append((reviewer, review.category(status, label)))
     pairs = {k: v[:2] for k, v in by_key.items() if len(v) >= 2}
     out = {"items": len(pairs), "reviewed_once": sum(len(v) == 1 for v in by_key.values()),
            "kappa": None, "observed_agreement": None, "pairs": [], "disagreements": []}
@@ -122,7 +115,9 @@ class ReviewState:
         self.con = state.connect(self.ws.state_path)  # the one writer while the page is served
         self.lock = threading.Lock()
         self.reviewer = reviewer or getpass.getuser()
-        self.double = double
+        if double and not review.is_double(self.con):
+            review.set_double(self.con)
+        self.double = review.is_double(self.con)  # once double, always: finalize relies on it
         self.class_names = list(self.builder.class_names(self.cfg))
         self.imagenet = imagenet_names()
         shards = [r[0] for r in self.con.execute(
@@ -136,7 +131,7 @@ class ReviewState:
     # ---------------------------------------------------------------- reading
     def _rows(self, reviewer: str) -> list[dict]:
         q = f"""
-            WITH latest AS ({_LATEST}),
+            WITH latest AS ({review.LATEST}),
                  nrev AS (SELECT key, count(*) AS n FROM latest WHERE status <> 'pending' GROUP BY key)
             SELECT s.key, s.config, s.label, s.nuisance, r.status, r.label AS review_label, r.note,
                    m.status AS my_status, m.label AS my_label, m.note AS my_note, coalesce(n.n, 0) AS n
@@ -236,8 +231,8 @@ class ReviewState:
                     "ORDER BY time DESC, rowid DESC LIMIT 1", [key, reviewer]).fetchone() or ("pending", None, None)
             status, current_label, note = row
             if action == "flag":
-                if flagged is None:
-                    raise GensetsError("flag needs 'flagged': true or false")
+                if not isinstance(flagged, bool):
+                    raise GensetsError(f"flag needs 'flagged': true or false, got {json.dumps(flagged)[:40]}")
                 if self.double and status == "pending":
                     raise GensetsError("decide on this image first (a, r or l), then flag it")
                 note = with_flag(note, flagged)
@@ -250,8 +245,10 @@ class ReviewState:
         return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": counts}
 
     def agreement(self) -> dict:
+        """The page's view of agreement: counts and kappa, never anyone's decisions."""
         with self.lock:
-            return agreement(self.con)
+            a = agreement(self.con)
+        return {k: a[k] for k in SUMMARY}
 
     def image(self, key: str) -> tuple[bytes, str]:
         if key not in self.index:
@@ -284,8 +281,10 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         a = request.args
         reviewer = (a.get("reviewer") or rs.reviewer).strip()[:64] or rs.reviewer
         page = a.get("page") or "1"
+        if not (page.isascii() and page.isdecimal()):
+            raise GensetsError(f"page must be a whole number, got {page[:20]!r}")
         return reviewer, {"label": a.get("class") or None, "config": a.get("config") or None,
-                          "status": a.get("status") or "todo", "page": int(page) if page.isdigit() else 1}
+                          "status": a.get("status") or "todo", "page": int(page)}
 
     @app.get("/")
     def index():
@@ -358,9 +357,12 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     port = server.server_port
     allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
     shown = f"[{host}]" if ":" in host else host
-    mode = "double review" if double else "single review"
+    mode = "double review" if rs.double else "single review"
     if threading.current_thread() is threading.main_thread():  # `kill` stops it as cleanly as Ctrl-C
         signal.signal(signal.SIGTERM, _interrupt)
+    if not loopback:
+        print(f"warning: {shown}:{port} is not loopback and the review page has no authentication: "
+              "anyone who can reach it can see the images and change decisions", file=sys.stderr, flush=True)
     announce(f"review page: http://{shown}:{port}/  ({len(rs.index)} images, {mode}, "
              f"reviewer {rs.reviewer}; Ctrl-C to stop)", flush=True)
     try:

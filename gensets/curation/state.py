@@ -26,6 +26,8 @@ CREATE TABLE IF NOT EXISTS skipped (
     unit VARCHAR, path VARCHAR, reason VARCHAR);
 CREATE TABLE IF NOT EXISTS review_log (
     key VARCHAR, status VARCHAR, label VARCHAR, reviewer VARCHAR, time TIMESTAMP, note VARCHAR);
+CREATE TABLE IF NOT EXISTS settings (
+    name VARCHAR PRIMARY KEY, value VARCHAR);
 """
 
 
@@ -43,6 +45,22 @@ def connect(path: Path, read_only: bool = False):
                            "stop it (e.g. `gensets review serve`) and try again") from None
     con.execute(SCHEMA)
     return con
+
+
+def setting(con, name: str, default: str | None = None) -> str | None:
+    """A workspace setting (e.g. ``review_mode``); ``default`` when unset, or in a database from before
+    the ``settings`` table opened read-only."""
+    import duckdb
+
+    try:
+        row = con.execute("SELECT value FROM settings WHERE name = ?", [name]).fetchone()
+    except duckdb.CatalogException:
+        return default
+    return row[0] if row else default
+
+
+def set_setting(con, name: str, value: str) -> None:
+    con.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", [name, value])
 
 
 def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_status: str = "pending") -> int:
@@ -119,14 +137,27 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_
     return len(samples)
 
 
-def funnel(con) -> dict[str, dict[str, int]]:
-    """Per config: generated -> failed the surrogates (kept) -> accepted / pending / rejected."""
-    rows = con.execute("""
-        SELECT s.config, count(*) AS generated, count(*) FILTER (WHERE s.kept) AS kept,
-               count(*) FILTER (WHERE r.status IN ('accepted', 'relabeled')) AS accepted,
-               count(*) FILTER (WHERE r.status = 'pending') AS pending,
-               count(*) FILTER (WHERE r.status = 'rejected') AS rejected
-        FROM samples s LEFT JOIN reviews r USING (key)
-        GROUP BY s.config ORDER BY s.config""").fetchall()
+def funnel(con, statuses: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
+    """Per config: generated -> failed the surrogates (kept) -> accepted / pending / rejected.
+
+    ``statuses`` (key -> status) replaces the status in ``reviews`` of those keys (double review's
+    verdicts); an image still ``disputed`` counts as pending.
+    """
+    import pyarrow as pa
+
+    con.register("_status", pa.table({"key": pa.array(list(statuses or {}), pa.string()),
+                                      "status": pa.array(list((statuses or {}).values()), pa.string())}))
+    try:
+        rows = con.execute("""
+            SELECT s.config, count(*) AS generated, count(*) FILTER (WHERE s.kept) AS kept,
+                   count(*) FILTER (WHERE r.status IN ('accepted', 'relabeled')) AS accepted,
+                   count(*) FILTER (WHERE r.status IN ('pending', 'disputed')) AS pending,
+                   count(*) FILTER (WHERE r.status = 'rejected') AS rejected
+            FROM samples s
+            LEFT JOIN (SELECT key, coalesce(v.status, r.status) AS status
+                       FROM reviews r LEFT JOIN _status v USING (key)) r USING (key)
+            GROUP BY s.config ORDER BY s.config""").fetchall()
+    finally:
+        con.unregister("_status")
     names = ("generated", "kept", "accepted", "pending", "rejected")
     return {r[0]: dict(zip(names, r[1:], strict=True)) for r in rows}

@@ -12,7 +12,12 @@
 
   // the reviewer's name: the URL wins, else the last one used in this browser
   const fromUrl = new URLSearchParams(location.search).get("reviewer");
-  if (!fromUrl && localStorage.getItem("gensets-reviewer")) reviewerInput.value = localStorage.getItem("gensets-reviewer");
+  const stored = localStorage.getItem("gensets-reviewer");
+  if (!fromUrl && stored && stored !== reviewerInput.value) {
+    reviewerInput.value = stored;
+    // blind double review: the page was rendered with the server's default reviewer's decisions; show this one's
+    if (double) { document.body.hidden = true; form.submit(); return; }
+  }
   const reviewer = () => reviewerInput.value.trim();
   reviewerInput.addEventListener("change", () => {
     localStorage.setItem("gensets-reviewer", reviewer());
