@@ -37,6 +37,7 @@ LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip
 PROVENANCE = [
     ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"), ("config", "string"),
     ("label", "string"), ("label_index", "int64"), ("imagenet_ids", ("list", "int64")),
+    ("synonyms", ("list", "string")),  # the label's other words that count under the wordset protocol
     ("nuisance_kind", "string"), ("nuisance", "string"), ("strategy", "string"),
     ("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
     ("guidance", "float64"), ("width", "int64"), ("height", "int64"),

@@ -25,25 +25,122 @@ def test_bad_answer_names_its_line(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_generated_questions_are_balanced_and_no_names_something_absent():
-    from gensets.builders.vqa import ATTRIBUTES, OBJECTS, PromptSpec, _mentions, generated_questions
+def test_generated_questions_are_balanced_and_no_swaps_within_a_family():
+    from gensets.builders.vqa import ATTRIBUTES, OBJECTS, PromptSpec, generated_questions
 
     prompts = [PromptSpec("a red car next to a dog", ("car", "dog"), {"car": ("red",)}),
                PromptSpec("a cat sleeping on a wooden chair", ("cat", "chair"), {"chair": ("wooden",)}),
-               PromptSpec("two elephants under a blue sky with a kite", ("elephant", "kite"), {})]
+               PromptSpec("two elephants under a blue sky with a kite", ("elephant", "kite"), {}),
+               PromptSpec("a large dog beside two benches and three buses", ("dog", "bench", "bus"),
+                          {"dog": ("large",)})]
+    family = {w: f for f, words in ATTRIBUTES.items() for w in words}
     for seed in range(20):
         for p in prompts:
+            words = set(p.text.split())
             qs = generated_questions(p, OBJECTS, ATTRIBUTES, seed)
-            yes = [q for q in qs if q["answer"] == "yes"]
-            no = [q for q in qs if q["answer"] == "no"]
-            assert len(yes) == len(no) == len(p.objects) + sum(len(a) for a in p.attributes.values())
-            for q in no:
-                named = q["question"].removeprefix("Is there a ").removeprefix("Is the ").rstrip("?")
-                named = named.removesuffix(" in the image").split(" ")[-1] if q["kind"] == "attribute" else \
-                    named.removesuffix(" in the image")
-                assert not _mentions(p.text, named), (p.text, q)
-            for q in yes:
-                assert any(_mentions(p.text, w) for w in q["question"].rstrip("?").split()[2:])
+            assert [q["answer"] for q in qs] == ["yes", "no"] * (len(p.objects) + sum(map(len, p.attributes.values())))
+            for yes, no in zip(qs[::2], qs[1::2], strict=True):
+                if no["kind"] == "object":  # independent of the builder's matcher: no word or plural in the text
+                    other = no["question"].removeprefix("Is there a ").removesuffix(" in the image?")
+                    assert not {other, other + "s", other + "es"} & words, (p.text, no)
+                else:
+                    said, other = yes["question"].split()[-1][:-1], no["question"].split()[-1][:-1]
+                    assert family[other] == family[said] and other not in words, (p.text, no)
+
+
+def test_generated_no_questions_are_exactly_the_absent_words():
+    """Fixed prompts and vocabularies leave one word to swap in: the questions are known exactly."""
+    from gensets.builders.vqa import PromptSpec, generated_questions
+
+    objects = ("bench", "bus", "car", "dog")
+    families = {"colour": ("red", "blue"), "material": ("metal", "wooden"), "size": ("small", "large")}
+    p = PromptSpec("two benches and three buses next to a red car", ("bench", "bus", "car"), {"car": ("red",)})
+    assert generated_questions(p, objects, families, seed=3) == [
+        {"question": "Is there a bench in the image?", "answer": "yes", "kind": "object"},
+        {"question": "Is there a dog in the image?", "answer": "no", "kind": "object"},
+        {"question": "Is there a bus in the image?", "answer": "yes", "kind": "object"},
+        {"question": "Is there a dog in the image?", "answer": "no", "kind": "object"},
+        {"question": "Is there a car in the image?", "answer": "yes", "kind": "object"},
+        {"question": "Is there a dog in the image?", "answer": "no", "kind": "object"},
+        {"question": "Is the car red?", "answer": "yes", "kind": "attribute"},
+        {"question": "Is the car blue?", "answer": "no", "kind": "attribute"},  # a colour, never "metal"
+    ]
+    p = PromptSpec("a large wooden table", ("table",), {"table": ("large", "wooden")})
+    no = [q["question"] for q in generated_questions(p, ("table", "bus"), families, seed=0) if q["answer"] == "no"]
+    assert no == ["Is there a bus in the image?", "Is the table small?", "Is the table metal?"]
+
+
+def _build_error(tmp_path, config: str):
+    (tmp_path / "vqa.yaml").write_text(config)
+    r = run_cli("build", tmp_path / "vqa.yaml", "--out", tmp_path / "ws")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "ws" / "candidates").exists() or not any((tmp_path / "ws" / "candidates").glob("*.tar"))
+    return err[0]
+
+
+@pytest.mark.parametrize("attributes, expected", [
+    ("{colour: [red, blue]}", "every object of `objects` is in the prompt"),
+    ("{colour: [red]}", "every colour word is in the prompt; none is left to swap for 'red'"),
+    ("{material: [metal]}", "attribute 'red' of 'car' is in no family of `attributes` (material)"),
+])
+def test_nothing_to_swap_in_names_the_prompt(tmp_path, attributes, expected):
+    objects = "[car, dog]" if "objects" in expected else "[car, dog, cat]"
+    err = _build_error(tmp_path, f"""builder: vqa
+generator: {{model: tiny:sd, steps: 2, width: 64, height: 64}}
+objects: {objects}
+attributes: {attributes}
+prompts:
+  - {{text: "a red car next to a dog", objects: [car, dog], attributes: {{car: [red]}}}}
+""")
+    assert err.startswith(f"gensets: error: {tmp_path / 'vqa.yaml'}:5: prompts: prompt 0 'a red car next to a dog': ")
+    assert expected in err
+
+
+def _images(folder, names):
+    from PIL import Image
+
+    folder.mkdir()
+    for i, name in enumerate(names):
+        Image.new("RGB", (16, 16), (40 * i, 0, 0)).save(folder / name)
+
+
+def test_question_for_an_unknown_image_names_its_line(tmp_path):
+    _images(tmp_path / "images", ["im0.jpg", "im1.png"])
+    lines = [json.dumps({"image": "im0", "question": "Is there a dog?", "answer": "yes"}), "",
+             json.dumps({"image": "im2", "question": "Is there a cat?", "answer": "no"})]
+    (tmp_path / "q.jsonl").write_text("\n".join(lines) + "\n")
+    err = _build_error(tmp_path, "builder: vqa\nimage_folder: images\nquestions: q.jsonl\n")
+    assert err.startswith(f"gensets: error: {tmp_path / 'q.jsonl'}:3: image 'im2' matches no image"), err
+
+
+def test_two_files_with_one_key_are_refused(tmp_path):
+    _images(tmp_path / "images", ["a.jpg", "a.png"])
+    err = _build_error(tmp_path, "builder: vqa\nimage_folder: images\n")
+    assert err == f"gensets: error: {tmp_path / 'images'}: a.jpg and a.png have the same image key 'a'; rename one"
+
+
+def test_imported_images_with_a_questions_file(tmp_path):
+    _images(tmp_path / "images", ["im0.jpg", "im1.png"])
+    lines = [json.dumps({"image": "im0", "question": "Is there a dog?", "answer": "yes"}),
+             json.dumps({"image": "im1", "question": "Is it red?", "answer": "no"})]
+    (tmp_path / "q.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "vqa.yaml").write_text("builder: vqa\nimage_folder: images\nquestions: q.jsonl\n")
+    ws = tmp_path / "ws"
+    run_cli("build", tmp_path / "vqa.yaml", "--out", ws, "--quiet", check=0)
+    run_cli("build", tmp_path / "vqa.yaml", "--out", ws, "--quiet", check=0)  # the frozen config reloads
+    run_cli("finalize", ws, check=0)
+    import datasets
+
+    ds = datasets.load_dataset(str(ws / "dataset"), "default", split="test")
+    got = {r["__key__"]: (r["json"]["original_path"], [q["question"] for q in r["json"]["questions"]]) for r in ds}
+    assert got == {"im0": ("im0.jpg", ["Is there a dog?"]), "im1": ("im1.png", ["Is it red?"])}
+
+
+def test_vqa_card_task_is_visual_question_answering():
+    from gensets.builders.vqa import BUILDER
+
+    assert BUILDER.task_categories == ["visual-question-answering"]
 
 
 def _always_yes_vilt(folder):

@@ -2,7 +2,8 @@
 
 Every file is checked before it is taken: a file that is not an image, a corrupt or truncated image,
 and a decompression bomb (more pixels than the limit, checked from the header before decoding) are
-skipped with their reason; nothing else is changed.
+skipped with their reason, as are files outside a category folder. Published bytes carry no metadata
+(see ``load_checked``); a sample's ``original_path`` is relative to the import, never a local absolute path.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from ..errors import ConfigError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
 _PIL_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
+# what may identify a person or a place: EXIF (GPS, camera serial), XMP, IPTC, ICC, comments, PNG text
+_METADATA = ("exif", "xmp", "XML:com.adobe.xmp", "icc_profile", "photoshop", "comment")
 
 
 @dataclass(frozen=True)
 class Item:
-    path: str  # absolute
+    path: str  # absolute, to read the file; never published
     category: str
     source: str | None
-    key: str | None = None  # an explicit sample key (JSONL), else derived from the path
+    key: str | None = None  # an explicit sample key (JSONL / CSV), else derived from the content
+    rel: str = ""  # published as original_path: relative to the import root or the list's folder
+    skip: str | None = None  # why the file is not imported, known before reading it
 
 
 class Skip(Exception):
@@ -35,32 +40,53 @@ class Skip(Exception):
 def list_items(path: Path, default_source: str | None) -> list[Item]:
     """The files of an import: ``path`` is a folder (``category/file``), a .csv or a .jsonl."""
     if path.is_dir():
-        items = [Item(str(f.resolve()), f.parent.name, default_source)
-                 for f in sorted(path.rglob("*")) if f.is_file() and f.parent != path
-                 and not f.name.startswith(".")]
-        return items
-    rows: list[tuple[int, dict]] = []
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".csv":
-        rows = list(enumerate(csv.DictReader(text.splitlines()), start=2))
-    elif path.suffix.lower() in (".jsonl", ".ndjson"):
-        for i, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append((i, json.loads(line)))
-                except json.JSONDecodeError as e:
-                    raise ConfigError(f"{path}:{i}: not valid JSON ({e.msg})") from None
-    else:
-        raise ConfigError(f"{path}: an import is a folder, a .csv or a .jsonl file")
+        return [Item(str(f.resolve()), f.parent.name, default_source, rel=f.relative_to(path).as_posix(),
+                     skip=None if f.parent != path else "not in a category folder (put it in <import>/<category>/)")
+                for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")]
+    try:
+        rows = _list_rows(path)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     items = []
     for line, row in rows:
         if not isinstance(row, dict) or not row.get("path") or not row.get("category"):
             raise ConfigError(f"{path}:{line}: each row needs 'path' and 'category'")
-        p = Path(row["path"])
-        p = p if p.is_absolute() else (path.parent / p)
-        items.append(Item(str(p.resolve()), str(row["category"]), row.get("source") or default_source,
-                          row.get("key")))
+        written = Path(row["path"])
+        p = (written if written.is_absolute() else path.parent / written).resolve()
+        try:
+            rel = p.relative_to(path.parent.resolve()).as_posix()
+        except ValueError:  # outside the list's folder: as written when relative, else the file name
+            rel = written.as_posix() if not written.is_absolute() else p.name
+        items.append(Item(str(p), str(row["category"]), row.get("source") or default_source,
+                          str(row["key"]) if row.get("key") else None, rel))
     return items
+
+
+def _list_rows(path: Path) -> list[tuple[int, dict]]:
+    """(line, row) of a .csv (the line a record starts on; quoted newlines allowed) or a .jsonl."""
+    rows: list[tuple[int, dict]] = []
+    if path.suffix.lower() == ".csv":
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            try:
+                reader.fieldnames  # noqa: B018 - reads the header, so line_num is where the rows begin
+                start = reader.line_num + 1
+                for row in reader:
+                    rows.append((start, row))
+                    start = reader.line_num + 1
+            except csv.Error as e:
+                raise ConfigError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
+    elif path.suffix.lower() in (".jsonl", ".ndjson"):
+        with open(path, encoding="utf-8") as f:
+            for i, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        rows.append((i, json.loads(line)))
+                    except json.JSONDecodeError as e:
+                        raise ConfigError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+    else:
+        raise ConfigError(f"{path}: an import is a folder, a .csv or a .jsonl file")
+    return rows
 
 
 def file_digest(path: str) -> str:
@@ -74,32 +100,40 @@ def file_digest(path: str) -> str:
     return h.hexdigest()
 
 
-def load_checked(path: str, max_pixels: int):
-    """(original bytes, PIL format ext or None, decoded RGB image), or raise Skip with the reason."""
-    from PIL import Image, UnidentifiedImageError
+def load_checked(path: str, max_pixels: int, fmt: str, quality: int):
+    """(the bytes to publish in format ``fmt``, the decoded RGB image), or raise Skip with the reason.
+
+    The original bytes are published unchanged only when they are already in ``fmt`` and carry no
+    metadata. Otherwise the decoded pixels are encoded in ``fmt`` without any metadata (EXIF with GPS,
+    XMP, ICC, comments, PNG text): lossless for png and webp at quality 100, one generation of
+    ``quality`` for jpg and webp. The EXIF orientation is applied first, so the image stays upright.
+    Provenance keeps the original file's sha256 either way.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    from ..shards import encode_image
 
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise Skip(f"cannot read: {e.strerror}") from None
-    limit = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = None  # our own limit applies, from the header, before anything is decoded
     try:
+        # Image.open reads only the header: the size is known before anything is decoded. PIL's own
+        # process-wide guard (Image.MAX_IMAGE_PIXELS, left as it is) may refuse a huge header first.
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size
             if w * h > max_pixels:
                 raise Skip(f"decompression bomb: {w}x{h} = {w * h} pixels is over the limit of {max_pixels}")
-            fmt = im.format
             im.load()  # decode fully: a truncated or corrupt file fails here
-            rgb = im.convert("RGB")
+            clean = _PIL_EXT.get(im.format) == fmt and not any(k in im.info for k in _METADATA) \
+                and not getattr(im, "text", None)
+            rgb = ImageOps.exif_transpose(im).convert("RGB")
     except Skip:
         raise
     except UnidentifiedImageError:
         raise Skip("not an image") from None
-    except Image.DecompressionBombError as e:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise Skip(f"decompression bomb: {e}") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise Skip(f"corrupt image: {e}") from None
-    finally:
-        Image.MAX_IMAGE_PIXELS = limit
-    return data, _PIL_EXT.get(fmt), rgb
+    return (data if clean else encode_image(rgb, fmt, quality)), rgb

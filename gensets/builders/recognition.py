@@ -5,7 +5,8 @@ names, with synonyms: clock -> analog / wall / digital clock; rabbit ~ hare), so
 both the ``imagenet`` (index) and ``wordset`` protocols of ``gensets eval``. Sources mix freely:
 ``generate`` (one or more generators; every image records its generator) and ``imports`` (a folder of
 ``category/*.jpg`` or a CSV / JSONL of path, category, source). One published config per source, so
-results compare per generator.
+results compare per generator. ``eval.models`` lists the classifiers that score the set (the card shows
+them and ``scripts/leaderboard.py`` reads them).
 """
 
 from __future__ import annotations
@@ -67,6 +68,21 @@ class ImportSource:
 
 
 @dataclass(frozen=True)
+class EvalModels:
+    models: tuple[str, ...] = ()  # model specs (e.g. timm:hf-hub:timm/resnet50.tv_in1k) that score the set
+
+    def validate(self, base_dir: Path) -> None:
+        from ..errors import ModelError
+        from ..models.spec import parse_spec
+
+        for i, m in enumerate(self.models):
+            try:
+                parse_spec(m)
+            except ModelError as e:
+                raise ValueError(f"models[{i}]: {e}") from None
+
+
+@dataclass(frozen=True)
 class RecognitionConfig:
     builder: Literal["recognition"]
     name: str = "recognition"
@@ -81,6 +97,7 @@ class RecognitionConfig:
     image: ImageConfig = ImageConfig()
     unit_size: int = 16  # images per work unit
     shard_size: int = 1000
+    eval: EvalModels | None = None  # the models that score the set
 
     def validate(self, base_dir: Path) -> None:
         if not self.generate and not self.imports:
@@ -88,6 +105,11 @@ class RecognitionConfig:
         names = [s.config_name for s in (*self.generate, *self.imports)]
         if len(set(names)) != len(names):
             raise ValueError(f"sources must have distinct names (got {names}); set name: on each")
+        if self.categories != "borji":
+            keys = {}
+            for c in self.categories:  # a category's slug is part of its sample keys
+                if keys.setdefault(slug(c), c) != c:
+                    raise ValueError(f"categories: {keys[slug(c)]!r} and {c!r} give the same key {slug(c)!r}")
 
     def resolved(self, base_dir: Path) -> RecognitionConfig:
         cats = tuple(default_categories()) if self.categories == "borji" else self.categories
@@ -95,16 +117,30 @@ class RecognitionConfig:
         return replace(self, categories=cats, imports=imports)
 
 
+def category_synonyms(cfg: RecognitionConfig) -> dict[str, list[str]]:
+    """Each category -> its alternative words: the built-in SYNONYMS and the config's ``synonyms``.
+    Every sample carries its category's list (``json.synonyms``), so the ``wordset`` protocol of
+    ``gensets eval`` counts the same words that ``imagenet_ids`` were computed from."""
+    from ..labels.wordset import SYNONYMS
+
+    syn: dict[str, list[str]] = {}
+    for k, v in (*SYNONYMS.items(), *(cfg.synonyms or {}).items()):  # keys as wordset reads them
+        alts = syn.setdefault(k.strip().lower(), [])
+        alts += [w for w in v if w not in alts]
+    return {c: syn.get(c.strip().lower(), []) for c in cfg.categories}
+
+
 def category_ids(cfg: RecognitionConfig) -> dict[str, list[int]]:
     """Each category -> the ImageNet indices its word set (with synonyms) hits."""
     from ..labels.imagenet import imagenet_names
-    from ..labels.wordset import SYNONYMS, wordset_targets
+    from ..labels.wordset import wordset_targets
 
     names = imagenet_names()
-    syn = {k: list(v) for k, v in SYNONYMS.items()}
-    for k, v in (cfg.synonyms or {}).items():
-        syn.setdefault(k, []).extend(v)
-    return {c: wordset_targets(c, names, syn) for c in cfg.categories}
+    return {c: wordset_targets(c, names, {c: alts}) for c, alts in category_synonyms(cfg).items()}
+
+
+def _generated_key(config: str, category: str, i: int) -> str:
+    return f"{config}_{slug(category)}_{i:04d}"
 
 
 def plan(cfg: RecognitionConfig) -> list[Unit]:
@@ -113,16 +149,32 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
     units = []
     base = {"builder": "recognition", "seed": cfg.seed, "image": to_dict(cfg.image),
             "categories": list(cfg.categories), "max_pixels": cfg.max_pixels}
+    owner: dict[str, tuple[str, str | None]] = {}  # sample key -> (what has it, its sha256)
     for src in cfg.generate:
         rows = [(c, i) for c in cfg.categories for i in range(src.images_per_category)]
+        owner.update({_generated_key(src.config_name, c, i): (f"generator config {src.config_name}", None)
+                      for c, i in rows})
         for start in range(0, len(rows), cfg.unit_size):
             payload = {**base, "kind": "generate", "config": src.config_name, "generator": to_dict(src.generator),
                        "template": src.template, "images": rows[start : start + cfg.unit_size]}
             units.append(Unit(content_id(payload), payload))
     for src in cfg.imports:
-        items = list_items(Path(src.path), src.source)
-        rows = [{"path": it.path, "category": it.category, "source": it.source, "key": it.key,
-                 "sha256": file_digest(it.path)} for it in items]
+        rows = []
+        for it in list_items(Path(src.path), src.source):
+            row = {"path": it.path, "rel": it.rel, "category": it.category, "source": it.source, "key": None,
+                   "sha256": None, "skip": it.skip}
+            if row["skip"] is None and it.category not in cfg.categories:
+                row["skip"] = f"unknown category '{it.category}'"
+            if row["skip"] is None:
+                sha = row["sha256"] = file_digest(it.path)
+                key = row["key"] = slug(it.key or f"{src.config_name}_{it.category}_{sha[:12]}")
+                if key in owner:  # a second sample with one key: skipped, the first one stays
+                    first, first_sha = owner[key]
+                    row["skip"] = (f"duplicate of {first}" if sha == first_sha
+                                   else f"key '{key}' is already used by {first}")
+                elif not sha.startswith("unreadable:"):  # skipped when read; its key stays free
+                    owner[key] = (it.path, sha)
+            rows.append(row)
         for start in range(0, len(rows), cfg.unit_size):
             payload = {**base, "kind": "import", "config": src.config_name, "items": rows[start : start + cfg.unit_size]}
             units.append(Unit(content_id(payload), payload))
@@ -134,6 +186,7 @@ class Context:
         self.cfg = cfg
         self.generators: dict[str, object] = {}
         self.ids = category_ids(cfg)
+        self.synonyms = category_synonyms(cfg)
 
     def generator(self, g: GeneratorConfig):
         if g.model not in self.generators:
@@ -157,7 +210,7 @@ def _meta(ctx, unit, build_id, key, category, **kw) -> dict:
     return provenance(key=key, builder="recognition", build=build_id, unit=unit.id, config=unit.payload["config"],
                       label=category,
                       label_index=cats.index(category) if category in cats else None,
-                      imagenet_ids=ctx.ids.get(category), kept=True, **kw)
+                      imagenet_ids=ctx.ids.get(category), synonyms=ctx.synonyms.get(category), kept=True, **kw)
 
 
 def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
@@ -178,7 +231,7 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     generator = g.provenance(gen)
     out = []
     for r, im in zip(rows, images, strict=True):
-        key = f"{p['config']}_{slug(r['category'])}_{r['i']:04d}"
+        key = _generated_key(p["config"], r["category"], r["i"])
         meta = _meta(ctx, unit, build_id, key, r["category"], prompt=r["prompt"],
                      negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
                      width=g.width, height=g.height, generator=generator, source=g.model)
@@ -188,28 +241,23 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
 
 def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ..shards import encode_image
     from .importing import Skip, load_checked
 
     p = unit.payload
     cfg = ctx.cfg
     out = []
     for it in p["items"]:
-        if it["category"] not in cfg.categories:
-            ctx.skipped.append({"path": it["path"], "reason": f"unknown category '{it['category']}'"})
-            continue
         try:
-            data, ext, rgb = load_checked(it["path"], cfg.max_pixels)
+            if it["skip"]:  # known at planning: outside a category folder, unknown category, duplicate
+                raise Skip(it["skip"])
+            data, rgb = load_checked(it["path"], cfg.max_pixels, cfg.image.format, cfg.image.quality)
         except Skip as e:
             ctx.skipped.append({"path": it["path"], "reason": str(e)})
             continue
-        if ext != cfg.image.format:  # keep the original bytes when they are already in the set's format
-            data = encode_image(rgb, cfg.image.format, cfg.image.quality)
-        key = it["key"] or f"{p['config']}_{slug(it['category'])}_{it['sha256'][:12]}"
-        meta = _meta(ctx, unit, build_id, key, it["category"], nuisance_kind=p["config"],
-                     width=rgb.width, height=rgb.height, source=it["source"], original_path=it["path"],
+        meta = _meta(ctx, unit, build_id, it["key"], it["category"], nuisance_kind=p["config"],
+                     width=rgb.width, height=rgb.height, source=it["source"], original_path=it["rel"],
                      original_sha256=it["sha256"])
-        out.append(Sample(slug(key), data, cfg.image.format, meta["label_index"], meta))
+        out.append(Sample(it["key"], data, cfg.image.format, meta["label_index"], meta))
     return out
 
 
@@ -258,6 +306,10 @@ class RecognitionBuilder:
                      for s in cfg.imports]
         cat_rows = [[c, ", ".join(f"{names[i]} ({i})" for i in ids[c]) or "(no ImageNet class)"]
                     for c in cfg.categories]
+        specs = cfg.eval.models if cfg.eval else ()
+        models = ("\nThe classifiers that score it (`eval.models`; `gensets eval DATASET --model SPEC ... --protocol "
+                  "imagenet`, then `--protocol wordset`):\n\n" + "\n".join(f"- `{m}`" for m in specs) + "\n"
+                  ) if specs else ""
         return f"""
 {_table(["config", "kind", "generator / source", "images", "settings"], src_rows)}
 
@@ -266,9 +318,12 @@ synonym) appears among the words of the predicted ImageNet class name, so these 
 
 {_table(["category", "ImageNet classes that count (index)"], cat_rows)}
 
-Imported files that are not images, corrupt or truncated, or over {cfg.max_pixels} pixels are skipped
-with their reason (see `skipped` in the workspace's state.duckdb).
-"""
+Imported files that are not images, corrupt or truncated, over {cfg.max_pixels} pixels, outside a
+category folder, of an unknown category or duplicates of another file are skipped with their reason (see
+`skipped` in the workspace's state.duckdb). Imported images are published without their metadata (EXIF,
+XMP, ICC, text); `json.original_sha256` is the original file's hash, `json.original_path` its path
+relative to the import.
+{models}"""
 
 
 BUILDER = RecognitionBuilder()

@@ -3,7 +3,9 @@
 Images are generated from prompts or imported from a folder. Questions come from a JSONL file
 (``{"image": key, "question": ..., "answer": "yes" | "no"}``, checked line by line) or are generated
 from the prompts: for every object and every (object, attribute) of a prompt a yes question, and a
-balanced no question made by swapping in another object or attribute that the prompt does not mention.
+balanced no question made by swapping in another object, or another attribute of the same family (a colour
+for a colour, a material for a material), that the prompt does not mention, plurals included
+(``gensets.labels.wordset`` word rules: "bus" is mentioned by "buses").
 Scored with ``gensets eval --protocol vqa`` (ViLT / BLIP question answering, image-text-to-text models).
 """
 
@@ -11,10 +13,10 @@ from __future__ import annotations
 
 import json
 import random
-import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..config import to_dict
 from ..errors import ConfigError
@@ -22,12 +24,17 @@ from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
 from .recognition import BORJI_2022
 
-# swap vocabularies for the "no" questions (COCO-like everyday objects, basic colours and materials)
+# swap vocabularies for the "no" questions (COCO-like everyday objects); an attribute is swapped only for
+# another of its family, so the no answer stays true ("a red car" -> "Is the car blue?", never "metal?")
 OBJECTS = ("person", "dog", "cat", "car", "bicycle", "bus", "horse", "bird", "boat", "chair", "table", "cup",
            "bottle", "umbrella", "clock", "book", "laptop", "phone", "banana", "pizza", "cake", "teddy bear",
            "vase", "kite", "bench", "tree", "house", "train", "airplane", "elephant")
-ATTRIBUTES = ("red", "blue", "green", "yellow", "black", "white", "orange", "purple", "pink", "brown",
-              "wooden", "metal", "glass", "striped", "small", "large")
+ATTRIBUTES = {
+    "colour": ("red", "blue", "green", "yellow", "black", "white", "orange", "purple", "pink", "brown"),
+    "material": ("wooden", "metal", "glass", "plastic", "stone"),
+    "pattern": ("striped", "spotted", "checkered", "plain"),
+    "size": ("small", "large"),
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,10 @@ class PromptSpec:
 
 
 def _mentions(text: str, phrase: str) -> bool:
-    return re.search(rf"\b{re.escape(phrase.lower())}s?\b", text.lower()) is not None
+    """``phrase`` is among the words of ``text``, by the word-set rules (case, plural "s" / "es")."""
+    from ..labels.wordset import wordset_hit
+
+    return wordset_hit(phrase, [text])
 
 
 def read_questions(path: Path) -> list[dict]:
@@ -85,11 +95,11 @@ class VQAConfig:
     questions: str | None = None  # JSONL questions file (relative to the config)
     generate_questions: bool = True  # make yes / no questions from the prompts
     objects: tuple[str, ...] = OBJECTS  # the vocabularies "no" questions swap in from
-    attributes: tuple[str, ...] = ATTRIBUTES
+    attributes: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(ATTRIBUTES))  # family -> words
     max_pixels: int = 50_000_000
     image: ImageConfig = ImageConfig()
     shard_size: int = 1000
-    questions_data: tuple[dict, ...] = ()  # filled by resolved(): the checked questions file
+    questions_data: tuple[dict[str, Any], ...] = ()  # filled by resolved(): the checked questions file
 
     def validate(self, base_dir: Path) -> None:
         if self.prompts and self.generator is None:
@@ -98,14 +108,25 @@ class VQAConfig:
             raise ValueError("give prompts (with a generator) or an image_folder")
         if self.image_folder and not (base_dir / self.image_folder).is_dir():
             raise ValueError(f"image_folder: not a folder: {base_dir / self.image_folder}")
+        if self.generate_questions:
+            for i, p in enumerate(self.prompts):
+                try:
+                    _swaps(p, self.objects, self.attributes)
+                except ValueError as e:
+                    raise ValueError(f"prompts: prompt {i} {e}") from None
+        keys = image_keys(self.prompts, base_dir / self.image_folder if self.image_folder else None)
         if self.questions:
             path = base_dir / self.questions
             if not path.is_file():
                 raise ValueError(f"questions: data file not found: {path}")
             try:
-                read_questions(path)
+                qs = read_questions(path)
             except ValueError as e:  # the questions file's own line, not the config's
                 raise ConfigError(str(e)) from None
+            for q in qs:
+                if q["image"] not in keys:
+                    raise ConfigError(f"{path}:{q['line']}: image {q['image']!r} matches no image (keys are the "
+                                      "image_folder's file names without suffix, and pNNNN_II for generated ones)")
 
     def resolved(self, base_dir: Path) -> VQAConfig:
         qs = tuple(read_questions(base_dir / self.questions)) if self.questions else self.questions_data
@@ -113,12 +134,33 @@ class VQAConfig:
         return replace(self, questions_data=qs, questions=None, image_folder=folder)
 
 
-def generated_questions(prompt: PromptSpec, objects, attributes, seed) -> list[dict]:
+def _swaps(prompt: PromptSpec, objects: Sequence[str], families: Mapping[str, Sequence[str]]):
+    """What a no question may swap in: the objects the prompt does not mention, and per attribute of
+    the prompt the other words of its family it does not mention. A ValueError names what is missing."""
+    absent = [o for o in objects if not _mentions(prompt.text, o)]
+    if prompt.objects and not absent:
+        raise ValueError(f"{prompt.text!r}: every object of `objects` is in the prompt; none is left for a no question")
+    attrs = {}
+    for obj, words in prompt.attributes.items():
+        for attr in words:
+            family = next((f for f, members in families.items() if attr in members), None)
+            if family is None:
+                raise ValueError(f"{prompt.text!r}: attribute {attr!r} of {obj!r} is in no family of `attributes` "
+                                 f"({', '.join(families)}); add it to one")
+            attrs[attr] = [a for a in families[family] if not _mentions(prompt.text, a)]
+            if not attrs[attr]:
+                raise ValueError(f"{prompt.text!r}: every {family} word is in the prompt; none is left to swap "
+                                 f"for {attr!r}")
+    return absent, attrs
+
+
+def generated_questions(prompt: PromptSpec, objects: Sequence[str], attributes: Mapping[str, Sequence[str]],
+                        seed: int) -> list[dict]:
     """A yes question per object and per (object, attribute), each with a balanced no question that
-    names an object or attribute absent from the prompt."""
+    names an object, or an attribute of the same family (``attributes``: family -> words), absent from
+    the prompt."""
     rng = random.Random(seed)
-    absent_objects = [o for o in objects if not _mentions(prompt.text, o)]
-    absent_attrs = [a for a in attributes if not _mentions(prompt.text, a)]
+    absent_objects, absent_attrs = _swaps(prompt, objects, attributes)
     out = []
     for obj in prompt.objects:
         out.append({"question": f"Is there a {obj} in the image?", "answer": "yes", "kind": "object"})
@@ -126,24 +168,41 @@ def generated_questions(prompt: PromptSpec, objects, attributes, seed) -> list[d
         out.append({"question": f"Is there a {other} in the image?", "answer": "no", "kind": "object"})
         for attr in prompt.attributes.get(obj, ()):
             out.append({"question": f"Is the {obj} {attr}?", "answer": "yes", "kind": "attribute"})
-            other = rng.choice(absent_attrs)
+            other = rng.choice(absent_attrs[attr])
             out.append({"question": f"Is the {obj} {other}?", "answer": "no", "kind": "attribute"})
     return out
 
 
+def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, Path | None]:
+    """Every image's key -> its imported file (None for a generated image). Two files with one key
+    (``a.jpg`` and ``a.png``), or a file named like a generated image, are a ConfigError naming both."""
+    from .importing import IMAGE_SUFFIXES
+
+    keys: dict[str, Path | None] = {f"p{i:04d}_{j:02d}": None for i, p in enumerate(prompts) for j in range(p.images)}
+    files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and not f.name.startswith(".")
+                   and f.is_file()) if folder else []
+    for f in files:
+        key = slug(f.stem)
+        if key in keys:
+            other = keys[key].name if keys[key] else "a generated image"
+            raise ConfigError(f"{folder}: {other} and {f.name} have the same image key {key!r}; rename one")
+        keys[key] = f
+    return keys
+
+
 def plan(cfg: VQAConfig) -> list[Unit]:
-    from .importing import IMAGE_SUFFIXES, file_digest
+    from .importing import file_digest
 
     units = []
     base = {"builder": "vqa", "seed": cfg.seed, "image": to_dict(cfg.image)}
     for i, p in enumerate(cfg.prompts):
         payload = {**base, "kind": "generate", "prompt": to_dict(p), "index": i,
                    "generator": to_dict(cfg.generator), "generate_questions": cfg.generate_questions,
-                   "objects": list(cfg.objects), "attributes": list(cfg.attributes)}
+                   "objects": list(cfg.objects), "attributes": to_dict(cfg.attributes)}
         units.append(Unit(content_id(payload), payload))
     if cfg.image_folder:
-        files = sorted(f for f in Path(cfg.image_folder).iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
-        items = [{"path": str(f), "key": slug(f.stem), "sha256": file_digest(str(f))} for f in files]
+        files = {k: f for k, f in image_keys(cfg.prompts, Path(cfg.image_folder)).items() if f is not None}
+        items = [{"path": str(f), "rel": f.name, "key": k, "sha256": file_digest(str(f))} for k, f in files.items()]
         for start in range(0, len(items), 64):
             payload = {**base, "kind": "import", "items": items[start : start + 64]}
             units.append(Unit(content_id(payload), payload))
@@ -197,14 +256,12 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         return out
     for it in p["items"]:
         try:
-            data, ext, rgb = load_checked(it["path"], cfg.max_pixels)
+            data, rgb = load_checked(it["path"], cfg.max_pixels, cfg.image.format, cfg.image.quality)
         except Skip as e:
             ctx.skipped.append({"path": it["path"], "reason": str(e)})
             continue
-        if ext != cfg.image.format:
-            data = encode_image(rgb, cfg.image.format, cfg.image.quality)
         meta = provenance(key=it["key"], builder="vqa", build=build_id, unit=unit.id, config="default",
-                          width=rgb.width, height=rgb.height, original_path=it["path"],
+                          width=rgb.width, height=rgb.height, original_path=it["rel"],
                           original_sha256=it["sha256"], questions=ctx.given.get(it["key"], []), kept=True)
         out.append(Sample(it["key"], data, cfg.image.format, 0, meta))
     return out
@@ -215,6 +272,7 @@ class VQABuilder:
     description = ("Generated images with binary (yes / no) questions about the objects and attributes their "
                    "prompts name, for scoring visual question answering models, after Borji (2022).")
     citation = BORJI_2022
+    task_categories = ["visual-question-answering"]  # the card's task_categories (default: image-classification)
     config_class = VQAConfig
     split = "test"
     needs_review = False
@@ -246,8 +304,8 @@ class VQABuilder:
         return f"""
 - Images: {len(samples)} ({len(cfg.prompts)} prompts; generator {gen}).
 - Questions: {len(qs)} ({yes} yes, {len(qs) - yes} no), in each sample's `json.questions`. Generated
-  questions ask about every object and attribute of the prompt (yes) and swap in an object or attribute
-  the prompt does not mention (no), so yes and no are balanced.
+  questions ask about every object and attribute of the prompt (yes) and swap in an object, or an
+  attribute of the same family, that the prompt does not mention (no), so yes and no are balanced.
 - Score a VQA model: `gensets eval DATASET --model hf:Salesforce/blip-vqa-base --protocol vqa --db results.duckdb`.
 """
 

@@ -2,7 +2,9 @@
 
 Per model (and source config): top-1 / top-5. Per category: the best model's top-1, the fraction of
 images that every model fails and that every model gets right (Borji 2022, Fig. 2), images per
-category. Numbers are exactly what ``gensets query`` gives over ``predictions`` and ``runs``.
+category. Numbers are exactly what ``gensets query`` gives over ``predictions`` and ``runs`` of one
+dataset revision: by default the one scored last, so a rebuilt and re-scored set replaces the old one
+and no model counts twice.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from . import store
 PER_MODEL = """
 SELECT r.model, r.config, count(*) AS n, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
 FROM predictions p JOIN runs r USING (run_id)
-WHERE r.dataset = ? AND r.protocol = ?
+WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
 GROUP BY ALL ORDER BY r.config, top1 DESC, r.model
 """
 PER_CATEGORY_MODEL = """
 SELECT r.model, p.target, count(*) AS n, avg(p.correct1::INT) AS top1
 FROM predictions p JOIN runs r USING (run_id)
-WHERE r.dataset = ? AND r.protocol = ?
+WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
 GROUP BY ALL ORDER BY p.target, top1 DESC, r.model
 """
 ALL_FAIL = """
@@ -30,7 +32,7 @@ WITH per_image AS (
     SELECT r.config, p.key, any_value(p.target) AS target, count(*) AS models,
            bool_and(NOT p.correct1) AS all_fail, bool_and(p.correct1) AS all_succeed
     FROM predictions p JOIN runs r USING (run_id)
-    WHERE r.dataset = ? AND r.protocol = ?
+    WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
     GROUP BY r.config, p.key)
 SELECT target, count(*) AS images, avg(all_fail::INT) AS all_fail, avg(all_succeed::INT) AS all_succeed,
        min(models) AS models
@@ -44,7 +46,9 @@ def _rows(con, sql: str, args: list) -> list[dict]:
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
-def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset") -> dict:
+def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset",
+            revision: str | None = None) -> dict:
+    """The report over one dataset revision: ``revision``, else the one of the latest finished run."""
     con = store.connect(db, read_only=True)
     try:
         datasets = [r[0] for r in con.execute(
@@ -56,10 +60,19 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
             dataset = datasets[0]
         elif dataset not in datasets:
             raise GensetsError(f"{db}: no runs of dataset {dataset!r} with protocol {protocol!r}")
-        names_row = con.execute("SELECT class_names FROM runs WHERE dataset = ? AND class_names IS NOT NULL "
-                                "LIMIT 1", [dataset]).fetchone()
+        revisions = [r[0] for r in con.execute(
+            "SELECT dataset_revision FROM runs WHERE dataset = ? AND protocol = ? GROUP BY 1 "
+            "ORDER BY max(finished) DESC, 1", [dataset, protocol]).fetchall()]
+        if revision is None:
+            revision = revisions[0]
+        elif revision not in revisions:
+            raise GensetsError(f"{db}: no runs of dataset {dataset!r} at revision {revision!r} with protocol "
+                               f"{protocol!r} (revisions: {', '.join(map(str, revisions))})")
+        args = [dataset, protocol, revision]
+        names_row = con.execute("SELECT class_names FROM runs WHERE dataset = ? AND protocol = ? AND "
+                                "dataset_revision IS NOT DISTINCT FROM ? AND class_names IS NOT NULL "
+                                "ORDER BY finished DESC, run_id LIMIT 1", args).fetchone()
         names = json.loads(names_row[0]) if names_row else None
-        args = [dataset, protocol]
         per_model = _rows(con, PER_MODEL, args)
         per_cat_model = _rows(con, PER_CATEGORY_MODEL, args)
         fails = _rows(con, ALL_FAIL, args)
@@ -75,7 +88,8 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
     per_category = [{"category": name(f["target"]), "images": f["images"], "best_model": best[f["target"]]["model"],
                      "best_top1": best[f["target"]]["top1"], "all_fail": f["all_fail"],
                      "all_succeed": f["all_succeed"], "models": f["models"]} for f in fails]
-    return {"dataset": dataset, "protocol": protocol, "per_model": per_model, "per_category": per_category}
+    return {"dataset": dataset, "revision": revision, "protocol": protocol, "per_model": per_model,
+            "per_category": per_category}
 
 
 def _md_table(rows: list[dict], cols: list[str]) -> str:
@@ -143,7 +157,8 @@ def write(rep: dict, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     figures = _plots(rep, out)
     md = [f"# Recognition report: {rep['dataset']}", "",
-          f"Protocol `{rep['protocol']}`; accuracies in %. Per-image detail: `gensets query` over `predictions`.", "",
+          f"Revision `{rep['revision']}`, protocol `{rep['protocol']}`; accuracies in %. Per-image detail: "
+          "`gensets query` over `predictions`.", "",
           "## Per model", "", _md_table(rep["per_model"], ["model", "config", "n", "top1", "top5"]), "",
           "## Per category", "",
           _md_table(rep["per_category"], ["category", "images", "best_model", "best_top1", "all_fail",

@@ -96,7 +96,9 @@ class Bound:
             from .wordset import wordset_targets
 
             word = readable(self.class_names[int(t)])
-            self._word_targets[t] = wordset_targets(word, self.model.label_names, self.synonyms)
+            syn = dict(self.synonyms or {})  # and the dataset's own synonyms of the label (json.synonyms)
+            syn[word] = [*syn.get(word, []), *(record["meta"].get("synonyms") or [])]
+            self._word_targets[t] = wordset_targets(word, self.model.label_names, syn)
         return self._word_targets[t]
 
     def score(self, logits, records: list[dict]) -> Scored:
