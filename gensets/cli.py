@@ -183,7 +183,7 @@ def _report_genbench(a) -> int:
 def _report_recognition(a) -> int:
     from .evaluation import recognition_report as R
 
-    rep = R.compute(a.db, a.dataset, a.protocol)
+    rep = R.compute(a.db, a.dataset, a.protocol, a.revision)
     path = R.write(rep, a.out)
     print(f"{path} (+ figures in {path.parent})")
     return 0
@@ -375,6 +375,8 @@ def parser() -> argparse.ArgumentParser:
     rr.add_argument("--db", required=True, help="the results database of `gensets eval`")
     rr.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
     rr.add_argument("--protocol", default="wordset", help="which protocol's runs (default: wordset)")
+    rr.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
+                    "(default: the one scored last)")
     rr.add_argument("--out", default="out/report-recognition", help="folder for report.md and figures")
     rr.set_defaults(func=_report_recognition)
     rf = rpsub.add_parser("failure-modes", help="discovered failure modes of a failure-modes build",

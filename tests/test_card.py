@@ -129,3 +129,18 @@ def test_size_category(n, name):
     from gensets.cards.card import size_category
 
     assert size_category(n) == name
+
+
+def test_card_config_shows_no_local_paths_and_cuts_long_lists():
+    from gensets.cards.card import _short_config
+
+    cfg = {"imports": [{"path": "/home/ana/photos/clocks", "source": "people"}],
+           "dataset": "folder:/home/ana/refs", "reference": {"source": "hf:org/refs"},
+           "questions_data": [{"q": i} for i in range(241)], "url": "https://example.org/a/b", "n": 3}
+    out = _short_config(cfg)
+    assert "/home/ana" not in repr(out)
+    assert out["imports"][0] == {"path": ".../clocks", "source": "people"}
+    assert out["dataset"] == "folder:.../refs" and out["reference"] == {"source": "hf:org/refs"}
+    assert out["questions_data"][:8] == [{"q": i} for i in range(8)]
+    assert out["questions_data"][8:] == ["... (241 in all)"]
+    assert out["url"] == "https://example.org/a/b" and out["n"] == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -66,12 +67,22 @@ def _table(headers: list[str], rows: list[list]) -> str:
 
 
 def _short_config(cfg) -> dict:
-    """The build config for the card, with long name lists cut to their first few."""
-    d = to_dict(cfg)
-    for n in d.get("nuisances", {}).values():
-        if len(n["names"]) > 8:
-            n["names"] = n["names"][:8] + [f"... ({len(n['names'])} in all)"]
-    return d
+    """The build config for the card: every long list cut to its first few (nuisance names, questions),
+    and local absolute paths (imports, image folders, ``folder:`` datasets) cut to their last part, so a
+    published card does not show the builder's home folders."""
+
+    def short(v):
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [short(x) for x in v[:8]] + ([f"... ({len(v)} in all)"] if len(v) > 8 else [])
+        if isinstance(v, str):
+            m = re.fullmatch(r"([a-z_-]+:)?(/.+)", v)
+            if m and "://" not in v:
+                return f"{m.group(1) or ''}.../{Path(m.group(2)).name}"
+        return v
+
+    return short(to_dict(cfg))
 
 
 FIGURES = {"classes": "figures/images_per_class.png", "samples": "figures/samples.png"}
