@@ -12,6 +12,7 @@ MODELS.yaml::
       - spec: timm:hf-hub:timm/resnet50.a1_in1k
         hub_id: timm/resnet50.a1_in1k    # optional: where the .eval_results entry belongs
       - spec: open_clip:ViT-B-32/openai
+    models_from: recognition.yaml        # or/and: the eval.models of a build config (path relative to this file)
 
 With --eval-results, one Hub ``.eval_results/<dataset>.yaml`` per model (top-1 per config and split)
 is written under OUT/eval_results/<model>/, ready to upload to that model's repo.
@@ -23,7 +24,7 @@ import argparse
 import csv
 import datetime as dt
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -42,7 +43,8 @@ class ModelEntry:
 @dataclass(frozen=True)
 class LeaderboardConfig:
     dataset: str
-    models: tuple[ModelEntry, ...]
+    models: tuple[ModelEntry, ...] = ()
+    models_from: str | None = None  # a build config whose eval.models are (more) models, relative to this file
     db: str = "out/leaderboard/results.duckdb"
     config: str | None = None
     split: str | None = None
@@ -80,16 +82,29 @@ def main(argv: list[str] | None = None) -> int:
         from gensets.evaluation.runner import evaluate
 
         cfg = load_config(LeaderboardConfig, a.models_yaml)
-        evaluate(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config, split=cfg.split,
-                 protocol=cfg.protocol, batch_size=cfg.batch_size, limit=cfg.limit, quiet=a.quiet)
+        if cfg.models_from:
+            from gensets.workspace import load_build_config
+
+            _, build = load_build_config(Path(a.models_yaml).parent / cfg.models_from)
+            listed = build.eval.models if getattr(build, "eval", None) else ()
+            if not listed:
+                raise GensetsError(f"{a.models_yaml}: models_from: {cfg.models_from} lists no eval.models")
+            cfg = replace(cfg, models=cfg.models + tuple(ModelEntry(m) for m in listed))
+        if not cfg.models:
+            raise GensetsError(f"{a.models_yaml}: no models (give models: or models_from:)")
+        results = evaluate(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config, split=cfg.split,
+                           protocol=cfg.protocol, batch_size=cfg.batch_size, limit=cfg.limit, quiet=a.quiet)
         con = store.connect(cfg.db, read_only=True)
         cols, rows = store.leaderboard(con, split=cfg.split, config=cfg.config)
         con.close()
     except GensetsError as e:
         print(f"leaderboard: error: {e}", file=sys.stderr)
         return e.exit_code
-    specs = {m.spec for m in cfg.models}
-    rows = [dict(zip(cols, r, strict=True)) for r in rows if r[cols.index("model")] in specs]
+    # only the runs just made: a shared database also holds these models on other datasets or protocols
+    # (the dataset as the runner records it: open_source(cfg.dataset).id)
+    ident = ("dataset", "config", "split", "model", "protocol")
+    done = {tuple(r[k] for k in ident) for r in results}
+    rows = [d for d in (dict(zip(cols, r, strict=True)) for r in rows) if tuple(d[k] for k in ident) in done]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     shown = ["config", "split", "model", "protocol", "n", "top1", "top1_lo", "top1_hi", "top5", "mean_per_class"]

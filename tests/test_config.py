@@ -112,6 +112,22 @@ def test_cli_bad_config_one_line_exit_2(tmp_path, text, needle):
     assert not (tmp_path / "ws").exists()
 
 
+@pytest.mark.parametrize("fname, data, why", [
+    ("bg.csv", b"title\nstreet\n", "expected a CSV with a 'name' column"),
+    ("bg.csv", b"", "expected a CSV with a 'name' column"),
+    ("bg.txt", b"street\n\xff\xfe caf\xe9\n", "not UTF-8 text"),
+])
+def test_cli_malformed_nuisance_file_one_line_exit_2(tmp_path, fname, data, why):
+    (tmp_path / fname).write_bytes(data)
+    p = write(tmp_path, GOOD.replace("texture: {limit: 2}", f"background: {{source: {fname}}}"))
+    r = run_cli("build", p, "--out", tmp_path / "ws")
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"gensets: error: {p}:4: nuisances.background.source: {tmp_path / fname}: {why}"), line
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "ws").exists()
+
+
 def test_cli_help_is_fast_and_lists_commands():
     import time
 

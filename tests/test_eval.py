@@ -147,25 +147,176 @@ def test_rerun_replaces_the_run(reference, tmp_path):
     assert query(db, "SELECT count(*) AS n FROM predictions") == [{"n": 12}]
 
 
-def test_killed_eval_leaves_no_half_written_run(reference, tmp_path):
+def _a_run(**kw) -> dict:
+    return {"dataset": "d", "dataset_revision": None, "config": "c", "split": "test", "model": "m",
+            "model_id": "m", "model_revision": None, "protocol": "imagenet", "label_space": "x", "n": 2, **kw}
+
+
+def _preds(keys) -> list[dict]:
+    return [{"key": k, "target": 0, "target_ids": [0], "top5": [0, 1, 2, 3, 4], "scores": [0.2] * 5,
+             "correct1": True, "correct5": True} for k in keys]
+
+
+def _stored(con) -> tuple:
+    return (con.execute("SELECT run_id, n, model_id FROM runs ORDER BY ALL").fetchall(),
+            con.execute("SELECT run_id, key FROM predictions ORDER BY ALL").fetchall(),
+            con.execute("SELECT run_id, name, value FROM metrics ORDER BY ALL").fetchall())
+
+
+@pytest.mark.parametrize("bad", ["null key in predictions", "wrong type in runs"])
+def test_a_failed_write_keeps_the_previous_run_whole(tmp_path, bad):
+    """An INSERT that fails inside write_run's transaction (after the DELETEs) rolls everything back."""
+    import duckdb
+
+    from gensets.evaluation import store
+
     db = tmp_path / "r.duckdb"
+    con = duckdb.connect(str(db))  # a stricter predictions table: store.connect keeps an existing one
+    con.execute("""CREATE TABLE predictions (run_id VARCHAR, key VARCHAR NOT NULL, target INTEGER,
+                   target_ids INTEGER[], top5 INTEGER[], scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN)""")
+    con.close()
+    con = store.connect(db)
+    mets = [{"name": "top1", "value": 1.0, "lo": 1.0, "hi": 1.0}]
+    store.write_run(con, _a_run(model_id="old"), _preds(["a", "b"]), mets)
+    before = _stored(con)
+    if bad == "null key in predictions":  # fails at the predictions INSERT, after the runs row went in
+        args = (_a_run(model_id="new", n=3), _preds(["a", "b", None]))
+    else:  # fails at the runs INSERT, after the old rows were deleted
+        args = (_a_run(model_id="new", n="three"), _preds(["a", "b", "c"]))
+    with pytest.raises(duckdb.Error):
+        store.write_run(con, *args, [{"name": "top1", "value": 0.5, "lo": 0.0, "hi": 1.0}])
+    assert _stored(con) == before and before[0][0][1:] == (2, "old")
+    store.write_run(con, _a_run(model_id="new", n=3), _preds(["a", "b", "c"]), mets)  # the connection still works
+    assert _stored(con)[0][0][1:] == (3, "new")
+    con.close()
+
+
+def test_killed_eval_leaves_only_complete_runs(reference, tmp_path):
+    """SIGKILL while the second split is scored: the first split's runs were committed and are whole."""
+    db = tmp_path / "r.duckdb"
+    err = tmp_path / "stderr.txt"
     cmd = [sys.executable, "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet",
-           "--model", "tiny:vit", "--db", str(db), "--batch-size", "1"]
-    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    # kill while the first split is being scored (after its progress bar has started)
-    buf = ""
-    deadline = time.time() + 120
-    while time.time() < deadline and "background/test:" not in buf and p.poll() is None:
-        buf += p.stderr.read(1)
+           "--model", "tiny:vit", "--db", str(db), "--batch-size", "1", "--workers", "0"]
+    with open(err, "w") as f:
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f)
+    # the configs run in card order (background, texture, material); the runs of a split are written
+    # before the next split's progress bar starts
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None and "texture/test" not in err.read_text(errors="replace"):
+        time.sleep(0.01)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    if db.exists():
-        runs = query(db, "SELECT run_id, n FROM runs")
-        for r in runs:
-            n = query(db, f"SELECT count(*) AS n FROM predictions WHERE run_id = '{r['run_id']}'")[0]["n"]
-            assert n == r["n"]
-        orphans = query(db, "SELECT count(*) AS n FROM predictions WHERE run_id NOT IN (SELECT run_id FROM runs)")
-        assert orphans == [{"n": 0}]
+    assert p.returncode == -signal.SIGKILL, f"eval ended before the kill: {err.read_text()[-500:]}"
+    runs = query(db, "SELECT run_id, config, n FROM runs")
+    assert {(r["config"], r["n"]) for r in runs} >= {("background", 18)}
+    assert 2 <= len(runs) < 6, runs  # the first split's two runs, not every run
+    for r in runs:
+        n = query(db, f"SELECT count(*) AS n FROM predictions WHERE run_id = '{r['run_id']}'")[0]["n"]
+        assert n == r["n"], r
+        names = {m["name"] for m in query(db, f"SELECT name FROM metrics WHERE run_id = '{r['run_id']}'")}
+        assert {"top1", "top5"} <= names, r
+    orphans = query(db, """SELECT count(*) AS n FROM predictions WHERE run_id NOT IN (SELECT run_id FROM runs)""")
+    assert orphans == [{"n": 0}]
+
+
+def test_a_limited_run_never_replaces_a_complete_one(reference, tmp_path):
+    def base(db):
+        return ("eval", reference, "--model", "tiny:resnet", "--config", "material", "--db", db, "--quiet")
+
+    db = tmp_path / "r.duckdb"
+    run_cli(*base(db), check=0)
+    r = run_cli(*base(db), "--limit", 4)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "--limit 4" in line and "complete run of 12" in line, line
+    assert query(db, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
+    assert query(db, "SELECT count(*) AS n FROM predictions") == [{"n": 12}]
+    # a limit the split does not reach is a complete run; a complete run replaces a limited one
+    run_cli(*base(db), "--limit", 100, check=0)
+    assert query(db, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
+    db2 = tmp_path / "r2.duckdb"
+    run_cli(*base(db2), "--limit", 4, check=0)
+    assert query(db2, "SELECT n, sample_limit FROM runs") == [{"n": 4, "sample_limit": 4}]
+    run_cli(*base(db2), check=0)
+    assert query(db2, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
+
+
+def test_leaderboard_keeps_runs_of_two_revisions_apart(tmp_path):
+    from gensets.evaluation import store
+
+    con = store.connect(tmp_path / "r.duckdb")
+    for rev, top1 in [("build-1", 1.0), ("build-2", 0.0)]:
+        store.write_run(con, _a_run(dataset_revision=rev), _preds(["a", "b"]),
+                        [{"name": "top1", "value": top1, "lo": top1, "hi": top1}])
+    cols, rows = store.leaderboard(con)
+    con.close()
+    got = sorted((r[cols.index("top1")], r[cols.index("top1_lo")]) for r in rows)
+    assert got == [(0.0, 0.0), (1.0, 1.0)]  # not one row mixing the max of each
+
+
+@pytest.mark.parametrize("member, value, where", [
+    ("json", "{not json", "s001.json: not valid JSON"),
+    ("json", "[1, 2]", "s001.json: expected a JSON object, got list"),
+    ("cls", "seven", "s001.cls: not an integer class index"),
+])
+def test_bad_json_or_cls_member_is_one_line(tmp_path, member, value, where):
+    import numpy as np
+    from PIL import Image
+
+    from gensets.shards import encode_image, write_shard
+
+    png = encode_image(Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)), "png")
+    samples = [{"__key__": f"s{i:03d}", "png": png, "cls": 0, "json": {}} for i in range(3)]
+    samples[1][member] = value
+    shard = tmp_path / "data" / "test-00000.tar"
+    shard.parent.mkdir()
+    write_shard(shard, samples)
+    r = run_cli("eval", tmp_path / "data", "--model", "tiny:resnet", "--db", tmp_path / "r.duckdb")
+    assert r.returncode == 1, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{shard}: {where}" in line and "Traceback" not in r.stderr, line
+
+
+def test_protocol_follows_the_loaded_classifier_not_its_name(reference, tmp_path):
+    """An image classifier named like SigLIP is not zero-shot; a CLIP without "clip" in its name is."""
+    from gensets.models import tiny_path
+
+    from .test_models import _fake_hub_repo
+
+    home = tmp_path / "hf"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _fake_hub_repo(home, "gensets/tiny-siglip-vit", tiny_path("vit"), commit)  # ViT, 1000 ImageNet labels
+    _fake_hub_repo(home, "gensets/tiny-contrastive", tiny_path("hf-clip"), commit)  # model_type clip
+    specs = ["hf:gensets/tiny-siglip-vit", "hf:gensets/tiny-contrastive"]
+    r = run_cli("eval", reference, *[a for s in specs for a in ("--model", s)], "--config", "material",
+                "--db", tmp_path / "r.duckdb", "--json", env={"HF_HOME": str(home)}, check=0)
+    got = {x["model"]: x["protocol"] for x in json.loads(r.stdout)}
+    assert got == {"hf:gensets/tiny-siglip-vit": "imagenet", "hf:gensets/tiny-contrastive": "zero-shot"}
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def test_vqa_json_prints_null_for_undefined_metrics(tmp_path):
+    """Only "yes" questions: no_accuracy is undefined, printed as null (never NaN) and stored as NULL."""
+    import numpy as np
+    from PIL import Image
+
+    from gensets.shards import encode_image, write_shard
+
+    png = encode_image(Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)), "png")
+    q = {"questions": [{"question": "Is there a cat in the image?", "answer": "yes"}]}
+    (tmp_path / "data").mkdir()
+    write_shard(tmp_path / "data" / "test-00000.tar", [{"__key__": f"s{i}", "png": png, "json": q} for i in range(2)])
+    db = tmp_path / "r.duckdb"
+    r = run_cli("eval", tmp_path / "data", "--model", "tiny:vilt-vqa", "--protocol", "vqa", "--db", db, "--json",
+                check=0)
+    assert "NaN" not in r.stdout
+    (res,) = json.loads(r.stdout, parse_constant=_reject_constant)
+    assert res["metrics"]["vqa_no_accuracy"] is None and res["metrics"]["vqa_n_no"] == 0
+    assert res["metrics"]["vqa_yes_accuracy"] is not None
+    assert query(db, "SELECT value FROM metrics WHERE name = 'vqa_no_accuracy'") == [{"value": None}]
 
 
 def test_two_way_protocol_through_eval(reference, tmp_path):

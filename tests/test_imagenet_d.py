@@ -218,3 +218,17 @@ def test_unknown_model_spec_fails_in_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "timm:no_such_net_v9" in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_surrogates_load_on_the_default_device_or_the_given_one():
+    import torch
+
+    from gensets.curation.surrogates import SurrogateFilter
+    from gensets.models.device import default_device
+
+    want = "cuda" if torch.cuda.is_available() else "cpu"
+    assert default_device() == want  # one process: no accelerate state
+    f = SurrogateFilter(["tiny:resnet", "tiny:clip"])
+    assert [m.device for m in f.models] == [want, want] and f.device == want
+    given = SurrogateFilter(["tiny:resnet"], device="cpu").models[0]
+    assert given.device == "cpu" and {p.device.type for p in given.model.parameters()} == {"cpu"}

@@ -1,18 +1,26 @@
 """scripts/leaderboard.py: a list of models -> leaderboard markdown + CSV (+ Hub .eval_results)."""
 
 import csv
+import shutil
 import subprocess
 import sys
 
 import yaml
 
-from .conftest import ROOT
+from .conftest import ROOT, run_cli
 
 
 def test_leaderboard_script(reference, tmp_path):
+    # the shared database already holds the same models on another dataset and under another protocol
+    db = tmp_path / "r.duckdb"
+    other = tmp_path / "other"
+    shutil.copytree(reference / "dataset", other)
+    run_cli("eval", other, "--model", "tiny:resnet", "--db", db, "--config", "material", "--quiet", check=0)
+    run_cli("eval", reference, "--model", "tiny:clip", "--protocol", "imagenet", "--db", db, "--config", "material",
+            "--quiet", check=0)
     cfg = tmp_path / "models.yaml"
     cfg.write_text(yaml.safe_dump({
-        "dataset": str(reference), "db": str(tmp_path / "r.duckdb"), "split": "test",
+        "dataset": str(reference), "db": str(db), "split": "test",
         "dataset_hub_id": "gensets/imagenet-d-smoke",
         "models": [{"spec": "tiny:resnet", "hub_id": "me/tiny-resnet"}, {"spec": "tiny:clip"}]}))
     out = tmp_path / "lb"
@@ -20,7 +28,8 @@ def test_leaderboard_script(reference, tmp_path):
                         "--eval-results", "--quiet"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     rows = list(csv.DictReader(open(out / "leaderboard.csv")))
-    assert len(rows) == 2 * 3  # two models x three configs
+    assert len(rows) == 2 * 3  # two models x three configs, on this dataset only
+    assert {r["dataset"] for r in rows} == {str(reference / "dataset")}  # the id the runner records
     assert {r["model"] for r in rows} == {"tiny:resnet", "tiny:clip"}
     assert {r["protocol"] for r in rows if r["model"] == "tiny:clip"} == {"zero-shot"}
     md = (out / "leaderboard.md").read_text()
@@ -37,3 +46,23 @@ def test_leaderboard_bad_config_one_line(tmp_path):
     p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and ":4: models[0].colour: unknown key" in p.stderr
+
+
+def test_leaderboard_models_from_a_build_config(reference, tmp_path):
+    """`models_from:` adds the eval.models of a build config (as configs/leaderboard.recognition.yaml
+    takes the ten classifiers of configs/recognition.yaml) to the models listed here."""
+    build = yaml.safe_load((ROOT / "configs" / "recognition.smoke.yaml").read_text())
+    build["eval"] = {"models": ["tiny:resnet"]}
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text(yaml.safe_dump({"dataset": str(reference), "db": str(tmp_path / "r.duckdb"), "config": "texture",
+                                   "models": [{"spec": "tiny:clip"}], "models_from": "build.yaml"}))
+    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--out", str(tmp_path / "lb"), "--quiet"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(open(tmp_path / "lb" / "leaderboard.csv")))
+    assert sorted(r["model"] for r in rows) == ["tiny:clip", "tiny:resnet"]
+    del build["eval"]
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
+    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2 and "models_from: build.yaml lists no eval.models" in p.stderr

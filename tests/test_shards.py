@@ -431,3 +431,31 @@ def test_verify_reports_a_malformed_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text("{oops")
     (got,) = problems(tmp_path)
     assert got.startswith(f"{tmp_path / 'manifest.json'}: -: not valid JSON")
+
+
+def test_verify_stray_shard_in_a_config_folder(tmp_path):
+    """dataset/manifest.json governs dataset/<config>/: a tar it does not list would load via the card glob."""
+    from tests.conftest import run_cli
+
+    good_folder(tmp_path)
+    stray = tmp_path / "dataset" / "cfg" / "test-00002.tar"
+    write_shard(stray, make_samples(1))
+    p = run_cli("verify", tmp_path, check=1)
+    assert p.stdout.splitlines() == [f"{stray}: -: not listed in any manifest"]
+    assert p.stderr == f"{tmp_path}: 1 problem(s)\n"
+
+
+def test_verify_tar_outside_any_manifest_folder_is_fine(tmp_path):
+    good_folder(tmp_path)
+    (tmp_path / "other").mkdir()
+    write_shard(tmp_path / "other" / "loose.tar", make_samples(1))
+    assert verify(tmp_path) == []
+
+
+@pytest.mark.parametrize("rel", ["../x.tar", "/abs/x.tar", "cfg/../../x.tar"])
+def test_verify_manifest_path_leaving_its_folder(tmp_path, rel):
+    ds = tmp_path / "dataset"
+    ds.mkdir()
+    info = write_shard(tmp_path / "x.tar", make_samples(1))
+    write_json_atomic(ds / "manifest.json", {"shards": [{"path": rel, "sha256": info.sha256, "n": 1}]})
+    assert problems(tmp_path) == [f"{ds / 'manifest.json'}: -: shard path {rel!r} leaves {ds}"]

@@ -25,6 +25,15 @@ def test_required_cases():
     assert not wordset_hit("rabbit", ["hare"])
 
 
+def test_phrase_does_not_span_the_comma_separated_names_of_one_label():
+    label = "toilet tissue, toilet paper, bathroom tissue"  # one timm label, three names
+    assert not wordset_hit("paper bathroom", [label])
+    assert not wordset_hit("tissue toilet", [label])
+    assert wordset_hit("toilet paper", [label]) and wordset_hit("bathroom tissue", [label])
+    assert wordset_hit("paper", [label])
+    assert wordset_targets("paper bathroom", [label, "paper towel"]) == []
+
+
 def test_whole_words_only():
     assert not wordset_hit("clock", ["clockwork"])
     assert not wordset_hit("glass", ["hourglass"])

@@ -55,13 +55,25 @@ def prompt_name(name: str) -> str:
 
 
 def read_names(path: Path) -> list[str]:
-    """Nuisance names from a CSV with a ``name`` column, or a text file with one name per line."""
-    text = path.read_text(encoding="utf-8")
+    """Nuisance names from a CSV with a ``name`` column, or a text file with one name per line.
+
+    Raises ValueError naming the file when it cannot be read, is not UTF-8, or has no ``name`` column.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
     if path.suffix.lower() == ".csv":
-        rows = list(csv.DictReader(text.splitlines()))
-        if not rows or "name" not in rows[0]:
-            raise ValueError(f"{path}: expected a CSV with a 'name' column")
-        return [r["name"].strip() for r in rows if r["name"].strip()]
+        try:
+            reader = csv.DictReader(text.splitlines())
+            if "name" not in (reader.fieldnames or ()):
+                raise ValueError(f"{path}: expected a CSV with a 'name' column")
+            names = [(r["name"] or "").strip() for r in reader]
+        except csv.Error as e:
+            raise ValueError(f"{path}: malformed CSV ({e})") from None
+        return [n for n in names if n]
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
@@ -75,8 +87,13 @@ class NuisanceConfig:
     template: str | None = None  # prompt; {cls} and {nuisance} are filled in
 
     def validate(self, base_dir: Path) -> None:
-        if self.source != "builtin" and not self.names and not (base_dir / self.source).is_file():
-            raise ValueError(f"source: data file not found: {base_dir / self.source}")
+        if self.source != "builtin" and not self.names:
+            if not (base_dir / self.source).is_file():
+                raise ValueError(f"source: data file not found: {base_dir / self.source}")
+            try:  # read here, where a bad file is reported against this key; resolved() reads it again
+                read_names(base_dir / self.source)
+            except ValueError as e:
+                raise ValueError(f"source: {e}") from None
         if self.limit is not None and self.limit < 1:
             raise ValueError("limit: must be at least 1")
         if self.template is not None and "{cls}" not in self.template:

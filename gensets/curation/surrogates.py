@@ -33,8 +33,10 @@ class SurrogateFilter:
     """Runs every surrogate on each batch of decoded images (each image decoded once, by the caller)."""
 
     def __init__(self, specs: Sequence[str], *, top_k: int = 1, min_failures: int | None = None,
-                 templates: Sequence[str] = ("a photo of a {}.",), batch_size: int = 16):
+                 templates: Sequence[str] = ("a photo of a {}.",), batch_size: int = 16,
+                 device: str | None = None):
         self.specs = list(specs)
+        self.device = device  # None: default_device(), decided when the models load
         self.top_k = top_k
         self.min_failures = min_failures
         self.templates = list(templates)
@@ -46,11 +48,13 @@ class SurrogateFilter:
         if self._models is None:
             from ..labels.imagenet import imagenet_names
             from ..models import load_classifier
+            from ..models.device import default_device
 
             names = imagenet_names()
+            self.device = self.device or default_device()
             self._models = []
             for spec in self.specs:
-                m = load_classifier(spec, labels=names, templates=self.templates)
+                m = load_classifier(spec, labels=names, templates=self.templates, device=self.device)
                 if len(m.label_names) != 1000:
                     from ..errors import ModelError
 

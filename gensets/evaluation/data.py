@@ -44,6 +44,22 @@ def _decode(data: bytes):
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
+def _meta_and_class(path: Path, d: dict) -> tuple[dict, int | None]:
+    """A sample's .json (an object) and .cls (an integer); DataError naming the shard and key if bad."""
+    key = d["__key__"]
+    try:
+        meta = json.loads(d["json"].decode("utf-8")) if "json" in d else {}
+    except ValueError as e:  # bad UTF-8 or bad JSON
+        raise DataError(f"{path}: {key}.json: not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise DataError(f"{path}: {key}.json: expected a JSON object, got {type(meta).__name__}")
+    try:
+        cls = int(d["cls"].decode("ascii")) if "cls" in d else None
+    except ValueError as e:
+        raise DataError(f"{path}: {key}.cls: not an integer class index ({e})") from None
+    return meta, cls
+
+
 def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
     def records() -> Iterator[dict]:
         from ..shards import iter_shard
@@ -53,8 +69,7 @@ def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
                 ext = next((e for e in IMAGE_EXTS if e in d), None)
                 if ext is None:
                     continue
-                meta = json.loads(d["json"]) if "json" in d else {}
-                cls = int(d["cls"]) if "cls" in d else None
+                meta, cls = _meta_and_class(path, d)
                 try:
                     image = _decode(d[ext])
                 except Exception as e:  # one bad image names itself, the run stops cleanly

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import queue
 import sys
 import threading
@@ -45,6 +46,11 @@ def _prefetch(gen: Iterator, depth: int) -> Iterator:
         yield item
 
 
+def _cut(limit: int | None, images: int) -> int | None:
+    """The --limit that cut a run short (it stopped at the limit), else None: the run saw every sample."""
+    return limit if limit and images >= limit else None
+
+
 def summarize(preds: list[dict], extra: dict[str, list[bool]], seed: int = 0) -> list[dict]:
     """Metric rows of one run: top-1 (with a seeded bootstrap 95% interval), top-5, mean per class."""
     import numpy as np
@@ -68,14 +74,16 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
              split: str | None = None, protocol: str | None = None, batch_size: int = 32,
              workers: int = 1, limit: int | None = None, quiet: bool = False,
              allow_pickle: bool = False, trust_remote_code: bool = False,
-             clip: str | None = None, seed: int = 0, templates: list[str] | None = None) -> list[dict]:
+             clip: str | None = None, seed: int = 0, templates: list[str] | None = None,
+             device: str | None = None) -> list[dict]:
     """Score every model on every (config, split) of ``dataset``; returns one summary per run.
 
     With ``protocol="two-way"`` the models are VQA / image-text-to-text models and ``clip`` names the
-    zero-shot CLIP model that picks each image's top wrong class.
+    zero-shot CLIP model that picks each image's top wrong class. ``device``: default_device().
     """
     from tqdm.auto import tqdm
 
+    from ..models.device import default_device
     from ..models import load_classifier, parse_spec
     from ..records import library_versions
 
@@ -83,17 +91,19 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
         raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)}, two-way, vqa)")
     if protocol == "vqa":
         return evaluate_vqa(dataset, models, db, config=config, split=split, batch_size=batch_size, limit=limit,
-                            quiet=quiet, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+                            quiet=quiet, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
+                            device=device)
     if protocol == "two-way":
         return evaluate_two_way(dataset, models, db, clip=clip, config=config, split=split, seed=seed,
                                 batch_size=batch_size, limit=limit, quiet=quiet, allow_pickle=allow_pickle,
-                                trust_remote_code=trust_remote_code)
+                                trust_remote_code=trust_remote_code, device=device)
     for spec in models:
         parse_spec(spec)
     source = open_source(dataset, config, split)
     if templates:
         for sp in source.splits:
             sp.templates = list(templates)
+    device = device or default_device()
     con = store.connect(db)
     results = []
     loaded: dict = {}
@@ -103,7 +113,7 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
                                        batch_size=batch_size, workers=workers, limit=limit, quiet=quiet,
                                        load=lambda spec, kw: load_classifier(
                                            spec, allow_pickle=allow_pickle,
-                                           trust_remote_code=trust_remote_code, **kw),
+                                           trust_remote_code=trust_remote_code, device=device, **kw),
                                        versions=library_versions(), tqdm=tqdm)
     finally:
         con.close()
@@ -116,23 +126,25 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
     first = next(batches, None)  # read before the models are bound: it tells the protocol
     if first is None:
         return []
+    # The label space a zero-shot (CLIP) model gets: the dataset's class names under the default or the
+    # zero-shot protocol, ImageNet-1k under any other. Other loaders ignore it, and the protocol follows
+    # the loaded classifier's kind, not its name.
+    if protocol == "zero-shot" or (protocol is None and sp.class_names):
+        kw = P.model_kwargs("zero-shot", sp.class_names, sp.templates)
+    elif protocol is not None:
+        from ..labels.imagenet import imagenet_names
+
+        kw = {"labels": imagenet_names()}
+    else:
+        kw = {}
     bound = []
     for spec in models:
-        kind = P.ZERO_SHOT_KINDS[0] if _is_zero_shot(spec) else "other"
-        proto = protocol or ("zero-shot" if kind in P.ZERO_SHOT_KINDS else None)
-        if proto == "zero-shot":
-            kw = P.model_kwargs(proto, sp.class_names, sp.templates)
-        elif kind in P.ZERO_SHOT_KINDS:  # a CLIP model under an ImageNet protocol: zero-shot over ImageNet-1k
-            from ..labels.imagenet import imagenet_names
-
-            kw = {"labels": imagenet_names()}
-        else:
-            kw = {}
         key = (spec, tuple(kw.get("labels") or ()))
-        if key not in loaded:
-            loaded[key] = load(spec, kw)
-        model = loaded[key]
-        proto = proto or P.choose(model.kind, model.label_names, sp.class_names, first[0]["meta"])
+        model = loaded.get((spec, ())) or loaded.get(key)
+        if model is None:
+            model = load(spec, kw)
+            loaded[key if model.kind in P.ZERO_SHOT_KINDS else (spec, ())] = model
+        proto = protocol or P.choose(model.kind, model.label_names, sp.class_names, first[0]["meta"])
         class_map = P.imagenet_d_class_map() if (
             proto == "imagenet" and first[0]["meta"].get("builder") == "imagenet-d") else None
         synonyms = None
@@ -173,7 +185,7 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
                "label_space": "dataset" if b.name in ("zero-shot", "native") else f"model ({len(model.label_names)})",
                "n": len(rows), "started": started, "finished": finished, "seconds": seconds[spec],
                "images_per_second": len(rows) / seconds[spec] if seconds[spec] else None,
-               "versions": versions, "class_names": sp.class_names}
+               "versions": versions, "class_names": sp.class_names, "sample_limit": _cut(limit, len(rows))}
         store.write_run(con, run, rows, mets)
         out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
                     "protocol": b.name, "n": len(rows),
@@ -182,27 +194,9 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
     return out
 
 
-def _is_zero_shot(spec: str) -> bool:
-    from ..models import parse_spec
-
-    s = parse_spec(spec)
-    if s.kind == "open_clip" or (s.kind == "tiny" and s.name in ("clip", "hf-clip")):
-        return True
-    if s.kind == "hf":  # transformers: a CLIP-like config is zero-shot
-        from pathlib import Path
-
-        cfg = Path(s.name) / "config.json"
-        if cfg.exists():
-            import json
-
-            return "clip" in json.loads(cfg.read_text()).get("model_type", "").lower()
-        return "clip" in s.name.lower() or "siglip" in s.name.lower()
-    return False
-
-
 def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | None, config=None,
                      split=None, seed: int = 0, batch_size: int = 16, limit=None, quiet=False,
-                     allow_pickle=False, trust_remote_code=False) -> list[dict]:
+                     allow_pickle=False, trust_remote_code=False, device: str | None = None) -> list[dict]:
     """ImageNet-D's protocol for VLMs: choose between the true class and CLIP's top wrong class.
 
     ``top1`` counts unparseable answers as wrong; ``two_way_parsed`` is the paper's variant that
@@ -210,6 +204,7 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
     """
     from tqdm.auto import tqdm
 
+    from ..models.device import default_device
     from ..labels.twoway import score_two_way
     from ..models import load_classifier, load_vqa
     from ..records import library_versions
@@ -217,7 +212,9 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
     if not clip:
         raise GensetsError("protocol two-way needs --clip SPEC: the CLIP model that picks the wrong class")
     source = open_source(dataset, config, split)
-    vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code) for spec in models}
+    device = device or default_device()
+    vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
+            for spec in models}
     con = store.connect(db)
     out = []
     try:
@@ -225,7 +222,7 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
             if not sp.class_names:
                 raise GensetsError(f"protocol two-way needs the class names of {sp.config}/{sp.split}")
             names = [P.readable(n) for n in sp.class_names]
-            clf = load_classifier(clip, labels=names)
+            clf = load_classifier(clip, labels=names, device=device)
             rows = {spec: [] for spec in models}
             seconds = {spec: 0.0 for spec in models}
             started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
@@ -261,7 +258,8 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
                        "protocol": f"two-way ({clip})", "label_space": "dataset", "n": len(preds),
                        "started": started, "finished": finished, "seconds": seconds[spec],
                        "images_per_second": len(preds) / seconds[spec] if seconds[spec] else None,
-                       "versions": library_versions(), "class_names": sp.class_names}
+                       "versions": library_versions(), "class_names": sp.class_names,
+                       "sample_limit": _cut(limit, len(preds))}
                 store.write_run(con, run, preds, mets)
                 out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
                             "protocol": "two-way", "n": len(preds),
@@ -273,18 +271,22 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
 
 
 def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split=None, batch_size: int = 16,
-                 limit=None, quiet=False, allow_pickle=False, trust_remote_code=False) -> list[dict]:
+                 limit=None, quiet=False, allow_pickle=False, trust_remote_code=False,
+                 device: str | None = None) -> list[dict]:
     """Binary VQA (Borji 2022): every question of every image (``json.questions``), answers normalised
     to yes / no; accuracy overall, on yes and on no questions; one prediction row per question, keyed
     ``<image key>/q<i>`` so per-image accuracy is a GROUP BY away."""
     from tqdm.auto import tqdm
 
+    from ..models.device import default_device
     from ..models import load_vqa
     from ..records import library_versions
     from . import metrics as M
 
     source = open_source(dataset, config, split)
-    vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code) for spec in models}
+    device = device or default_device()
+    vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
+            for spec in models}
     con = store.connect(db)
     out = []
     try:
@@ -293,7 +295,9 @@ def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split
             seconds = {spec: 0.0 for spec in models}
             started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
             bar = tqdm(total=sp.n, desc=f"{sp.config}/{sp.split}", unit="img", disable=quiet, file=sys.stderr)
+            images = 0
             for batch in _batches(sp.records(), batch_size, limit):
+                images += len(batch)
                 pairs = [(r, i, q) for r in batch for i, q in enumerate(r["meta"].get("questions") or [])]
                 for spec, vlm in vlms.items():
                     t = time.perf_counter()
@@ -317,13 +321,15 @@ def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split
                 acc = M.vqa_binary_accuracy([p.pop("_said") for p in preds], [p.pop("_truth") for p in preds])
                 lo, hi = M.bootstrap_ci([float(p["correct1"]) for p in preds])
                 mets = [{"name": "top1", "value": acc["accuracy"], "lo": lo, "hi": hi}]
-                mets += [{"name": f"vqa_{k}", "value": acc[k], "lo": None, "hi": None}
+                # yes/no accuracy is undefined (NaN) without yes/no questions: stored and printed as null
+                mets += [{"name": f"vqa_{k}", "value": None if math.isnan(acc[k]) else acc[k], "lo": None, "hi": None}
                          for k in ("accuracy", "yes_accuracy", "no_accuracy", "n_yes", "n_no")]
                 run = {"dataset": source.id, "dataset_revision": source.revision, "config": sp.config,
                        "split": sp.split, "model": spec, "model_id": vlm.model_id, "model_revision": vlm.revision,
                        "protocol": "vqa", "label_space": "yes/no", "n": len(preds), "started": started,
                        "finished": finished, "seconds": seconds[spec],
-                       "images_per_second": None, "versions": library_versions(), "class_names": ["no", "yes"]}
+                       "images_per_second": None, "versions": library_versions(), "class_names": ["no", "yes"],
+                       "sample_limit": _cut(limit, images)}
                 store.write_run(con, run, preds, mets)
                 out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
                             "protocol": "vqa", "n": len(preds),

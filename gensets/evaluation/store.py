@@ -1,7 +1,8 @@
 """Results in DuckDB: ``runs``, ``predictions`` (per sample) and ``metrics``.
 
 A run is identified by (dataset, revision, config, split, model, protocol); writing it again replaces
-it, in one transaction, so a killed evaluation leaves no half-written run. Bulk rows go through Arrow
+it, in one transaction, so a killed evaluation leaves no half-written run. A run cut short by
+``--limit`` (``sample_limit``) never replaces a complete one with fewer samples. Bulk rows go through Arrow
 and every value is a parameter or an Arrow column: model specs and keys are plain data, never SQL.
 """
 
@@ -17,6 +18,7 @@ CREATE TABLE IF NOT EXISTS runs (
     label_space VARCHAR, n INTEGER, started TIMESTAMP, finished TIMESTAMP, seconds DOUBLE,
     images_per_second DOUBLE, versions JSON);
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS class_names JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS sample_limit INTEGER;
 CREATE TABLE IF NOT EXISTS predictions (
     run_id VARCHAR, key VARCHAR, target INTEGER, target_ids INTEGER[], top5 INTEGER[],
     scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN);
@@ -47,16 +49,28 @@ def run_id(dataset: str, revision: str | None, config: str, split: str, model: s
 
 
 def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> str:
-    """Replace the run with the same identity by this one, atomically."""
+    """Replace the run with the same identity by this one, atomically.
+
+    ``run["sample_limit"]``: the --limit that cut this run short (None: every sample). GensetsError
+    when it would replace a complete run that has more samples.
+    """
     import pyarrow as pa
 
     rid = run_id(run["dataset"], run["dataset_revision"], run["config"], run["split"], run["model"],
                  run["protocol"])
+    old = con.execute("SELECT n, sample_limit FROM runs WHERE run_id = ?", [rid]).fetchone()
+    if old and old[1] is None and run.get("sample_limit") is not None and run["n"] < old[0]:
+        from ..errors import GensetsError
+
+        raise GensetsError(
+            f"{run['model']} on {run['dataset']} {run['config']}/{run['split']} ({run['protocol']}): "
+            f"--limit {run['sample_limit']} ({run['n']} samples) would replace the complete run of {old[0]}; "
+            "drop --limit or use another --db")
     run = {**run, "run_id": rid, "versions": json.dumps(run.get("versions") or {}, sort_keys=True),
            "class_names": json.dumps(run["class_names"]) if run.get("class_names") else None}
     cols = ["run_id", "dataset", "dataset_revision", "config", "split", "model", "model_id",
             "model_revision", "protocol", "label_space", "n", "started", "finished", "seconds",
-            "images_per_second", "versions", "class_names"]
+            "images_per_second", "versions", "class_names", "sample_limit"]
     preds = pa.Table.from_pylist([{**p, "run_id": rid} for p in predictions], schema=pa.schema([
         ("run_id", pa.string()), ("key", pa.string()), ("target", pa.int32()),
         ("target_ids", pa.list_(pa.int32())), ("top5", pa.list_(pa.int32())),
@@ -93,7 +107,7 @@ SELECT r.dataset, r.config, r.split, r.model, r.protocol, r.n,
        max(m.value) FILTER (WHERE m.name = 'masked_top1') AS masked_top1
 FROM runs r JOIN metrics m USING (run_id)
 WHERE (? IS NULL OR r.dataset = ?) AND (? IS NULL OR r.config = ?) AND (? IS NULL OR r.split = ?)
-GROUP BY ALL
+GROUP BY r.run_id, r.dataset, r.config, r.split, r.model, r.protocol, r.n  -- runs never merge (revisions)
 ORDER BY r.dataset, r.config, r.split, top1 DESC, r.model
 """
 

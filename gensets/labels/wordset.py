@@ -15,10 +15,13 @@ Rules used here (all matching is case-insensitive):
 * Plurals.  Two words match when they are equal or when one is the other plus
   a trailing "s" or "es" ("sunglass" ~ "sunglasses", "clock" ~ "clocks",
   "bus" ~ "buses").  Nothing else is stemmed ("mouse" does not match "mice").
-* Phrases.  A target of several words hits a label name only when its words
-  appear as one contiguous run of words of that ONE name, word by word under
+* Names.  A predicted label is first split on commas into names: a timm label
+  "toilet tissue, toilet paper, bathroom tissue" is three names.
+* Phrases.  A target of several words hits a label only when its words
+  appear as one contiguous run of words of ONE name, word by word under
   the plural rule ("toilet seat" hits "toilet seat", not "toilet tissue" and
-  "seat belt" together).  A single-word target is just the one-word case.
+  "seat belt" together; "paper bathroom" does not hit "toilet paper, bathroom
+  tissue").  A single-word target is just the one-word case.
 * Top-k.  ``wordset_hit`` takes the top-k predicted names (the caller picks k)
   and hits when any of them is hit.
 * Synonyms.  ``synonyms[target]`` lists alternative targets; each is checked
@@ -62,6 +65,11 @@ def _phrase_in(phrase: tuple[str, ...], words: tuple[str, ...]) -> bool:
                for i in range(len(words) - n + 1))
 
 
+def _hits(phrases: list[tuple[str, ...]], label: str) -> bool:
+    """One of ``phrases`` occurs within one comma-separated name of ``label``."""
+    return any(_phrase_in(p, _words(name)) for name in label.split(",") for p in phrases)
+
+
 def _alternatives(target: str, synonyms: Mapping[str, Iterable[str]] | None) -> list[tuple[str, ...]]:
     """The target's words and those of its synonyms (looked up case-insensitively)."""
     if not _words(target):
@@ -92,15 +100,14 @@ def wordset_hit(target: str, predicted: list[str], synonyms: Mapping[str, Iterab
     if isinstance(predicted, str):
         predicted = [predicted]
     phrases = _alternatives(target, synonyms)
-    return any(_phrase_in(p, _words(name)) for name in predicted for p in phrases)
+    return any(_hits(phrases, label) for label in predicted)
 
 
 def wordset_targets(target: str, label_names: Sequence[str],
                     synonyms: Mapping[str, Iterable[str]] | None = None) -> list[int]:
     """Indices (ascending) of every name in ``label_names`` that ``target`` hits, by ``wordset_hit``'s rules."""
     phrases = _alternatives(target, synonyms)
-    return [i for i, name in enumerate(label_names)
-            if any(_phrase_in(p, _words(name)) for p in phrases)]
+    return [i for i, label in enumerate(label_names) if _hits(phrases, label)]
 
 
 # Hand-curated alternatives, only where an ImageNet-1k class name (CLIP names)

@@ -158,8 +158,10 @@ def load_generator(
         raise ModelError(f"model {spec!r} cannot be loaded: {hub.one_line(e)}") from None
     if scheduler_cls is not None:
         pipe.scheduler = scheduler_cls.from_config(pipe.scheduler.config)
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device is None:  # under accelerate launch, this process's GPU (not every process on GPU 0)
+        from .device import default_device
+
+        device = default_device()
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
     revision = (hub.cached_commit(repo, s.revision) if repo else None) or s.revision

@@ -169,6 +169,9 @@ def _check_shard(path: Path, name: str) -> tuple[str, int | None, list[Problem]]
 def verify(root: str | os.PathLike) -> list[Problem]:
     """Find every manifest and tar under `root` (or check the single tar `root`) and return problems.
 
+    A manifest governs the tars in its folder and every folder below it: a tar there that no manifest
+    lists is a problem, and so is a manifest path that is absolute or leaves the manifest's folder.
+
     Raises GensetsError if `root` does not exist.
     """
     root = Path(root)
@@ -201,6 +204,9 @@ def verify(root: str | os.PathLike) -> list[Problem]:
                     continue
                 for rel, entry in entries:
                     shard = Path(os.path.normpath(folder / rel))
+                    if os.path.isabs(rel) or not shard.is_relative_to(folder):
+                        problems.append(Problem(str(p), "-", f"shard path {rel!r} leaves {folder}"))
+                        continue
                     sha = entry.get("sha256")
                     n = entry.get("n")
                     expect.setdefault(shard, []).append(
@@ -214,7 +220,8 @@ def verify(root: str | os.PathLike) -> list[Problem]:
             for e in expect[shard]:
                 problems.append(Problem(name, "-", f"listed in {e.manifest} but missing"))
             continue
-        if shard not in expect and shard.parent in manifest_dirs:
+        if shard not in expect and manifest_dirs.intersection(shard.parents):
+            # a manifest anywhere above governs the tar (dataset/manifest.json over dataset/<config>/)
             problems.append(Problem(name, "-", "not listed in any manifest"))
         try:
             sha, n, found = _check_shard(shard, name)
