@@ -61,6 +61,19 @@ build-genbench: $(STAMP)
 	@$(BIN)/gensets finalize out/$(GB_NAME)
 	@echo "score it: gensets report genbench out/$(GB_NAME) --test <real test images: a folder of class folders, or hf:dataset>"
 
+# Failure-mode discovery (Wiles et al. 2022) of one classifier: configs/failure_modes.yaml with `classifier` and
+# `labels` overridden by `gensets build --set` (validated like the file: a misspelt label is named, with
+# suggestions) and frozen into the workspace; then the misclassified images are finalized and the report written.
+# MODEL: a classifier spec over ImageNet-1k; LABELS: ImageNet class names, comma separated.
+FM_NAME = failure-modes-$(subst @,-,$(subst /,-,$(subst :,-,$(MODEL))))
+discover-failures: $(STAMP)
+	@test -n "$(MODEL)" -a -n "$(LABELS)" || { echo "usage: make discover-failures MODEL=timm:hf-hub:timm/resnet50.a1_in1k LABELS=\"tench, goldfish\""; exit 2; }
+	@$(BIN)/gensets build configs/failure_modes.yaml --out out/$(FM_NAME) --set 'classifier=$(MODEL)' \
+	  --set 'labels=[$(LABELS)]'
+	@$(BIN)/gensets finalize out/$(FM_NAME)
+	@$(BIN)/gensets report failure-modes out/$(FM_NAME) --out out/$(FM_NAME)/report
+	@echo "transfer: gensets eval out/$(FM_NAME) --model <other classifier> --db results.duckdb, then the report again with --db results.duckdb"
+
 lint: $(STAMP)
 	$(BIN)/ruff check gensets tests benchmarks scripts
 

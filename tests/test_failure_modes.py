@@ -99,6 +99,49 @@ def test_compare_flags_the_modes_that_survive_the_correction():
         fm.fisher_greater(5, 4, 0, 4)
 
 
+def test_with_top_k_2_only_failed_images_count_as_confusions():
+    from gensets.builders.failure_modes import tally
+    from gensets.curation.surrogates import surrogate_hit
+
+    def image(top5):  # a classified image of tench; with top_k = 2 it fails when tench is not in its top 2
+        return {"kept": not surrogate_hit(top5, [TENCH], 2), "surrogates": [{"top5": top5}]}
+
+    regenerated = [image([DECOY, TENCH, 5, 6, 7]),    # top-1 toilet paper, but tench 2nd: did not fail
+                   image([DECOY, GOLDFISH, 5, 6, 7]),  # failed, as toilet paper
+                   image([GOLDFISH, DECOY, 5, 6, 7]),  # failed, as goldfish
+                   image([TENCH, DECOY, 5, 6, 7])]     # right
+    t = tally(regenerated)
+    assert (t["n"], t["failures"], dict(t["confusions"])) == (4, 2, {DECOY: 1, GOLDFISH: 1})
+    # a mode confused with toilet paper: 1 confused image of 4 (counting every top-1 would say 2)
+    baseline = {"tench": tally([image([TENCH, DECOY, 1, 2, 3])] * 7 + [image([DECOY, 5, 1, 2, 3])])}
+    mode = {"id": "tench_00", "label": "tench", "n": t["n"], "failures": t["failures"], "confusion": DECOY,
+            "confused": t["confusions"][DECOY]}
+    [out] = fm.compare([mode], baseline)
+    assert out["confused"] == 1 and out["baseline_confused"] == 1
+    assert out["p_confusion"] == pytest.approx(fm.fisher_greater(1, 4, 1, 8))
+
+
+def test_transfer_counts_failures_at_the_builds_top_k(tmp_path):
+    from gensets.evaluation import store
+    from gensets.evaluation.failure_report import transfer
+
+    def pred(key, top5):  # an image of tench scored by another classifier
+        return {"key": key, "target": TENCH, "target_ids": [TENCH], "top5": top5, "scores": [0.2] * 5,
+                "correct1": top5[0] == TENCH, "correct5": TENCH in top5}
+
+    db = tmp_path / "r.duckdb"
+    con = store.connect(db)
+    store.write_run(con, {"dataset": "ws", "dataset_revision": "build-1", "config": "modes", "split": "test",
+                          "model": "other", "protocol": "imagenet", "n": 4},
+                    [pred("a", [0, 1, 2, 3, 4]), pred("b", [9, 0, 2, 3, 4]), pred("c", [9, 8, 0, 3, 4]),
+                     pred("d", [9, 8, 7, 6, 5])], [])
+    con.close()
+    # a: never fails; b: fails at k = 1 only; c: at k <= 2; d: at any k
+    assert [transfer(db, "build-1", "clf", k)[0]["failed"] for k in (1, 2, 3, 5)] == [3, 2, 1, 1]
+    assert transfer(db, "build-1", "other", 2) == [
+        {"model": "other", "config": "modes", "n": 4, "failed": 2, "transfer": 0.5, "under_test": True}]
+
+
 # ------------------------------------------------------------------ clustering and medoids
 def _blobs(seed=0):
     rng = np.random.default_rng(seed)
@@ -253,9 +296,42 @@ def _state(ws: Path, sql: str) -> list[tuple]:
         con.close()
 
 
+def _samples(ws: Path) -> dict[str, tuple[str, dict]]:
+    return {key: (config, json.loads(meta)) for key, config, meta in _state(ws, "SELECT key, config, meta FROM samples")}
+
+
+def _assert_traceable(modes: dict, m: dict, samples: dict) -> None:
+    """A tested mode traces back to its cluster of misclassified baseline images, every caption, its prompt,
+    its regenerated images with their seeds, and the counts and p-value it was tested with."""
+    base = modes["baseline"][m["label"]]
+    assert m["regenerated"] and m["size"] == len(m["members"]) >= 2 and m["medoid"] in m["members"]
+    for key, seed in zip(m["members"], m["member_seeds"], strict=True):
+        config, meta = samples[key]
+        assert config == "baseline" and meta["label"] == m["label"] and meta["kept"]
+        assert seed == meta["seed"] == derive_seed(0, "baseline", m["label"], int(key.rsplit("_", 1)[1]))
+    captions = {c["key"]: c["caption"] for c in m["captions"]}
+    assert set(captions) == set(m["members"]) and captions[m["medoid"]] == m["caption"]
+    config, record = samples[m["record"]]
+    assert config == "clusters" and record["failure_mode"]["caption"] == m["caption"]
+    assert record["prompt"] == m["prompt"] == m["caption"]  # mode_template "{caption}"
+    # the regenerated images: prompt, seeds derived from content, counts
+    assert len(m["images"]) == m["n"] > 0 and m["seeds"] == [
+        derive_seed(0, "regenerate", m["id"], m["caption"], i) for i in range(m["n"])]
+    for key, seed in zip(m["images"], m["seeds"], strict=True):
+        config, meta = samples[key]
+        assert config == "modes" and meta["failure_mode"]["id"] == m["id"]
+        assert meta["prompt"] == m["prompt"] and meta["seed"] == seed
+    assert m["failures"] == len(m["failed"]) == sum(samples[k][1]["kept"] for k in m["images"])
+    # confused: failed regenerated images whose top-1 is the cluster's confusion (as the baseline counts them)
+    assert m["confused"] == sum(samples[k][1]["surrogates"][0]["top5"][0] == m["confusion"] for k in m["failed"])
+    assert m["baseline_failures"] == base["failures"] and m["baseline_n"] == base["n"]
+    assert m["p_failure"] == pytest.approx(fm.p_greater(modes["test"], m["failures"], m["n"], base["failures"],
+                                                        base["n"]))
+
+
 def test_a_build_discovers_modes_and_each_traces_to_its_images_caption_seeds_and_counts(reference):
     modes = json.loads((reference / "modes.json").read_text())
-    assert modes["test"] == "fisher" and modes["correction"] == "holm"
+    assert modes["test"] == "fisher" and modes["correction"] == "holm" and modes["top_k"] == 1
     assert modes["baseline"]["goldfish"]["failures"] == modes["baseline"]["goldfish"]["n"] == 16
     assert 0 < modes["baseline"]["tench"]["failures"] < 16
     found = [m for m in modes["modes"] if m["discovered"]]
@@ -263,36 +339,15 @@ def test_a_build_discovers_modes_and_each_traces_to_its_images_caption_seeds_and
     assert modes["discovered"] == [m["id"] for m in found]
     assert any(m["label"] == "goldfish" and m["regenerated"] and not m["discovered"] for m in modes["modes"])
 
-    samples = {key: (config, json.loads(meta)) for key, config, meta in
-               _state(reference, "SELECT key, config, meta FROM samples")}
+    samples = _samples(reference)
     base = modes["baseline"]["tench"]
     assert base["n"] == sum(c == "baseline" and m["label"] == "tench" for c, m in samples.values())
     assert base["failures"] == sum(c == "baseline" and m["label"] == "tench" and m["kept"]
                                    for c, m in samples.values())
     tested = [m for m in modes["modes"] if m["regenerated"]]
     for m in found:
-        # the cluster: misclassified baseline images of its label, the medoid among them, its caption
-        assert m["size"] == len(m["members"]) >= 2 and m["medoid"] in m["members"]
-        for key, seed in zip(m["members"], m["member_seeds"], strict=True):
-            config, meta = samples[key]
-            assert config == "baseline" and meta["label"] == m["label"] and meta["kept"]
-            assert seed == meta["seed"] == derive_seed(0, "baseline", m["label"], int(key.rsplit("_", 1)[1]))
-        captions = {c["key"]: c["caption"] for c in m["captions"]}
-        assert set(captions) == set(m["members"]) and captions[m["medoid"]] == m["caption"]
-        config, record = samples[m["record"]]
-        assert config == "clusters" and record["failure_mode"]["caption"] == m["caption"]
-        assert record["prompt"] == m["prompt"] == m["caption"]  # mode_template "{caption}"
-        # the regenerated images: prompt, seeds derived from content, counts
-        assert len(m["images"]) == m["n"] == 12 and m["seeds"] == [
-            derive_seed(0, "regenerate", m["id"], m["caption"], i) for i in range(12)]
-        for key, seed in zip(m["images"], m["seeds"], strict=True):
-            config, meta = samples[key]
-            assert config == "modes" and meta["failure_mode"]["id"] == m["id"]
-            assert meta["prompt"] == m["prompt"] and meta["seed"] == seed
-        assert m["failures"] == len(m["failed"]) == sum(samples[k][1]["kept"] for k in m["images"])
-        assert m["baseline_failures"] == base["failures"] and m["baseline_n"] == base["n"]
-        assert m["p_failure"] == pytest.approx(fm.fisher_greater(m["failures"], m["n"], base["failures"], base["n"]))
-        assert m["p_failure_adjusted"] <= 0.05
+        _assert_traceable(modes, m, samples)
+        assert m["n"] == 12 and m["p_failure_adjusted"] <= 0.05
     assert [m["p_failure_adjusted"] for m in tested] == pytest.approx(fm.holm([m["p_failure"] for m in tested]))
 
     # the same in state.duckdb
@@ -367,14 +422,23 @@ def test_finalized_set_loads_and_the_report_checks_transfer(reference, tmp_path)
     assert f"| {modes['classifier']} (under test) | modes | {len(ds)} | {len(ds)} | 1.000 |" in text
 
 
-def test_smoke_config_runs_offline_and_reports(tmp_path):
+def test_smoke_config_runs_offline_and_every_tested_mode_is_traceable(tmp_path):
+    # The smoke config's random tiny models discover nothing (see its comment); what it shows is that every
+    # mode it tests traces back to its images, captions, seeds and counts.
     ws = tmp_path / "ws"
     start = time.time()
     r = run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
     r = run_cli("report", "failure-modes", ws, "--out", ws / "report", check=0)
     assert time.time() - start < 120
-    assert (ws / "report" / "report.md").exists() and (ws / "modes.json").exists()
-    assert "mode(s) discovered" in r.stdout
+    assert (ws / "report" / "report.md").exists() and "mode(s) discovered" in r.stdout
+    modes = json.loads((ws / "modes.json").read_text())
+    tested = [m for m in modes["modes"] if m["regenerated"]]
+    assert tested and modes["discovered"] == [m["id"] for m in modes["modes"] if m["discovered"]]
+    samples = _samples(ws)
+    for m in tested:
+        _assert_traceable(modes, m, samples)
+    assert [m["p_failure_adjusted"] for m in tested] == pytest.approx(fm.holm([m["p_failure"] for m in tested]))
+    assert all(m["discovered"] == (m["p_failure_adjusted"] <= modes["alpha"]) for m in tested)
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, config):
@@ -400,3 +464,28 @@ def test_set_overrides_reach_nested_keys_and_are_frozen_in_the_config():
                                        "captioner.prompt=a photo of"])
     assert (cfg.classifier, cfg.labels, cfg.clustering.max_k, cfg.clustering.min_size) == ("tiny:vit", ("tench",), 5, 2)
     assert cfg.captioner.prompt == "a photo of" and cfg.images_per_mode == 8
+
+
+def test_make_discover_failures_passes_model_and_labels_to_the_config():
+    import shlex
+
+    from gensets.workspace import load_build_config
+
+    model = "timm:hf-hub:timm/resnet50.a1_in1k"
+    make = subprocess.run(["make", "-n", "discover-failures", f"MODEL={model}", "LABELS=tench, great white shark"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert make.returncode == 0, make.stderr
+    out = make.stdout.replace("\\\n", " ")
+    ws = "out/failure-modes-timm-hf-hub-timm-resnet50.a1_in1k"
+    args = shlex.split(next(line for line in out.splitlines() if "gensets build" in line))
+    assert args[1:5] == ["build", "configs/failure_modes.yaml", "--out", ws]
+    sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+    assert sets == [f"classifier={model}", "labels=[tench, great white shark]"]
+    _, cfg = load_build_config(ROOT / "configs" / "failure_modes.yaml", sets)  # the config's real keys
+    assert cfg.classifier == model and cfg.labels == ("tench", "great white shark")
+    assert f"gensets finalize {ws}\n" in out and f"gensets report failure-modes {ws} --out {ws}/report" in out
+    # without MODEL or LABELS: the usage line, exit 2 (the venv is not rebuilt for it: -o)
+    for args in (["MODEL=x"], ["LABELS=tench"]):
+        r = subprocess.run(["make", "-o", ".venv/.gensets-installed", "discover-failures", *args], cwd=ROOT,
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and r.stdout.startswith("usage: make discover-failures MODEL=") and "LABELS=" in r.stdout

@@ -140,7 +140,7 @@ def test_classifier_embeddings(tmp_path):
     ("classes: [airplane, unicorn]\n", ":2: classes: unknown class 'unicorn' of cifar-10"),
     ("strategies: [ST, XX]\n", ":2: strategies[1]: expected one of"),
     ("strategies: [RA]\n", "reference.source: RA needs reference images"),
-    ("reference: {source: folder:nowhere}\n", ":2: reference.source: folder not found"),
+    ("reference: {source: folder:nowhere}\n", ":2: reference: source: folder not found"),
     ("expansion: {model: magic:thing}\n", ":2: expansion.model: "),
     ("dataset: hf:/no/such/dataset\n", ":2: dataset: dataset hf:/no/such/dataset is not available"),
 ])
@@ -175,7 +175,7 @@ def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
     assert [u.payload["label_index"] for u in plan(cfg)] == [2, 2]
     assert cfg.templates == tuple(genbench_datasets()["imagenet-1k"]["templates"])  # DT default: CLIP's ImageNet set
     refs = Context(cfg).references["737-400"]
-    assert [r.id for r in refs] == [f"hf:{hf}/train#2", f"hf:{hf}/train#5"]
+    assert [r.id for r in refs] == ["hf:hfds/train#2", "hf:hfds/train#5"]  # named by the folder, not its path
     assert refs[0].sha256 == hashlib.sha256(refs[0].data).hexdigest() and refs[0].image().size == (16, 16)
     from gensets.evaluation.genbench_report import load_test_set
 
@@ -185,6 +185,127 @@ def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
     (tmp_path / "classes" / "ship").mkdir()
     cfg = config(tmp_path, "folder:classes", "ship", ["ST"])
     assert cfg.class_names == ("ship", "tabby cat") and cfg.dataset_name == "classes"
+
+
+def test_hf_classes_match_by_position_when_as_many_else_by_name(tmp_path, capfd):
+    from gensets.errors import GensetsError
+    from gensets.evaluation.genbench_report import load_test_set
+
+    def said():  # our lines on stderr (not the datasets library's progress bars)
+        return [line for line in capfd.readouterr().err.splitlines() if line.startswith("gensets:")]
+
+    # the Hub's ImageNet spells classes otherwise than GenBench's CLIP names; as many names: by position
+    hub = _hf_folder(tmp_path / "hub", ["tench, Tinca tinca", "missile", "projectile, missile"])
+    other = _hf_folder(tmp_path / "other", ["missile (2)", "tench", "British Shorthair"])
+    classes = ["tench", "missile", "missile (2)"]
+    said()
+    _, labels, info = load_test_set(f"hf:{hub}", classes, split="train")
+    assert labels == [0, 1, 2, 0, 1, 2] and info["match"] == "index" and info["unmatched"] == []
+    err = said()
+    assert len(err) == 1 and "matched to the dataset's 3 by position" in err[0] and "'tench, Tinca tinca' is 'tench'" in err[0]
+    # RA references of the repeated name go to the right class (not both to one of them)
+    cfg = config(tmp_path, f"hf:{hub}", "missile (2)", ["RA"], shots=2, extra=f"""\
+        class_names: [tench, missile, missile (2)]
+        reference: {{source: "hf:{hub}", per_class: 2}}
+        """)
+    refs = Context(cfg).references
+    assert list(refs) == ["missile (2)"] and [r.id for r in refs["missile (2)"]] == ["hf:hub/train#2", "hf:hub/train#5"]
+    said()
+    # fewer names than classes: by name; a name of no class is named in one warning line
+    _, labels, info = load_test_set(f"hf:{other}", classes + ["goldfish"], split="train")
+    assert labels == [2, 0, 2, 0] and info["match"] == "name" and info["unmatched"] == ["British Shorthair"]
+    err = said()
+    assert len(err) == 1 and err[0].startswith("gensets: warning: test set hf:") and "'British Shorthair'" in err[0]
+    # reference folders by name: a repeated name without a folder of its own has no references (it does not
+    # borrow the first one's)
+    for name in ("missile", "tench", "British Shorthair"):
+        (tmp_path / "refs" / name).mkdir(parents=True)
+        (tmp_path / "refs" / name / "0.png").write_bytes((ROOT / "configs" / "genbench.smoke-refs" / "cat" / "0.png").read_bytes())
+    cfg = load_build_config(write(tmp_path, f"""\
+        builder: genbench
+        dataset: hf:{hub}
+        class_names: [tench, missile, missile (2)]
+        strategies: [RA]
+        reference: {{source: folder:refs}}
+        generator: {{model: tiny:sd}}
+        """, "refs.yaml"))[1]
+    with pytest.raises(GensetsError, match=r"no reference images for class 'missile \(2\)'"):
+        Context(cfg).references  # noqa: B018
+    err = said()
+    assert len(err) == 1 and "reference folder:refs" in err[0] and "'British Shorthair'" in err[0]
+
+
+def test_test_images_are_read_batch_by_batch_when_used(tmp_path):
+    from PIL import Image
+
+    from gensets.errors import GensetsError
+    from gensets.evaluation.genbench_report import load_test_set
+
+    (tmp_path / "cat").mkdir()
+    for i in range(2):
+        Image.new("RGB", (20, 10), (100 * i, 0, 0)).save(tmp_path / "cat" / f"{i}.png")
+    (tmp_path / "cat" / "broken.png").write_bytes(b"not a png")
+    images, labels, info = load_test_set(str(tmp_path), ["airplane", "cat"])  # nothing read yet
+    assert len(images) == 3 and labels == [1, 1, 1] and info["match"] == "name"
+    assert [im.getpixel((0, 0)) for im in images[0:2]] == [(0, 0, 0), (100, 0, 0)]
+    with pytest.raises(GensetsError, match=r"broken.png: cannot read image"):
+        images[2]  # noqa: B018
+
+
+def _folder_build(root: Path) -> Path:
+    """A folder dataset of two classes and its RA reference images, beside the config, as a user lays them out."""
+    from PIL import Image
+
+    for cls, colour in (("red fox", (200, 60, 20)), ("snow owl", (230, 230, 240))):
+        (root / "classes" / cls).mkdir(parents=True)
+        (root / "refs" / cls).mkdir(parents=True)
+        Image.new("RGB", (32, 32), colour).save(root / "refs" / cls / "a.png")
+    return write(root, """\
+        builder: genbench
+        dataset: folder:classes
+        shots: 2
+        strategies: [ST, RA]
+        reference: {source: folder:refs, per_class: 1}
+        generator: {model: "tiny:sd", steps: 2, width: 64, height: 64}
+        image: {format: jpg, quality: 90}
+        unit_size: 2
+        """)
+
+
+def test_a_folder_dataset_builds_the_same_bytes_wherever_it_lies(tmp_path):
+    from gensets.config import fingerprint
+
+    a, b = _folder_build(tmp_path / "a"), _folder_build(tmp_path / "b" / "elsewhere")
+    (_, ca), (_, cb) = load_build_config(a), load_build_config(b)
+    assert fingerprint(ca) == fingerprint(cb) and ca.dataset == "folder:classes"
+    ua, ub = plan(ca), plan(cb)
+    assert [u.id for u in ua] == [u.id for u in ub]
+    assert [r["seed"] for u in ua for r in unit_prompts(u, references=[0])] == \
+        [r["seed"] for u in ub for r in unit_prompts(u, references=[0])]
+    ra = next(u.payload for u in ua if u.payload["strategy"] == "RA")
+    png = tmp_path / "a" / "refs" / ra["class"] / "a.png"
+    assert ua[0].payload["dataset"] == "folder:classes" and ra["reference"]["source"] == "folder:refs"
+    assert ra["reference"]["files"] == [[f"{ra['class']}/a.png", hashlib.sha256(png.read_bytes()).hexdigest()]]
+    for cfg_path in (a, b):
+        run_cli("build", cfg_path, "--out", cfg_path.parent / "ws", "--quiet", check=0)
+        run_cli("finalize", cfg_path.parent / "ws", check=0)
+    wa, wb = tmp_path / "a" / "ws", tmp_path / "b" / "elsewhere" / "ws"
+    assert len(shards_digest(wa)) == 4 and shards_digest(wa) == shards_digest(wb)
+    for config in ("classes-st", "classes-ra"):
+        assert (wa / "dataset" / config / "train-00000.tar").read_bytes() == \
+            (wb / "dataset" / config / "train-00000.tar").read_bytes()
+    # no path of this machine in what is published or frozen; the init image is named inside its folder
+    for f in [*wa.rglob("*.tar"), wa / "config.yaml", wa / "dataset" / "README.md", wa / "dataset" / "manifest.json"]:
+        assert str(tmp_path).encode() not in f.read_bytes(), f
+    from gensets.evaluation.genbench_report import read_workspace
+
+    sample = read_workspace(wa)[2]["classes-ra"][0]
+    assert sample.meta["prompting"]["init_image"] == f"{sample.meta['label']}/a.png"
+    # the references are read where the config lies: a changed image makes new RA units
+    png.write_bytes((ROOT / "configs" / "genbench.smoke-refs" / "cat" / "0.png").read_bytes())
+    before = {u.id for u in ua}
+    new = {(u.payload["strategy"], u.payload["class"]) for u in plan(load_build_config(a)[1]) if u.id not in before}
+    assert new == {("RA", ra["class"])}
 
 
 def test_dataset_and_strategy_overrides_as_make_build_genbench_passes_them(tmp_path):
@@ -238,8 +359,9 @@ def test_smoke_build_loads_with_load_dataset(gb_reference):
         assert m["generator"]["spec"] == "tiny:sd" and m["generator"]["id"] == "tiny:sd" and isinstance(m["seed"], int)
         assert isinstance(m["prompting"]["draw_seed"], int) and m["prompt"]
     ra = datasets.load_dataset(str(folder), "cifar-10-ra", split="train")[0]["json"]
-    ref = Path(ra["prompting"]["init_image"])
-    assert ref.parent.parent.name == "genbench.smoke-refs" and ra["generator"]["pipeline"] == "StableDiffusionImg2ImgPipeline"
+    assert ra["prompting"]["init_image"] in ("airplane/0.png", "airplane/1.png")  # inside the reference folder
+    ref = SMOKE.parent / "genbench.smoke-refs" / ra["prompting"]["init_image"]
+    assert ra["generator"]["pipeline"] == "StableDiffusionImg2ImgPipeline"
     assert ra["prompting"]["init_image_sha256"] == hashlib.sha256(ref.read_bytes()).hexdigest()
     ce = datasets.load_dataset(str(folder), "cifar-10-ce", split="train")[0]["json"]["prompting"]
     assert ce["expansion_model"] == "tiny:t5" and ce["expansion_input"] in ("airplane", "cat", "ship")

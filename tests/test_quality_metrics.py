@@ -26,6 +26,43 @@ def test_cler_hand_computed():
     assert M.cler(GEN, GEN_Y, TEST, TEST_Y, text_emb=TEXT) == 0.75
 
 
+def test_cler_follows_genbench_normalisation_where_it_changes_the_answer():
+    """GenBench's evaluation_utils: centres = normalise(mean of normalised images); ensemble centres =
+    normalise(centre + normalised text embedding). Here each other choice gives another answer."""
+    gen = [[2, 0], [0, 3],  # class 0, normalised (1, 0), (0, 1): mean m0 = (0.5, 0.5), |m0| = 0.7071
+           [5, 0]]          # class 1, normalised (1, 0): m1 = (1, 0)
+    gen_y = [0, 0, 1]
+    # renormalised centres c0 = (0.7071, 0.7071), c1 = (1, 0)
+    test = [[4, 3],   # t1 = (0.8, 0.6), class 0: c0.t1 = 0.7071 * 1.4 = 0.9899 > c1.t1 = 0.8 -> 0 (right)
+            [2, 0]]   # t2 = (1, 0),     class 1: c0.t2 = 0.7071 < c1.t2 = 1 -> 1 (right)
+    test_y = [0, 1]
+    assert M.cler(gen, gen_y, test, test_y) == 1.0
+    # centres not renormalised: m0.t1 = 0.5 * 1.4 = 0.7 < m1.t1 = 0.8 -> 1 (wrong): 0.5
+    text = [[-4, 3],  # normalised u0 = (-0.8, 0.6)
+            [3, -4]]  # normalised u1 = (0.6, -0.8)
+    # GenBench: e0 = normalise(c0 + u0) = normalise(-0.0929, 1.3071) = (-0.0709, 0.9975)
+    #           e1 = normalise(c1 + u1) = normalise(1.6, -0.8) = (0.8944, -0.4472)
+    #   t1: e0.t1 = -0.0567 + 0.5985 = 0.5418 > e1.t1 = 0.7155 - 0.2683 = 0.4472 -> 0 (right)
+    #   t2: e0.t2 = -0.0709 < e1.t2 = 0.8944 -> 1 (right): 1.0
+    assert M.cler(gen, gen_y, test, test_y, text_emb=text) == 1.0
+    # and every other choice gets t1 wrong (t2 stays right), 0.5:
+    # - centres not renormalised: normalise(m0 + u0) = normalise(-0.3, 1.1) = (-0.2631, 0.9648);
+    #   e0.t1 = -0.2105 + 0.5789 = 0.3684 < e1.t1 = 0.4472 -> 1
+    # - text not normalised: normalise(c0 + (-4, 3)) = normalise(-3.2929, 3.7071) = (-0.6641, 0.7476),
+    #   normalise(c1 + (3, -4)) = normalise(4, -4) = (0.7071, -0.7071); t1: -0.0827 < 0.1414 -> 1
+    # - sums not renormalised: (c0 + u0).t1 = -0.0743 + 0.7843 = 0.7100 < (c1 + u1).t1 = 1.28 - 0.48 = 0.80 -> 1
+    def unit(x):
+        x = np.asarray(x, dtype=float)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    g, t, u = unit(gen), unit(test), unit(text)
+    c = unit([g[:2].mean(0), g[2]])
+    m = np.array([g[:2].mean(0), g[2]])
+    for other in (unit(m + u), unit(c + np.asarray(text, dtype=float)), c + u):
+        assert (np.argmax(t @ other.T, axis=1) == test_y).mean() == 0.5  # the alternatives, as computed above
+    assert (np.argmax(t @ m.T, axis=1) == test_y).mean() == 0.5
+
+
 def test_cler_accepts_tensors_and_checks_inputs():
     torch = pytest.importorskip("torch")
     t = torch.tensor
@@ -137,3 +174,21 @@ def test_precision_recall_hand_computed_and_against_loops():
     real, fake = rng.normal(size=(40, 3)), rng.normal(0.8, 1.0, size=(35, 3))
     for k in (1, 3, 5):
         assert M.precision_recall(real, fake, k) == pytest.approx(_pr_reference(real, fake, k))
+
+
+def test_precision_recall_in_chunks_equals_full_distance_matrices():
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(6)
+    real, fake = rng.normal(size=(53, 4)), rng.normal(0.5, 1.2, size=(41, 4))
+    for k in (1, 3):
+        # the unchunked computation: whole N x N, M x M and M x N distance matrices
+        r_real = np.sort(cdist(real, real), axis=1)[:, k]
+        r_fake = np.sort(cdist(fake, fake), axis=1)[:, k]
+        d = cdist(fake, real)
+        full = ((d <= r_real[None, :]).any(axis=1).mean(), (d.T <= r_fake[None, :]).any(axis=1).mean())
+        assert 0 < full[0] < 1 and 0 < full[1] < 1  # neither trivially 0 nor 1
+        for chunk in (1, 5, 7, 41, 53, 10_000):
+            assert M.precision_recall(real, fake, k, chunk=chunk) == full, (k, chunk)
+    with pytest.raises(ValueError, match="chunk"):
+        M.precision_recall(real, fake, 3, chunk=0)

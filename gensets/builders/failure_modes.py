@@ -391,9 +391,19 @@ def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
 
 # ------------------------------------------------------------------ after the build: statistics
+def tally(metas: list[dict]) -> dict:
+    """Classified images (sample metadata): ``n``, ``failures`` and ``confusions`` ({top-1 class: count}).
+    Only failed images are confusions, for a label's baseline and for a mode's regenerated images alike:
+    with ``top_k`` > 1 an image whose top-1 is another class but whose label is in its top-k did not fail."""
+    from collections import Counter
+
+    failed = [m for m in metas if m["kept"]]
+    return {"n": len(metas), "failures": len(failed), "confusions": Counter(_top1(m) for m in failed)}
+
+
 def analyze(ws) -> dict:
     """Every mode against its label's baseline; writes modes.json and the failure_* tables."""
-    from collections import Counter, defaultdict
+    from collections import defaultdict
 
     from ..curation import failure_modes as fm
     from ..curation import state
@@ -406,31 +416,28 @@ def analyze(ws) -> dict:
     try:
         rows = con.execute("SELECT key, config, shard, meta FROM samples ORDER BY key").fetchall()
         metas = [(key, config, shard, json.loads(meta)) for key, config, shard, meta in rows]
-        base: dict[str, dict] = {label: {"n": 0, "failures": 0, "confusions": Counter()} for label in cfg.labels}
+        baseline_images: dict[str, list] = {label: [] for label in cfg.labels}
         regen: dict[str, list] = defaultdict(list)
         clusters, seeds = [], {}
         for key, config, shard, m in metas:
             if config == "baseline":
                 seeds[key] = m["seed"]
-                b = base[m["label"]]
-                b["n"] += 1
-                if m["kept"]:
-                    b["failures"] += 1
-                    b["confusions"][_top1(m)] += 1
+                baseline_images[m["label"]].append(m)
             elif config == "modes":
                 regen[m["failure_mode"]["id"]].append((key, m))
             elif config == "clusters":
                 clusters.append((key, shard, m))
+        base = {label: tally(images) for label, images in baseline_images.items()}
         tested = []
         for key, _, m in clusters:
             mode = m["failure_mode"]
             images = regen.get(mode["id"], [])
             if not images:
                 continue  # too small to regenerate
-            tested.append({"id": mode["id"], "label": m["label"], "record": key, "n": len(images),
-                           "failures": sum(bool(r["kept"]) for _, r in images),
-                           "confusion": mode["confusion"],
-                           "confused": sum(_top1(r) == mode["confusion"] for _, r in images)})
+            t = tally([r for _, r in images])
+            tested.append({"id": mode["id"], "label": m["label"], "record": key, "n": t["n"],
+                           "failures": t["failures"], "confusion": mode["confusion"],
+                           "confused": t["confusions"][mode["confusion"]]})
         compared = {c["id"]: c for c in fm.compare(tested, base, test=cfg.test, correction=cfg.correction,
                                                    alpha=cfg.alpha)}
         modes = []
@@ -461,7 +468,7 @@ def analyze(ws) -> dict:
         report = {"builder": "failure-modes", "build": ws.fingerprint, "classifier": cfg.classifier,
                   "embedder": cfg.embedder, "captioner": cfg.captioner.model, "generator": cfg.generator.model,
                   "template": cfg.template, "mode_template": cfg.mode_template, "test": cfg.test,
-                  "correction": cfg.correction, "alpha": cfg.alpha, "cluster_rule": CLUSTER_RULE,
+                  "correction": cfg.correction, "alpha": cfg.alpha, "top_k": cfg.top_k, "cluster_rule": CLUSTER_RULE,
                   "labels": list(cfg.labels), "baseline": baseline, "modes": modes,
                   "discovered": [m["id"] for m in modes if m["discovered"]]}
         _write_tables(con, report)

@@ -19,6 +19,11 @@ a seeded subset without repeats, and when K exceeds the pool the prompts are dra
 round, each round's seed recorded in the sample (``prompting.draw_seed``). RA draws its init image from
 the class's reference images the same way. One published config per (dataset, strategy), split ``train``;
 a work unit is one (strategy, class, chunk of shots).
+
+Where the files lie never enters a build: paths in the config stay as written (relative to the config file),
+seeds and unit ids know a local dataset or reference folder by its name (:func:`source_name`) and RA's
+reference images by path inside the reference folder and sha256, and samples record those, so the same config
+and files copied to another directory (paths written relative to the config) build byte-identical shards.
 """
 
 from __future__ import annotations
@@ -27,14 +32,15 @@ import json
 import os
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from ..config import to_dict
-from ..errors import GensetsError
+from ..errors import DataError, GensetsError
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
 
@@ -109,6 +115,56 @@ def _hf_label_feature(name: str, hf_config: str | None, label_column: str | None
 
 def _class_folders(root: Path) -> list[Path]:
     return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name)
+
+
+def source_name(source: str) -> str:
+    """A dataset or reference source as seeds, unit ids and samples know it, never where it lies: a local
+    folder (``folder:<path>``, or ``hf:<path>`` of a dataset saved on disk) by its last path component, e.g.
+    ``folder:/data/pets`` -> ``folder:pets``; a packaged dataset or a Hub repo by itself."""
+    kind, sep, rest = source.partition(":")
+    if sep and (kind == "folder" or (kind == "hf" and Path(rest).exists())):
+        return f"{kind}:{Path(rest.rstrip('/')).name or rest}"
+    return source
+
+
+def match_classes(names: list[str], class_names, *, by_index: bool = True) -> tuple[dict[int, int], str]:
+    """A source's class names (a ClassLabel's names, or class folders) matched to the dataset's classes:
+    ``({index in names: index in class_names}, "name" or "index")``.
+
+    By name (exactly, else by slug when just one class has it) when every name matches a class of its own.
+    Otherwise, with ``by_index`` and exactly as many names as classes, by position: the dataset's own order,
+    whatever the spelling (the Hub's ImageNet says "tench, Tinca tinca" and "projectile, missile" where
+    GenBench's CLIP names say "tench" and "missile (2)"). Otherwise by name, names without a class left out.
+    """
+    exact = {n: i for i, n in enumerate(class_names)}
+    by_slug: dict[str, list[int]] = {}
+    for i, n in enumerate(class_names):
+        by_slug.setdefault(slug(n), []).append(i)
+    matched = {}
+    for j, n in enumerate(names):
+        i = exact.get(n, by_slug[slug(n)][0] if len(by_slug.get(slug(n), ())) == 1 else None)
+        if i is not None:
+            matched[j] = i
+    one_to_one = len(matched) == len(names) and len(set(matched.values())) == len(names)
+    if not one_to_one and by_index and len(names) == len(class_names):
+        return {j: j for j in range(len(names))}, "index"
+    return matched, "name"
+
+
+def report_match(what: str, names: list[str], class_names, matched: dict[int, int], how: str) -> list[str]:
+    """Say on stderr, one line each, when classes were matched by position and which names matched no class
+    (those are left out); returns the unmatched names."""
+    if how == "index":
+        differ = [(n, class_names[j]) for j, n in enumerate(names) if n != class_names[j]]
+        example = f"; e.g. {differ[0][0]!r} is {differ[0][1]!r}" if differ else ""
+        print(f"gensets: {what}: its {len(names)} classes matched to the dataset's {len(class_names)} by position "
+              f"({len(differ)} spelled differently{example})", file=sys.stderr)
+    unmatched = [n for j, n in enumerate(names) if j not in matched]
+    if unmatched:
+        more = f", ... ({len(unmatched)} in all)" if len(unmatched) > 5 else ""
+        print(f"gensets: warning: {what}: {len(unmatched)} class(es) match no class of the dataset and are left "
+              f"out: {', '.join(map(repr, unmatched[:5]))}{more}", file=sys.stderr)
+    return unmatched
 
 
 @cache
@@ -195,8 +251,8 @@ class ReferenceConfig:
             kind, sep, rest = self.source.partition(":")
             if not sep or kind not in ("folder", "hf") or not rest:
                 raise ValueError(f"source: expected folder:<path> or hf:<repo or path>, got {self.source!r}")
-            if kind == "folder" and not (base_dir / rest).is_dir():
-                raise ValueError(f"source: folder not found: {base_dir / rest}")
+            # a folder is looked for where the config lies: GenBenchConfig.validate (a workspace's frozen
+            # copy keeps the path as written, relative to the config it was built from)
         if self.per_class < 1:
             raise ValueError("per_class: must be at least 1")
         if not 0 < self.strength <= 1:
@@ -248,6 +304,9 @@ class GenBenchConfig:
     image: ImageConfig = ImageConfig()
     unit_size: int = 8  # shots per work unit
     shard_size: int = 1000
+    # Where this config's relative folder: paths are read from (the config file's folder), set by resolved().
+    # Not a config key: neither frozen nor fingerprinted, so a build never depends on where its files lie.
+    base_dir: ClassVar[Path] = Path(".")
 
     def info(self, base_dir: Path) -> DatasetInfo:
         if self.class_names:
@@ -269,6 +328,11 @@ class GenBenchConfig:
         if "RA" in self.strategies and not self.reference.source:
             raise ValueError("reference.source: RA needs reference images: folder:<path> (class_name/*.jpg) "
                              "or hf:<dataset>")
+        src = self.reference.source or ""
+        # the folder is checked where the config lies; a frozen copy (class names filled in) lies in its
+        # workspace, and its build loads the references from the config it was built from
+        if src.startswith("folder:") and not self.class_names and not (base_dir / src[len("folder:"):]).is_dir():
+            raise ValueError(f"reference: source: folder not found: {base_dir / src[len('folder:'):]}")
         names = self.info(base_dir).classes
         if len(set(names)) != len(names):
             raise ValueError("class_names: class names must be unique")
@@ -279,21 +343,18 @@ class GenBenchConfig:
                                  f"(e.g. {', '.join(names[:5])})")
 
     def resolved(self, base_dir: Path) -> GenBenchConfig:
-        """Class names, templates, metric and folder paths read into the config, so the frozen copy stands alone."""
+        """Class names, templates and metric read into the config, so the frozen copy stands alone. Paths
+        stay as written (the frozen copy and the card hold no absolute path of this machine);
+        ``base_dir`` is kept beside the config (not in it) to read the reference folder from."""
         info = self.info(base_dir)
-        dataset = self.dataset
-        if dataset.startswith("folder:") and not self.class_names:
-            dataset = "folder:" + str((base_dir / dataset[len("folder:"):]).resolve())
-        ref = self.reference
-        if ref.source and ref.source.startswith("folder:"):
-            ref = replace(ref, source="folder:" + str((base_dir / ref.source[len("folder:"):]).resolve()))
         name = self.dataset_name or (self.dataset if self.dataset in packaged()
                                      else _split_rev(self.dataset.partition(":")[2].rstrip("/"))[0].split("/")[-1])
         from ..labels.imagenet import imagenet_templates
 
-        return replace(self, dataset=dataset, dataset_name=_config_slug(name), class_names=info.classes,
-                       metric=self.metric or info.metric,
-                       templates=self.templates or info.templates or tuple(imagenet_templates()), reference=ref)
+        out = replace(self, dataset_name=_config_slug(name), class_names=info.classes, metric=self.metric or info.metric,
+                      templates=self.templates or info.templates or tuple(imagenet_templates()))
+        object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
+        return out
 
 
 def config_name(dataset_name: str, strategy: str) -> str:
@@ -317,8 +378,9 @@ def fill(template: str, name: str) -> str:
 
 
 # ------------------------------------------------------------------ plan
-def _pool(cfg: GenBenchConfig, strategy: str, name: str) -> dict:
-    """What a strategy's prompts are made of, for one class (all of it goes into the unit's id)."""
+def _pool(cfg: GenBenchConfig, strategy: str, name: str, files: dict | None = None) -> dict:
+    """What a strategy's prompts are made of, for one class (all of it goes into the unit's id); ``files``:
+    :func:`reference_files`."""
     st = cfg.simple_template
     if strategy == "DT":
         return {"templates": list(cfg.templates)}
@@ -331,20 +393,23 @@ def _pool(cfg: GenBenchConfig, strategy: str, name: str) -> dict:
         return {"templates": [st], "negatives": others, "negative_classes": cfg.negative.classes,
                 "quality": cfg.negative.quality}
     if strategy == "RA":
-        return {"templates": [st], "reference": to_dict(cfg.reference)}
+        ref = {**to_dict(cfg.reference), "source": source_name(cfg.reference.source)}
+        return {"templates": [st], "reference": ref if files is None else {**ref, "files": files[name]}}
     return {"templates": [st]}
 
 
 def plan(cfg: GenBenchConfig) -> list[Unit]:
-    """Deterministic work units: (strategy, class, chunk of shots), ids from content."""
+    """Deterministic work units: (strategy, class, chunk of shots), ids from content (the dataset by
+    :func:`source_name`, RA's folder references by path in the folder and sha256)."""
     gen, image = to_dict(cfg.generator), to_dict(cfg.image)
+    files = reference_files(cfg) if "RA" in cfg.strategies else None
     units = []
     for strategy in cfg.strategies:
         for index, name in selected(cfg):
-            pool = _pool(cfg, strategy, name)
+            pool = _pool(cfg, strategy, name, files)
             for start in range(0, cfg.shots, cfg.unit_size):
                 payload = {
-                    "builder": "genbench", "dataset": cfg.dataset, "dataset_name": cfg.dataset_name,
+                    "builder": "genbench", "dataset": source_name(cfg.dataset), "dataset_name": cfg.dataset_name,
                     "config": config_name(cfg.dataset_name, strategy), "strategy": strategy, "class": name,
                     "label_index": index, "shots": list(range(start, min(start + cfg.unit_size, cfg.shots))),
                     "seed": cfg.seed, "generator": gen, "image": image, **pool}
@@ -410,7 +475,7 @@ def unit_prompts(unit: Unit, expand=None, references: list | None = None) -> lis
 # ------------------------------------------------------------------ references (RA)
 @dataclass(frozen=True)
 class Reference:
-    id: str  # the file path, or hf:<dataset>/<split>#<row>
+    id: str  # the file's path inside the reference folder, or hf:<dataset>/<split>#<row> (source_name)
     sha256: str
     data: bytes
 
@@ -420,26 +485,74 @@ class Reference:
         return decode_image(self.data)
 
 
-def _folder_references(root: Path, names: list[str], per_class: int) -> dict[str, list[Reference]]:
+def reference_root(cfg: GenBenchConfig) -> Path:
+    """The folder of a folder: reference source, on this machine (relative paths: to the config's folder)."""
+    return cfg.base_dir / cfg.reference.source[len("folder:"):]
+
+
+def _reference_paths(cfg: GenBenchConfig) -> tuple[dict[str, list[Path]], list[str]]:
+    """Each selected class's reference files (the first ``per_class`` by file name in its class folder, class
+    folders matched to the dataset's classes by name) and the folders that match no class."""
+    root = reference_root(cfg)
+    if not root.is_dir():
+        raise GensetsError(f"reference: folder not found: {root}")
+    folders = _class_folders(root)
+    matched, _ = match_classes([p.name for p in folders], cfg.class_names, by_index=False)
+    folder_of: dict[str, Path] = {}
+    for j, i in sorted(matched.items()):
+        folder_of.setdefault(cfg.class_names[i], folders[j])
+    out = {}
+    for _, name in selected(cfg):
+        folder = folder_of.get(name)
+        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES) if folder else []
+        out[name] = files[: cfg.reference.per_class]
+    return out, [p.name for j, p in enumerate(folders) if j not in matched]
+
+
+def _sha256_file(path: Path) -> str:
     import hashlib
 
-    folders = {slug(p.name): p for p in _class_folders(root)}
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def reference_files(cfg: GenBenchConfig) -> dict[str, list[list[str]]] | None:
+    """folder: references of each selected class as ``[path inside the folder, sha256]``: they go into the RA
+    units' ids (changed images make new units; the folder's location does not). None for hf: references
+    (rows named by dataset, split and row; pin the dataset with @rev)."""
+    if not (cfg.reference.source or "").startswith("folder:"):
+        return None
+    root = reference_root(cfg)
+    paths, _ = _reference_paths(cfg)
+    return {n: [[f.relative_to(root).as_posix(), _sha256_file(f)] for f in fs] for n, fs in paths.items()}
+
+
+def _folder_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
+    import hashlib
+
+    root = reference_root(cfg)
+    paths, unmatched = _reference_paths(cfg)
+    report_match(f"reference {cfg.reference.source}", unmatched, cfg.class_names, {}, "name")
     out = {}
-    for name in names:
-        folder = folders.get(slug(name)) or folders.get(slug(prompt_name(name)))
-        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES) if folder else []
+    for name, files in paths.items():
         out[name] = []
-        for f in files[:per_class]:
+        for f in files:
             data = f.read_bytes()
-            out[name].append(Reference(str(f), hashlib.sha256(data).hexdigest(), data))
+            out[name].append(Reference(f.relative_to(root).as_posix(), hashlib.sha256(data).hexdigest(), data))
     return out
 
 
-def _hf_references(ref: ReferenceConfig, names: list[str]) -> dict[str, list[Reference]]:
+def _hf_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
+    """The first ``per_class`` rows of each selected class: rows are picked from the label column alone, then
+    only their images are read."""
     import hashlib
 
     import datasets
 
+    ref = cfg.reference
     name = ref.source[len("hf:"):]
     repo, rev = _split_rev(name)
     column, label = _hf_label_feature(name, ref.hf_config, ref.label_column, ref.split)
@@ -451,27 +564,30 @@ def _hf_references(ref: ReferenceConfig, names: list[str]) -> dict[str, list[Ref
     image_col = next((k for k, f in ds.features.items() if isinstance(f, datasets.Image)), None)
     if image_col is None:
         raise GensetsError(f"reference: hf:{name} has no Image feature")
-    ds = ds.cast_column(image_col, datasets.Image(decode=False))
-    wanted = {slug(prompt_name(n)): n for n in names}
-    out: dict[str, list[Reference]] = {n: [] for n in names}
-    for i, (img, y) in enumerate(zip(ds[image_col], ds[column], strict=True)):
-        n = wanted.get(slug(label.int2str(y)))
-        if n is None or len(out[n]) >= ref.per_class:
-            continue
-        data = img["bytes"] if img.get("bytes") else Path(img["path"]).read_bytes()
-        out[n].append(Reference(f"hf:{name}/{ref.split}#{i}", hashlib.sha256(data).hexdigest(), data))
-    return out
+    matched, how = match_classes(label.names, cfg.class_names)
+    report_match(f"reference {ref.source}", label.names, cfg.class_names, matched, how)
+    wanted = {i: n for i, n in selected(cfg)}
+    rows: dict[str, list[int]] = {n: [] for n in wanted.values()}
+    for i, y in enumerate(ds[column]):  # the label column only: no image is read here
+        n = wanted.get(matched.get(y, -1))
+        if n is not None and len(rows[n]) < ref.per_class:
+            rows[n].append(i)
+    picked = sorted(i for r in rows.values() for i in r)
+    images = ds.select_columns([image_col]).cast_column(image_col, datasets.Image(decode=False)).select(picked)
+    data = {}
+    for i, img in zip(picked, images[image_col], strict=True):
+        data[i] = img["bytes"] if img.get("bytes") else Path(img["path"]).read_bytes()
+    where = f"{source_name(ref.source)}/{ref.split}"
+    return {n: [Reference(f"{where}#{i}", hashlib.sha256(data[i]).hexdigest(), data[i]) for i in r]
+            for n, r in rows.items()}
 
 
-def load_references(ref: ReferenceConfig, names: list[str]) -> dict[str, list[Reference]]:
-    """Each class's reference images (the first ``per_class``, in file-name / dataset order)."""
-    if ref.source.startswith("folder:"):
-        refs = _folder_references(Path(ref.source[len("folder:"):]), names, ref.per_class)
-    else:
-        refs = _hf_references(ref, names)
-    missing = [n for n in names if not refs.get(n)]
+def load_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
+    """Each selected class's reference images (the first ``per_class``, in file-name / dataset order)."""
+    refs = _folder_references(cfg) if cfg.reference.source.startswith("folder:") else _hf_references(cfg)
+    missing = [n for n in refs if not refs[n]]
     if missing:
-        raise GensetsError(f"reference: no reference images for class {missing[0]!r} in {ref.source} "
+        raise GensetsError(f"reference: no reference images for class {missing[0]!r} in {cfg.reference.source} "
                            f"({len(missing)} class(es) without any)")
     return refs
 
@@ -552,7 +668,7 @@ class Context:
     @property
     def references(self) -> dict[str, list[Reference]]:
         if self._references is None:
-            self._references = load_references(self.cfg.reference, [n for _, n in selected(self.cfg)])
+            self._references = load_references(self.cfg)
         return self._references
 
     def expand(self, inputs: list[str], seeds: list[int]) -> list[str]:
@@ -569,6 +685,9 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     cfg, g = ctx.cfg, ctx.cfg.generator
     ra = p["strategy"] == "RA"
     refs = ctx.references[p["class"]] if ra else None
+    if ra and p["reference"].get("files") not in (None, [[r.id, r.sha256] for r in refs]):
+        raise DataError(f"reference {cfg.reference.source}: the images of class {p['class']!r} changed while "
+                        "building; run the build again")
     t0 = time.perf_counter()
     rows = unit_prompts(unit, expand=ctx.expand if p["strategy"] == "CE" else None, references=refs)
     expansion_seconds = time.perf_counter() - t0

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from ..errors import GensetsError
 
+# an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
 TRANSFER = """
-SELECT r.model, r.config, count(*) AS n, count(*) FILTER (WHERE NOT p.correct1) AS failed
+SELECT r.model, r.config, count(*) AS n,
+       count(*) FILTER (WHERE NOT list_has_any(list_slice(p.top5, 1, $k), p.target_ids)) AS failed
 FROM predictions p JOIN runs r USING (run_id)
-WHERE r.dataset_revision = ? AND r.protocol = 'imagenet'
+WHERE r.dataset_revision = $build AND r.protocol = 'imagenet'
 GROUP BY ALL ORDER BY r.model, r.config
 """
 
@@ -27,7 +29,7 @@ def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
     from ..workspace import Workspace
 
     ws = Workspace(workspace)
-    builder, _ = ws.load()
+    builder, cfg = ws.load()
     if builder.name != "failure-modes":
         raise GensetsError(f"{ws.root}: a {builder.name} build, not failure-modes")
     path = ws.root / "modes.json"
@@ -36,17 +38,18 @@ def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
     rep = json.loads(path.read_text(encoding="utf-8"))
     rep["workspace"] = str(ws.root)
     if db is not None:
-        rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"])
+        rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"], cfg.top_k)
     return rep
 
 
-def transfer(db: str | Path, build: str, classifier: str) -> list[dict]:
-    """Per model and config of the finalized set: images, how many it fails, the transfer rate."""
+def transfer(db: str | Path, build: str, classifier: str, top_k: int = 1) -> list[dict]:
+    """Per model and config of the finalized set: images, how many it fails (its label's class not in its
+    top-``top_k``, the build's failure rule), the transfer rate."""
     from . import store
 
     con = store.connect(db, read_only=True)
     try:
-        rows = con.execute(TRANSFER, [build]).fetchall()
+        rows = con.execute(TRANSFER, {"k": top_k, "build": build}).fetchall()
     finally:
         con.close()
     if not rows:
@@ -207,8 +210,10 @@ def write(rep: dict, out: str | Path) -> Path:
     if rep.get("transfer") is not None:
         rows = [[t["model"] + (" (under test)" if t["under_test"] else ""), t["config"], t["n"], t["failed"],
                  t["transfer"]] for t in rep["transfer"]]
+        k = rep.get("top_k", 1)
         md += ["## Transfer", "", "The finalized set (every image misclassified by the classifier under test) "
-               "scored by other classifiers with `gensets eval`: the fraction they fail too.", "",
+               f"scored by other classifiers with `gensets eval`: the fraction they fail too (label not in their "
+               f"top-{k}, as for the classifier under test).", "",
                _table(["model", "config", "images", "failed", "transfer"], rows), ""]
     md += ["Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
            "`failure_modes`, `failure_mode_members`, `failure_mode_images` of `state.duckdb`."]

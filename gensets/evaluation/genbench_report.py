@@ -11,19 +11,21 @@ For every GenBench workspace and every strategy in it, with one CLIP model (``--
   the CLIP zero-shot softmax on the generated images;
 - cost: measured generator seconds per image x price per hour.
 The real test set is a folder (one sub-folder of images per class, named like the class) or a Hugging Face
-dataset (``hf:<repo or path>[@rev]``, its ClassLabel names matched to the classes). Only test images of
-generated classes are scored. Writes report.md (datasets x strategies, best CLER per dataset in bold),
-report.json and cler.png.
+dataset (``hf:<repo or path>[@rev]``: its ClassLabel matched to the classes by position when it has as many
+names, else by name; unmatched classes are named on stderr). Only test images of generated classes are
+scored; test images are read, and generated ones decoded, batch by batch (never all at once). Writes
+report.md (datasets x strategies, best CLER per dataset in bold), report.json and cler.png.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import GensetsError
-from ..records import Sample, slug
+from ..records import Sample
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
@@ -51,22 +53,45 @@ def read_workspace(path: str | Path):
     return ws, cfg, dict(by_config)
 
 
-def _class_index(names: list[str]) -> dict[str, int]:
-    from ..builders.genbench import prompt_name
+class Images(Sequence):
+    """Images read on access, a batch at a time (``images[i:j]``), so a large set is never all in memory:
+    ``read(items) -> [PIL image]`` reads a list of items (file paths, dataset rows, encoded bytes)."""
 
-    index = {}
-    for i, n in enumerate(names):
-        index.setdefault(slug(n), i)
-        index.setdefault(slug(prompt_name(n)), i)
-    return index
+    def __init__(self, items: list, read):
+        self.items, self.read = items, read
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.read(self.items[i]) if isinstance(i, slice) else self.read([self.items[i]])[0]
+
+    def subset(self, indices) -> Images:
+        return Images([self.items[i] for i in indices], self.read)
 
 
-def load_test_set(source: str, class_names: list[str], split: str = "test") -> tuple[list, list[int], dict]:
-    """Real test images ``(PIL images, label indices into class_names, info)`` from a folder or hf: dataset."""
+def _read_files(paths: list[Path]) -> list:
     from PIL import Image
 
-    index = _class_index(class_names)
-    images, labels, unmatched = [], [], []
+    out = []
+    for f in paths:
+        try:
+            with Image.open(f) as im:
+                out.append(im.convert("RGB"))
+        except Exception as e:
+            raise GensetsError(f"test set {f}: cannot read image: {e}") from None
+    return out
+
+
+def load_test_set(source: str, class_names: list[str], split: str = "test") -> tuple[Images, list[int], dict]:
+    """Real test images ``(images, label indices into class_names, info)`` from a folder or hf: dataset.
+
+    The images are read batch by batch when used (:class:`Images`). Class folders are matched to the classes
+    by name; a ClassLabel's names by position when it has as many as the dataset has classes (and they do
+    not all match one-to-one by name), else by name (:func:`gensets.builders.genbench.match_classes`);
+    classes that match none are left out and named on stderr."""
+    from ..builders.genbench import match_classes, report_match
+
     if source.startswith("hf:"):
         import datasets
 
@@ -83,33 +108,27 @@ def load_test_set(source: str, class_names: list[str], split: str = "test") -> t
         image_col = next((k for k, f in ds.features.items() if isinstance(f, datasets.Image)), None)
         if image_col is None:
             raise GensetsError(f"test set {source} has no Image feature")
-        for row in ds:
-            y = index.get(slug(feature.int2str(row[column])))
-            if y is None:
-                unmatched.append(feature.int2str(row[column]))
-                continue
-            images.append(row[image_col].convert("RGB"))
-            labels.append(y)
+        names = list(feature.names)
+        matched, how = match_classes(names, class_names)
+        rows = [(i, matched[y]) for i, y in enumerate(ds[column]) if y in matched]  # labels only: no image read
+        pixels = ds.select_columns([image_col])
+        images = Images([i for i, _ in rows],
+                        lambda idx: [im.convert("RGB") for im in pixels.select(idx)[image_col]])
+        labels = [y for _, y in rows]
     else:
         root = Path(source)
         if not root.is_dir():
             raise GensetsError(f"test set {source}: no such folder (give a folder of class sub-folders or hf:<dataset>)")
-        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-            y = index.get(slug(folder.name))
-            if y is None:
-                unmatched.append(folder.name)
-                continue
-            for f in sorted(folder.iterdir()):
-                if f.suffix.lower() in IMAGE_SUFFIXES:
-                    try:
-                        with Image.open(f) as im:
-                            images.append(im.convert("RGB"))
-                    except Exception as e:
-                        raise GensetsError(f"test set {f}: cannot read image: {e}") from None
-                    labels.append(y)
-    if not images:
+        folders = sorted(p for p in root.iterdir() if p.is_dir())
+        names = [p.name for p in folders]
+        matched, how = match_classes(names, class_names, by_index=False)
+        files = [(f, matched[j]) for j, folder in enumerate(folders) if j in matched
+                 for f in sorted(folder.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES]
+        images, labels = Images([f for f, _ in files], _read_files), [y for _, y in files]
+    unmatched = report_match(f"test set {source}", names, class_names, matched, how)
+    if not labels:
         raise GensetsError(f"test set {source}: no images of any of the classes")
-    return images, labels, {"source": source, "unmatched": sorted(set(unmatched))}
+    return images, labels, {"source": source, "match": how, "unmatched": sorted(unmatched)}
 
 
 def parse_tests(tests: list[str] | None) -> dict[str, str]:
@@ -164,18 +183,17 @@ def linear_probe(train_emb, train_labels, test_emb, test_labels, metric: str = "
         return None
 
 
-def _embed(clf, images: list, batch_size: int):
+def _passes(images, batch_size: int, models: list) -> list:
+    """For each ``(model, "embed" or "logits")`` of ``models``, that output over all ``images`` (N, D), computed
+    batch by batch: each image is read (decoded) once, and only one batch of images is in memory at a time."""
     import torch
 
-    out = [clf.embed(clf.preprocess(images[i : i + batch_size])) for i in range(0, len(images), batch_size)]
-    return torch.cat(out).cpu().numpy()
-
-
-def _logits(clf, images: list, batch_size: int):
-    import torch
-
-    out = [clf.logits(clf.preprocess(images[i : i + batch_size])) for i in range(0, len(images), batch_size)]
-    return torch.cat(out).float().cpu().numpy()
+    outs: list[list] = [[] for _ in models]
+    for i in range(0, len(images), batch_size):
+        batch = images[i : i + batch_size]
+        for out, (m, what) in zip(outs, models, strict=True):
+            out.append(getattr(m, what)(m.preprocess(batch)).float().cpu())
+    return [torch.cat(out).numpy() for out in outs]
 
 
 def _safe(fn, *args, **kw):
@@ -219,27 +237,29 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
         keep = [i for i, y in enumerate(labels) if y in local]
         if not keep:
             raise GensetsError(f"test set {source}: no images of the generated classes of {name!r}")
-        test_images, test_y = [images[i] for i in keep], np.array([local[labels[i]] for i in keep])
+        test_images, test_y = images.subset(keep), np.array([local[labels[i]] for i in keep])
         names = [prompt_name(cfg.class_names[c]) for c in generated]
         clf = load_classifier(clip, labels=names, templates=list(cfg.templates))
         text_emb = clf.text_classifier.T.float().cpu().numpy()
-        test_emb = _embed(clf, test_images, batch_size)
         feat = load_classifier(features, labels=names, templates=list(cfg.templates)) if features else clf
-        test_feat = _embed(feat, test_images, batch_size) if features else test_emb
-        zero_shot = M.top1(_logits(clf, test_images, batch_size), test_y)
+        test_emb, test_logits, *test_feat = _passes(test_images, batch_size, [(clf, "embed"), (clf, "logits")]
+                                                    + ([(feat, "embed")] if features else []))
+        test_feat = test_feat[0] if features else test_emb
+        zero_shot = M.top1(test_logits, test_y)
         datasets[name] = {"dataset": cfg.dataset, "metric": cfg.metric, "classes": len(generated),
-                          "test_images": len(keep), "test_source": source, "unmatched_test_classes": info["unmatched"],
+                          "test_images": len(keep), "test_source": source, "test_class_match": info["match"],
+                          "unmatched_test_classes": info["unmatched"],
                           "zero_shot": zero_shot, "clip": clip, "features": features or clip}
         for ws, wcfg, by_config in items:
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
             for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.index(kv[1][0].meta["strategy"])):
-                gen_images = [decode_image(s.image) for s in samples]
+                gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
                 gen_y = np.array([local[s.cls] for s in samples])
-                gen_emb = _embed(clf, gen_images, batch_size)
+                gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
+                                                    + ([(feat, "embed")] if features else []))
+                gen_feat = gen_feat[0] if features else gen_emb
                 prompt_emb = np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
                                              .cpu().numpy() for i in range(0, len(samples), batch_size)])
-                gen_feat = _embed(feat, gen_images, batch_size) if features else gen_emb
-                probs = _logits(feat, gen_images, batch_size)
                 probs = np.exp(probs - probs.max(axis=1, keepdims=True))
                 probs /= probs.sum(axis=1, keepdims=True)
                 present = np.isin(test_y, gen_y)

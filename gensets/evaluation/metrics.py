@@ -549,26 +549,39 @@ def clip_score(image_emb: Any, text_emb: Any) -> float:
     return float(100 * np.maximum(cos, 0).mean())
 
 
-def precision_recall(real: Any, fake: Any, k: int = 3) -> tuple[float, float]:
+def _knn_radii(x: np.ndarray, k: int, chunk: int) -> np.ndarray:
+    """Each row's distance to its k-th nearest other row (itself, at distance 0, is the 0-th), ``chunk`` rows
+    of distances at a time."""
+    from scipy.spatial.distance import cdist
+
+    return np.concatenate([np.partition(cdist(x[i : i + chunk], x), k, axis=1)[:, k]
+                           for i in range(0, x.shape[0], chunk)])
+
+
+def _in_any_ball(points: np.ndarray, centres: np.ndarray, radii: np.ndarray, chunk: int) -> np.ndarray:
+    """Whether each point lies within distance ``radii[j]`` of some ``centres[j]``, ``chunk`` points at a time."""
+    from scipy.spatial.distance import cdist
+
+    return np.concatenate([(cdist(points[i : i + chunk], centres) <= radii[None, :]).any(axis=1)
+                           for i in range(0, points.shape[0], chunk)])
+
+
+def precision_recall(real: Any, fake: Any, k: int = 3, chunk: int = 256) -> tuple[float, float]:
     """Improved precision and recall (Kynkäänniemi et al. 2019) on k-NN manifolds of features.
 
     Each real sample's hypersphere has the radius of the distance to its k-th nearest real neighbour (itself
     excluded); precision is the fraction of fake samples inside at least one real hypersphere (distance <=
     radius). Recall swaps the roles: the fraction of real samples inside the fake manifold. Euclidean
-    distances; N, M > k.
+    distances; N, M > k. Distances are computed ``chunk`` rows at a time (memory ``chunk x max(N, M)``, never
+    ``N x N``); each distance is computed alone, so the result does not depend on ``chunk``.
     """
-    from scipy.spatial.distance import cdist
-
     a, b = _float_2d(real, "real", k + 1), _float_2d(fake, "fake", k + 1)
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"real has dimension {a.shape[1]}, fake {b.shape[1]}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    r_real = np.partition(cdist(a, a), k, axis=1)[:, k]
-    r_fake = np.partition(cdist(b, b), k, axis=1)[:, k]
-    d = cdist(b, a)  # (fake, real)
-    precision = (d <= r_real[None, :]).any(axis=1).mean()
-    recall = (d.T <= r_fake[None, :]).any(axis=1).mean()
+    if k < 1 or chunk < 1:
+        raise ValueError(f"k and chunk must be >= 1, got k={k}, chunk={chunk}")
+    precision = _in_any_ball(b, a, _knn_radii(a, k, chunk), chunk).mean()
+    recall = _in_any_ball(a, b, _knn_radii(b, k, chunk), chunk).mean()
     return float(precision), float(recall)
 
 
