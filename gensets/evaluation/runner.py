@@ -83,8 +83,8 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
     """
     from tqdm.auto import tqdm
 
-    from ..models.device import default_device
     from ..models import load_classifier, parse_spec
+    from ..models.device import default_device
     from ..records import library_versions
 
     if protocol is not None and protocol not in (*P.PROTOCOLS, "two-way", "vqa"):
@@ -204,9 +204,9 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
     """
     from tqdm.auto import tqdm
 
-    from ..models.device import default_device
     from ..labels.twoway import score_two_way
     from ..models import load_classifier, load_vqa
+    from ..models.device import default_device
     from ..records import library_versions
 
     if not clip:
@@ -278,8 +278,8 @@ def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split
     ``<image key>/q<i>`` so per-image accuracy is a GROUP BY away."""
     from tqdm.auto import tqdm
 
-    from ..models.device import default_device
     from ..models import load_vqa
+    from ..models.device import default_device
     from ..records import library_versions
     from . import metrics as M
 
