@@ -79,6 +79,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(OFFLINE) $(BIN)/python benchmarks/shard_write.py
+	$(OFFLINE) $(BIN)/python benchmarks/eval_throughput.py
 
 clean:
 	rm -rf out .pytest_cache

@@ -1,0 +1,250 @@
+"""Evaluation throughput of ``gensets eval`` against baselines measured in the same run (CPU).
+
+(a) timm resnet18 (random weights from its config, saved with save_for_hf, loaded as timm:local-dir:)
+    at 224 px: gensets evaluate() end to end (decode, preprocess, model, scoring, DuckDB) against a
+    bare ``model(batch)`` loop over tensors decoded and transformed beforehand. Target ratio >= 0.9.
+(b) a small open_clip model (random, from a config, local-dir:) zero-shot: gensets evaluate() against
+    clip_benchmark 1.6.2's own ``main_eval`` (what ``clip_benchmark eval`` runs) on the same shards,
+    in its own environment (tests/clip_benchmark_env.py); both timed without interpreter start-up and
+    imports, fp32 (--no_amp). Target ratio >= 1.0.
+(c) four models (resnet18, a second resnet18, the small and the tiny open_clip) in ONE evaluate()
+    pass (each image decoded once) against four separate passes.
+
+Every timing is the best of --repeats after one warm-up, torch threads = --threads (2).
+gensets runs in-process and quiet (``gensets.evaluation.runner.evaluate``), with the CLI's defaults
+(--workers 2: batches decoded ahead in a background thread).
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python benchmarks/eval_throughput.py
+    ... --n 256 --batch-size 32 --repeats 3 --profile     (also: where gensets eval spends its time)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(_k, "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+from tests import clip_benchmark_env as cbe  # noqa: E402
+
+CLASSES = ["tench", "goldfish", "church", "parachute"]
+TEMPLATE = "a photo of a {c}."
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes on the machine have used so far (from /proc/stat; 0 elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    except OSError:
+        return 0.0
+    user, nice, system, idle, iowait, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def interleaved(fns: dict, repeats: int) -> dict[str, float]:
+    """Best time of each fn over ``repeats`` rounds, the fns alternating within a round (after one
+    warm-up each): a burst of load from another process hits both sides, not one."""
+    for fn in fns.values():
+        if getattr(fn, "needs_warmup", True):
+            fn()  # warm-up: lazy imports, allocator, thread pools
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            r = fn()
+            times[k].append(r if isinstance(r, float) else time.perf_counter() - t)
+    return {k: min(v) for k, v in times.items()}
+
+
+def build(work: Path, n: int, size: int, shards: int, clip: str):
+    import timm
+    import torch
+
+    images, labels = cbe.tinted_images(n, len(CLASSES), (size, size), seed=0)
+    data = cbe.write_dataset(work / "data" / "bench", images, labels, CLASSES, templates=[TEMPLATE],
+                             shards=shards, extra=[{"imagenet_ids": [lab]} for lab in labels])
+    models = {}
+    for seed in (0, 1):
+        d = work / f"resnet18-{seed}"
+        torch.manual_seed(seed)
+        timm.models.save_for_hf(timm.create_model("resnet18", num_classes=1000), str(d), safe_serialization=True)
+        models[f"resnet18-{seed}"] = d
+    models["clip-small"] = cbe.make_open_clip(work / "clip-small", cbe.SMALL_CLIP)
+    models["clip-tiny"] = cbe.make_open_clip(work / "clip-tiny", cbe.TINY_CLIP)
+    models["clip"] = models[f"clip-{clip}"]
+    return data, images, models
+
+
+def gensets_eval(data: Path, specs: list[str], db: Path, batch_size: int, workers: int):
+    from gensets.evaluation.runner import evaluate
+
+    def run():
+        return evaluate(str(data), specs, str(db), batch_size=batch_size, workers=workers, quiet=True,
+                        templates=[TEMPLATE])
+
+    return run
+
+
+def bare_loop(model_dir: Path, images: list[bytes], batch_size: int):
+    """The same timm model over tensors that are already decoded and transformed."""
+    import io
+
+    import timm
+    import torch
+    from PIL import Image
+    from timm.data import create_transform, resolve_model_data_config
+
+    model = timm.create_model(f"local-dir:{model_dir}", pretrained=True).eval()
+    tf = create_transform(**resolve_model_data_config(model), is_training=False)
+    x = torch.stack([tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in images])
+    batches = list(x.split(batch_size))
+
+    def run():
+        with torch.inference_mode():
+            for b in batches:
+                model(b).argmax(1)
+
+    return run
+
+
+def clip_benchmark_run(py: Path, work: Path, data: Path, model: Path, args):
+    """One timed run of clip_benchmark's main_eval (after a warm-up run in the same driver process);
+    returns its seconds, which exclude the driver's start-up, imports and warm-up."""
+    argv = ["eval", "--task", "zeroshot_classification", "--model", f"local-dir:{model}", "--pretrained", "none",
+            "--dataset", "wds/bench", "--dataset_root", str(data), "--no_amp", "--batch_size", str(args.batch_size),
+            "--num_workers", str(min(args.workers, args.shards)), "--output", str(work / "cb.json"), "--quiet"]
+    req = {"mode": "cli", "argv": argv, "threads": args.threads, "warmup": 1, "repeats": 1}
+
+    def run() -> float:
+        return float(cbe.run_driver(py, req, work)["seconds"][0])
+
+    run.needs_warmup = False  # each driver process warms itself up
+    return run
+
+
+def model_seconds(db: Path) -> float:
+    """gensets' own per-run time: preprocess + forward + scoring, without decoding and the database."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return float(con.execute("SELECT sum(seconds) FROM runs").fetchone()[0])
+    finally:
+        con.close()
+
+
+def profile_gensets(run, top: int = 25) -> None:
+    import cProfile
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    run()
+    pr.disable()
+    print("\ncProfile of one gensets eval pass (main thread; decoding runs in the prefetch thread):")
+    pstats.Stats(pr).sort_stats("tottime").print_stats(top)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=256, help="images (default 256)")
+    ap.add_argument("--size", type=int, default=224, help="image side in pixels (default 224)")
+    ap.add_argument("--shards", type=int, default=4, help="tar shards (default 4)")
+    ap.add_argument("--batch-size", type=int, default=32, help="both sides (default 32)")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="gensets: batches decoded ahead; clip_benchmark: DataLoader workers (default 2)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs, after a warm-up (default 3)")
+    ap.add_argument("--clip", choices=["small", "tiny"], default="small", help="open_clip model of (b)")
+    ap.add_argument("--only", default="abc", help="which benchmarks, e.g. 'ab' (default abc)")
+    ap.add_argument("--profile", action="store_true", help="cProfile one gensets pass of (a)")
+    ap.add_argument("--workdir", type=Path, help="keep data and models here (default: a temp dir, removed)")
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="eval_throughput-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[tuple] = []
+    n = args.n
+    ratios: list[str] = []
+    busy0, own0, wall0 = machine_busy_seconds(), own_seconds(), time.perf_counter()
+    try:
+        t = time.perf_counter()
+        data, images, models = build(work, args.n, args.size, args.shards, args.clip)
+        print(f"built {args.n} {args.size}x{args.size} webp images in {args.shards} shards and the models in "
+              f"{time.perf_counter() - t:.1f} s ({work}); threads {args.threads}, batch {args.batch_size}")
+        timm_spec = f"timm:local-dir:{models['resnet18-0']}"
+        clip_spec = f"open_clip:local-dir:{models['clip']}"
+
+        if "a" in args.only:
+            run = gensets_eval(data, [timm_spec], work / "a.duckdb", args.batch_size, args.workers)
+            t = interleaved({"bare": bare_loop(models["resnet18-0"], images, args.batch_size), "ours": run},
+                            args.repeats)
+            bare, ours = t["bare"], t["ours"]
+            inner = model_seconds(work / "a.duckdb")
+            rows += [("(a) resnet18 224px", "bare model loop on ready tensors", n, bare),
+                     ("", "gensets eval (decode+preprocess+model+db)", n, ours),
+                     ("", " of which preprocess+model+scoring (last run)", n, inner)]
+            ratios.append(f"(a) gensets / bare loop images/s: {bare / ours:.2f}  (target >= 0.9)")
+            if args.profile:
+                profile_gensets(run)
+
+        if "b" in args.only:
+            try:
+                py = cbe.ensure_env()
+            except cbe.Unavailable as e:
+                print(f"(b) skipped: {e}")
+            else:
+                t = interleaved({"theirs": clip_benchmark_run(py, work, data, models["clip"], args),
+                                 "ours": gensets_eval(data, [clip_spec], work / "b.duckdb", args.batch_size,
+                                                      args.workers)}, args.repeats)
+                theirs, ours = t["theirs"], t["ours"]
+                rows += [(f"(b) open_clip {args.clip} zero-shot", "clip_benchmark eval (main_eval)", n, theirs),
+                         ("", "gensets eval", n, ours)]
+                ratios.append(f"(b) gensets / clip_benchmark images/s: {theirs / ours:.2f}  (target >= 1.0)")
+
+        if "c" in args.only:
+            specs = [timm_spec, f"timm:local-dir:{models['resnet18-1']}",
+                     f"open_clip:local-dir:{models['clip-small']}", f"open_clip:local-dir:{models['clip-tiny']}"]
+            sep_runs = [gensets_eval(data, [s], work / "c4.duckdb", args.batch_size, args.workers) for s in specs]
+            t = interleaved({"four": lambda: [r() for r in sep_runs],
+                             "one": gensets_eval(data, specs, work / "c1.duckdb", args.batch_size, args.workers)},
+                            args.repeats)
+            four, one = t["four"], t["one"]
+            rows += [("(c) 4 models (model-images)", "four separate gensets passes", 4 * n, four),
+                     ("", "one gensets pass, four models", 4 * n, one)]
+            ratios.append(f"(c) one pass / four passes speed-up: {four / one:.2f}x")
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n{'benchmark':<30}{'what':<44}{'images':>7}{'best s':>9}{'images/s':>10}")
+    for name, what, imgs, s in rows:
+        print(f"{name:<30}{what:<44}{imgs:>7}{s:>9.2f}{imgs / s:>10.1f}")
+    print()
+    for r in ratios:
+        print(r)
+    others = (machine_busy_seconds() - busy0 - (own_seconds() - own0)) / (time.perf_counter() - wall0)
+    note = "  (numbers are noisy: rerun on an idle machine)" if others > 0.1 else ""
+    print(f"other processes used {max(others, 0):.2f} cores on average during the run{note}")
+    print("\nre-run: HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 "
+          f".venv/bin/python benchmarks/eval_throughput.py --n {args.n} --batch-size {args.batch_size} "
+          f"--threads {args.threads} --repeats {args.repeats}")
+
+
+if __name__ == "__main__":
+    main()
