@@ -390,11 +390,16 @@ def test_double_review_agreement(reference, tmp_path, server_factory):
 
 
 # ------------------------------------------------------------------------------ CSV and Label Studio
-def _count_log(ws) -> int:
+def _scalar(ws, sql: str):
     con = _db(ws)
-    n = con.execute("SELECT count(*) FROM review_log").fetchone()[0]
-    con.close()
-    return n
+    try:
+        return con.execute(sql).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _count_log(ws) -> int:
+    return _scalar(ws, "SELECT count(*) FROM review_log")
 
 
 def test_csv_round_trip_and_bad_rows(reference, tmp_path):
@@ -480,10 +485,7 @@ def test_decisions_are_written_all_or_none(reference, tmp_path):
 
 
 def _first_key(ws) -> str:
-    con = _db(ws)
-    key = con.execute("SELECT min(key) FROM reviews").fetchone()[0]
-    con.close()
-    return key
+    return _scalar(ws, "SELECT min(key) FROM reviews")
 
 
 def test_label_studio_export_and_import(reference, tmp_path):
