@@ -443,3 +443,20 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
 def test_report_without_a_test_set_fails_in_one_line(gb_reference, tmp_path):
     r = run_cli("report", "genbench", gb_reference, "--clip", "tiny:clip", "--out", tmp_path / "r")
     assert r.returncode == 2 and "no real test set for dataset 'cifar-10'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_classes_in_another_order_are_never_matched_by_position():
+    """As many names as classes, not all of them known, and the known ones at other positions (STL-10's
+    classes against CIFAR-10's): matching by position would score 'bird' images as 'automobile'."""
+    from gensets.builders.genbench import match_classes
+
+    cifar = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    stl = ["airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"]
+    matched, how = match_classes(stl, cifar)
+    assert how == "name"
+    assert {stl[j]: cifar[i] for j, i in matched.items()} == {
+        "airplane": "airplane", "bird": "bird", "cat": "cat", "deer": "deer", "dog": "dog", "horse": "horse",
+        "ship": "ship", "truck": "truck"}  # car and monkey match nothing: left out (and named on stderr)
+    assert match_classes(["dog", "cat", "missile"], ["cat", "dog", "missile (2)"]) == ({0: 1, 1: 0}, "name")
+    # the same spelling differences in the dataset's own order: by position
+    assert match_classes(["tench, Tinca tinca", "cat"], ["tench", "cat"]) == ({0: 0, 1: 1}, "index")

@@ -196,7 +196,7 @@ def test_csv_rows_with_quoted_newlines_keep_their_line_numbers(tmp_path):
     (tmp_path / "a.jpg").write_bytes(b"")
     text = 'path,category,source\na.jpg,clock,"two\nlines"\na.jpg,clock,x\n,clock,x\n'
     (tmp_path / "list.csv").write_text(text)
-    with pytest.raises(ConfigError, match=r"list\.csv:5: each row needs 'path' and 'category'"):
+    with pytest.raises(ConfigError, match=r"list\.csv:5: each row needs 'path' \(a string\) and 'category'"):
         list_items(tmp_path / "list.csv", None)
     (tmp_path / "list.csv").write_text(text.rsplit(",clock,x\n", 1)[0])
     items = list_items(tmp_path / "list.csv", None)
@@ -274,3 +274,45 @@ def test_recognition_config_lists_ten_timm_pretrained_classifiers():
     assert "resnext101_32x8d.fb_wsl_ig1b_ft_in1k" in tags  # weakly supervised (Instagram)
     board = yaml.safe_load((ROOT / "configs" / "leaderboard.recognition.yaml").read_text())
     assert board["models_from"] == "recognition.yaml" and "models" not in board  # listed once
+
+
+def test_jpeg_segments_pil_does_not_name_and_trailing_bytes_are_not_published(tmp_path):
+    """A JPEG carrying an APPn segment PIL reports nowhere in `info` (a camera serial in APP4) and bytes
+    after its end-of-image marker is re-encoded; a plain JFIF JPEG in the set's format is published as is."""
+    import io
+
+    from gensets.builders.importing import load_checked
+
+    buf = io.BytesIO()
+    _photo(7).save(buf, "JPEG", quality=90)
+    plain = buf.getvalue()
+    assert plain[:2] == b"\xff\xd8" and plain.endswith(b"\xff\xd9")
+    segment = b"SECRET-SERIAL-123"
+    app4 = b"\xff\xe4" + (len(segment) + 2).to_bytes(2, "big") + segment
+    hostile = plain[:2] + app4 + plain[2:] + b"TRAILER-GPS"
+    (tmp_path / "plain.jpg").write_bytes(plain)
+    (tmp_path / "hostile.jpg").write_bytes(hostile)
+    assert any(m == "APP4" for m, _ in Image.open(tmp_path / "hostile.jpg").applist)  # PIL reads past it
+    data, _ = load_checked(str(tmp_path / "plain.jpg"), 10**6, "jpg", 95)
+    assert data == plain
+    data, rgb = load_checked(str(tmp_path / "hostile.jpg"), 10**6, "jpg", 95)
+    assert b"SECRET-SERIAL" not in data and b"TRAILER-GPS" not in data and rgb.size == (48, 40)
+    # a PNG is always re-encoded (losslessly): private chunks never pass through
+    Image.open(io.BytesIO(plain)).save(tmp_path / "p.png")
+    data, rgb = load_checked(str(tmp_path / "p.png"), 10**6, "png", 95)
+    assert Image.open(io.BytesIO(data)).tobytes() == rgb.tobytes()
+
+
+def test_bad_import_rows_and_pixel_limits_are_config_errors(tmp_path):
+    (tmp_path / "list.jsonl").write_text('{"path": "a.jpg", "category": "clock"}\n{"path": 5, "category": "clock"}\n')
+    cfg = tmp_path / "rec.yaml"
+    cfg.write_text(yaml.safe_dump({"builder": "recognition", "categories": ["clock"],
+                                   "imports": [{"path": "list.jsonl", "source": "people"}]}))
+    r = run_cli("build", cfg, "--out", tmp_path / "ws", "--quiet")
+    assert r.returncode == 2 and "list.jsonl:2: each row needs 'path' (a string)" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    hard = 2 * Image.MAX_IMAGE_PIXELS
+    cfg.write_text(yaml.safe_dump({"builder": "recognition", "categories": ["clock"], "max_pixels": hard,
+                                   "imports": [{"path": "list.jsonl", "source": "people"}]}))
+    r = run_cli("build", cfg, "--out", tmp_path / "ws2", "--quiet")
+    assert r.returncode == 2 and f"max_pixels: must be in 1..{hard - 1}" in r.stderr, r.stderr

@@ -132,8 +132,8 @@ def match_classes(names: list[str], class_names, *, by_index: bool = True) -> tu
     ``({index in names: index in class_names}, "name" or "index")``.
 
     By name (exactly, else by slug when just one class has it) when every name matches a class of its own.
-    Otherwise, with ``by_index`` and exactly as many names as classes, by position: the dataset's own order,
-    whatever the spelling (the Hub's ImageNet says "tench, Tinca tinca" and "projectile, missile" where
+    Otherwise, with ``by_index``, exactly as many names as classes and every name that matches a class at
+    that class's position, by position: the dataset's own order, whatever the spelling (the Hub's ImageNet says "tench, Tinca tinca" and "projectile, missile" where
     GenBench's CLIP names say "tench" and "missile (2)"). Otherwise by name, names without a class left out.
     """
     exact = {n: i for i, n in enumerate(class_names)}
@@ -146,7 +146,10 @@ def match_classes(names: list[str], class_names, *, by_index: bool = True) -> tu
         if i is not None:
             matched[j] = i
     one_to_one = len(matched) == len(names) and len(set(matched.values())) == len(names)
-    if not one_to_one and by_index and len(names) == len(class_names):
+    # by position only where every name that does match a class sits at that class's position: a list in
+    # another order (STL-10's names against CIFAR-10's) stays matched by name, its other names left out
+    agrees = all(i == j for j, i in matched.items())
+    if not one_to_one and by_index and len(names) == len(class_names) and agrees:
         return {j: j for j in range(len(names))}, "index"
     return matched, "name"
 

@@ -49,8 +49,9 @@ def list_items(path: Path, default_source: str | None) -> list[Item]:
         raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     items = []
     for line, row in rows:
-        if not isinstance(row, dict) or not row.get("path") or not row.get("category"):
-            raise ConfigError(f"{path}:{line}: each row needs 'path' and 'category'")
+        if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"] \
+                or not row.get("category"):
+            raise ConfigError(f"{path}:{line}: each row needs 'path' (a string) and 'category'")
         written = Path(row["path"])
         p = (written if written.is_absolute() else path.parent / written).resolve()
         try:
@@ -100,6 +101,17 @@ def file_digest(path: str) -> str:
     return h.hexdigest()
 
 
+def check_max_pixels(max_pixels: int) -> None:
+    """A config's ``max_pixels`` must be one PIL enforces: past twice ``Image.MAX_IMAGE_PIXELS`` PIL's own
+    process-wide guard refuses a header before ours is asked (we leave that guard as it is)."""
+    from PIL import Image
+
+    hard = 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else None
+    if max_pixels < 1 or (hard and max_pixels >= hard):
+        raise ValueError(f"max_pixels: must be in 1..{hard - 1 if hard else 'any'} (PIL refuses larger images "
+                         f"itself), got {max_pixels}")
+
+
 def load_checked(path: str, max_pixels: int, fmt: str, quality: int):
     """(the bytes to publish in format ``fmt``, the decoded RGB image), or raise Skip with the reason.
 
@@ -125,14 +137,17 @@ def load_checked(path: str, max_pixels: int, fmt: str, quality: int):
             if w * h > max_pixels:
                 raise Skip(f"decompression bomb: {w}x{h} = {w * h} pixels is over the limit of {max_pixels}")
             im.load()  # decode fully: a truncated or corrupt file fails here
-            clean = _PIL_EXT.get(im.format) == fmt and not any(k in im.info for k in _METADATA) \
-                and not getattr(im, "text", None)
+            clean = _PIL_EXT.get(im.format) == fmt and not any(k in im.info for k in _METADATA) and (
+                # a JPEG only with JFIF's APP0 (no APPn PIL does not name) and nothing after its EOI; a PNG is
+                # always re-encoded (lossless), as it may carry chunks PIL does not report
+                im.format == "WEBP" or (im.format == "JPEG" and data.endswith(b"\xff\xd9")
+                                        and all(m == "APP0" for m, _ in getattr(im, "applist", []))))
             rgb = ImageOps.exif_transpose(im).convert("RGB")
     except Skip:
         raise
     except UnidentifiedImageError:
         raise Skip("not an image") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+    except Image.DecompressionBombError as e:  # over PIL's own limit (see check_max_pixels)
         raise Skip(f"decompression bomb: {e}") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise Skip(f"corrupt image: {e}") from None

@@ -18,6 +18,7 @@ from typing import Literal
 from ..config import to_dict
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
+from .importing import check_max_pixels
 
 BORJI_2022 = """
 @article{borji2022generated,
@@ -100,6 +101,7 @@ class RecognitionConfig:
     eval: EvalModels | None = None  # the models that score the set
 
     def validate(self, base_dir: Path) -> None:
+        check_max_pixels(self.max_pixels)
         if not self.generate and not self.imports:
             raise ValueError("give at least one source: generate or imports")
         names = [s.config_name for s in (*self.generate, *self.imports)]

@@ -22,6 +22,7 @@ from ..config import to_dict
 from ..errors import ConfigError
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
+from .importing import check_max_pixels
 from .recognition import BORJI_2022
 
 # swap vocabularies for the "no" questions (COCO-like everyday objects); an attribute is swapped only for
@@ -102,6 +103,7 @@ class VQAConfig:
     questions_data: tuple[dict[str, Any], ...] = ()  # filled by resolved(): the checked questions file
 
     def validate(self, base_dir: Path) -> None:
+        check_max_pixels(self.max_pixels)
         if self.prompts and self.generator is None:
             raise ValueError("generator: prompts need a generator")
         if not self.prompts and not self.image_folder:

@@ -425,10 +425,11 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
             repo = name[len("hf-hub:") :]
             hub.check_repo_id(spec, repo)
             online = hub.ensure_reachable(spec, repo)
-            files = ["open_clip_config.json", "open_clip_model.safetensors"]
+            # everything but pickle weights: the config, the safetensors, and an HF tokenizer's files
+            # (SigLIP, multilingual CLIPs), which open_clip reads from the same folder
             with hub.hub_offline(not online):
-                path = Path(snapshot_download(repo, revision=spec.revision, allow_patterns=files + (
-                    ["open_clip_pytorch_model.bin"] if allow_pickle else [])))
+                path = Path(snapshot_download(repo, revision=spec.revision, ignore_patterns=None if allow_pickle
+                                              else [f"*{suffix}" for suffix in hub.PICKLE_SUFFIXES]))
             model_name, model_id = f"local-dir:{path}", repo
         else:
             arch, _, tag = name.partition("/")
