@@ -90,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             if not listed:
                 raise GensetsError(f"{a.models_yaml}: models_from: {cfg.models_from} lists no eval.models")
             cfg = replace(cfg, models=cfg.models + tuple(ModelEntry(m) for m in listed))
+        first: dict[str, ModelEntry] = {}  # a spec listed twice is one model: the first entry wins
+        for m in cfg.models:  # (so a hub_id given under models: wins over the same spec from models_from)
+            first.setdefault(m.spec, m)
+        cfg = replace(cfg, models=tuple(first.values()))
         if not cfg.models:
             raise GensetsError(f"{a.models_yaml}: no models (give models: or models_from:)")
         results = evaluate(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config, split=cfg.split,
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     # only the runs just made: a shared database also holds these models on other datasets or protocols
     # (the dataset as the runner records it: open_source(cfg.dataset).id)
-    ident = ("dataset", "config", "split", "model", "protocol")
+    ident = ("dataset", "revision", "config", "split", "model", "protocol")
     done = {tuple(r[k] for k in ident) for r in results}
     rows = [d for d in (dict(zip(cols, r, strict=True)) for r in rows) if tuple(d[k] for k in ident) in done]
     out = Path(a.out)

@@ -239,6 +239,21 @@ def test_a_limited_run_never_replaces_a_complete_one(reference, tmp_path):
     assert query(db2, "SELECT n, sample_limit FROM runs") == [{"n": 4, "sample_limit": 4}]
     run_cli(*base(db2), check=0)
     assert query(db2, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
+    # a limit equal to the split's size saw every sample: complete, so a smaller limit cannot replace it
+    db3 = tmp_path / "r3.duckdb"
+    run_cli(*base(db3), "--limit", 12, check=0)
+    assert query(db3, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
+    r = run_cli(*base(db3), "--limit", 2)
+    assert r.returncode == 2 and "complete run of 12" in r.stderr, r.stderr
+
+
+def test_a_model_given_twice_is_one_run(reference, tmp_path):
+    db = tmp_path / "r.duckdb"
+    r = run_cli("eval", reference, "--model", "tiny:resnet", "--model", "tiny:resnet", "--config", "material",
+                "--db", db, "--json", check=0)
+    assert [(x["model"], x["n"]) for x in json.loads(r.stdout)] == [("tiny:resnet", 12)]
+    assert query(db, "SELECT n FROM runs") == [{"n": 12}]
+    assert query(db, "SELECT count(*) AS n, count(DISTINCT key) AS keys FROM predictions") == [{"n": 12, "keys": 12}]
 
 
 def test_leaderboard_keeps_runs_of_two_revisions_apart(tmp_path):
@@ -250,8 +265,8 @@ def test_leaderboard_keeps_runs_of_two_revisions_apart(tmp_path):
                         [{"name": "top1", "value": top1, "lo": top1, "hi": top1}])
     cols, rows = store.leaderboard(con)
     con.close()
-    got = sorted((r[cols.index("top1")], r[cols.index("top1_lo")]) for r in rows)
-    assert got == [(0.0, 0.0), (1.0, 1.0)]  # not one row mixing the max of each
+    got = sorted((r[cols.index("revision")], r[cols.index("top1")], r[cols.index("top1_lo")]) for r in rows)
+    assert got == [("build-1", 1.0, 1.0), ("build-2", 0.0, 0.0)]  # not one row mixing the max of each
 
 
 @pytest.mark.parametrize("member, value, where", [

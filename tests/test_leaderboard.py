@@ -18,11 +18,22 @@ def test_leaderboard_script(reference, tmp_path):
     run_cli("eval", other, "--model", "tiny:resnet", "--db", db, "--config", "material", "--quiet", check=0)
     run_cli("eval", reference, "--model", "tiny:clip", "--protocol", "imagenet", "--db", db, "--config", "material",
             "--quiet", check=0)
+    # ... and an older revision of this dataset
+    from gensets.evaluation import store
+
+    from .test_eval import _a_run, _preds
+
+    con = store.connect(db)
+    store.write_run(con, _a_run(dataset=str(reference / "dataset"), dataset_revision="an-older-build",
+                                config="material", model="tiny:resnet"),
+                    _preds(["a", "b"]), [{"name": "top1", "value": 0.5, "lo": 0.4, "hi": 0.6}])
+    con.close()
     cfg = tmp_path / "models.yaml"
     cfg.write_text(yaml.safe_dump({
         "dataset": str(reference), "db": str(db), "split": "test",
         "dataset_hub_id": "gensets/imagenet-d-smoke",
-        "models": [{"spec": "tiny:resnet", "hub_id": "me/tiny-resnet"}, {"spec": "tiny:clip"}]}))
+        "models": [{"spec": "tiny:resnet", "hub_id": "me/tiny-resnet"}, {"spec": "tiny:clip"},
+                   {"spec": "tiny:resnet"}]}))  # listed twice: one model, the first entry's hub_id
     out = tmp_path / "lb"
     p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--out", str(out),
                         "--eval-results", "--quiet"], cwd=ROOT, capture_output=True, text=True)
@@ -32,6 +43,9 @@ def test_leaderboard_script(reference, tmp_path):
     assert {r["dataset"] for r in rows} == {str(reference / "dataset")}  # the id the runner records
     assert {r["model"] for r in rows} == {"tiny:resnet", "tiny:clip"}
     assert {r["protocol"] for r in rows if r["model"] == "tiny:clip"} == {"zero-shot"}
+    assert {r["protocol"] for r in rows if r["model"] == "tiny:resnet"} == {"imagenet"}
+    assert len({r["revision"] for r in rows}) == 1 and "an-older-build" not in {r["revision"] for r in rows}
+    assert {r["n"] for r in rows if r["config"] == "material"} == {"12"}
     md = (out / "leaderboard.md").read_text()
     assert md.count("\n| ") == 1 + 6  # header + rows
     entries = yaml.safe_load((out / "eval_results" / "me_tiny_resnet" / ".eval_results"

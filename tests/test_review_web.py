@@ -20,7 +20,7 @@ import pytest
 
 from .conftest import ROOT, run_cli
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))  # as .ci/run
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -389,6 +389,50 @@ def test_double_review_agreement(reference, tmp_path, server_factory):
         rs.close()
 
 
+def test_double_review_holds_rejections_and_needs_agreeing_adjudicators(reference, tmp_path):
+    from gensets.curation import review, state
+    from gensets.shards import iter_shard
+
+    ws = _workspace(reference, tmp_path)
+    con = state.connect(ws / "state.duckdb")
+    try:
+        review.set_double(con)
+        k = [r["key"] for r in review.list_queue(con)][:3]
+        review.decide(con, [k[0]], "rejected", reviewer="ana")  # one rejection: held, never published
+        review.decide(con, [k[1]], "accepted", reviewer="ana")  # one acceptance: pending
+        review.decide(con, [k[2]], "accepted", reviewer="ana")
+        review.decide(con, [k[2]], "rejected", reviewer="ben")
+        review.decide(con, [k[2]], "accepted", reviewer="carl")
+        v = review.verdicts(con)
+        assert (v[k[0]][0], v[k[1]][0]) == ("held", "pending")
+        assert (v[k[2]][0], v[k[2]][2]) == ("accepted", "carl")
+        review.decide(con, [k[2]], "rejected", reviewer="dave")  # the adjudicators disagree
+        assert review.verdicts(con)[k[2]][0] == "disputed"
+        review.decide(con, [k[2]], "accepted", reviewer="carl", note="several objects")  # carl writes last
+        assert review.verdicts(con)[k[2]][0] == "disputed"
+        kept = con.execute("SELECT count(*) FROM reviews").fetchone()[0]
+    finally:
+        con.close()
+    run_cli("finalize", ws, "--include-pending", check=0)
+    manifest = json.loads((ws / "dataset" / "manifest.json").read_text())
+    published = {d["__key__"] for sh in manifest["shards"] for d in iter_shard(ws / "dataset" / sh["path"])}
+    assert k[1] in published and k[0] not in published and k[2] not in published
+    funnel = manifest["funnel"].values()
+    assert sum(f["pending"] for f in funnel) == kept and sum(f["rejected"] for f in funnel) == 0
+
+
+def test_failed_start_leaves_review_mode_alone(reference, tmp_path):
+    import socket
+
+    ws = _workspace(reference, tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        r = run_cli("review", "serve", ws, "--port", busy.getsockname()[1], "--double")
+    assert r.returncode == 2 and "cannot listen" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert _scalar(ws, "SELECT count(*) FROM settings WHERE name = 'review_mode'") == 0
+
+
 # ------------------------------------------------------------------------------ CSV and Label Studio
 def _scalar(ws, sql: str):
     con = _db(ws)
@@ -450,11 +494,14 @@ def test_csv_formula_cells_round_trip(reference, tmp_path):
     """Cells a spreadsheet would run as formulas get a leading quote; import takes it off again."""
     ws = _workspace(reference, tmp_path)
     key = _first_key(ws)
-    reviewer, note = "=HYPERLINK(\"http://x\")", "@SUM(A1); 'quoted"
+    reviewer, note = "=HYPERLINK(\"http://x\")", "\t=1+1; @SUM(A1); 'quoted"
     run_cli("review", "accept", ws, key, "--reviewer", reviewer, "--note", note, check=0)
     f = tmp_path / "reviews.csv"
     run_cli("review", "export", ws, "--format", "csv", "--file", f, "--status", "accepted", check=0)
     assert list(csv.reader(f.open()))[1] == [key, "accepted", "", "'" + reviewer, "'" + note]
+    from gensets.curation.interchange import csv_cell, csv_value
+
+    assert csv_cell("\r=1") == "'\r=1" and csv_value(csv_cell("\r=1")) == "\r=1"
     r = run_cli("review", "import", ws, "--format", "csv", "--file", f, check=0)
     assert "0 decision(s) recorded, 1 unchanged" in r.stdout  # read back exactly as it was written
     fresh = tmp_path / "fresh"

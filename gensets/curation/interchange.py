@@ -35,7 +35,7 @@ from .review_server import FLAG, has_flag, with_flag
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
 ALIASES = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}
-FORMULA = ("=", "+", "-", "@")  # a spreadsheet runs a cell starting with one of these
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet may run a cell starting with one (OWASP)
 
 
 def csv_cell(value: str) -> str:

@@ -5,8 +5,9 @@ transaction, with the reviewer and the time.
 
 Double review (``gensets review serve --double``, recorded in state.duckdb: a workspace stays in it)
 does not take the latest decision: :func:`verdicts` gives each image the decision its first two
-reviewers agree on; when they disagree, the latest decision of anyone else (an adjudicator) settles it,
-and until then the image is ``disputed`` and ``finalize`` holds it back.
+reviewers agree on; when they disagree, the later reviewers (adjudicators) settle it if their latest
+decisions all agree, and until then the image is ``disputed`` and ``finalize`` holds it back. An image
+one reviewer rejected is ``held``: never published, not even with ``--include-pending``.
 """
 
 from __future__ import annotations
@@ -112,12 +113,13 @@ def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | 
     """Double review: ``key -> (status, label, reviewer, time)`` of every image someone decided.
 
     The first two reviewers of an image (in the order of their first decision) settle it when their
-    latest decisions agree (reviewer ``"ana & ben"``, the later time). When they disagree, the latest
-    decision of any other reviewer settles it (an adjudication, on the page or with ``gensets review
-    accept|reject|relabel --reviewer NAME``); until then the status is ``disputed``. An image decided
-    by one reviewer only is still ``pending``.
+    latest decisions agree (reviewer ``"ana & ben"``, the later time). When they disagree, the reviewers
+    after them (adjudicators: on the page or with ``gensets review accept|reject|relabel --reviewer
+    NAME``) settle it when all their latest decisions agree; until then the status is ``disputed``.
+    An image decided by one reviewer only is ``pending`` (accepted or relabeled) or ``held`` (rejected:
+    counted as pending, but never published).
     """
-    rows = con.execute(f"SELECT key, reviewer, status, label, time, last_seq FROM ({LATEST}) "
+    rows = con.execute(f"SELECT key, reviewer, status, label, time FROM ({LATEST}) "
                        "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
     by_key: dict[str, list] = {}
     for key, *decision in rows:
@@ -125,14 +127,12 @@ def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | 
     out = {}
     for key, ds in by_key.items():
         if len(ds) < 2:
-            out[key] = ("pending", None, None, None)
+            out[key] = ("held" if ds[0][1] == "rejected" else "pending", None, None, None)
             continue
-        (ra, sa, la, ta, _), (rb, sb, lb, tb, _) = ds[:2]
-        if category(sa, la) == category(sb, lb):
-            out[key] = (sb, lb, f"{ra} & {rb}", max(ta, tb))
-        elif len(ds) > 2:
-            r, s, label, t, _ = max(ds[2:], key=lambda d: d[4])
-            out[key] = (s, label, r, t)
-        else:
+        deciders = ds[:2] if category(*ds[0][1:3]) == category(*ds[1][1:3]) else ds[2:]
+        if not deciders or len({category(s, label) for _, s, label, _ in deciders}) > 1:
             out[key] = ("disputed", None, None, None)
+            continue
+        _, status, label, _ = deciders[-1]
+        out[key] = (status, label, " & ".join(r for r, *_ in deciders), max(t for *_, t in deciders))
     return out

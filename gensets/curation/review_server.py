@@ -15,6 +15,8 @@ Cohen's kappa between the first two reviewers of every image, with the disagreem
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import signal
 import sys
@@ -115,14 +117,18 @@ class ReviewState:
         self.con = state.connect(self.ws.state_path)  # the one writer while the page is served
         self.lock = threading.Lock()
         self.reviewer = reviewer or getpass.getuser()
-        if double and not review.is_double(self.con):
-            review.set_double(self.con)
-        self.double = review.is_double(self.con)  # once double, always: finalize relies on it
+        self.double = double or review.is_double(self.con)  # recorded by keep_mode(), once serving
         self.class_names = list(self.builder.class_names(self.cfg))
         self.imagenet = imagenet_names()
         shards = [r[0] for r in self.con.execute(
             "SELECT DISTINCT s.shard FROM samples s JOIN reviews USING (key) ORDER BY 1").fetchall()]
         self.index = image_index(self.ws, shards)
+
+    def keep_mode(self) -> None:
+        """Record double review in state.duckdb: once double, always (finalize relies on it)."""
+        if self.double and not review.is_double(self.con):
+            with self.lock:
+                review.set_double(self.con)
 
     def close(self) -> None:
         with self.lock:
@@ -348,12 +354,16 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     loopback = host in ("127.0.0.1", "localhost", "::1")
     allowed: set[str] = set()  # filled once the port is known (--port 0 picks a free one)
+    said = io.StringIO()  # werkzeug prints why it cannot bind and exits: we say it in one line
     try:
-        server = make_server(host, port, create_app(rs, allowed_hosts=allowed if loopback else None),
-                             threaded=True)
-    except OSError as e:
+        with contextlib.redirect_stderr(said):
+            server = make_server(host, port, create_app(rs, allowed_hosts=allowed if loopback else None),
+                                 threaded=True)
+    except (OSError, SystemExit) as e:
         rs.close()
-        raise GensetsError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+        why = said.getvalue().strip().split("\n")[0] or getattr(e, "strerror", None) or str(e)
+        raise GensetsError(f"cannot listen on {host}:{port} ({why})") from None
+    rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone
     port = server.server_port
     allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
     shown = f"[{host}]" if ":" in host else host

@@ -141,7 +141,7 @@ def funnel(con, statuses: dict[str, str] | None = None) -> dict[str, dict[str, i
     """Per config: generated -> failed the surrogates (kept) -> accepted / pending / rejected.
 
     ``statuses`` (key -> status) replaces the status in ``reviews`` of those keys (double review's
-    verdicts); an image still ``disputed`` counts as pending.
+    verdicts); an image still ``disputed`` or ``held`` counts as pending.
     """
     import pyarrow as pa
 
@@ -151,7 +151,7 @@ def funnel(con, statuses: dict[str, str] | None = None) -> dict[str, dict[str, i
         rows = con.execute("""
             SELECT s.config, count(*) AS generated, count(*) FILTER (WHERE s.kept) AS kept,
                    count(*) FILTER (WHERE r.status IN ('accepted', 'relabeled')) AS accepted,
-                   count(*) FILTER (WHERE r.status IN ('pending', 'disputed')) AS pending,
+                   count(*) FILTER (WHERE r.status IN ('pending', 'disputed', 'held')) AS pending,
                    count(*) FILTER (WHERE r.status = 'rejected') AS rejected
             FROM samples s
             LEFT JOIN (SELECT key, coalesce(v.status, r.status) AS status

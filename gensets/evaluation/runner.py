@@ -46,9 +46,10 @@ def _prefetch(gen: Iterator, depth: int) -> Iterator:
         yield item
 
 
-def _cut(limit: int | None, images: int) -> int | None:
-    """The --limit that cut a run short (it stopped at the limit), else None: the run saw every sample."""
-    return limit if limit and images >= limit else None
+def _cut(limit: int | None, images: int, size: int | None = None) -> int | None:
+    """The --limit that cut a run short, else None: the run saw every sample. A run that stopped at the
+    limit was cut short unless the split's ``size`` (when known) is no more than the limit."""
+    return limit if limit and images >= limit and (not size or size > limit) else None
 
 
 def summarize(preds: list[dict], extra: dict[str, list[bool]], seed: int = 0) -> list[dict]:
@@ -87,6 +88,7 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
     from ..models.device import default_device
     from ..records import library_versions
 
+    models = list(dict.fromkeys(models))  # a spec given twice is one run, not doubled predictions
     if protocol is not None and protocol not in (*P.PROTOCOLS, "two-way", "vqa"):
         raise GensetsError(f"unknown protocol '{protocol}' (known: {', '.join(P.PROTOCOLS)}, two-way, vqa)")
     if protocol == "vqa":
@@ -185,10 +187,11 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
                "label_space": "dataset" if b.name in ("zero-shot", "native") else f"model ({len(model.label_names)})",
                "n": len(rows), "started": started, "finished": finished, "seconds": seconds[spec],
                "images_per_second": len(rows) / seconds[spec] if seconds[spec] else None,
-               "versions": versions, "class_names": sp.class_names, "sample_limit": _cut(limit, len(rows))}
+               "versions": versions, "class_names": sp.class_names,
+               "sample_limit": _cut(limit, len(rows), sp.n)}
         store.write_run(con, run, rows, mets)
-        out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
-                    "protocol": b.name, "n": len(rows),
+        out.append({"model": spec, "dataset": source.id, "revision": source.revision, "config": sp.config,
+                    "split": sp.split, "protocol": b.name, "n": len(rows),
                     "metrics": {m["name"]: m["value"] for m in mets},
                     "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
     return out
@@ -259,9 +262,10 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
                        "started": started, "finished": finished, "seconds": seconds[spec],
                        "images_per_second": len(preds) / seconds[spec] if seconds[spec] else None,
                        "versions": library_versions(), "class_names": sp.class_names,
-                       "sample_limit": _cut(limit, len(preds))}
+                       "sample_limit": _cut(limit, len(preds), sp.n)}
                 store.write_run(con, run, preds, mets)
-                out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
+                out.append({"model": spec, "dataset": source.id, "revision": source.revision,
+                            "config": sp.config, "split": sp.split,
                             "protocol": "two-way", "n": len(preds),
                             "metrics": {m["name"]: m["value"] for m in mets},
                             "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
@@ -329,9 +333,10 @@ def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split
                        "protocol": "vqa", "label_space": "yes/no", "n": len(preds), "started": started,
                        "finished": finished, "seconds": seconds[spec],
                        "images_per_second": None, "versions": library_versions(), "class_names": ["no", "yes"],
-                       "sample_limit": _cut(limit, images)}
+                       "sample_limit": _cut(limit, images, sp.n)}
                 store.write_run(con, run, preds, mets)
-                out.append({"model": spec, "dataset": source.id, "config": sp.config, "split": sp.split,
+                out.append({"model": spec, "dataset": source.id, "revision": source.revision,
+                            "config": sp.config, "split": sp.split,
                             "protocol": "vqa", "n": len(preds),
                             "metrics": {m["name"]: m["value"] for m in mets},
                             "intervals": {"top1": [lo, hi]}})

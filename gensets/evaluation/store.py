@@ -98,7 +98,7 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
 
 
 LEADERBOARD = """
-SELECT r.dataset, r.config, r.split, r.model, r.protocol, r.n,
+SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model, r.protocol, r.n,
        max(m.value) FILTER (WHERE m.name = 'top1') AS top1,
        max(m.lo) FILTER (WHERE m.name = 'top1') AS top1_lo,
        max(m.hi) FILTER (WHERE m.name = 'top1') AS top1_hi,
@@ -107,8 +107,9 @@ SELECT r.dataset, r.config, r.split, r.model, r.protocol, r.n,
        max(m.value) FILTER (WHERE m.name = 'masked_top1') AS masked_top1
 FROM runs r JOIN metrics m USING (run_id)
 WHERE (? IS NULL OR r.dataset = ?) AND (? IS NULL OR r.config = ?) AND (? IS NULL OR r.split = ?)
-GROUP BY r.run_id, r.dataset, r.config, r.split, r.model, r.protocol, r.n  -- runs never merge (revisions)
-ORDER BY r.dataset, r.config, r.split, top1 DESC, r.model
+GROUP BY r.run_id, r.dataset, r.dataset_revision, r.config, r.split, r.model, r.protocol, r.n
+    -- runs never merge: two revisions of a dataset are two rows
+ORDER BY r.dataset, r.config, r.split, top1 DESC, r.model, r.dataset_revision
 """
 
 
