@@ -158,10 +158,11 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()})
     con.close()
     disputed = sum(v[0] == "disputed" for v in verdicts.values())
+    held = sum(v[0] == "held" for v in verdicts.values())
     if double:
         print(f"double review: {disputed} image(s) held back because their two reviewers disagree "
-              "(`gensets review agreement` lists them; a decision under a third name settles one)",
-              file=sys.stderr)
+              "(`gensets review agreement` lists them; agreeing decisions under other names settle one), "
+              f"{held} rejected by their one reviewer so far", file=sys.stderr)
 
     statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
     wanted = defaultdict(dict)  # shard -> key -> review row
