@@ -138,10 +138,10 @@ def test_duplicates_and_loose_files_are_skipped_with_their_reason(tmp_path):
     r = run_cli("build", cfg, "--out", ws, "--quiet")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     skipped = sorted(line for line in r.stderr.splitlines() if line.startswith("skipped "))
-    assert skipped == [f"skipped {root / 'clock' / 'b.jpg'}: duplicate of {root / 'clock' / 'a.jpg'}",
-                       f"skipped {root / 'clock' / 'c.jpg'}: key 'my_clock' is already used by "
-                       f"{root / 'clock' / 'a.jpg'}",
-                       f"skipped {root / 'loose.jpg'}: not in a category folder (put it in <import>/<category>/)"]
+    # files are named relative to the config, never by this machine's absolute path
+    assert skipped == ["skipped collected/clock/b.jpg: duplicate of collected/clock/a.jpg",
+                       "skipped collected/clock/c.jpg: key 'my_clock' is already used by collected/clock/a.jpg",
+                       "skipped collected/loose.jpg: not in a category folder (put it in <import>/<category>/)"]
     run_cli("finalize", ws, check=0)
     people, listed = _dataset_samples(ws, "people"), _dataset_samples(ws, "listed")
     assert len(people) == 2 and list(listed) == ["my_clock"]
@@ -316,3 +316,75 @@ def test_bad_import_rows_and_pixel_limits_are_config_errors(tmp_path):
                                    "imports": [{"path": "list.jsonl", "source": "people"}]}))
     r = run_cli("build", cfg, "--out", tmp_path / "ws2", "--quiet")
     assert r.returncode == 2 and f"max_pixels: must be in 1..{hard - 1}" in r.stderr, r.stderr
+
+
+def _copy_of_build(import_folder, where):
+    """The same config (imports relative to it) and import folder, copied to ``where``."""
+    import shutil
+
+    shutil.copytree(import_folder, where / "collected")
+    (where / "list.jsonl").write_text(json.dumps({"path": "collected/clock/1.jpg", "category": "clock",
+                                                  "key": "listed clock"}) + "\n")
+    (where / "rec.yaml").write_text(yaml.safe_dump({
+        "builder": "recognition", "categories": ["clock", "rabbit"], "unit_size": 4,
+        "imports": [{"path": "collected", "source": "people"}, {"path": "list.jsonl", "name": "listed"}]}))
+    return where / "rec.yaml"
+
+
+def test_build_does_not_depend_on_where_its_files_lie(import_folder, tmp_path):
+    from gensets.shards import iter_shard
+
+    out = {}
+    for d in ("here", "somewhere/else"):
+        cfg = _copy_of_build(import_folder, tmp_path / d)
+        ws = tmp_path / d / "ws"
+        r = run_cli("build", cfg, "--out", ws, "--quiet", check=0)
+        out[d] = (ws, sorted(line for line in r.stderr.splitlines() if line.startswith("skipped ")))
+    (a, skipped_a), (b, skipped_b) = out.values()
+    assert skipped_a == skipped_b and "skipped collected/clock/notes.jpg: not an image" in skipped_a
+    header = (a / "config.yaml").read_text().splitlines()[0]  # names the build's fingerprint
+    assert header == (b / "config.yaml").read_text().splitlines()[0]
+    assert (a / "config.yaml").read_bytes() == (b / "config.yaml").read_bytes()
+    assert (a / "candidates" / "manifest.jsonl").read_bytes() == (b / "candidates" / "manifest.jsonl").read_bytes()
+    shards = sorted(p.name for p in (a / "candidates").glob("*.tar"))
+    assert shards and shards == sorted(p.name for p in (b / "candidates").glob("*.tar"))
+    for name in shards:
+        assert (a / "candidates" / name).read_bytes() == (b / "candidates" / name).read_bytes()
+    # finalize reads the frozen config and the candidates, never the imported files
+    import shutil
+
+    shutil.rmtree(tmp_path / "here" / "collected")
+    (tmp_path / "here" / "list.jsonl").unlink()
+    for ws in (a, b):
+        run_cli("finalize", ws, check=0)
+    files = sorted(p.relative_to(a).as_posix() for p in (a / "dataset").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b).as_posix() for p in (b / "dataset").rglob("*") if p.is_file())
+    for f in files:
+        if f.endswith(".tar"):
+            assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert len(list(iter_shard(next((a / "dataset" / "listed").glob("*.tar"))))) == 1
+    texts = [a / "config.yaml", a / "candidates" / "manifest.jsonl", a / "dataset" / "README.md",
+             *(a / "candidates").glob("*.tar"), *(a / "dataset").rglob("*.tar")]
+    for p in texts:
+        assert str(tmp_path).encode() not in p.read_bytes(), p
+
+
+def test_a_file_changed_after_planning_is_a_one_line_error(tmp_path):
+    from gensets.builders.recognition import Context, plan, run_unit
+    from gensets.errors import DataError
+    from gensets.workspace import load_build_config
+
+    (tmp_path / "collected" / "clock").mkdir(parents=True)
+    _photo(1).save(tmp_path / "collected" / "clock" / "a.jpg", quality=90)
+    (tmp_path / "rec.yaml").write_text(yaml.safe_dump({"builder": "recognition", "categories": ["clock"],
+                                                       "imports": [{"path": "collected"}]}))
+    _, cfg = load_build_config(tmp_path / "rec.yaml")
+    assert cfg.imports[0].path == "collected" and cfg.base_dir == tmp_path
+    (unit,) = plan(cfg)
+    assert str(tmp_path) not in json.dumps(unit.payload)
+    ctx = Context(cfg)
+    ctx.skipped = []
+    assert len(run_unit(unit, ctx, "b")) == 1
+    _photo(2).save(tmp_path / "collected" / "clock" / "a.jpg", quality=90)
+    with pytest.raises(DataError, match=r"^collected/clock/a\.jpg: the file changed since the build was planned"):
+        run_unit(unit, Context(cfg), "b")

@@ -184,3 +184,18 @@ def test_vqa_smoke_build_and_scores(tmp_path):
     per_image = query(db, f"""SELECT split_part(key, '/', 1) AS image, avg(correct1::INT) AS acc
                               FROM predictions JOIN runs USING (run_id) WHERE model = '{spec}' GROUP BY 1""")
     assert len(per_image) == 4 and all(r["acc"] == pytest.approx(0.5) for r in per_image)
+
+
+def test_vqa_build_does_not_depend_on_where_its_files_lie(tmp_path):
+    shards = {}
+    for d in ("here", "somewhere/else"):
+        (tmp_path / d).mkdir(parents=True)
+        _images(tmp_path / d / "images", ["im0.jpg", "im1.png"])
+        (tmp_path / d / "q.jsonl").write_text(json.dumps({"image": "im0", "question": "A dog?", "answer": "yes"}) + "\n")
+        (tmp_path / d / "vqa.yaml").write_text("builder: vqa\nimage_folder: images\nquestions: q.jsonl\n")
+        ws = tmp_path / d / "ws"
+        run_cli("build", tmp_path / d / "vqa.yaml", "--out", ws, "--quiet", check=0)
+        shards[d] = {p.name: p.read_bytes() for p in (ws / "candidates").iterdir()}
+        assert str(tmp_path) not in (ws / "config.yaml").read_text()
+        assert not any(str(tmp_path).encode() in b for b in shards[d].values())
+    assert shards["here"] == shards["somewhere/else"]  # shard names (unit ids), bytes and the manifest

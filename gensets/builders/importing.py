@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
 _PIL_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
@@ -112,8 +112,12 @@ def check_max_pixels(max_pixels: int) -> None:
                          f"itself), got {max_pixels}")
 
 
-def load_checked(path: str, max_pixels: int, fmt: str, quality: int):
+def load_checked(path: str, max_pixels: int, fmt: str, quality: int, sha256: str | None = None,
+                 name: str | None = None):
     """(the bytes to publish in format ``fmt``, the decoded RGB image), or raise Skip with the reason.
+
+    ``sha256``: the file's hash when the build was planned; bytes that differ are a DataError naming the
+    file as ``name`` (its path relative to the config), as the unit would no longer describe them.
 
     The original bytes are published unchanged only when they are already in ``fmt`` and carry no
     metadata. Otherwise the decoded pixels are encoded in ``fmt`` without any metadata (EXIF with GPS,
@@ -129,6 +133,9 @@ def load_checked(path: str, max_pixels: int, fmt: str, quality: int):
         data = Path(path).read_bytes()
     except OSError as e:
         raise Skip(f"cannot read: {e.strerror}") from None
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise DataError(f"{name or Path(path).name}: the file changed since the build was planned "
+                        "(its sha256 differs); run the build again")
     try:
         # Image.open reads only the header: the size is known before anything is decoded. PIL's own
         # process-wide guard (Image.MAX_IMAGE_PIXELS, left as it is) may refuse a huge header first.

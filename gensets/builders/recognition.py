@@ -7,15 +7,21 @@ both the ``imagenet`` (index) and ``wordset`` protocols of ``gensets eval``. Sou
 ``category/*.jpg`` or a CSV / JSONL of path, category, source). One published config per source, so
 results compare per generator. ``eval.models`` lists the classifiers that score the set (the card shows
 them and ``scripts/leaderboard.py`` reads them).
+
+Where the files lie never enters a build: import paths stay as written (relative to the config file), units
+know an imported file by its import, its path inside the import (``rel``) and its sha256, and skip reasons
+name files relative to the config, so the same config and files copied to another directory build the same
+fingerprint, unit ids and shards. The file is found at run time under ``cfg.base_dir`` (the config's folder).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from ..config import to_dict
+from ..errors import DataError
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
 from .importing import check_max_pixels
@@ -60,8 +66,7 @@ class ImportSource:
     name: str | None = None  # the config name; default: the source, else "imported"
 
     def validate(self, base_dir: Path) -> None:
-        if not (base_dir / self.path).exists():
-            raise ValueError(f"path: not found: {base_dir / self.path}")
+        pass  # the path is looked for by RecognitionConfig.validate (not in a workspace's frozen copy)
 
     @property
     def config_name(self) -> str:
@@ -99,9 +104,19 @@ class RecognitionConfig:
     unit_size: int = 16  # images per work unit
     shard_size: int = 1000
     eval: EvalModels | None = None  # the models that score the set
+    # Set by resolved(): a workspace's frozen copy. Its imports lie where the config it was built from lies,
+    # not beside the workspace, so they are not looked for when it is reloaded (finalize never reads them).
+    frozen: bool = False
+    # Where the import paths are read from (the config file's folder), set by resolved(). Not a config key:
+    # neither frozen nor fingerprinted, so a build never depends on where its files lie.
+    base_dir: ClassVar[Path] = Path(".")
 
     def validate(self, base_dir: Path) -> None:
         check_max_pixels(self.max_pixels)
+        if not self.frozen:
+            for i, s in enumerate(self.imports):
+                if not (base_dir / s.path).exists():
+                    raise ValueError(f"imports: [{i}] path: not found: {base_dir / s.path}")
         if not self.generate and not self.imports:
             raise ValueError("give at least one source: generate or imports")
         names = [s.config_name for s in (*self.generate, *self.imports)]
@@ -114,9 +129,13 @@ class RecognitionConfig:
                     raise ValueError(f"categories: {keys[slug(c)]!r} and {c!r} give the same key {slug(c)!r}")
 
     def resolved(self, base_dir: Path) -> RecognitionConfig:
+        """Categories read into the config, so the frozen copy stands alone. Import paths stay as written
+        (the frozen copy and the card hold no absolute path of this machine); ``base_dir`` is kept beside
+        the config (not in it) to read the imports from."""
         cats = tuple(default_categories()) if self.categories == "borji" else self.categories
-        imports = tuple(replace(s, path=str((base_dir / s.path).resolve())) for s in self.imports)
-        return replace(self, categories=cats, imports=imports)
+        out = replace(self, categories=cats, frozen=True)
+        object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
+        return out
 
 
 def category_synonyms(cfg: RecognitionConfig) -> dict[str, list[str]]:
@@ -145,8 +164,21 @@ def _generated_key(config: str, category: str, i: int) -> str:
     return f"{config}_{slug(category)}_{i:04d}"
 
 
+def import_items(cfg: RecognitionConfig, src: ImportSource):
+    """The files of an import, listed under ``cfg.base_dir``: (Item, its name relative to the config)
+    per file. The name is what skip reasons and messages show; it holds no absolute path of this machine
+    unless the config wrote one."""
+    from .importing import list_items
+
+    root = cfg.base_dir / src.path
+    if not root.exists():
+        raise DataError(f"import {src.path}: not found under {cfg.base_dir}")
+    top = Path(src.path) if root.is_dir() else Path(src.path).parent
+    return [(it, (top / it.rel).as_posix()) for it in list_items(root, src.source)]
+
+
 def plan(cfg: RecognitionConfig) -> list[Unit]:
-    from .importing import file_digest, list_items
+    from .importing import file_digest
 
     units = []
     base = {"builder": "recognition", "seed": cfg.seed, "image": to_dict(cfg.image),
@@ -162,8 +194,10 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
             units.append(Unit(content_id(payload), payload))
     for src in cfg.imports:
         rows = []
-        for it in list_items(Path(src.path), src.source):
-            row = {"path": it.path, "rel": it.rel, "category": it.category, "source": it.source, "key": None,
+        # a file is known by its import (the unit's config), its index in the import's listing and its path
+        # inside the import (checked again at run time) and its sha256: never by where it lies
+        for index, (it, where) in enumerate(import_items(cfg, src)):
+            row = {"index": index, "rel": it.rel, "category": it.category, "source": it.source, "key": None,
                    "sha256": None, "skip": it.skip}
             if row["skip"] is None and it.category not in cfg.categories:
                 row["skip"] = f"unknown category '{it.category}'"
@@ -175,7 +209,7 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
                     row["skip"] = (f"duplicate of {first}" if sha == first_sha
                                    else f"key '{key}' is already used by {first}")
                 elif not sha.startswith("unreadable:"):  # skipped when read; its key stays free
-                    owner[key] = (it.path, sha)
+                    owner[key] = (where, sha)
             rows.append(row)
         for start in range(0, len(rows), cfg.unit_size):
             payload = {**base, "kind": "import", "config": src.config_name, "items": rows[start : start + cfg.unit_size]}
@@ -189,6 +223,12 @@ class Context:
         self.generators: dict[str, object] = {}
         self.ids = category_ids(cfg)
         self.synonyms = category_synonyms(cfg)
+        self.listed: dict[str, list] = {}  # import config name -> import_items(), listed once per process
+
+    def import_items(self, src: ImportSource) -> list:
+        if src.config_name not in self.listed:
+            self.listed[src.config_name] = import_items(self.cfg, src)
+        return self.listed[src.config_name]
 
     def generator(self, g: GeneratorConfig):
         if g.model not in self.generators:
@@ -247,14 +287,22 @@ def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
     p = unit.payload
     cfg = ctx.cfg
+    src = next(s for s in cfg.imports if s.config_name == p["config"])
+    listed = ctx.import_items(src)
     out = []
     for it in p["items"]:
+        found = listed[it["index"]] if it["index"] < len(listed) else None
+        if found is None or found[0].rel != it["rel"]:
+            raise DataError(f"import {src.path}: its files changed since the build was planned "
+                            f"({it['rel']} is not where it was); run the build again")
+        item, where = found
         try:
             if it["skip"]:  # known at planning: outside a category folder, unknown category, duplicate
                 raise Skip(it["skip"])
-            data, rgb = load_checked(it["path"], cfg.max_pixels, cfg.image.format, cfg.image.quality)
+            data, rgb = load_checked(item.path, cfg.max_pixels, cfg.image.format, cfg.image.quality,
+                                     sha256=it["sha256"], name=where)
         except Skip as e:
-            ctx.skipped.append({"path": it["path"], "reason": str(e)})
+            ctx.skipped.append({"path": where, "reason": str(e)})
             continue
         meta = _meta(ctx, unit, build_id, it["key"], it["category"], nuisance_kind=p["config"],
                      width=rgb.width, height=rgb.height, source=it["source"], original_path=it["rel"],

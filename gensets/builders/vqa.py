@@ -7,6 +7,10 @@ balanced no question made by swapping in another object, or another attribute of
 for a colour, a material for a material), that the prompt does not mention, plurals included
 (``gensets.labels.wordset`` word rules: "bus" is mentioned by "buses").
 Scored with ``gensets eval --protocol vqa`` (ViLT / BLIP question answering, image-text-to-text models).
+
+Where the files lie never enters a build: ``image_folder`` stays as written (relative to the config file),
+the questions file is read into the config, and units know an imported image by its file name and sha256; the
+file is found at run time under ``cfg.base_dir`` (the config's folder).
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ..config import to_dict
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..records import Sample, content_id, derive_seed, provenance, slug
 from .common import GeneratorConfig, ImageConfig, Unit
 from .importing import check_max_pixels
@@ -101,6 +105,12 @@ class VQAConfig:
     image: ImageConfig = ImageConfig()
     shard_size: int = 1000
     questions_data: tuple[dict[str, Any], ...] = ()  # filled by resolved(): the checked questions file
+    # Set by resolved(): a workspace's frozen copy. Its image folder lies where the config it was built from
+    # lies, not beside the workspace, so it is not looked at when it is reloaded (finalize never reads it).
+    frozen: bool = False
+    # Where image_folder is read from (the config file's folder), set by resolved(). Not a config key:
+    # neither frozen nor fingerprinted, so a build never depends on where its files lie.
+    base_dir: ClassVar[Path] = Path(".")
 
     def validate(self, base_dir: Path) -> None:
         check_max_pixels(self.max_pixels)
@@ -108,14 +118,16 @@ class VQAConfig:
             raise ValueError("generator: prompts need a generator")
         if not self.prompts and not self.image_folder:
             raise ValueError("give prompts (with a generator) or an image_folder")
-        if self.image_folder and not (base_dir / self.image_folder).is_dir():
-            raise ValueError(f"image_folder: not a folder: {base_dir / self.image_folder}")
         if self.generate_questions:
             for i, p in enumerate(self.prompts):
                 try:
                     _swaps(p, self.objects, self.attributes)
                 except ValueError as e:
                     raise ValueError(f"prompts: prompt {i} {e}") from None
+        if self.frozen:  # its files were checked when it was frozen; they lie beside its source config
+            return
+        if self.image_folder and not (base_dir / self.image_folder).is_dir():
+            raise ValueError(f"image_folder: not a folder: {base_dir / self.image_folder}")
         keys = image_keys(self.prompts, base_dir / self.image_folder if self.image_folder else None)
         if self.questions:
             path = base_dir / self.questions
@@ -131,9 +143,12 @@ class VQAConfig:
                                       "image_folder's file names without suffix, and pNNNN_II for generated ones)")
 
     def resolved(self, base_dir: Path) -> VQAConfig:
+        """The questions file read into the config, so the frozen copy stands alone; image_folder stays as
+        written, and ``base_dir`` is kept beside the config (not in it) to read the images from."""
         qs = tuple(read_questions(base_dir / self.questions)) if self.questions else self.questions_data
-        folder = str((base_dir / self.image_folder).resolve()) if self.image_folder else None
-        return replace(self, questions_data=qs, questions=None, image_folder=folder)
+        out = replace(self, questions_data=qs, questions=None, frozen=True)
+        object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
+        return out
 
 
 def _swaps(prompt: PromptSpec, objects: Sequence[str], families: Mapping[str, Sequence[str]]):
@@ -203,8 +218,12 @@ def plan(cfg: VQAConfig) -> list[Unit]:
                    "objects": list(cfg.objects), "attributes": to_dict(cfg.attributes)}
         units.append(Unit(content_id(payload), payload))
     if cfg.image_folder:
-        files = {k: f for k, f in image_keys(cfg.prompts, Path(cfg.image_folder)).items() if f is not None}
-        items = [{"path": str(f), "rel": f.name, "key": k, "sha256": file_digest(str(f))} for k, f in files.items()]
+        folder = cfg.base_dir / cfg.image_folder
+        if not folder.is_dir():
+            raise DataError(f"image_folder {cfg.image_folder}: not a folder under {cfg.base_dir}")
+        files = {k: f for k, f in image_keys(cfg.prompts, folder).items() if f is not None}
+        # an image is known by its file name in the folder and its sha256, never by where the folder lies
+        items = [{"rel": f.name, "key": k, "sha256": file_digest(str(f))} for k, f in files.items()]
         for start in range(0, len(items), 64):
             payload = {**base, "kind": "import", "items": items[start : start + 64]}
             units.append(Unit(content_id(payload), payload))
@@ -257,10 +276,12 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             out.append(Sample(key, encode_image(im, cfg.image.format, cfg.image.quality), cfg.image.format, 0, meta))
         return out
     for it in p["items"]:
+        where = (Path(cfg.image_folder) / it["rel"]).as_posix()  # relative to the config, as written
         try:
-            data, rgb = load_checked(it["path"], cfg.max_pixels, cfg.image.format, cfg.image.quality)
+            data, rgb = load_checked(str(cfg.base_dir / cfg.image_folder / it["rel"]), cfg.max_pixels,
+                                     cfg.image.format, cfg.image.quality, sha256=it["sha256"], name=where)
         except Skip as e:
-            ctx.skipped.append({"path": it["path"], "reason": str(e)})
+            ctx.skipped.append({"path": where, "reason": str(e)})
             continue
         meta = provenance(key=it["key"], builder="vqa", build=build_id, unit=unit.id, config="default",
                           width=rgb.width, height=rgb.height, original_path=it["rel"],
