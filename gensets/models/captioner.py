@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
 from gensets.models import hub
+from gensets.models.device import default_device
 from gensets.models.spec import parse_spec
 
 if TYPE_CHECKING:
@@ -90,10 +91,11 @@ def _caption_kind(raw: str, config) -> str:
 
 
 def load_captioner(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False,
-                   device: str = "cpu") -> Captioner:
+                   device: str | None = None) -> Captioner:
     """Load the captioning model named by `spec` (`hf:<repo or path>[@rev]`, `tiny:blip-caption`
     or `tiny:vlm`, a chat model)."""
     s = parse_spec(spec)
+    device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
     if s.is_tiny:
         if s.name not in ("blip-caption", "vlm"):
             raise ModelError(f"model {spec!r} is not a captioning model (use hf:<repo or path>, tiny:blip-caption "

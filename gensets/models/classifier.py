@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
 from gensets.models import hub
+from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
 from gensets.models.tiny import tiny_path
 
@@ -497,7 +498,7 @@ def load_classifier(
     *,
     allow_pickle: bool = False,
     trust_remote_code: bool = False,
-    device: str = "cpu",
+    device: str | None = None,
 ) -> Classifier:
     """Load the classifier named by `spec` (see gensets.models.spec).
 
@@ -505,6 +506,7 @@ def load_classifier(
     models and are required/used only for them; other models keep their own label space.
     """
     s = parse_spec(spec)
+    device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
     if s.is_tiny and s.name == "t5":
         raise ModelError(f"model {spec!r} is a text-to-text model (gensets.models.text.load_text2text), "
                          "not a classifier")

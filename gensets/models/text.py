@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gensets.errors import ModelError
 from gensets.models import hub
+from gensets.models.device import default_device
 from gensets.models.spec import parse_spec
 
 
@@ -48,9 +49,10 @@ class Text2Text:
         return out
 
 
-def load_text2text(spec: str, *, allow_pickle: bool = False, device: str = "cpu") -> Text2Text:
+def load_text2text(spec: str, *, allow_pickle: bool = False, device: str | None = None) -> Text2Text:
     """Load the seq2seq model named by `spec` (`hf:<repo or path>[@rev]` or `tiny:t5`)."""
     s = parse_spec(spec)
+    device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
     if s.is_tiny:
         if s.name != "t5":
             raise ModelError(f"model {spec!r} is not a text-to-text model (use hf:<repo or path> or tiny:t5)")

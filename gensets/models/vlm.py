@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
 from gensets.models import hub
+from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
 from gensets.models.tiny_vlm import TINY_VLM_KINDS, tiny_vlm_path
 
@@ -152,10 +153,11 @@ def _vqa_kind(spec: ModelSpec, config) -> str:
 
 
 def load_vqa(
-    spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False, device: str = "cpu"
+    spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False, device: str | None = None
 ) -> VQAModel:
     """Load the VQA model named by `spec` (see the module docstring)."""
     s = _parse(spec)
+    device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
     if s.is_tiny:
         path, repo, model_id = tiny_vlm_path(s.name), None, s.raw
     else:
