@@ -5,7 +5,10 @@ Every error names the file, the line and the dotted key, in one line::
     configs/x.yaml:12: generator.steps: expected int, got str 'many'
 
 A config class is a frozen dataclass; its field types say what is accepted (str, int, float, bool,
-None, Literal, tuple[T, ...], dict[str, T], nested dataclasses and unions of those).
+None, Literal, tuple[T, ...], dict[str, T], nested dataclasses and unions of those). A class may define
+``validate(base_dir)``: ``base_dir`` is the config file's folder, where its relative paths lead, or None for
+a workspace's frozen copy, whose files were checked and read into it when it was frozen (they lie beside the
+config it was built from, not beside the workspace).
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def _type_name(tp: Any) -> str:
 
 
 class _Loader:
-    def __init__(self, source: str, base_dir: Path):
+    def __init__(self, source: str, base_dir: Path | None):
         self.source = source
         self.base_dir = base_dir
 
@@ -235,11 +238,12 @@ def _mark(node: _Node, where: str) -> None:
             _mark(child, where)
 
 
-def load_config(cls: type, path: str | Path, data: _Node | None = None) -> Any:
-    """Load and validate ``path`` as an instance of the dataclass ``cls``."""
+def load_config(cls: type, path: str | Path, data: _Node | None = None, *, frozen: bool = False) -> Any:
+    """Load and validate ``path`` as an instance of the dataclass ``cls``; ``frozen``: a workspace's frozen
+    copy (validators get ``base_dir=None`` and leave the files it was built from alone)."""
     path = Path(path)
     node = data if data is not None else read_yaml(path)
-    return _Loader(str(path), path.resolve().parent).build_dataclass(cls, node, "")
+    return _Loader(str(path), None if frozen else path.resolve().parent).build_dataclass(cls, node, "")
 
 
 def to_dict(obj: Any) -> Any:

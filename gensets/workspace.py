@@ -25,16 +25,17 @@ def builder_for(node, source: str):
     return BUILDERS.get(b.value)
 
 
-def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] = ()):
+def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] = (), *, frozen: bool = False):
     """Read, validate and resolve a build config: (builder, frozen config). ``overrides`` are
-    ``dotted.key=VALUE`` strings applied before validation (``gensets build --set``)."""
+    ``dotted.key=VALUE`` strings applied before validation (``gensets build --set``). ``frozen``: ``path`` is
+    a workspace's config.yaml, resolved already; its input files are neither looked for nor read again."""
     path = Path(path)
     node = read_yaml(path)
     apply_overrides(node, overrides)
     builder = builder_for(node, str(path))
-    cfg = load_config(builder.config_class, path, node)
+    cfg = load_config(builder.config_class, path, node, frozen=frozen)
     resolved = getattr(cfg, "resolved", None)
-    return builder, (resolved(path.resolve().parent) if resolved else cfg)
+    return builder, (resolved(path.resolve().parent) if resolved and not frozen else cfg)
 
 
 class Workspace:
@@ -77,7 +78,7 @@ class Workspace:
         """(builder, config) of this workspace."""
         if not self.config_path.exists():
             raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
-        return load_build_config(self.config_path)
+        return load_build_config(self.config_path, frozen=True)
 
     @property
     def fingerprint(self) -> str:

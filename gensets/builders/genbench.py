@@ -318,7 +318,7 @@ class GenBenchConfig:
                                d.get("group", "custom"))
         return dataset_info(self.dataset, base_dir, self.hf_config, self.label_column)
 
-    def validate(self, base_dir: Path) -> None:
+    def validate(self, base_dir: Path | None) -> None:
         if not self.strategies:
             raise ValueError("strategies: give at least one of " + ", ".join(STRATEGIES))
         if len(set(self.strategies)) != len(self.strategies):
@@ -332,9 +332,8 @@ class GenBenchConfig:
             raise ValueError("reference.source: RA needs reference images: folder:<path> (class_name/*.jpg) "
                              "or hf:<dataset>")
         src = self.reference.source or ""
-        # the folder is checked where the config lies; a frozen copy (class names filled in) lies in its
-        # workspace, and its build loads the references from the config it was built from
-        if src.startswith("folder:") and not self.class_names and not (base_dir / src[len("folder:"):]).is_dir():
+        # the folder is checked where the config lies (base_dir None: a workspace's frozen copy, see gensets.config)
+        if src.startswith("folder:") and base_dir is not None and not (base_dir / src[len("folder:"):]).is_dir():
             raise ValueError(f"reference: source: folder not found: {base_dir / src[len('folder:'):]}")
         names = self.info(base_dir).classes
         if len(set(names)) != len(names):

@@ -66,7 +66,7 @@ class ImportSource:
     name: str | None = None  # the config name; default: the source, else "imported"
 
     def validate(self, base_dir: Path) -> None:
-        pass  # the path is looked for by RecognitionConfig.validate (not in a workspace's frozen copy)
+        pass  # the path is looked for by RecognitionConfig.validate
 
     @property
     def config_name(self) -> str:
@@ -104,16 +104,13 @@ class RecognitionConfig:
     unit_size: int = 16  # images per work unit
     shard_size: int = 1000
     eval: EvalModels | None = None  # the models that score the set
-    # Set by resolved(): a workspace's frozen copy. Its imports lie where the config it was built from lies,
-    # not beside the workspace, so they are not looked for when it is reloaded (finalize never reads them).
-    frozen: bool = False
     # Where the import paths are read from (the config file's folder), set by resolved(). Not a config key:
     # neither frozen nor fingerprinted, so a build never depends on where its files lie.
     base_dir: ClassVar[Path] = Path(".")
 
-    def validate(self, base_dir: Path) -> None:
+    def validate(self, base_dir: Path | None) -> None:
         check_max_pixels(self.max_pixels)
-        if not self.frozen:
+        if base_dir is not None:  # not in a workspace's frozen copy (see gensets.config)
             for i, s in enumerate(self.imports):
                 if not (base_dir / s.path).exists():
                     raise ValueError(f"imports: [{i}] path: not found: {base_dir / s.path}")
@@ -133,7 +130,7 @@ class RecognitionConfig:
         (the frozen copy and the card hold no absolute path of this machine); ``base_dir`` is kept beside
         the config (not in it) to read the imports from."""
         cats = tuple(default_categories()) if self.categories == "borji" else self.categories
-        out = replace(self, categories=cats, frozen=True)
+        out = replace(self, categories=cats)
         object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
         return out
 

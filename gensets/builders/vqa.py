@@ -105,14 +105,11 @@ class VQAConfig:
     image: ImageConfig = ImageConfig()
     shard_size: int = 1000
     questions_data: tuple[dict[str, Any], ...] = ()  # filled by resolved(): the checked questions file
-    # Set by resolved(): a workspace's frozen copy. Its image folder lies where the config it was built from
-    # lies, not beside the workspace, so it is not looked at when it is reloaded (finalize never reads it).
-    frozen: bool = False
     # Where image_folder is read from (the config file's folder), set by resolved(). Not a config key:
     # neither frozen nor fingerprinted, so a build never depends on where its files lie.
     base_dir: ClassVar[Path] = Path(".")
 
-    def validate(self, base_dir: Path) -> None:
+    def validate(self, base_dir: Path | None) -> None:
         check_max_pixels(self.max_pixels)
         if self.prompts and self.generator is None:
             raise ValueError("generator: prompts need a generator")
@@ -124,7 +121,7 @@ class VQAConfig:
                     _swaps(p, self.objects, self.attributes)
                 except ValueError as e:
                     raise ValueError(f"prompts: prompt {i} {e}") from None
-        if self.frozen:  # its files were checked when it was frozen; they lie beside its source config
+        if base_dir is None:  # a workspace's frozen copy: its files were checked when it was frozen
             return
         if self.image_folder and not (base_dir / self.image_folder).is_dir():
             raise ValueError(f"image_folder: not a folder: {base_dir / self.image_folder}")
@@ -146,7 +143,7 @@ class VQAConfig:
         """The questions file read into the config, so the frozen copy stands alone; image_folder stays as
         written, and ``base_dir`` is kept beside the config (not in it) to read the images from."""
         qs = tuple(read_questions(base_dir / self.questions)) if self.questions else self.questions_data
-        out = replace(self, questions_data=qs, questions=None, frozen=True)
+        out = replace(self, questions_data=qs, questions=None)
         object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
         return out
 
