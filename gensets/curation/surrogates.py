@@ -36,7 +36,7 @@ class SurrogateFilter:
                  templates: Sequence[str] = ("a photo of a {}.",), batch_size: int = 16,
                  device: str | None = None):
         self.specs = list(specs)
-        self.device = device  # None: default_device(), decided when the models load
+        self.device = device  # None: the loaders' default (this process's device); set once loaded
         self.top_k = top_k
         self.min_failures = min_failures
         self.templates = list(templates)
@@ -48,10 +48,8 @@ class SurrogateFilter:
         if self._models is None:
             from ..labels.imagenet import imagenet_names
             from ..models import load_classifier
-            from ..models.device import default_device
 
             names = imagenet_names()
-            self.device = self.device or default_device()
             self._models = []
             for spec in self.specs:
                 m = load_classifier(spec, labels=names, templates=self.templates, device=self.device)
@@ -61,6 +59,7 @@ class SurrogateFilter:
                     raise ModelError(f"surrogate '{spec}' predicts {len(m.label_names)} classes, "
                                      "not the 1000 ImageNet classes the filter needs")
                 self._models.append(m)
+                self.device = m.device
         return self._models
 
     def score(self, images: list, target_ids: list[Sequence[int]]) -> list[Verdict]:

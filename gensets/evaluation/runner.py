@@ -80,12 +80,12 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
     """Score every model on every (config, split) of ``dataset``; returns one summary per run.
 
     With ``protocol="two-way"`` the models are VQA / image-text-to-text models and ``clip`` names the
-    zero-shot CLIP model that picks each image's top wrong class. ``device``: default_device().
+    zero-shot CLIP model that picks each image's top wrong class. ``device``: None, the loaders' default
+    (gensets.models.device.default_device).
     """
     from tqdm.auto import tqdm
 
     from ..models import load_classifier, parse_spec
-    from ..models.device import default_device
     from ..records import library_versions
 
     models = list(dict.fromkeys(models))  # a spec given twice is one run, not doubled predictions
@@ -105,7 +105,6 @@ def evaluate(dataset: str, models: list[str], db: str, *, config: str | None = N
     if templates:
         for sp in source.splits:
             sp.templates = list(templates)
-    device = device or default_device()
     con = store.connect(db)
     results = []
     loaded: dict = {}
@@ -209,13 +208,11 @@ def evaluate_two_way(dataset: str, models: list[str], db: str, *, clip: str | No
 
     from ..labels.twoway import score_two_way
     from ..models import load_classifier, load_vqa
-    from ..models.device import default_device
     from ..records import library_versions
 
     if not clip:
         raise GensetsError("protocol two-way needs --clip SPEC: the CLIP model that picks the wrong class")
     source = open_source(dataset, config, split)
-    device = device or default_device()
     vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
             for spec in models}
     con = store.connect(db)
@@ -283,12 +280,10 @@ def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split
     from tqdm.auto import tqdm
 
     from ..models import load_vqa
-    from ..models.device import default_device
     from ..records import library_versions
     from . import metrics as M
 
     source = open_source(dataset, config, split)
-    device = device or default_device()
     vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
             for spec in models}
     con = store.connect(db)
