@@ -109,6 +109,17 @@ def set_double(con) -> None:
     state.set_setting(con, MODE, "double")
 
 
+def decisions(con) -> dict[str, list[tuple[str, str, str | None, dt.datetime]]]:
+    """Every decided image -> each reviewer's latest decision ``(reviewer, status, label, time)``, in the
+    order of the reviewers' first decisions on it (pending is no decision)."""
+    rows = con.execute(f"SELECT key, reviewer, status, label, time FROM ({LATEST}) "
+                       "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
+    by_key: dict[str, list] = {}
+    for key, *decision in rows:
+        by_key.setdefault(key, []).append(tuple(decision))
+    return by_key
+
+
 def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | None]]:
     """Double review: ``key -> (status, label, reviewer, time)`` of every image someone decided.
 
@@ -119,13 +130,8 @@ def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | 
     An image decided by one reviewer only is ``pending`` (accepted or relabeled) or ``held`` (rejected:
     counted as pending, but never published).
     """
-    rows = con.execute(f"SELECT key, reviewer, status, label, time FROM ({LATEST}) "
-                       "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
-    by_key: dict[str, list] = {}
-    for key, *decision in rows:
-        by_key.setdefault(key, []).append(decision)
     out = {}
-    for key, ds in by_key.items():
+    for key, ds in decisions(con).items():
         if len(ds) < 2:
             out[key] = ("held" if ds[0][1] == "rejected" else "pending", None, None, None)
             continue

@@ -52,11 +52,8 @@ def agreement(con) -> dict:
     """Agreement of the first two reviewers of every image decided by at least two (Cohen's kappa)."""
     from ..evaluation.metrics import cohen_kappa
 
-    rows = con.execute(f"SELECT key, reviewer, status, label FROM ({review.LATEST}) "
-                       "WHERE status <> 'pending' ORDER BY key, first_seq").fetchall()
-    by_key: dict[str, list] = {}
-    for key, reviewer, status, label in rows:
-        by_key.setdefault(key, []).append((reviewer, review.category(status, label)))
+    by_key = {key: [(reviewer, review.category(status, label)) for reviewer, status, label, _ in ds]
+              for key, ds in review.decisions(con).items()}
     pairs = {k: v[:2] for k, v in by_key.items() if len(v) >= 2}
     out = {"items": len(pairs), "reviewed_once": sum(len(v) == 1 for v in by_key.values()),
            "kappa": None, "observed_agreement": None, "pairs": [], "disagreements": []}
