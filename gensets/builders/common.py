@@ -8,6 +8,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 
+def check_spec(spec: str, key: str) -> None:
+    """A config value that must be a model spec: a bad one is a ValueError naming ``key`` (the config
+    loader adds the file and line)."""
+    from ..models.spec import parse_spec
+
+    try:
+        parse_spec(spec)
+    except Exception as e:  # ModelError: name the key
+        raise ValueError(f"{key}: {e}") from None
+
+
 @dataclass(frozen=True)
 class GeneratorConfig:
     model: str  # a model spec, e.g. diffusers:stabilityai/stable-diffusion-2-1@<revision> or tiny:sd
@@ -21,12 +32,7 @@ class GeneratorConfig:
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
 
     def validate(self, base_dir: Path) -> None:
-        from ..models.spec import parse_spec
-
-        try:
-            parse_spec(self.model)
-        except Exception as e:  # ModelError: name the key
-            raise ValueError(f"model: {e}") from None
+        check_spec(self.model, "model")
         if self.steps < 1:
             raise ValueError("steps: must be at least 1")
         if self.width % 8 or self.height % 8 or self.width < 8 or self.height < 8:

@@ -30,21 +30,12 @@ from typing import Literal
 from ..config import to_dict
 from ..errors import DataError, GensetsError
 from ..records import Sample, content_id, derive_seed, provenance, slug
-from .common import GeneratorConfig, ImageConfig, Unit
+from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 STAGES = ("baseline", "clusters", "regenerate")
 CLUSTER_RULE = ("KMeans (n_init=10, random_state=seed) on L2-normalised embeddings; k in "
                 "2..min(max_k, n-1, distinct images) with the highest mean cosine silhouette (ties: smaller k); "
                 "k=1 when fewer than 3 images failed or the best silhouette is below min_silhouette")
-
-
-def _spec_ok(spec: str, key: str) -> None:
-    from ..models.spec import parse_spec
-
-    try:
-        parse_spec(spec)
-    except Exception as e:  # ModelError: name the key
-        raise ValueError(f"{key}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -71,7 +62,7 @@ class CaptionConfig:
     batch_size: int = 8
 
     def validate(self, base_dir: Path) -> None:
-        _spec_ok(self.model, "model")
+        check_spec(self.model, "model")
         if self.max_new_tokens < 1 or self.num_beams < 1 or self.batch_size < 1:
             raise ValueError("max_new_tokens, num_beams and batch_size must be at least 1")
 
@@ -104,8 +95,8 @@ class FailureModesConfig:
     shard_size: int = 1000
 
     def validate(self, base_dir: Path) -> None:
-        _spec_ok(self.classifier, "classifier")
-        _spec_ok(self.embedder, "embedder")
+        check_spec(self.classifier, "classifier")
+        check_spec(self.embedder, "embedder")
         if not self.labels:
             raise ValueError("labels: give at least one ImageNet class name")
         canonical = _canonical_labels(self.labels)

@@ -42,7 +42,7 @@ from typing import ClassVar, Literal
 from ..config import to_dict
 from ..errors import DataError, GensetsError
 from ..records import Sample, content_id, derive_seed, provenance, slug
-from .common import GeneratorConfig, ImageConfig, Unit
+from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 STRATEGIES = ("ST", "DT", "CE", "RD", "NP", "RA")
 Strategy = Literal["ST", "DT", "CE", "RD", "NP", "RA"]
@@ -214,12 +214,7 @@ class ExpansionConfig:
     temperature: float = 1.0
 
     def validate(self, base_dir: Path) -> None:
-        from ..models.spec import parse_spec
-
-        try:
-            parse_spec(self.model)
-        except Exception as e:
-            raise ValueError(f"model: {e}") from None
+        check_spec(self.model, "model")
         if "{}" not in self.input:
             raise ValueError("input: must contain {} for the class name")
         if self.prompts < 1 or self.max_new_tokens < 1:

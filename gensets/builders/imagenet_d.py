@@ -18,7 +18,7 @@ from typing import Literal
 from ..config import to_dict
 from ..curation.surrogates import SurrogateFilter
 from ..records import Sample, content_id, derive_seed, provenance, slug
-from .common import GeneratorConfig, ImageConfig, Unit
+from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 KINDS = ("background", "texture", "material")
 DEFAULT_TEMPLATES = {
@@ -109,13 +109,8 @@ class FilterConfig:
     templates: tuple[str, ...] = ("a photo of a {}.",)  # for zero-shot (CLIP) surrogates
 
     def validate(self, base_dir: Path) -> None:
-        from ..models.spec import parse_spec
-
         for spec in self.models:
-            try:
-                parse_spec(spec)
-            except Exception as e:  # ModelError: name the key
-                raise ValueError(f"models: {e}") from None
+            check_spec(spec, "models")
         if not 1 <= self.top_k <= 5:
             raise ValueError("top_k: must be between 1 and 5")
         if self.min_failures is not None and not 0 <= self.min_failures <= len(self.models):

@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 from ..config import to_dict
 from ..errors import DataError
 from ..records import Sample, content_id, derive_seed, provenance, slug
-from .common import GeneratorConfig, ImageConfig, Unit
+from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 from .importing import check_max_pixels
 
 BORJI_2022 = """
@@ -78,14 +78,8 @@ class EvalModels:
     models: tuple[str, ...] = ()  # model specs (e.g. timm:hf-hub:timm/resnet50.tv_in1k) that score the set
 
     def validate(self, base_dir: Path) -> None:
-        from ..errors import ModelError
-        from ..models.spec import parse_spec
-
         for i, m in enumerate(self.models):
-            try:
-                parse_spec(m)
-            except ModelError as e:
-                raise ValueError(f"models[{i}]: {e}") from None
+            check_spec(m, f"models[{i}]")
 
 
 @dataclass(frozen=True)
