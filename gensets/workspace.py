@@ -34,8 +34,14 @@ def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] =
     apply_overrides(node, overrides)
     builder = builder_for(node, str(path))
     cfg = load_config(builder.config_class, path, node, frozen=frozen)
-    resolved = getattr(cfg, "resolved", None)
-    return builder, (resolved(path.resolve().parent) if resolved and not frozen else cfg)
+    if not frozen:
+        base = path.resolve().parent
+        resolved = getattr(cfg, "resolved", None)
+        cfg = resolved(base) if resolved else cfg
+        # where the config's relative paths lead (imports, reference folders), beside it and not in it: no
+        # config field, so neither frozen nor fingerprinted, and a build never depends on where its files lie
+        object.__setattr__(cfg, "base_dir", base)
+    return builder, cfg
 
 
 class Workspace:

@@ -302,8 +302,7 @@ class GenBenchConfig:
     image: ImageConfig = ImageConfig()
     unit_size: int = 8  # shots per work unit
     shard_size: int = 1000
-    # Where this config's relative folder: paths are read from (the config file's folder), set by resolved().
-    # Not a config key: neither frozen nor fingerprinted, so a build never depends on where its files lie.
+    # Where this config's relative folder: paths lead (the config file's folder): set by load_build_config.
     base_dir: ClassVar[Path] = Path(".")
 
     def info(self, base_dir: Path) -> DatasetInfo:
@@ -348,10 +347,8 @@ class GenBenchConfig:
                                      else _split_rev(self.dataset.partition(":")[2].rstrip("/"))[0].split("/")[-1])
         from ..labels.imagenet import imagenet_templates
 
-        out = replace(self, dataset_name=_config_slug(name), class_names=info.classes, metric=self.metric or info.metric,
-                      templates=self.templates or info.templates or tuple(imagenet_templates()))
-        object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
-        return out
+        return replace(self, dataset_name=_config_slug(name), class_names=info.classes, metric=self.metric or info.metric,
+                       templates=self.templates or info.templates or tuple(imagenet_templates()))
 
 
 def config_name(dataset_name: str, strategy: str) -> str:

@@ -98,8 +98,7 @@ class RecognitionConfig:
     unit_size: int = 16  # images per work unit
     shard_size: int = 1000
     eval: EvalModels | None = None  # the models that score the set
-    # Where the import paths are read from (the config file's folder), set by resolved(). Not a config key:
-    # neither frozen nor fingerprinted, so a build never depends on where its files lie.
+    # Where the import paths lead (the config file's folder): set by load_build_config.
     base_dir: ClassVar[Path] = Path(".")
 
     def validate(self, base_dir: Path | None) -> None:
@@ -124,9 +123,7 @@ class RecognitionConfig:
         (the frozen copy and the card hold no absolute path of this machine); ``base_dir`` is kept beside
         the config (not in it) to read the imports from."""
         cats = tuple(default_categories()) if self.categories == "borji" else self.categories
-        out = replace(self, categories=cats)
-        object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
-        return out
+        return replace(self, categories=cats)
 
 
 def category_synonyms(cfg: RecognitionConfig) -> dict[str, list[str]]:

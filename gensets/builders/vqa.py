@@ -105,8 +105,7 @@ class VQAConfig:
     image: ImageConfig = ImageConfig()
     shard_size: int = 1000
     questions_data: tuple[dict[str, Any], ...] = ()  # filled by resolved(): the checked questions file
-    # Where image_folder is read from (the config file's folder), set by resolved(). Not a config key:
-    # neither frozen nor fingerprinted, so a build never depends on where its files lie.
+    # Where image_folder leads (the config file's folder): set by load_build_config.
     base_dir: ClassVar[Path] = Path(".")
 
     def validate(self, base_dir: Path | None) -> None:
@@ -143,9 +142,7 @@ class VQAConfig:
         """The questions file read into the config, so the frozen copy stands alone; image_folder stays as
         written, and ``base_dir`` is kept beside the config (not in it) to read the images from."""
         qs = tuple(read_questions(base_dir / self.questions)) if self.questions else self.questions_data
-        out = replace(self, questions_data=qs, questions=None)
-        object.__setattr__(out, "base_dir", base_dir)  # frozen dataclass: set once, here
-        return out
+        return replace(self, questions_data=qs, questions=None)
 
 
 def _swaps(prompt: PromptSpec, objects: Sequence[str], families: Mapping[str, Sequence[str]]):
