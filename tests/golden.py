@@ -1,0 +1,129 @@
+"""What every smoke config's build, finalize, eval and report produce, as sha256 digests.
+
+``python tests/golden.py --write`` records them in tests/data/golden.json; ``test_golden.py`` rebuilds
+everything and compares, so a refactoring that changes a single byte of a shard, a card, an eval result or
+a report is caught. Only what is measured (generator and evaluation seconds) is masked before hashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "data" / "golden.json"
+SMOKE = ["imagenet_d", "genbench", "recognition", "vqa", "failure_modes"]
+
+# measured seconds and what is computed from them: masked, everything else is hashed as written
+_MEASURED = [
+    re.compile(r"Measured while building: .*?per 1,000\)\.", re.S),
+    re.compile(r'"(seconds[a-z_]*|[a-z_]*_seconds|seconds_per_image|cost_per_image|cost_per_1000|'
+               r'images_per_second)": [-0-9.e+]+'),
+    re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \|$", re.M),  # GenBench report: s / image, cost / image
+]
+_TMP: list[str] = []  # the temporary folder everything is built in: written into reports as <tmp>
+
+
+def _digest(path: Path) -> str:
+    data = path.read_bytes()
+    if path.suffix in (".md", ".json", ".jsonl"):
+        text = data.decode("utf-8")
+        for tmp in _TMP:
+            text = text.replace(tmp, "<tmp>")
+        for pat in _MEASURED:
+            text = pat.sub("<measured>", text)
+        data = text.encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _tree(root: Path, skip=()) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): _digest(p) for p in sorted(root.rglob("*"))
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            and p.name not in skip}
+
+
+def _cli(*args) -> str:
+    p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True, text=True,
+                       cwd=ROOT, env=os.environ, timeout=900)
+    if p.returncode:
+        raise RuntimeError(f"gensets {' '.join(map(str, args))}: exit {p.returncode}\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def snapshot(tmp: Path) -> dict:
+    """Build, finalize, evaluate and report every smoke config under ``tmp``; the digests of it all."""
+    out: dict = {}
+    _TMP[:] = [str(tmp)]
+    ws = {}
+    for name in SMOKE:
+        w = tmp / name
+        _cli("build", ROOT / "configs" / f"{name}.smoke.yaml", "--out", w, "--quiet")
+        _cli("finalize", w, "--include-pending")
+        ws[name] = w
+        out[f"{name}/candidates"] = _tree(w / "candidates")
+        out[f"{name}/dataset"] = _tree(w / "dataset")
+    out["failure_modes/modes.json"] = _digest(ws["failure_modes"] / "modes.json")
+    db = tmp / "results.duckdb"
+    evals = {
+        "imagenet_d": ["--model", "tiny:resnet", "--model", "tiny:clip", "--model", "tiny:vit"],
+        "imagenet_d/dataset": ["--model", "tiny:hf-clip"],
+        "recognition": ["--model", "tiny:resnet", "--model", "tiny:vit", "--protocol", "wordset"],
+        "recognition#default": ["--model", "tiny:clip"],
+        "vqa": ["--model", "tiny:vilt-vqa", "--protocol", "vqa"],
+        "failure_modes": ["--model", "tiny:vit"],
+        "imagenet_d#two-way": ["--model", "tiny:vilt-vqa", "--protocol", "two-way", "--clip", "tiny:clip",
+                               "--config", "texture"],
+    }
+    for what, args in evals.items():
+        target = tmp / what.split("#")[0]
+        where = tmp / "recognition.duckdb" if what.startswith("recognition") else db
+        out[f"eval {what}"] = json.loads(_cli("eval", target, "--db", where, "--json", "--quiet", *args))
+    for name, args in {
+        "recognition": ["recognition", "--db", tmp / "recognition.duckdb"],
+        "failure_modes": ["failure-modes", ws["failure_modes"], "--db", db],
+        "genbench": ["genbench", ws["genbench"], "--test", ROOT / "configs" / "genbench.smoke-refs",
+                     "--clip", "tiny:clip", "--features", "tiny:resnet"],
+    }.items():
+        rep = tmp / f"report-{name}"
+        _cli("report", *args, "--out", rep)
+        out[f"report {name}"] = _tree(rep)
+    for what in ("leaderboard", "query"):
+        args = (["leaderboard", "--db", db, "--format", "json"] if what == "leaderboard" else
+                ["query", "--db", db, "--format", "json", "SELECT model, protocol, config, n FROM runs "
+                 "ORDER BY ALL"])
+        out[what] = json.loads(_cli(*args))
+    for name, where in (("results", db), ("recognition", tmp / "recognition.duckdb")):  # every prediction
+        rows = _cli("query", "--db", where, "--format", "json",
+                    "SELECT r.model, r.protocol, r.config, p.* EXCLUDE (run_id) FROM predictions p "
+                    "JOIN runs r USING (run_id) ORDER BY ALL")
+        out[f"predictions {name}"] = hashlib.sha256(rows.encode()).hexdigest()
+    return out
+
+
+def scrub(obj, tmp: Path):
+    """Workspace paths written into eval output and results are the temp folder's: made relative."""
+    text = json.dumps(obj, sort_keys=True).replace(str(tmp), "<tmp>")
+    return json.loads(text)
+
+
+def main() -> None:
+    import tempfile
+
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    os.environ.update(env)
+    keep = sys.argv[sys.argv.index("--keep") + 1] if "--keep" in sys.argv else None
+    with tempfile.TemporaryDirectory() as d:
+        d = keep or d
+        snap = scrub(snapshot(Path(d)), Path(d))
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps(snap, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{GOLDEN}: {sum(len(v) if isinstance(v, dict) else 1 for v in snap.values())} digests")
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    main()
