@@ -27,6 +27,7 @@ _MEASURED = [
     re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \|$", re.M),  # GenBench report: s / image, cost / image
 ]
 _TMP: list[str] = []  # the temporary folder everything is built in: written into reports as <tmp>
+_ROOT = [str(ROOT)]  # this checkout (configs, reference folders), wherever it is cloned: <root>
 
 
 def _digest(path: Path) -> str:
@@ -35,6 +36,8 @@ def _digest(path: Path) -> str:
         text = data.decode("utf-8")
         for tmp in _TMP:
             text = text.replace(tmp, "<tmp>")
+        for root in _ROOT:
+            text = text.replace(root, "<root>")
         for pat in _MEASURED:
             text = pat.sub("<measured>", text)
         data = text.encode()
