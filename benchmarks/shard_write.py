@@ -19,7 +19,8 @@ from pathlib import Path
 from PIL import Image, ImageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-from gensets.shards import encode_image, write_shard  # noqa: E402
+from gensets.images import encode_image  # noqa: E402
+from gensets.shards import write_shard  # noqa: E402
 
 
 def make_bytes(n: int, size: int) -> list[bytes]:

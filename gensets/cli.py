@@ -81,7 +81,7 @@ def _review(a) -> int:
         return 0
     con = state.connect(ws.state_path)
     try:
-        status = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}[a.action]
+        status = review.ACTIONS[a.action]
         keys = list(a.keys)
         if getattr(a, "all_pending", False):
             keys += [r["key"] for r in review.list_queue(con, status="pending")]
@@ -250,7 +250,13 @@ def _review_exchange(a) -> int:
 def _card(a) -> int:
     from .cards.card import rerender
 
-    files = rerender(a.workspace, db=a.db)
+    board = None
+    if a.db:
+        from .evaluation.store import build_leaderboard
+
+        def board(configs, build_id):
+            return build_leaderboard(a.db, configs, build_id)
+    files = rerender(a.workspace, leaderboard=board)
     print("wrote " + ", ".join(files) + f" in {Path(a.workspace) / 'dataset'}")
     return 0
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-IMAGE_EXTS = ("jpg", "png", "webp")
+from .images import IMAGE_EXTS
 
 # name -> datasets dtype, in the order of the card. Nested: ("struct", [...]) and ("list", inner).
 _GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline", "string"),

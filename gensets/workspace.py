@@ -86,6 +86,14 @@ class Workspace:
             raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
         return load_build_config(self.config_path, frozen=True)
 
+    def read_candidates(self, shard: str):
+        """The samples of one committed candidate shard (``candidates/<unit>.tar``)."""
+        from .records import Sample
+        from .shards import iter_shard
+
+        for d in iter_shard(self.candidates / shard):
+            yield Sample.from_wds(d)
+
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.load()[1])

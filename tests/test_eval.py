@@ -76,7 +76,8 @@ def _wordset_folder(tmp_path, classes):
     import numpy as np
     from PIL import Image
 
-    from gensets.shards import encode_image, write_shard
+    from gensets.images import encode_image
+    from gensets.shards import write_shard
 
     folder = tmp_path / "words"
     (folder / "default").mkdir(parents=True)
@@ -278,7 +279,8 @@ def test_bad_json_or_cls_member_is_one_line(tmp_path, member, value, where):
     import numpy as np
     from PIL import Image
 
-    from gensets.shards import encode_image, write_shard
+    from gensets.images import encode_image
+    from gensets.shards import write_shard
 
     png = encode_image(Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)), "png")
     samples = [{"__key__": f"s{i:03d}", "png": png, "cls": 0, "json": {}} for i in range(3)]
@@ -318,7 +320,8 @@ def test_vqa_json_prints_null_for_undefined_metrics(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from gensets.shards import encode_image, write_shard
+    from gensets.images import encode_image
+    from gensets.shards import write_shard
 
     png = encode_image(Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)), "png")
     q = {"questions": [{"question": "Is there a cat in the image?", "answer": "yes"}]}

@@ -101,10 +101,10 @@ def test_compare_flags_the_modes_that_survive_the_correction():
 
 def test_with_top_k_2_only_failed_images_count_as_confusions():
     from gensets.builders.failure_modes import tally
-    from gensets.curation.surrogates import surrogate_hit
+    from gensets.labels.hits import hit
 
     def image(top5):  # a classified image of tench; with top_k = 2 it fails when tench is not in its top 2
-        return {"kept": not surrogate_hit(top5, [TENCH], 2), "surrogates": [{"top5": top5}]}
+        return {"kept": not hit(top5, [TENCH], 2), "surrogates": [{"top5": top5}]}
 
     regenerated = [image([DECOY, TENCH, 5, 6, 7]),    # top-1 toilet paper, but tench 2nd: did not fail
                    image([DECOY, GOLDFISH, 5, 6, 7]),  # failed, as toilet paper
@@ -211,9 +211,8 @@ def _tench_band_classifier(folder: Path, generator: str) -> str:
     import timm
     import torch
 
-    from gensets.builders.common import decode_image
+    from gensets.images import decode_image, encode_image
     from gensets.models import load_classifier, load_generator
-    from gensets.shards import encode_image
 
     args = dict(img_size=32, patch_size=32, depth=0, embed_dim=256, num_heads=2, class_token=False,
                 global_pool="avg")

@@ -14,7 +14,7 @@ import pytest
 
 from gensets.builders.genbench import QUALITY_NEGATIVES, RESTRICTIVE, Context, plan, unit_prompts
 from gensets.errors import ConfigError
-from gensets.labels.imagenet import genbench_datasets
+from gensets.sources.packaged import genbench_datasets
 from gensets.workspace import load_build_config
 
 from .conftest import ROOT, run_cli
@@ -424,9 +424,9 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     assert f"**{100 * best:.1f}**" in table_row
     assert (out / "cler.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the CLER of one strategy, recomputed directly from the CLIP embeddings
-    from gensets.builders.common import decode_image
-    from gensets.evaluation import metrics as M
+    from gensets import metrics as M
     from gensets.evaluation.genbench_report import load_test_set, read_workspace
+    from gensets.images import decode_image
     from gensets.models import load_classifier
 
     _, cfg, by_config = read_workspace(gb_reference)

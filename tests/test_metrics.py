@@ -1,4 +1,4 @@
-"""gensets.evaluation.metrics: hand-computed values on tiny inputs, independent implementations
+"""gensets.metrics: hand-computed values on tiny inputs, independent implementations
 (sklearn, scipy, naive loops) on random inputs, and edge cases (ties, absent classes, empty inputs)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 from sklearn.metrics import average_precision_score, balanced_accuracy_score, roc_auc_score
 
-from gensets.evaluation.metrics import (
+from gensets.metrics import (
     accuracy,
     all_fail_all_succeed,
     all_fail_all_succeed_overall,
@@ -534,7 +534,7 @@ def test_failure_transfer():
 
 # ------------------------------------------------------------------ Cohen's kappa
 def test_cohen_kappa_hand():
-    from gensets.evaluation.metrics import cohen_kappa
+    from gensets.metrics import cohen_kappa
 
     # 10 items, agree on 7 (p_o = 0.7); a: 6 acc / 4 rej, b: 5 acc / 5 rej -> p_e = .6*.5 + .4*.5 = 0.5
     a = ["acc"] * 6 + ["rej"] * 4
@@ -552,7 +552,7 @@ def test_cohen_kappa_hand():
 def test_cohen_kappa_matches_sklearn(seed):
     from sklearn.metrics import cohen_kappa_score
 
-    from gensets.evaluation.metrics import cohen_kappa
+    from gensets.metrics import cohen_kappa
 
     rng = np.random.default_rng(seed)
     labels = ["accepted", "rejected", "relabeled:teapot", "relabeled:mug"][: 2 + seed % 3]

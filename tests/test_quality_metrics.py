@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gensets.evaluation import metrics as M
+from gensets import metrics as M
 
 # two classes in 2-D; every vector below is hand-normalised in the comments
 GEN = [[1, 0], [0.6, 0.8],        # class 0: centre (0.8, 0.4) -> (0.8944, 0.4472)

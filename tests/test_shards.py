@@ -14,11 +14,11 @@ import pytest
 from PIL import Image
 
 from gensets.errors import DataError, GensetsError
+from gensets.images import encode_image
 from gensets.shards import (
     Manifest,
     ShardInfo,
     clean_temp,
-    encode_image,
     iter_shard,
     sha256_file,
     verify,

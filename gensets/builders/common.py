@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,10 +67,3 @@ class Unit:
 
     id: str
     payload: dict[str, Any]
-
-
-def decode_image(data: bytes):
-    from PIL import Image
-
-    im = Image.open(io.BytesIO(data))
-    return im.convert("RGB")

@@ -30,6 +30,7 @@ from typing import Literal
 from ..config import to_dict
 from ..errors import DataError, GensetsError
 from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..registry import BUILDERS
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 STAGES = ("baseline", "clusters", "regenerate")
@@ -207,7 +208,6 @@ def _top1(meta: dict) -> int:
 def _committed(ws, units: list[Unit]):
     """(shard, Sample) of every unit, in unit order; DataError when one is not committed."""
     from ..shards import Manifest
-    from .runner import read_candidates
 
     rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()}
     missing = [u.id for u in units if u.id not in rows]
@@ -216,7 +216,7 @@ def _committed(ws, units: list[Unit]):
                         f"(first: {missing[0]}); run `gensets build` again")
     for u in units:
         shard = rows[u.id]["shard"]
-        for s in read_candidates(ws, shard):
+        for s in ws.read_candidates(shard):
             yield shard, s
 
 
@@ -284,8 +284,7 @@ def mode_meta(**values) -> dict:
 
 def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Baseline or regenerated images: generate, encode, classify the decoded bytes."""
-    from ..shards import encode_image
-    from .common import decode_image
+    from ..images import decode_image, encode_image
 
     p = unit.payload
     cfg, g = ctx.cfg, ctx.cfg.generator
@@ -329,7 +328,7 @@ def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     import torch
 
     from ..curation import failure_modes as fm
-    from .common import decode_image
+    from ..images import decode_image
 
     p = unit.payload
     cfg = ctx.cfg
@@ -338,10 +337,9 @@ def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     rows = p["failures"]
     wanted = {r["key"]: r for r in rows}
     found: dict[str, Sample] = {}
-    from .runner import read_candidates
 
     for shard in sorted({r["shard"] for r in rows}):
-        for s in read_candidates(ctx.workspace, shard):
+        for s in ctx.workspace.read_candidates(shard):
             if s.key in wanted:
                 if hashlib.sha256(s.image).hexdigest() != wanted[s.key]["sha256"]:
                     raise DataError(f"{ctx.workspace.candidates / shard}: image {s.key} changed since it was "
@@ -556,7 +554,7 @@ class FailureModesBuilder:
     def card_body(cfg: FailureModesConfig, manifest: dict, samples: list) -> str:
         from collections import Counter
 
-        from ..cards.card import _table
+        from ..cards.markdown import table
 
         per_mode = Counter(s.meta["failure_mode"]["id"] for s in samples if s.meta.get("failure_mode"))
         captions = {s.meta["failure_mode"]["id"]: s.meta["failure_mode"]["caption"] for s in samples
@@ -576,8 +574,8 @@ top-{cfg.top_k}): an adversarial set for that classifier. Score other classifier
 - Modes are compared with their label's baseline by a one-sided {cfg.test} test, {cfg.correction}-corrected,
   alpha {cfg.alpha}: see `modes.json` and `gensets report failure-modes` in the build's workspace.
 
-{_table(["mode", "caption", "misclassified images"], rows) if rows else "(no regenerated image was misclassified)"}
+{table(["mode", "caption", "misclassified images"], rows) if rows else "(no regenerated image was misclassified)"}
 """
 
 
-BUILDER = FailureModesBuilder()
+BUILDER = BUILDERS.register("failure-modes", FailureModesBuilder())

@@ -28,20 +28,33 @@ and files copied to another directory (paths written relative to the config) bui
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import re
-import sys
 import time
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import DataError, GensetsError
+from ..images import is_image_file
 from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..registry import BUILDERS
+from ..registry import STRATEGIES as STRATEGY_REGISTRY
+from ..shards import sha256_file
+from ..sources.classes import (
+    DatasetInfo,
+    class_folders,
+    dataset_info,
+    hf_label_feature,
+    match_classes,
+    plain_name,
+    report_match,
+    source_name,
+    split_rev,
+)
+from ..sources.packaged import genbench_datasets
+from ..timings import cost_per_image, measured, record_timing
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 STRATEGIES = ("ST", "DT", "CE", "RD", "NP", "RA")
@@ -54,146 +67,12 @@ DESCRIPTIONS = {
     "RA": "retrieval augmented: image-to-image from a real reference image of the class",
 }
 METRICS = ("accuracy", "mean-per-class", "11-point-map", "roc-auc")
+for _name in STRATEGIES:  # the paper's table order
+    STRATEGY_REGISTRY.register(_name, DESCRIPTIONS[_name])
 RESTRICTIVE = "((sharp focus)), ((highly detailed)), ((hires))"
 QUALITY_NEGATIVES = ("((disfigured)), ((bad art)), ((deformed)), ((poorly drawn)), ((extra limbs)), ((close up)), "
                      "((b&w)), weird colors, blurry, lowres, worst quality, low quality, jpeg artifacts, "
                      "signature, watermark, text")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
-
-
-# ------------------------------------------------------------------ where the classes come from
-@dataclass(frozen=True)
-class DatasetInfo:
-    classes: tuple[str, ...]
-    templates: tuple[str, ...] = ()
-    metric: str = "accuracy"
-    group: str = "custom"
-
-
-def packaged() -> dict:
-    from ..labels.imagenet import genbench_datasets
-
-    return genbench_datasets()
-
-
-def _unique(names: list) -> tuple[str, ...]:
-    """Class names as the dataset lists them (first synonym of a list); a repeated name gets " (k)"."""
-    out, seen = [], {}
-    for n in names:
-        n = str(n[0] if isinstance(n, list) else n)
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
-    return tuple(out)
-
-
-def _split_rev(name: str) -> tuple[str, str | None]:
-    base, sep, rev = name.rpartition("@")
-    return (base, rev) if sep and base and "/" not in rev else (name, None)
-
-
-def _hf_label_feature(name: str, hf_config: str | None, label_column: str | None, split: str | None = None):
-    """The ClassLabel feature of a Hugging Face dataset (repo id or local folder), read from its info."""
-    import datasets
-
-    repo, rev = _split_rev(name)
-    try:
-        feats = datasets.load_dataset_builder(repo, hf_config, revision=rev).info.features
-        if feats is None:  # e.g. bare parquet files: the schema holds the features
-            feats = datasets.load_dataset(repo, hf_config, revision=rev, split=split or "train", streaming=True).features
-    except Exception as e:
-        raise ValueError(f"dataset hf:{name} is not available: {str(e).strip().splitlines()[0][:200]}") from None
-    labels = {k: f for k, f in (feats or {}).items() if isinstance(f, datasets.ClassLabel)}
-    if not labels:
-        raise ValueError(f"dataset hf:{name} has no ClassLabel feature (features: {', '.join(feats or {})})")
-    if label_column:
-        if label_column not in labels:
-            raise ValueError(f"label_column: {label_column!r} is not a ClassLabel of hf:{name} "
-                             f"(ClassLabels: {', '.join(labels)})")
-        return label_column, labels[label_column]
-    return next(iter(labels.items()))
-
-
-def _class_folders(root: Path) -> list[Path]:
-    return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name)
-
-
-def source_name(source: str) -> str:
-    """A dataset or reference source as seeds, unit ids and samples know it, never where it lies: a local
-    folder (``folder:<path>``, or ``hf:<path>`` of a dataset saved on disk) by its last path component, e.g.
-    ``folder:/data/pets`` -> ``folder:pets``; a packaged dataset or a Hub repo by itself."""
-    kind, sep, rest = source.partition(":")
-    if sep and (kind == "folder" or (kind == "hf" and Path(rest).exists())):
-        return f"{kind}:{Path(rest.rstrip('/')).name or rest}"
-    return source
-
-
-def match_classes(names: list[str], class_names, *, by_index: bool = True) -> tuple[dict[int, int], str]:
-    """A source's class names (a ClassLabel's names, or class folders) matched to the dataset's classes:
-    ``({index in names: index in class_names}, "name" or "index")``.
-
-    By name (exactly, else by slug when just one class has it) when every name matches a class of its own.
-    Otherwise, with ``by_index``, exactly as many names as classes and every name that matches a class at
-    that class's position, by position: the dataset's own order, whatever the spelling (the Hub's ImageNet says "tench, Tinca tinca" and "projectile, missile" where
-    GenBench's CLIP names say "tench" and "missile (2)"). Otherwise by name, names without a class left out.
-    """
-    exact = {n: i for i, n in enumerate(class_names)}
-    by_slug: dict[str, list[int]] = {}
-    for i, n in enumerate(class_names):
-        by_slug.setdefault(slug(n), []).append(i)
-    matched = {}
-    for j, n in enumerate(names):
-        i = exact.get(n, by_slug[slug(n)][0] if len(by_slug.get(slug(n), ())) == 1 else None)
-        if i is not None:
-            matched[j] = i
-    one_to_one = len(matched) == len(names) and len(set(matched.values())) == len(names)
-    # by position only where every name that does match a class sits at that class's position: a list in
-    # another order (STL-10's names against CIFAR-10's) stays matched by name, its other names left out
-    agrees = all(i == j for j, i in matched.items())
-    if not one_to_one and by_index and len(names) == len(class_names) and agrees:
-        return {j: j for j in range(len(names))}, "index"
-    return matched, "name"
-
-
-def report_match(what: str, names: list[str], class_names, matched: dict[int, int], how: str) -> list[str]:
-    """Say on stderr, one line each, when classes were matched by position and which names matched no class
-    (those are left out); returns the unmatched names."""
-    if how == "index":
-        differ = [(n, class_names[j]) for j, n in enumerate(names) if n != class_names[j]]
-        example = f"; e.g. {differ[0][0]!r} is {differ[0][1]!r}" if differ else ""
-        print(f"gensets: {what}: its {len(names)} classes matched to the dataset's {len(class_names)} by position "
-              f"({len(differ)} spelled differently{example})", file=sys.stderr)
-    unmatched = [n for j, n in enumerate(names) if j not in matched]
-    if unmatched:
-        more = f", ... ({len(unmatched)} in all)" if len(unmatched) > 5 else ""
-        print(f"gensets: warning: {what}: {len(unmatched)} class(es) match no class of the dataset and are left "
-              f"out: {', '.join(map(repr, unmatched[:5]))}{more}", file=sys.stderr)
-    return unmatched
-
-
-@cache
-def dataset_info(dataset: str, base_dir: Path, hf_config: str | None = None,
-                 label_column: str | None = None) -> DatasetInfo:
-    """Class names (and, for the packaged datasets, templates, metric, group) of a dataset source."""
-    table = packaged()
-    if dataset in table:
-        d = table[dataset]
-        return DatasetInfo(_unique(d["classes"]), tuple(d["templates"]), d["metric"], d["group"])
-    kind, sep, rest = dataset.partition(":")
-    if sep and kind == "hf" and rest:
-        try:
-            return DatasetInfo(_unique(_hf_label_feature(rest, hf_config, label_column)[1].names))
-        except ValueError as e:  # name the key the problem is under
-            raise ValueError(str(e) if str(e).startswith("label_column:") else f"dataset: {e}") from None
-    if sep and kind == "folder" and rest:
-        root = base_dir / rest
-        if not root.is_dir():
-            raise ValueError(f"dataset: folder not found: {root}")
-        names = [p.name for p in _class_folders(root)]
-        if not names:
-            raise ValueError(f"dataset: {root} has no class sub-folders")
-        return DatasetInfo(_unique(names))
-    raise ValueError(f"dataset: unknown dataset {dataset!r} (one of the 22 packaged: {', '.join(table)}; "
-                     "or hf:<repo or path>[@rev]; or folder:<path>)")
 
 
 def _config_slug(text: str) -> str:
@@ -307,7 +186,7 @@ class GenBenchConfig:
 
     def info(self, base_dir: Path) -> DatasetInfo:
         if self.class_names:
-            d = packaged().get(self.dataset, {})
+            d = genbench_datasets().get(self.dataset, {})
             return DatasetInfo(self.class_names, tuple(d.get("templates", ())), d.get("metric", "accuracy"),
                                d.get("group", "custom"))
         return dataset_info(self.dataset, base_dir, self.hf_config, self.label_column)
@@ -343,8 +222,8 @@ class GenBenchConfig:
         stay as written (the frozen copy and the card hold no absolute path of this machine);
         ``base_dir`` is kept beside the config (not in it) to read the reference folder from."""
         info = self.info(base_dir)
-        name = self.dataset_name or (self.dataset if self.dataset in packaged()
-                                     else _split_rev(self.dataset.partition(":")[2].rstrip("/"))[0].split("/")[-1])
+        name = self.dataset_name or (self.dataset if self.dataset in genbench_datasets()
+                                     else split_rev(self.dataset.partition(":")[2].rstrip("/"))[0].split("/")[-1])
         from ..labels.imagenet import imagenet_templates
 
         return replace(self, dataset_name=_config_slug(name), class_names=info.classes, metric=self.metric or info.metric,
@@ -362,13 +241,8 @@ def selected(cfg: GenBenchConfig) -> list[tuple[int, str]]:
     return [(cfg.class_names.index(c), c) for c in cfg.classes]
 
 
-def prompt_name(name: str) -> str:
-    """A class name as it reads in a prompt (a repeated name's " (k)" suffix dropped)."""
-    return re.sub(r" \(\d+\)$", "", name)
-
-
 def fill(template: str, name: str) -> str:
-    return template.format(prompt_name(name), c=prompt_name(name))
+    return template.format(plain_name(name), c=plain_name(name))
 
 
 # ------------------------------------------------------------------ plan
@@ -383,7 +257,7 @@ def _pool(cfg: GenBenchConfig, strategy: str, name: str, files: dict | None = No
     if strategy == "CE":
         return {"templates": [], "expansion": to_dict(cfg.expansion)}
     if strategy == "NP":
-        others = [c for c in dict.fromkeys(map(prompt_name, cfg.class_names)) if c != prompt_name(name)]
+        others = [c for c in dict.fromkeys(map(plain_name, cfg.class_names)) if c != plain_name(name)]
         return {"templates": [st], "negatives": others, "negative_classes": cfg.negative.classes,
                 "quality": cfg.negative.quality}
     if strategy == "RA":
@@ -474,7 +348,7 @@ class Reference:
     data: bytes
 
     def image(self):
-        from .common import decode_image
+        from ..images import decode_image
 
         return decode_image(self.data)
 
@@ -490,7 +364,7 @@ def _reference_paths(cfg: GenBenchConfig) -> tuple[dict[str, list[Path]], list[s
     root = reference_root(cfg)
     if not root.is_dir():
         raise GensetsError(f"reference: folder not found: {root}")
-    folders = _class_folders(root)
+    folders = class_folders(root)
     matched, _ = match_classes([p.name for p in folders], cfg.class_names, by_index=False)
     folder_of: dict[str, Path] = {}
     for j, i in sorted(matched.items()):
@@ -498,19 +372,9 @@ def _reference_paths(cfg: GenBenchConfig) -> tuple[dict[str, list[Path]], list[s
     out = {}
     for _, name in selected(cfg):
         folder = folder_of.get(name)
-        files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES) if folder else []
+        files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
         out[name] = files[: cfg.reference.per_class]
     return out, [p.name for j, p in enumerate(folders) if j not in matched]
-
-
-def _sha256_file(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def reference_files(cfg: GenBenchConfig) -> dict[str, list[list[str]]] | None:
@@ -521,7 +385,7 @@ def reference_files(cfg: GenBenchConfig) -> dict[str, list[list[str]]] | None:
         return None
     root = reference_root(cfg)
     paths, _ = _reference_paths(cfg)
-    return {n: [[f.relative_to(root).as_posix(), _sha256_file(f)] for f in fs] for n, fs in paths.items()}
+    return {n: [[f.relative_to(root).as_posix(), sha256_file(f)] for f in fs] for n, fs in paths.items()}
 
 
 def _folder_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
@@ -548,8 +412,8 @@ def _hf_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
 
     ref = cfg.reference
     name = ref.source[len("hf:"):]
-    repo, rev = _split_rev(name)
-    column, label = _hf_label_feature(name, ref.hf_config, ref.label_column, ref.split)
+    repo, rev = split_rev(name)
+    column, label = hf_label_feature(name, ref.hf_config, ref.label_column, ref.split)
     try:
         ds = datasets.load_dataset(repo, ref.hf_config, split=ref.split, revision=rev)
     except Exception as e:
@@ -584,47 +448,6 @@ def load_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
         raise GensetsError(f"reference: no reference images for class {missing[0]!r} in {cfg.reference.source} "
                            f"({len(missing)} class(es) without any)")
     return refs
-
-
-# ------------------------------------------------------------------ measured generation time (cost)
-def timings_dir(build_id: str) -> Path:
-    """Where a build's measured generation times go: per unit, outside the shards (they must stay
-    byte-identical), under the gensets cache, keyed by the build fingerprint."""
-    from ..models.tiny import cache_root
-
-    return cache_root() / "timings" / build_id
-
-
-def record_timing(build_id: str, unit_id: str, images: int, seconds: float, expansion_seconds: float) -> None:
-    import torch
-
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    row = {"unit": unit_id, "images": images, "generator_seconds": seconds,
-           "expansion_seconds": expansion_seconds, "device": device}
-    d = timings_dir(build_id)
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{unit_id}.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(row), encoding="utf-8")
-    os.replace(tmp, d / f"{unit_id}.json")
-
-
-def measured(build_id: str, units: set[str] | None = None) -> dict | None:
-    """Generator seconds per image measured while building (None when this machine holds no timings)."""
-    rows = []
-    for f in sorted(timings_dir(build_id).glob("*.json")) if timings_dir(build_id).is_dir() else []:
-        row = json.loads(f.read_text(encoding="utf-8"))
-        if units is None or row["unit"] in units:
-            rows.append(row)
-    images = sum(r["images"] for r in rows)
-    if not images:
-        return None
-    seconds = sum(r["generator_seconds"] for r in rows)
-    return {"units": len(rows), "images": images, "generator_seconds": seconds,
-            "seconds_per_image": seconds / images, "devices": sorted({r["device"] for r in rows})}
-
-
-def cost_per_image(seconds_per_image: float, price_per_hour: float) -> float:
-    return seconds_per_image * price_per_hour / 3600.0
 
 
 # ------------------------------------------------------------------ run
@@ -673,7 +496,7 @@ class Context:
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Make the unit's prompts, generate its images (timed), encode them, record their provenance."""
-    from ..shards import encode_image
+    from ..images import encode_image
 
     p = unit.payload
     cfg, g = ctx.cfg, ctx.cfg.generator
@@ -723,13 +546,6 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
 
 # ------------------------------------------------------------------ the builder
-@cache
-def _card_table():
-    from ..cards.card import _table
-
-    return _table
-
-
 class GenBenchBuilder:
     name = "genbench"
     description = (
@@ -771,7 +587,8 @@ class GenBenchBuilder:
     @staticmethod
     def card_body(cfg: GenBenchConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section: dataset, strategies and their prompts, seeds, cost."""
-        table = _card_table()
+        from ..cards.markdown import table
+
         g = cfg.generator
         gen = samples[0].meta["generator"] if samples else {}
         first = {}
@@ -839,4 +656,4 @@ Score the strategies with CLER (and CLIP zero-shot, a linear probe, FD/KID/preci
 """
 
 
-BUILDER = GenBenchBuilder()
+BUILDER = BUILDERS.register("genbench", GenBenchBuilder())

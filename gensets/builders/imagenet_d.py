@@ -8,16 +8,15 @@ kept when at least ``min_failures`` of them miss all of the class's ImageNet ids
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from ..config import to_dict
 from ..curation.surrogates import SurrogateFilter
 from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..registry import BUILDERS
+from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 KINDS = ("background", "texture", "material")
@@ -27,24 +26,6 @@ DEFAULT_TEMPLATES = {
     "texture": "a photo of a {cls} with {nuisance} texture",
     "material": "a photo of a {cls} made of {nuisance}",
 }
-
-
-@cache
-def _data_text(name: str) -> str:
-    return resources.files("gensets.data.imagenet_d").joinpath(name).read_text(encoding="utf-8")
-
-
-@cache
-def class_table() -> dict[str, dict]:
-    """The 113 classes: folder name -> {"index", "name", "imagenet_ids"} in index order."""
-    classes = json.loads(_data_text("classes.json"))
-    ids = json.loads(_data_text("class_to_imagenet_ids.json"))
-    rows = sorted(classes.items(), key=lambda kv: kv[1]["index"])
-    return {k: {"index": v["index"], "name": v["name"], "imagenet_ids": list(ids[k])} for k, v in rows}
-
-
-def class_names() -> list[str]:
-    return [c["name"] for c in class_table().values()]
 
 
 def prompt_name(name: str) -> str:
@@ -134,7 +115,7 @@ class ImageNetDConfig:
     shard_size: int = 1000  # samples per published shard
 
     def validate(self, base_dir: Path) -> None:
-        table = class_table()
+        table = imagenet_d_classes()
         if self.classes != "all":
             unknown = [c for c in self.classes if c not in table]
             if unknown:
@@ -154,25 +135,20 @@ class ImageNetDConfig:
             if n.names:
                 names = list(n.names)
             elif n.source == "builtin":
-                names = read_names_builtin(kind)
+                names = imagenet_d_nuisances(kind)
             else:
                 names = read_names(base_dir / n.source)
             if n.limit:
                 names = names[: n.limit]
             nuis[kind] = NuisanceConfig(source="inline", names=tuple(names), limit=None,
                                         template=n.template or DEFAULT_TEMPLATES[kind])
-        classes = tuple(class_table()) if self.classes == "all" else self.classes
+        classes = tuple(imagenet_d_classes()) if self.classes == "all" else self.classes
         return replace(self, nuisances=nuis, classes=classes)
-
-
-def read_names_builtin(kind: str) -> list[str]:
-    rows = csv.DictReader(_data_text(f"{kind}.csv").splitlines())
-    return [r["name"] for r in rows]
 
 
 def plan(cfg: ImageNetDConfig) -> list[Unit]:
     """Deterministic work units: (kind, class, chunk of nuisances), ids from content."""
-    table = class_table()
+    table = imagenet_d_classes()
     gen = to_dict(cfg.generator)
     filt = to_dict(cfg.filter)
     units = []
@@ -238,13 +214,12 @@ class Context:
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Generate a unit's images, encode them, score the decoded bytes with every surrogate."""
-    from ..shards import encode_image
-    from .common import decode_image
+    from ..images import decode_image, encode_image
 
     p = unit.payload
     cfg = ctx.cfg
     g = cfg.generator
-    info = class_table()[p["class"]]
+    info = imagenet_d_classes()[p["class"]]
     rows = unit_prompts(unit)
     images: list[bytes] = []
     for start in range(0, len(rows), g.batch_size):
@@ -299,7 +274,7 @@ class ImageNetDBuilder:
 
     @staticmethod
     def class_names(cfg: ImageNetDConfig) -> list[str]:
-        return class_names()
+        return imagenet_d_class_names()
 
     @staticmethod
     def config_of(meta: dict) -> str:
@@ -308,7 +283,7 @@ class ImageNetDBuilder:
     @staticmethod
     def relabel(meta: dict, new_class: str) -> tuple[int, dict]:
         """A reviewer's relabel: the new class index and the updated label fields."""
-        table = class_table()
+        table = imagenet_d_classes()
         by_name = {v["name"]: k for k, v in table.items()}
         folder = new_class if new_class in table else by_name.get(new_class)
         if folder is None:
@@ -320,7 +295,7 @@ class ImageNetDBuilder:
     @staticmethod
     def card_body(cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section."""
-        from ..cards.card import _table
+        from ..cards.markdown import table
 
         g = cfg.generator
         gen = samples[0].meta["generator"] if samples else {}
@@ -335,7 +310,7 @@ class ImageNetDBuilder:
   (base seed, kind, class, nuisance, index), recorded in each sample.
 - {cfg.images_per_pair} image(s) per (class, nuisance) over {len(cfg.classes)} classes.
 
-{_table(["nuisance kind", "names", "prompt template"], rows)}
+{table(["nuisance kind", "names", "prompt template"], rows)}
 
 - Surrogate failure filter: an image fails a surrogate when none of its class's ImageNet ids is in the
   surrogate's top-{f.top_k}; images failed by at least {need} of {len(f.models)} surrogates are kept:
@@ -344,4 +319,4 @@ class ImageNetDBuilder:
 """
 
 
-BUILDER = ImageNetDBuilder()
+BUILDER = BUILDERS.register("imagenet-d", ImageNetDBuilder())

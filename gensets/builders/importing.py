@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ..errors import ConfigError, DataError
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
 _PIL_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
 # what may identify a person or a place: EXIF (GPS, camera serial), XMP, IPTC, ICC, comments, PNG text
 _METADATA = ("exif", "xmp", "XML:com.adobe.xmp", "icc_profile", "photoshop", "comment")
@@ -127,7 +126,7 @@ def load_checked(path: str, max_pixels: int, fmt: str, quality: int, sha256: str
     """
     from PIL import Image, ImageOps, UnidentifiedImageError
 
-    from ..shards import encode_image
+    from ..images import encode_image
 
     try:
         data = Path(path).read_bytes()

@@ -23,6 +23,7 @@ from typing import ClassVar, Literal
 from ..config import to_dict
 from ..errors import DataError
 from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..registry import BUILDERS
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 from .importing import check_max_pixels
 
@@ -244,7 +245,7 @@ def _meta(ctx, unit, build_id, key, category, **kw) -> dict:
 
 
 def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ..shards import encode_image
+    from ..images import encode_image
 
     p = unit.payload
     src = next(s for s in ctx.cfg.generate if s.config_name == p["config"])
@@ -332,7 +333,7 @@ class RecognitionBuilder:
     @staticmethod
     def card_body(cfg: RecognitionConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section: sources, category word sets, skipped imports."""
-        from ..cards.card import _table
+        from ..cards.markdown import table
         from ..labels.imagenet import imagenet_names
 
         names = imagenet_names()
@@ -349,12 +350,12 @@ class RecognitionBuilder:
                   "imagenet`, then `--protocol wordset`):\n\n" + "\n".join(f"- `{m}`" for m in specs) + "\n"
                   ) if specs else ""
         return f"""
-{_table(["config", "kind", "generator / source", "images", "settings"], src_rows)}
+{table(["config", "kind", "generator / source", "images", "settings"], src_rows)}
 
 Each category is its own word set: a prediction counts as correct when the category's word (or a
 synonym) appears among the words of the predicted ImageNet class name, so these ImageNet classes count:
 
-{_table(["category", "ImageNet classes that count (index)"], cat_rows)}
+{table(["category", "ImageNet classes that count (index)"], cat_rows)}
 
 Imported files that are not images, corrupt or truncated, over {cfg.max_pixels} pixels, outside a
 category folder, of an unknown category or duplicates of another file are skipped with their reason (see
@@ -364,4 +365,4 @@ relative to the import.
 {models}"""
 
 
-BUILDER = RecognitionBuilder()
+BUILDER = BUILDERS.register("recognition", RecognitionBuilder())

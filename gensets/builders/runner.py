@@ -112,13 +112,6 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
             "world": dist.world, "workspace": str(ws.root)}
 
 
-def read_candidates(ws: Workspace, shard: str):
-    from ..shards import iter_shard
-
-    for d in iter_shard(ws.candidates / shard):
-        yield Sample.from_wds(d)
-
-
 def ingest(ws: Workspace) -> int:
     """Load committed candidate shards into state.duckdb (idempotent)."""
     from ..curation import state
@@ -128,7 +121,7 @@ def ingest(ws: Workspace) -> int:
     con = state.connect(ws.state_path)
     try:
         return state.ingest(con, Manifest(ws.manifest_path).rows(),
-                            lambda shard: read_candidates(ws, shard), builder.config_of,
+                            lambda shard: ws.read_candidates(shard), builder.config_of,
                             initial_status="pending" if builder.needs_review else "accepted")
     finally:
         con.close()
@@ -173,7 +166,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
             wanted[shard][key] = (key, shard, config, status, label, reviewer, time, label_before)
     per_config: dict[str, list[Sample]] = defaultdict(list)
     for shard in sorted(wanted):
-        for s in read_candidates(ws, shard):
+        for s in ws.read_candidates(shard):
             row = wanted[shard].get(s.key)
             if row is None:
                 continue

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..registry import BUILDERS
 from .common import GeneratorConfig, ImageConfig, Unit
 from .importing import check_max_pixels
 from .recognition import BORJI_2022
@@ -187,11 +188,10 @@ def generated_questions(prompt: PromptSpec, objects: Sequence[str], attributes: 
 def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, Path | None]:
     """Every image's key -> its imported file (None for a generated image). Two files with one key
     (``a.jpg`` and ``a.png``), or a file named like a generated image, are a ConfigError naming both."""
-    from .importing import IMAGE_SUFFIXES
+    from ..images import is_image_file
 
     keys: dict[str, Path | None] = {f"p{i:04d}_{j:02d}": None for i, p in enumerate(prompts) for j in range(p.images)}
-    files = sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and not f.name.startswith(".")
-                   and f.is_file()) if folder else []
+    files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
     for f in files:
         key = slug(f.stem)
         if key in keys:
@@ -244,7 +244,7 @@ class Context:
 
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ..shards import encode_image
+    from ..images import encode_image
     from .importing import Skip, load_checked
 
     p = unit.payload
@@ -327,4 +327,4 @@ class VQABuilder:
 """
 
 
-BUILDER = VQABuilder()
+BUILDER = BUILDERS.register("vqa", VQABuilder())

@@ -11,6 +11,7 @@ import yaml
 
 from ..config import to_dict
 from ..records import features
+from .markdown import table
 
 
 class _Dumper(yaml.SafeDumper):
@@ -58,12 +59,6 @@ def header(builder, cfg, manifest: dict) -> dict:
         "configs": configs,
         "dataset_info": infos,
     }
-
-
-def _table(headers: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def _short_config(cfg) -> dict:
@@ -128,29 +123,14 @@ def _leaderboard_md(board) -> str:
             pct(r.get("top5")), pct(r.get("mean_per_class"))])
     head = (["dataset"] if many else []) + ["model", "config", "split", "protocol", "images",
                                              "top-1 % (95% CI)", "top-5 %", "mean per class %"]
-    return _table(head, out)
+    return table(head, out)
 
 
-def leaderboard(db, configs, build_id: str) -> tuple[list[str], list]:
-    """The leaderboard rows of a results database (gensets eval) for these configs of this build.
+def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, leaderboard=None) -> list[str]:
+    """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
-    A run is of this build when its dataset revision is the build's fingerprint, which ``gensets eval``
-    records for a workspace, its ``dataset/`` folder or a copy of it (manifest.json's ``build``).
-    """
-    from ..evaluation import store
-
-    con = store.connect(db, read_only=True)
-    try:
-        # a temporary `runs` of this build's runs only shadows the database's for the leaderboard query
-        con.execute("CREATE TEMP TABLE runs AS SELECT * FROM main.runs "
-                    "WHERE dataset_revision = ? AND list_contains(?, config)", [build_id, list(configs)])
-        return store.leaderboard(con)
-    finally:
-        con.close()
-
-
-def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, db=None) -> list[str]:
-    """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths."""
+    ``leaderboard(configs, build_id) -> (columns, rows)``, when given, adds a baseline leaderboard (the CLI
+    passes :func:`gensets.evaluation.store.build_leaderboard` of a results database)."""
     from . import figures
 
     folder = Path(folder)
@@ -164,7 +144,7 @@ def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *,
             (figures.class_counts if name == "classes" else figures.sample_grid)(by_config, path)
         if path.exists():
             written.append(rel)
-    board = leaderboard(db, configs, build_id) if db else None
+    board = leaderboard(configs, build_id) if leaderboard else None
     text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board)
     tmp = folder / f".README.md.tmp-{os.getpid()}"
     tmp.write_text(text, encoding="utf-8")
@@ -172,7 +152,7 @@ def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *,
     return [*written, "README.md"]
 
 
-def rerender(workspace, *, db=None) -> list[str]:
+def rerender(workspace, *, leaderboard=None) -> list[str]:
     """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder."""
     import json
 
@@ -191,7 +171,7 @@ def rerender(workspace, *, db=None) -> list[str]:
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}
     samples = [Sample.from_wds(d) for sh in manifest["shards"] for d in iter_shard(ws.dataset / sh["path"])]
-    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], db=db)
+    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard)
 
 
 def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
@@ -199,7 +179,7 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figure
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
 
     ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
-    ``(columns, rows)`` of :func:`gensets.evaluation.store.leaderboard`, shown when given.
+    ``(columns, rows)`` of a leaderboard, shown when given.
     """
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]
@@ -238,11 +218,11 @@ each with a `{builder.split}` split. Every sample carries its provenance in its 
 {models}
 ## Curation funnel
 
-{_table(["config", "generated", "kept by the filters", "accepted", "pending", "rejected"], funnel_rows)}
+{table(["config", "generated", "kept by the filters", "accepted", "pending", "rejected"], funnel_rows)}
 
 ## Images per class
 
-{figs["classes"]}{_table(["class", "images"], class_rows) if class_rows else "(no images)"}
+{figs["classes"]}{table(["class", "images"], class_rows) if class_rows else "(no images)"}
 {figs["samples"]}{board}
 ## How to load
 

@@ -14,7 +14,7 @@ DPI = 100
 PALETTE = ["#3b5bdb", "#e67700", "#2b8a3e", "#c2255c", "#1098ad", "#7048e8", "#868e96"]
 
 
-def _figure(width: float, height: float):
+def figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -23,7 +23,7 @@ def _figure(width: float, height: float):
     return fig
 
 
-def _save(fig, path: Path) -> None:
+def save(fig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
 
@@ -35,7 +35,7 @@ def class_counts(by_config: dict[str, list], path: Path) -> None:
     classes = sorted(totals, key=lambda k: (-totals[k], k))
     used = [c for c in by_config if counts[c]]
     height = 1.2 + 0.22 * max(len(classes), 1)
-    fig = _figure(8, height)
+    fig = figure(8, height)
     ax = fig.add_axes((0.24, 0.6 / height, 0.56, 1 - 1.0 / height))
     y = list(range(len(classes)))[::-1]
     left = [0] * len(classes)
@@ -52,7 +52,7 @@ def class_counts(by_config: dict[str, list], path: Path) -> None:
     if used:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False, title="config",
                   title_fontsize=8)
-    _save(fig, path)
+    save(fig, path)
 
 
 def pick_samples(samples: list, n: int) -> list:
@@ -79,7 +79,7 @@ def sample_grid(by_config: dict[str, list], path: Path, per_config: int = 4) -> 
         return
     cols = max(len(p) for _, p in rows)
     width, height = 2.0 * cols + 0.6, 2.35 * len(rows) + 0.2
-    fig = _figure(width, height)
+    fig = figure(width, height)
     grid = fig.add_gridspec(len(rows), cols, left=0.45 / width, right=0.99, top=1 - 0.45 / height,
                             bottom=0.1 / height, wspace=0.08, hspace=0.4)
     for r, (config, picked) in enumerate(rows):
@@ -97,4 +97,4 @@ def sample_grid(by_config: dict[str, list], path: Path, per_config: int = 4) -> 
             if c == 0:
                 ax.text(-0.08, 0.5, config, transform=ax.transAxes, rotation=90, ha="right", va="center",
                         fontsize=10, fontweight="bold")
-    _save(fig, path)
+    save(fig, path)

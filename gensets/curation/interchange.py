@@ -34,7 +34,6 @@ from .review_server import FLAG, has_flag, with_flag
 
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
-ALIASES = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet may run a cell starting with one (OWASP)
 
 
@@ -161,7 +160,7 @@ def _read_csv(path: Path, default_reviewer: str) -> list[Decision]:
             if len(row) != len(header):
                 raise GensetsError(f"{where}: {len(row)} fields, the header has {len(header)}")
             d = {h: csv_value(c.strip()) for h, c in zip(header, row, strict=True)}
-            status = ALIASES.get(d["status"].lower(), d["status"].lower())
+            status = review.ACTIONS.get(d["status"].lower(), d["status"].lower())
             out.append(Decision(d["key"], status, d.get("label") or None, d.get("reviewer") or default_reviewer,
                                 d.get("note") or None, where))
     return out
@@ -214,12 +213,12 @@ def _read_label_studio(path: Path, default_reviewer: str) -> list[Decision]:
                 if isinstance(res, dict) and res.get("type") == "choices":
                     choices[res.get("from_name")] = list((res.get("value") or {}).get("choices") or [])
             verdict = (choices.get("verdict") or [None])[0]
-            if verdict not in ALIASES:
+            if verdict not in review.ACTIONS:
                 raise GensetsError(f"{where}: task {data['key']}: annotation without a verdict "
                                    f"(accept, reject or relabel), got {verdict!r}")
             label = (choices.get("class") or [None])[0] if verdict == "relabel" else None
             note = FLAG if FLAG in (choices.get("flags") or []) else None
-            out.append(Decision(data["key"], ALIASES[verdict], label, _annotator(a, default_reviewer), note, where))
+            out.append(Decision(data["key"], review.ACTIONS[verdict], label, _annotator(a, default_reviewer), note, where))
     return out
 
 

@@ -20,6 +20,7 @@ from ..errors import GensetsError
 from . import state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
+ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}  # what a reviewer does -> status
 MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double
 
 # every reviewer's latest decision per image; rowid orders decisions made within the same second

@@ -27,13 +27,12 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import GensetsError
-from ..records import IMAGE_EXTS
+from ..images import IMAGE_EXTS
 from . import review, state
 
 FLAG = "several objects"
 PAGE_SIZE = 60
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
-ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
 
 
@@ -50,7 +49,7 @@ def with_flag(note: str | None, on: bool) -> str | None:
 
 def agreement(con) -> dict:
     """Agreement of the first two reviewers of every image decided by at least two (Cohen's kappa)."""
-    from ..evaluation.metrics import cohen_kappa
+    from ..metrics import cohen_kappa
 
     by_key = {key: [(reviewer, review.category(status, label)) for reviewer, status, label, _ in ds]
               for key, ds in review.decisions(con).items()}
@@ -222,7 +221,7 @@ class ReviewState:
         reviewer = (reviewer or "").strip()
         if not reviewer or len(reviewer) > 64:
             raise GensetsError("a reviewer name (1 to 64 characters) is needed")
-        if action not in (*ACTIONS, "flag"):
+        if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
         with self.lock:
             row = self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?", [key]).fetchone()
@@ -241,7 +240,7 @@ class ReviewState:
                 note = with_flag(note, flagged)
                 label = current_label if status == "relabeled" else None
             else:
-                status = ACTIONS[action]
+                status = review.ACTIONS[action]
             review.decide(self.con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
         counts = self.counts(reviewer)

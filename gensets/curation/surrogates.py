@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
-def surrogate_hit(top_indices: Sequence[int], target_ids: Sequence[int], k: int = 1) -> bool:
-    """True when any of ``target_ids`` is among the first ``k`` of ``top_indices``."""
-    return not set(int(i) for i in top_indices[:k]).isdisjoint(int(t) for t in target_ids)
+from ..labels.hits import hit
 
 
 def keep(failures: int, n_surrogates: int, min_failures: int | None = None) -> bool:
@@ -76,7 +73,7 @@ class SurrogateFilter:
                     per_image[start + j].append({
                         "model": spec, "top5": top5,
                         "scores": [round(float(s), 6) for s in scores[j]],
-                        "hit": surrogate_hit(top5, target_ids[start + j], self.top_k),
+                        "hit": hit(top5, target_ids[start + j], self.top_k),
                     })
         out = []
         for preds in per_image:

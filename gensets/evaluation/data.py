@@ -8,7 +8,6 @@ Every source yields the same records, in a stable order, one image decoded once:
 from __future__ import annotations
 
 import glob
-import io
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DataError, GensetsError
-from ..records import IMAGE_EXTS
+from ..images import IMAGE_EXTS, decode_image
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
 
@@ -36,12 +35,6 @@ class Source:
     id: str  # what the user named: a path, a hub id or a glob
     revision: str | None  # hub revision, or the build fingerprint of a local gensets folder
     splits: list[Split] = field(default_factory=list)
-
-
-def _decode(data: bytes):
-    from PIL import Image
-
-    return Image.open(io.BytesIO(data)).convert("RGB")
 
 
 def _meta_and_class(path: Path, d: dict) -> tuple[dict, int | None]:
@@ -71,7 +64,7 @@ def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
                     continue
                 meta, cls = _meta_and_class(path, d)
                 try:
-                    image = _decode(d[ext])
+                    image = decode_image(d[ext])
                 except Exception as e:  # one bad image names itself, the run stops cleanly
                     raise DataError(f"{path}: {d['__key__']}.{ext}: cannot decode image: {e}") from None
                 yield {"key": d["__key__"], "image": image, "target": cls, "meta": meta}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cards.markdown import table
 from ..errors import GensetsError
 
 # an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
@@ -67,16 +68,10 @@ def _fmt(v) -> str:
     return str(v).replace("|", "\\|")
 
 
-def _table(cols: list[str], rows: list[list]) -> str:
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return "\n".join(out + ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in rows])
-
-
 def _images(ws_root: Path, keys: list[str]) -> dict:
     """key -> PIL image, read from the candidate shards named in state.duckdb."""
-    from ..builders.common import decode_image
-    from ..builders.runner import read_candidates
     from ..curation import state
+    from ..images import decode_image
     from ..workspace import Workspace
 
     if not keys:
@@ -92,14 +87,14 @@ def _images(ws_root: Path, keys: list[str]) -> dict:
         by_shard.setdefault(shard, set()).add(key)
     out = {}
     for shard, wanted in sorted(by_shard.items()):
-        for s in read_candidates(ws, shard):
+        for s in ws.read_candidates(shard):
             if s.key in wanted:
                 out[s.key] = decode_image(s.image)
     return out
 
 
 def _rates_figure(rep: dict, path: Path) -> None:
-    from ..cards.figures import PALETTE, _figure, _save
+    from ..cards.figures import PALETTE, figure, save
 
     labels = rep["labels"]
     bars = []  # (x, height, colour)
@@ -115,7 +110,7 @@ def _rates_figure(rep: dict, path: Path) -> None:
         ticks.append(((start + x) / 2, label))
         x += 2
     width = max(6.0, 0.3 * len(bars) + 4)
-    fig = _figure(width, 3.4)
+    fig = figure(width, 3.4)
     ax = fig.add_axes((0.6 / width, 0.12, 1 - 2.4 / width, 0.76))
     ax.bar([b[0] for b in bars], [100 * b[1] for b in bars], color=[b[2] for b in bars], width=0.8)
     ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=8)
@@ -128,16 +123,16 @@ def _rates_figure(rep: dict, path: Path) -> None:
                        Patch(color="#adb5bd", label="other mode")],
               loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
-    _save(fig, path)
+    save(fig, path)
 
 
 def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
-    from ..cards.figures import PALETTE, _figure, _save
+    from ..cards.figures import PALETTE, figure, save
 
     rows = sorted(((c["count"], label, c["name"]) for label, b in rep["baseline"].items() for c in b["confusions"]),
                   key=lambda r: (-r[0], r[1], r[2]))[:top]
     height = 1.2 + 0.28 * max(len(rows), 1)
-    fig = _figure(7, height)
+    fig = figure(7, height)
     ax = fig.add_axes((0.42, 0.6 / height, 0.53, 1 - 1.1 / height))
     y = list(range(len(rows)))[::-1]
     ax.barh(y, [r[0] for r in rows], color=PALETTE[2], height=0.7)
@@ -146,15 +141,15 @@ def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
     ax.set_title("Top confusions (label -> predicted class)", fontsize=10)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.spines[["top", "right"]].set_visible(False)
-    _save(fig, path)
+    save(fig, path)
 
 
 def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None:
-    from ..cards.figures import _figure, _save
+    from ..cards.figures import figure, save
 
     cluster = [mode["medoid"]] + [k for k in mode["members"] if k != mode["medoid"]]
     rows = [("cluster (medoid first)", cluster[:per_row]), ("regenerated, misclassified", mode["failed"][:per_row])]
-    fig = _figure(1.4 * per_row, 3.6)
+    fig = figure(1.4 * per_row, 3.6)
     rates = (f"failure rate {mode['failures']}/{mode['n']} vs baseline {mode['baseline_failures']}/"
              f"{mode['baseline_n']}, adjusted p = {_fmt(mode['p_failure_adjusted'])}")
     fig.suptitle(f"{mode['id']}: \"{mode['caption'][:70]}\"\n{rates}", fontsize=8)
@@ -166,7 +161,7 @@ def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None
                 ax.imshow(images[keys[c]])
             if c == 0:
                 ax.set_title(title, fontsize=7, loc="left")
-    _save(fig, path)
+    save(fig, path)
 
 
 def write(rep: dict, out: str | Path) -> Path:
@@ -195,12 +190,12 @@ def write(rep: dict, out: str | Path) -> Path:
           f"- Test: one-sided {rep['test']} (mode's failure rate > its label's baseline), "
           f"{rep['correction']}-corrected over the {sum(m['regenerated'] for m in rep['modes'])} regenerated "
           f"mode(s), alpha {rep['alpha']}. **{len(discovered)} mode(s) discovered.**", "",
-          "## Baseline", "", _table(["label", "images", "misclassified", "failure rate", "top confusions"], base_rows),
+          "## Baseline", "", table(["label", "images", "misclassified", "failure rate", "top confusions"], base_rows, _fmt),
           "", "![rates](rates.png)", "", "![confusions](confusions.png)", "",
           "## Modes", "",
-          _table(["mode", "label", "cluster size", "caption (medoid)", "images", "misclassified", "rate",
+          table(["mode", "label", "cluster size", "caption (medoid)", "images", "misclassified", "rate",
                   "baseline misclassified", "confusion", "confused", "p", "adjusted p", "adjusted p (confusion)",
-                  "discovered"], mode_rows), ""]
+                  "discovered"], mode_rows, _fmt), ""]
     for m in discovered:
         md += [f"### {m['id']}", "", f"Caption: \"{m['caption']}\" (prompt `{m['prompt']}`); cluster of "
                f"{m['size']} (medoid `{m['medoid']}`); {m['failures']}/{m['n']} regenerated images misclassified "
@@ -214,7 +209,7 @@ def write(rep: dict, out: str | Path) -> Path:
         md += ["## Transfer", "", "The finalized set (every image misclassified by the classifier under test) "
                f"scored by other classifiers with `gensets eval`: the fraction they fail too (label not in their "
                f"top-{k}, as for the classifier under test).", "",
-               _table(["model", "config", "images", "failed", "transfer"], rows), ""]
+               table(["model", "config", "images", "failed", "transfer"], rows, _fmt), ""]
     md += ["Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
            "`failure_modes`, `failure_mode_members`, `failure_mode_images` of `state.duckdb`."]
     path = out / "report.md"

@@ -1,7 +1,7 @@
 """``gensets report genbench``: CLER per (dataset, strategy) against real test images, like GenBench's Table 2.
 
 For every GenBench workspace and every strategy in it, with one CLIP model (``--clip``):
-- CLER and its ensemble variant (:func:`gensets.evaluation.metrics.cler`), CLIP zero-shot accuracy on
+- CLER and its ensemble variant (:func:`gensets.metrics.cler`), CLIP zero-shot accuracy on
   the same test images (the dataset's templates) and the differences;
 - a linear probe: scikit-learn logistic regression on the frozen CLIP features of the generated images,
   scored on the real test images with the dataset's metric (accuracy, mean per class, 11-point mAP,
@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import GensetsError
+from ..images import is_image_file
 from ..records import Sample
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
 
 # ------------------------------------------------------------------ inputs
@@ -88,18 +87,18 @@ def load_test_set(source: str, class_names: list[str], split: str = "test") -> t
 
     The images are read batch by batch when used (:class:`Images`). Class folders are matched to the classes
     by name; a ClassLabel's names by position when it has as many as the dataset has classes (and they do
-    not all match one-to-one by name), else by name (:func:`gensets.builders.genbench.match_classes`);
+    not all match one-to-one by name), else by name (:func:`gensets.sources.classes.match_classes`);
     classes that match none are left out and named on stderr."""
-    from ..builders.genbench import match_classes, report_match
+    from ..sources.classes import match_classes, report_match
 
     if source.startswith("hf:"):
         import datasets
 
-        from ..builders.genbench import _hf_label_feature, _split_rev
+        from ..sources.classes import hf_label_feature, split_rev
 
         name = source[len("hf:"):]
-        column, feature = _hf_label_feature(name, None, None, split)
-        repo, rev = _split_rev(name)
+        column, feature = hf_label_feature(name, None, None, split)
+        repo, rev = split_rev(name)
         try:
             ds = datasets.load_dataset(repo, split=split, revision=rev)
         except Exception as e:
@@ -123,7 +122,7 @@ def load_test_set(source: str, class_names: list[str], split: str = "test") -> t
         names = [p.name for p in folders]
         matched, how = match_classes(names, class_names, by_index=False)
         files = [(f, matched[j]) for j, folder in enumerate(folders) if j in matched
-                 for f in sorted(folder.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES]
+                 for f in sorted(folder.iterdir()) if is_image_file(f) and f.is_file()]
         images, labels = Images([f for f, _ in files], _read_files), [y for _, y in files]
     unmatched = report_match(f"test set {source}", names, class_names, matched, how)
     if not labels:
@@ -146,7 +145,7 @@ def parse_tests(tests: list[str] | None) -> dict[str, str]:
 # ------------------------------------------------------------------ scoring
 def dataset_metric(metric: str, scores, targets) -> float:
     """The dataset's own metric (GenBench Table 4) of class scores (N, C) against class ids (N,)."""
-    from . import metrics as M
+    from .. import metrics as M
 
     if metric == "accuracy":
         return M.top1(scores, targets)
@@ -213,10 +212,12 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     model (its zero-shot softmax over the generated classes for IS)."""
     import numpy as np
 
-    from ..builders.common import decode_image
-    from ..builders.genbench import STRATEGIES, cost_per_image, measured, prompt_name
+    from .. import metrics as M
+    from ..images import decode_image
     from ..models import load_classifier
-    from . import metrics as M
+    from ..registry import STRATEGIES
+    from ..sources.classes import plain_name
+    from ..timings import cost_per_image, measured
 
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
@@ -238,7 +239,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
         if not keep:
             raise GensetsError(f"test set {source}: no images of the generated classes of {name!r}")
         test_images, test_y = images.subset(keep), np.array([local[labels[i]] for i in keep])
-        names = [prompt_name(cfg.class_names[c]) for c in generated]
+        names = [plain_name(cfg.class_names[c]) for c in generated]
         clf = load_classifier(clip, labels=names, templates=list(cfg.templates))
         text_emb = clf.text_classifier.T.float().cpu().numpy()
         feat = load_classifier(features, labels=names, templates=list(cfg.templates)) if features else clf
@@ -252,7 +253,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
                           "zero_shot": zero_shot, "clip": clip, "features": features or clip}
         for ws, wcfg, by_config in items:
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
-            for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.index(kv[1][0].meta["strategy"])):
+            for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.names().index(kv[1][0].meta["strategy"])):
                 gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
                 gen_y = np.array([local[s.cls] for s in samples])
                 gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
@@ -299,9 +300,9 @@ def _num(v, fmt=".3f") -> str:
 
 
 def markdown(rep: dict) -> str:
-    from ..builders.genbench import STRATEGIES
+    from ..registry import STRATEGIES
 
-    strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in rep["rows"])]
+    strategies = [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
     lines = ["# GenBench report", "",
              f"CLER (%) of the generated training images of each strategy against real test images, with "
              f"`{rep['clip']}` (GenBench, Li et al. 2023, Table 2); the best strategy per dataset in bold. "
@@ -342,10 +343,10 @@ def plot(rep: dict, path: Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from ..builders.genbench import STRATEGIES
+    from ..registry import STRATEGIES
 
     names = list(rep["datasets"])
-    strategies = [s for s in STRATEGIES if any(r["strategy"] == s for r in rep["rows"])]
+    strategies = [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
     fig = Figure(figsize=(max(4.0, 1.2 + 1.4 * len(names) * max(1, len(strategies)) / 3), 3.6), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)

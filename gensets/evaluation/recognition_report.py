@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..cards.markdown import table
 from ..errors import GensetsError
 from . import store
 
@@ -96,9 +97,7 @@ def _md_table(rows: list[dict], cols: list[str]) -> str:
     def cell(v):
         return f"{100 * v:.1f}" if isinstance(v, float) else str(v)
 
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(out)
+    return table(cols, [[r[c] for c in cols] for r in rows], cell)
 
 
 def _plots(rep: dict, out: Path) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from ..errors import GensetsError
 from ..labels import protocols as P
+from ..sources.packaged import imagenet_d_class_map
 from . import store
 from .data import Split, open_source
 
@@ -56,7 +57,7 @@ def summarize(preds: list[dict], extra: dict[str, list[bool]], seed: int = 0) ->
     """Metric rows of one run: top-1 (with a seeded bootstrap 95% interval), top-5, mean per class."""
     import numpy as np
 
-    from . import metrics as M
+    from .. import metrics as M
 
     c1 = np.array([p["correct1"] for p in preds], dtype=bool)
     c5 = np.array([p["correct5"] for p in preds], dtype=bool)
@@ -146,7 +147,7 @@ def _evaluate_split(source, sp: Split, models, con, loaded, *, protocol, batch_s
             model = load(spec, kw)
             loaded[key if model.kind in P.ZERO_SHOT_KINDS else (spec, ())] = model
         proto = protocol or P.choose(model.kind, model.label_names, sp.class_names, first[0]["meta"])
-        class_map = P.imagenet_d_class_map() if (
+        class_map = imagenet_d_class_map() if (
             proto == "imagenet" and first[0]["meta"].get("builder") == "imagenet-d") else None
         synonyms = None
         if proto == "wordset":
@@ -279,9 +280,9 @@ def evaluate_vqa(dataset: str, models: list[str], db: str, *, config=None, split
     ``<image key>/q<i>`` so per-image accuracy is a GROUP BY away."""
     from tqdm.auto import tqdm
 
+    from .. import metrics as M
     from ..models import load_vqa
     from ..records import library_versions
-    from . import metrics as M
 
     source = open_source(dataset, config, split)
     vlms = {spec: load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)

@@ -117,3 +117,19 @@ def leaderboard(con, dataset: str | None = None, config: str | None = None, spli
     """(columns, rows) of the leaderboard, best top-1 first within each (dataset, config, split)."""
     cur = con.execute(LEADERBOARD, [dataset, dataset, config, config, split, split])
     return [d[0] for d in cur.description], cur.fetchall()
+
+
+def build_leaderboard(db, configs, build_id: str) -> tuple[list[str], list]:
+    """The leaderboard rows of a results database (gensets eval) for these configs of this build.
+
+    A run is of this build when its dataset revision is the build's fingerprint, which ``gensets eval``
+    records for a workspace, its ``dataset/`` folder or a copy of it (manifest.json's ``build``).
+    """
+    con = connect(db, read_only=True)
+    try:
+        # a temporary `runs` of this build's runs only shadows the database's for the leaderboard query
+        con.execute("CREATE TEMP TABLE runs AS SELECT * FROM main.runs "
+                    "WHERE dataset_revision = ? AND list_contains(?, config)", [build_id, list(configs)])
+        return leaderboard(con)
+    finally:
+        con.close()

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from importlib import resources
-
-
-@cache
-def genbench_datasets() -> dict:
-    text = resources.files("gensets.data.genbench").joinpath("datasets.json").read_text(encoding="utf-8")
-    return json.loads(text)["datasets"]
+from ..sources.packaged import genbench_datasets
 
 
 def imagenet_names() -> list[str]:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import GensetsError
+from .hits import hit
 
 PROTOCOLS = ("imagenet", "zero-shot", "native", "wordset")
 ZERO_SHOT_KINDS = ("open_clip", "hf-clip")
@@ -116,12 +117,6 @@ class Bound:
         return out
 
 
-def hit(top: Sequence[int], targets: Sequence[int], k: int) -> bool:
-    from ..curation.surrogates import surrogate_hit
-
-    return surrogate_hit(top, targets, k)
-
-
 def model_kwargs(protocol: str, class_names: Sequence[str] | None, templates: Sequence[str] | None) -> dict:
     """What ``load_classifier`` needs for a protocol: zero-shot models get the dataset's names."""
     if protocol == "zero-shot":
@@ -131,7 +126,3 @@ def model_kwargs(protocol: str, class_names: Sequence[str] | None, templates: Se
     return {}
 
 
-def imagenet_d_class_map() -> dict[int, list[int]]:
-    from ..builders.imagenet_d import class_table
-
-    return {v["index"]: v["imagenet_ids"] for v in class_table().values()}

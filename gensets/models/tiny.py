@@ -19,6 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from gensets.cache import cache_root
 from gensets.errors import ModelError
 from gensets.models.spec import TINY_KINDS
 
@@ -26,11 +27,6 @@ VERSION = "v1"
 N_MERGES = 1000  # BPE merges kept for the tiny CLIP tokenizer (vocab = 512 byte tokens + merges + 2 specials)
 _DONE = ".complete"
 _BUILD_LOCK = threading.Lock()
-
-
-def cache_root() -> Path:
-    root = os.environ.get("GENSETS_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "gensets"
 
 
 def tiny_path(kind: str) -> Path:

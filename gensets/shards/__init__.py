@@ -1,4 +1,4 @@
-"""WebDataset shards: deterministic encoding, atomic writing, manifests, safe reading, verification.
+"""WebDataset shards: atomic writing, manifests, safe reading, verification.
 
 Light to import: webdataset (which imports torch) is only loaded inside `write_shard`.
 """
@@ -6,10 +6,9 @@ Light to import: webdataset (which imports torch) is only loaded inside `write_s
 from gensets.shards.manifest import Manifest, clean_temp, write_json_atomic
 from gensets.shards.reader import iter_shard, iter_shards
 from gensets.shards.verify import Problem, verify
-from gensets.shards.writer import ShardInfo, encode_image, sha256_file, write_shard
+from gensets.shards.writer import ShardInfo, sha256_file, write_shard
 
 __all__ = [
-    "encode_image",
     "write_shard",
     "ShardInfo",
     "sha256_file",

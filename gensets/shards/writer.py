@@ -1,9 +1,8 @@
-"""Deterministic image encoding and atomic, byte-reproducible WebDataset shard writing."""
+"""Atomic, byte-reproducible WebDataset shard writing (images are encoded by gensets.images)."""
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import tarfile
@@ -11,36 +10,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-from PIL import Image
-
-_FORMATS = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}
-
-
-def encode_image(img: Image.Image, fmt: str = "webp", quality: int = 95) -> bytes:
-    """Encode `img` as RGB jpg, png or webp; the same pixels always give the same bytes.
-
-    No metadata is written (EXIF, ICC profile and PNG text chunks of `img.info` are dropped).
-    `quality` is used by jpg and webp; webp with quality 100 is lossless. png ignores it.
-    """
-    fmt = fmt.lower()
-    if fmt not in _FORMATS:
-        raise ValueError(f"unknown image format {fmt!r}: use one of jpg, png, webp")
-    if not 1 <= quality <= 100:
-        raise ValueError(f"quality must be in 1..100, got {quality}")
-    rgb = img.convert("RGB")  # always a new image
-    rgb.info = {}  # PNG would otherwise carry icc_profile / text chunks over
-    buf = io.BytesIO()
-    if fmt == "png":
-        rgb.save(buf, "PNG", optimize=False, compress_level=6)
-    elif fmt == "webp":
-        if quality == 100:
-            rgb.save(buf, "WEBP", lossless=True, quality=100, method=4, exact=False)
-        else:
-            rgb.save(buf, "WEBP", quality=quality, method=4)
-    else:
-        rgb.save(buf, "JPEG", quality=quality, subsampling=0 if quality >= 90 else 2, optimize=False)
-    return buf.getvalue()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,44 @@
+"""The class lists packaged with gensets (gensets/data/): ImageNet-D's 113 classes and nuisances, and the
+22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them."""
+
+from __future__ import annotations
+
+import csv
+import json
+from functools import cache
+from importlib import resources
+
+
+@cache
+def _data_text(package: str, name: str) -> str:
+    return resources.files(f"gensets.data.{package}").joinpath(name).read_text(encoding="utf-8")
+
+
+@cache
+def genbench_datasets() -> dict:
+    """The 22 GenBench datasets (+ ImageNet-1k): name -> {classes, templates, group, metric}."""
+    return json.loads(_data_text("genbench", "datasets.json"))["datasets"]
+
+
+@cache
+def imagenet_d_classes() -> dict[str, dict]:
+    """ImageNet-D's 113 classes: folder name -> {"index", "name", "imagenet_ids"} in index order."""
+    classes = json.loads(_data_text("imagenet_d", "classes.json"))
+    ids = json.loads(_data_text("imagenet_d", "class_to_imagenet_ids.json"))
+    rows = sorted(classes.items(), key=lambda kv: kv[1]["index"])
+    return {k: {"index": v["index"], "name": v["name"], "imagenet_ids": list(ids[k])} for k, v in rows}
+
+
+def imagenet_d_class_names() -> list[str]:
+    return [c["name"] for c in imagenet_d_classes().values()]
+
+
+def imagenet_d_class_map() -> dict[int, list[int]]:
+    """ImageNet-D class index -> the ImageNet-1k indices it maps to."""
+    return {v["index"]: v["imagenet_ids"] for v in imagenet_d_classes().values()}
+
+
+def imagenet_d_nuisances(kind: str) -> list[str]:
+    """The packaged nuisance names of one kind (background, texture, material), in file order."""
+    rows = csv.DictReader(_data_text("imagenet_d", f"{kind}.csv").splitlines())
+    return [r["name"] for r in rows]
