@@ -126,6 +126,12 @@ class _Loader:
             if v in args:
                 return v
             self.fail(node, key, f"expected one of {', '.join(repr(a) for a in args)}, got {_describe(v)}")
+        if origin is typing.Annotated:  # Annotated[str, REGISTRY]: a name registered there (e.g. a strategy)
+            registry = args[1]
+            if isinstance(v, str) and v in registry:
+                return v
+            self.fail(node, key, f"expected one of {', '.join(repr(a) for a in registry.names())}, "
+                      f"got {_describe(v)}")
         if dataclasses.is_dataclass(tp):
             return self.build_dataclass(tp, node, key)
         if origin in (tuple, list):
@@ -157,7 +163,7 @@ class _Loader:
     def build_dataclass(self, cls: type, node: _Node, key: str) -> Any:
         if not isinstance(node.value, dict):
             self.fail(node, key, f"expected a mapping, got {_describe(node.value)}")
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, include_extras=True)
         fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
         kwargs = {}
         for name, child in node.value.items():

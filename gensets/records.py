@@ -85,6 +85,12 @@ def provenance(**values: Any) -> dict[str, Any]:
     return out
 
 
+def provenance_of(fields, **values: Any) -> dict[str, Any]:
+    """A builder's sample provenance: the common fields and the builder's own ``fields`` ((name, dtype)
+    pairs), every one present (None where unknown)."""
+    return provenance(**values)
+
+
 _VERSIONS: dict[str, str] | None = None
 
 

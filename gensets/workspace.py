@@ -22,7 +22,7 @@ def builder_for(node, source: str):
     if not isinstance(b.value, str) or b.value not in BUILDERS:
         raise ConfigError(f"{source}:{b.line}: builder: unknown builder {b.value!r} "
                           f"(known: {', '.join(BUILDERS)})")
-    return BUILDERS.get(b.value)
+    return BUILDERS.get(b.value)()
 
 
 def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] = (), *, frozen: bool = False):
@@ -33,7 +33,7 @@ def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] =
     node = read_yaml(path)
     apply_overrides(node, overrides)
     builder = builder_for(node, str(path))
-    cfg = load_config(builder.config_class, path, node, frozen=frozen)
+    cfg = load_config(builder.Config, path, node, frozen=frozen)
     if not frozen:
         base = path.resolve().parent
         resolved = getattr(cfg, "resolved", None)

@@ -448,7 +448,7 @@ def test_report_without_a_test_set_fails_in_one_line(gb_reference, tmp_path):
 def test_classes_in_another_order_are_never_matched_by_position():
     """As many names as classes, not all of them known, and the known ones at other positions (STL-10's
     classes against CIFAR-10's): matching by position would score 'bird' images as 'automobile'."""
-    from gensets.builders.genbench import match_classes
+    from gensets.sources.classes import match_classes
 
     cifar = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
     stl = ["airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck"]

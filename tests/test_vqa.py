@@ -138,9 +138,9 @@ def test_imported_images_with_a_questions_file(tmp_path):
 
 
 def test_vqa_card_task_is_visual_question_answering():
-    from gensets.builders.vqa import BUILDER
+    from gensets.builders.vqa import VQABuilder
 
-    assert BUILDER.task_categories == ["visual-question-answering"]
+    assert list(VQABuilder.task_categories) == ["visual-question-answering"]
 
 
 def _always_yes_vilt(folder):

@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Literal
 
 from ..config import to_dict
+from ..curation import surrogates
 from ..curation.surrogates import SurrogateFilter
-from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
+from . import base
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 KINDS = ("background", "texture", "material")
+# the provenance fields ImageNet-D adds to records.COMMON
+FIELDS = (("imagenet_ids", ("list", "int64")), ("nuisance_kind", "string"), ("nuisance", "string"),
+          *surrogates.FIELDS)
 DEFAULT_TEMPLATES = {
     # the paper's prompt forms, one per nuisance kind
     "background": "a photo of a {cls} in the {nuisance}",
@@ -185,23 +190,14 @@ def unit_prompts(unit: Unit) -> list[dict]:
     return rows
 
 
-class Context:
-    """Models loaded once per process, lazily."""
+class Context(base.Context):
+    """The generator and the surrogates, loaded once per process, lazily."""
 
-    def __init__(self, cfg: ImageNetDConfig):
-        self.cfg = cfg
-        self._generator = None
-        self._filter = None
+    _filter = None
 
     def load(self) -> None:
-        self.generator  # noqa: B018 - load now
+        super().load()
         self.filter.models  # noqa: B018
-
-    @property
-    def generator(self):
-        if self._generator is None:
-            self._generator = self.cfg.generator.load()
-        return self._generator
 
     @property
     def filter(self) -> SurrogateFilter:
@@ -214,31 +210,25 @@ class Context:
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Generate a unit's images, encode them, score the decoded bytes with every surrogate."""
-    from ..images import decode_image, encode_image
+    from ..images import decode_image
 
     p = unit.payload
     cfg = ctx.cfg
     g = cfg.generator
     info = imagenet_d_classes()[p["class"]]
     rows = unit_prompts(unit)
-    images: list[bytes] = []
-    for start in range(0, len(rows), g.batch_size):
-        batch = rows[start : start + g.batch_size]
-        pil = ctx.generator.generate(
-            [r["prompt"] for r in batch], [r["seed"] for r in batch],
-            negative_prompts=[g.negative_prompt] * len(batch) if g.negative_prompt else None,
-            steps=g.steps, guidance=g.guidance, width=g.width, height=g.height)
-        images += [encode_image(im, cfg.image.format, cfg.image.quality) for im in pil]
+    images, _ = base.generate_encoded(ctx.generator, g, cfg.image, [r["prompt"] for r in rows],
+                                      [r["seed"] for r in rows])
     # the surrogates see exactly the stored bytes, each image decoded once
     verdicts = ctx.filter.score([decode_image(b) for b in images], [info["imagenet_ids"]] * len(rows))
     gen = ctx.generator
     generator = g.provenance(gen)
     samples = []
     for r, data, v in zip(rows, images, verdicts, strict=True):
-        meta = provenance(
-            key=r["key"], builder="imagenet-d", build=build_id, unit=unit.id, config=p["kind"],
+        meta = ImageNetDBuilder.provenance(
+            key=r["key"], build=build_id, unit=unit.id, config=p["kind"],
             label=info["name"], label_index=info["index"], imagenet_ids=info["imagenet_ids"],
-            nuisance_kind=p["kind"], nuisance=r["nuisance"], strategy=None,
+            nuisance_kind=p["kind"], nuisance=r["nuisance"],
             prompt=r["prompt"], negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps,
             guidance=g.guidance, width=g.width, height=g.height, generator=generator, source=g.model,
             surrogate_top_k=cfg.filter.top_k, surrogates=v.surrogates,
@@ -247,8 +237,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     return samples
 
 
-class ImageNetDBuilder:
-    name = "imagenet-d"
+@BUILDERS.register("imagenet-d")
+class ImageNetDBuilder(base.Builder):
     description = (
         "Images of everyday objects on unusual backgrounds, with unusual textures and made of unusual "
         "materials, generated with Stable Diffusion and kept only where several surrogate ImageNet "
@@ -260,28 +250,31 @@ class ImageNetDBuilder:
   booktitle = {Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition (CVPR)},
   year      = {2024}
 }"""
-    config_class = ImageNetDConfig
-    split = "test"
+    Config = ImageNetDConfig
     needs_review = True  # kept images wait for people in the review queue
-    plan = staticmethod(plan)
-    run_unit = staticmethod(run_unit)
     Context = Context
+    fields = FIELDS
 
-    @staticmethod
-    def config_names(cfg: ImageNetDConfig) -> list[str]:
+    def plan(self, cfg: ImageNetDConfig, stage=None, workspace=None) -> list[Unit]:
+        return plan(cfg)
+
+    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
+        return run_unit(unit, ctx, build_id)
+
+    def models(self, cfg: ImageNetDConfig) -> list[tuple[str, str]]:
+        return [("generator", cfg.generator.model), *(("surrogate", m) for m in cfg.filter.models)]
+
+    def config_names(self, cfg: ImageNetDConfig) -> list[str]:
         """One published config per nuisance kind, each with a test split."""
         return [k for k in KINDS if k in cfg.nuisances]
 
-    @staticmethod
-    def class_names(cfg: ImageNetDConfig) -> list[str]:
+    def class_names(self, cfg: ImageNetDConfig) -> list[str]:
         return imagenet_d_class_names()
 
-    @staticmethod
-    def config_of(meta: dict) -> str:
+    def config_of(self, meta: dict) -> str:
         return meta["nuisance_kind"]
 
-    @staticmethod
-    def relabel(meta: dict, new_class: str) -> tuple[int, dict]:
+    def relabel(self, meta: dict, new_class: str) -> tuple[int, dict]:
         """A reviewer's relabel: the new class index and the updated label fields."""
         table = imagenet_d_classes()
         by_name = {v["name"]: k for k, v in table.items()}
@@ -292,8 +285,7 @@ class ImageNetDBuilder:
         return info["index"], {"label": info["name"], "label_index": info["index"],
                                "imagenet_ids": info["imagenet_ids"]}
 
-    @staticmethod
-    def card_body(cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
+    def card_body(self, cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section."""
         from ..cards.markdown import table
 
@@ -318,5 +310,3 @@ class ImageNetDBuilder:
 - Kept images are then checked by people in a review queue (accept, reject, relabel).
 """
 
-
-BUILDER = BUILDERS.register("imagenet-d", ImageNetDBuilder())

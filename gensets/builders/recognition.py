@@ -22,8 +22,9 @@ from typing import ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import DataError
-from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
+from . import base
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 from .importing import check_max_pixels
 
@@ -34,6 +35,11 @@ BORJI_2022 = """
   journal = {arXiv preprint arXiv:2208.10760},
   year    = {2022}
 }"""
+
+
+# the provenance fields recognition sets add to records.COMMON (an import's config is its nuisance_kind)
+FIELDS = (("imagenet_ids", ("list", "int64")), ("synonyms", ("list", "string")), ("nuisance_kind", "string"),
+          ("original_path", "string"), ("original_sha256", "string"))
 
 
 def default_categories() -> list[str]:
@@ -206,9 +212,11 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
     return units
 
 
-class Context:
+class Context(base.Context):
+    """One generator per generate source, the categories' ImageNet ids and synonyms, the imports' files."""
+
     def __init__(self, cfg: RecognitionConfig):
-        self.cfg = cfg
+        super().__init__(cfg)
         self.generators: dict[str, object] = {}
         self.ids = category_ids(cfg)
         self.synonyms = category_synonyms(cfg)
@@ -238,36 +246,28 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
 def _meta(ctx, unit, build_id, key, category, **kw) -> dict:
     cats = list(ctx.cfg.categories)
-    return provenance(key=key, builder="recognition", build=build_id, unit=unit.id, config=unit.payload["config"],
+    return RecognitionBuilder.provenance(key=key, build=build_id, unit=unit.id, config=unit.payload["config"],
                       label=category,
                       label_index=cats.index(category) if category in cats else None,
                       imagenet_ids=ctx.ids.get(category), synonyms=ctx.synonyms.get(category), kept=True, **kw)
 
 
 def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ..images import encode_image
-
     p = unit.payload
     src = next(s for s in ctx.cfg.generate if s.config_name == p["config"])
     g = src.generator
     gen = ctx.generator(g)
     rows = [{"category": c, "i": i, "prompt": src.template.format(c),
              "seed": derive_seed(p["seed"], p["config"], c, i)} for c, i in p["images"]]
-    images = []
-    for start in range(0, len(rows), g.batch_size):
-        batch = rows[start : start + g.batch_size]
-        images += gen.generate([r["prompt"] for r in batch], [r["seed"] for r in batch],
-                               negative_prompts=[g.negative_prompt] * len(batch) if g.negative_prompt else None,
-                               steps=g.steps, guidance=g.guidance, width=g.width, height=g.height)
+    images, _ = base.generate_encoded(gen, g, ctx.cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows])
     generator = g.provenance(gen)
     out = []
-    for r, im in zip(rows, images, strict=True):
+    for r, data in zip(rows, images, strict=True):
         key = _generated_key(p["config"], r["category"], r["i"])
         meta = _meta(ctx, unit, build_id, key, r["category"], prompt=r["prompt"],
                      negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
                      width=g.width, height=g.height, generator=generator, source=g.model)
-        out.append(Sample(key, encode_image(im, ctx.cfg.image.format, ctx.cfg.image.quality),
-                          ctx.cfg.image.format, meta["label_index"], meta))
+        out.append(Sample(key, data, ctx.cfg.image.format, meta["label_index"], meta))
     return out
 
 
@@ -300,38 +300,30 @@ def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     return out
 
 
-class RecognitionBuilder:
-    name = "recognition"
+@BUILDERS.register("recognition")
+class RecognitionBuilder(base.Builder):
     description = ("Generated (or collected) images of everyday categories for testing ImageNet classifiers "
                    "on generated images, after Borji, 'How good are deep models in understanding the "
                    "generated images?' (2022). Each category counts the ImageNet classes whose names contain "
                    "its word (with synonyms) as correct.")
     citation = BORJI_2022
-    config_class = RecognitionConfig
-    split = "test"
-    needs_review = False
-    plan = staticmethod(plan)
-    run_unit = staticmethod(run_unit)
+    Config = RecognitionConfig
     Context = Context
+    fields = FIELDS
 
-    @staticmethod
-    def config_names(cfg: RecognitionConfig) -> list[str]:
+    def plan(self, cfg, stage=None, workspace=None) -> list[Unit]:
+        return plan(cfg)
+
+    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
+        return run_unit(unit, ctx, build_id)
+
+    def config_names(self, cfg: RecognitionConfig) -> list[str]:
         return [s.config_name for s in (*cfg.generate, *cfg.imports)]
 
-    @staticmethod
-    def class_names(cfg: RecognitionConfig) -> list[str]:
+    def class_names(self, cfg: RecognitionConfig) -> list[str]:
         return list(cfg.categories)
 
-    @staticmethod
-    def config_of(meta: dict) -> str:
-        return meta["config"]
-
-    @staticmethod
-    def relabel(meta: dict, new_class: str):
-        raise KeyError(new_class)  # recognition sets have no review step
-
-    @staticmethod
-    def card_body(cfg: RecognitionConfig, manifest: dict, samples: list) -> str:
+    def card_body(self, cfg: RecognitionConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section: sources, category word sets, skipped imports."""
         from ..cards.markdown import table
         from ..labels.imagenet import imagenet_names
@@ -364,5 +356,3 @@ XMP, ICC, text); `json.original_sha256` is the original file's hash, `json.origi
 relative to the import.
 {models}"""
 
-
-BUILDER = BUILDERS.register("recognition", RecognitionBuilder())

@@ -76,11 +76,11 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
     # shards of the stages before it, once every process has finished them; committed units are skipped
     # as always, so a resumed build re-plans the same units and runs only the missing ones.
-    stages = getattr(builder, "stages", None)
+    stages = builder.stages
     n_units = n_done = n_run = written = 0
     loaded = False
     for stage in stages or (None,):
-        units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
+        units = builder.plan(cfg, stage=stage, workspace=ws)
         done = manifest.done("unit")
         mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
         n_units += len(units)
@@ -104,9 +104,8 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
             written += info.n
         dist.barrier()
     added = ingest(ws) if dist.rank == 0 else 0
-    after = getattr(builder, "after_build", None)  # e.g. statistics over everything committed
-    if after is not None and dist.rank == 0:
-        after(ws)
+    if dist.rank == 0:
+        builder.after_build(ws)  # e.g. statistics over everything committed
     return {"units": n_units, "done_before": n_done, "units_run": n_run,
             "samples_written": written, "samples_ingested": added, "rank": dist.rank,
             "world": dist.world, "workspace": str(ws.root)}

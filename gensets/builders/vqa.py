@@ -24,8 +24,9 @@ from typing import Any, ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import ConfigError, DataError
-from ..records import Sample, content_id, derive_seed, provenance, slug
+from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
+from . import base
 from .common import GeneratorConfig, ImageConfig, Unit
 from .importing import check_max_pixels
 from .recognition import BORJI_2022
@@ -35,6 +36,9 @@ from .recognition import BORJI_2022
 OBJECTS = ("person", "dog", "cat", "car", "bicycle", "bus", "horse", "bird", "boat", "chair", "table", "cup",
            "bottle", "umbrella", "clock", "book", "laptop", "phone", "banana", "pizza", "cake", "teddy bear",
            "vase", "kite", "bench", "tree", "house", "train", "airplane", "elephant")
+# the provenance fields VQA sets add to records.COMMON
+FIELDS = (("questions", ("list", ("struct", [("question", "string"), ("answer", "string"), ("kind", "string")]))),
+          ("original_path", "string"), ("original_sha256", "string"))
 ATTRIBUTES = {
     "colour": ("red", "blue", "green", "yellow", "black", "white", "orange", "purple", "pink", "brown"),
     "material": ("wooden", "metal", "glass", "plastic", "stone"),
@@ -224,19 +228,14 @@ def plan(cfg: VQAConfig) -> list[Unit]:
     return units
 
 
-class Context:
+class Context(base.Context):
+    """The generator (when there are prompts) and the questions file's questions per image key."""
+
     def __init__(self, cfg: VQAConfig):
-        self.cfg = cfg
-        self._gen = None
+        super().__init__(cfg)
         self.given: dict[str, list[dict]] = {}
         for q in cfg.questions_data:
             self.given.setdefault(q["image"], []).append({k: q[k] for k in ("question", "answer", "kind")})
-
-    @property
-    def generator(self):
-        if self._gen is None:
-            self._gen = self.cfg.generator.load()
-        return self._gen
 
     def load(self) -> None:
         if self.cfg.prompts:
@@ -244,7 +243,6 @@ class Context:
 
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ..images import encode_image
     from .importing import Skip, load_checked
 
     p = unit.payload
@@ -255,19 +253,18 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         g = cfg.generator
         gen = ctx.generator
         generator = g.provenance(gen)
-        for i in range(prompt.images):
-            seed = derive_seed(cfg.seed, "vqa", prompt.text, i)
-            im = gen.generate([prompt.text], [seed], negative_prompts=[g.negative_prompt] if g.negative_prompt else None,
-                              steps=g.steps, guidance=g.guidance, width=g.width, height=g.height)[0]
+        seeds = [derive_seed(cfg.seed, "vqa", prompt.text, i) for i in range(prompt.images)]
+        images, _ = base.generate_encoded(gen, g, cfg.image, [prompt.text] * prompt.images, seeds)
+        for i, (seed, data) in enumerate(zip(seeds, images, strict=True)):
             key = f"p{p['index']:04d}_{i:02d}"
             qs = list(ctx.given.get(key, []))
             if cfg.generate_questions:
                 qs += generated_questions(prompt, cfg.objects, cfg.attributes, derive_seed(seed, "questions"))
-            meta = provenance(key=key, builder="vqa", build=build_id, unit=unit.id, config="default",
+            meta = VQABuilder.provenance(key=key, build=build_id, unit=unit.id, config="default",
                               prompt=prompt.text, negative_prompt=g.negative_prompt, seed=seed, steps=g.steps,
                               guidance=g.guidance, width=g.width, height=g.height, generator=generator,
                               source=g.model, questions=qs, kept=True)
-            out.append(Sample(key, encode_image(im, cfg.image.format, cfg.image.quality), cfg.image.format, 0, meta))
+            out.append(Sample(key, data, cfg.image.format, 0, meta))
         return out
     for it in p["items"]:
         where = (Path(cfg.image_folder) / it["rel"]).as_posix()  # relative to the config, as written
@@ -277,44 +274,33 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         except Skip as e:
             ctx.skipped.append({"path": where, "reason": str(e)})
             continue
-        meta = provenance(key=it["key"], builder="vqa", build=build_id, unit=unit.id, config="default",
+        meta = VQABuilder.provenance(key=it["key"], build=build_id, unit=unit.id, config="default",
                           width=rgb.width, height=rgb.height, original_path=it["rel"],
                           original_sha256=it["sha256"], questions=ctx.given.get(it["key"], []), kept=True)
         out.append(Sample(it["key"], data, cfg.image.format, 0, meta))
     return out
 
 
-class VQABuilder:
-    name = "vqa"
+@BUILDERS.register("vqa")
+class VQABuilder(base.Builder):
     description = ("Generated images with binary (yes / no) questions about the objects and attributes their "
                    "prompts name, for scoring visual question answering models, after Borji (2022).")
     citation = BORJI_2022
-    task_categories = ["visual-question-answering"]  # the card's task_categories (default: image-classification)
-    config_class = VQAConfig
-    split = "test"
-    needs_review = False
-    plan = staticmethod(plan)
-    run_unit = staticmethod(run_unit)
+    task_categories = ("visual-question-answering",)
+    Config = VQAConfig
     Context = Context
+    fields = FIELDS
 
-    @staticmethod
-    def config_names(cfg: VQAConfig) -> list[str]:
-        return ["default"]
+    def plan(self, cfg, stage=None, workspace=None) -> list[Unit]:
+        return plan(cfg)
 
-    @staticmethod
-    def class_names(cfg: VQAConfig) -> list[str]:
+    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
+        return run_unit(unit, ctx, build_id)
+
+    def class_names(self, cfg: VQAConfig) -> list[str]:
         return ["image"]
 
-    @staticmethod
-    def config_of(meta: dict) -> str:
-        return meta["config"]
-
-    @staticmethod
-    def relabel(meta: dict, new_class: str):
-        raise KeyError(new_class)
-
-    @staticmethod
-    def card_body(cfg: VQAConfig, manifest: dict, samples: list) -> str:
+    def card_body(self, cfg: VQAConfig, manifest: dict, samples: list) -> str:
         qs = [q for s in samples for q in (s.meta.get("questions") or [])]
         yes = sum(q["answer"] == "yes" for q in qs)
         gen = f"`{cfg.generator.model}`, {cfg.generator.steps} steps" if cfg.generator else "(imported images)"
@@ -326,5 +312,3 @@ class VQABuilder:
 - Score a VQA model: `gensets eval DATASET --model hf:Salesforce/blip-vqa-base --protocol vqa --db results.duckdb`.
 """
 
-
-BUILDER = BUILDERS.register("vqa", VQABuilder())

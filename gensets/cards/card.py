@@ -51,7 +51,7 @@ def header(builder, cfg, manifest: dict) -> dict:
     return {
         "pretty_name": cfg.pretty_name,
         "license": cfg.license,
-        "task_categories": list(getattr(builder, "task_categories", ["image-classification"])),
+        "task_categories": list(builder.task_categories),
         "size_categories": [size_category(total)],
         "annotations_creators": ["machine-generated"],
         "source_datasets": ["original"],
@@ -83,8 +83,9 @@ def _short_config(cfg) -> dict:
 FIGURES = {"classes": "figures/images_per_class.png", "samples": "figures/samples.png"}
 
 
-def _models_md(cfg, samples: list) -> str:
-    """Every model the build used, with its id and revision (pinned in the spec, or recorded)."""
+def models_md(builder, cfg, samples: list) -> str:
+    """Every model the build used (``builder.models``), with its id and revision (pinned in the spec, or
+    recorded: the generator's, in the samples' provenance)."""
     from ..models.spec import parse_spec
 
     def line(role: str, m: str, recorded: dict | None = None) -> str:
@@ -94,12 +95,8 @@ def _models_md(cfg, samples: list) -> str:
                else "revision not pinned (the default branch at build time)")
         return f"| {role} | `{m}` | `{(recorded or {}).get('id') or spec.name}` | {rev} |"
 
-    rows = []
-    gen = getattr(getattr(cfg, "generator", None), "model", None)
-    if gen:
-        rows.append(line("generator", gen, samples[0].meta.get("generator") if samples else None))
-    for m in getattr(getattr(cfg, "filter", None), "models", None) or ():
-        rows.append(line("surrogate", m))
+    recorded = {"generator": samples[0].meta.get("generator") if samples else None}
+    rows = [line(role, spec, recorded.get(role)) for role, spec in builder.models(cfg)]
     if not rows:
         return ""
     return "\n".join(["| role | spec | id | revision |", "|---|---|---|---|", *rows]) + "\n"
@@ -191,7 +188,7 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figure
     included = f"{reviewed} by review" if builder.needs_review else "all kept"
     first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "default")
     configs = ", ".join(f"`{c}`" for c in builder.config_names(cfg))
-    models = _models_md(cfg, samples)
+    models = models_md(builder, cfg, samples)
     models = f"\nModels (ids and revisions):\n\n{models}" if models else ""
     figs = {"classes": "", "samples": ""}
     if FIGURES["classes"] in figures:

@@ -12,6 +12,12 @@ from dataclasses import dataclass
 
 from ..labels.hits import hit
 
+# what the filter adds to a sample's provenance (records dtypes)
+FIELDS = (("surrogate_top_k", "int64"),
+          ("surrogates", ("list", ("struct", [("model", "string"), ("top5", ("list", "int64")),
+                                              ("scores", ("list", "float64")), ("hit", "bool")]))),
+          ("surrogate_failures", "int64"))
+
 
 def keep(failures: int, n_surrogates: int, min_failures: int | None = None) -> bool:
     """The filter's verdict: failed by at least ``min_failures`` surrogates (default: all)."""

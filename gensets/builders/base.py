@@ -1,0 +1,131 @@
+"""The contract every builder fulfils, with its defaults, and the generate-and-encode step they share.
+
+A builder is one class, registered where it is defined::
+
+    @BUILDERS.register("my-builder")
+    class MyBuilder(Builder):
+        Config = MyConfig                      # a frozen dataclass; gensets.config validates the YAML into it
+        fields = (("my_field", "string"),)     # provenance fields it adds to records.COMMON
+
+        def plan(self, cfg): ...               # -> [Unit]: deterministic, ids from content
+        def run_unit(self, unit, ctx, build_id): ...   # -> [Sample]
+
+Everything else has a default: one published config (``default``) with a ``test`` split, no review step,
+no relabelling, a card section with the build's models. ``gensets.builders.runner`` drives it: plan ->
+units -> atomic candidate shards -> state.duckdb -> ``finalize`` -> dataset/; ``gensets.cards.card``
+writes its card.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from ..records import Sample, provenance_of
+from .common import GeneratorConfig, ImageConfig, Unit
+
+
+class Context:
+    """What one process of a build holds: the config, models loaded once and lazily, the workspace (set by the
+    runner: staged builders read earlier stages from it) and the inputs a unit refused (``skipped``)."""
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+        self.workspace = None
+        self.skipped: list[dict] = []
+        self._generator = None
+
+    def load(self) -> None:
+        """Load every model the build needs now, so a missing one fails in one line before any work."""
+        if getattr(self.cfg, "generator", None) is not None:
+            self.generator  # noqa: B018
+
+    @property
+    def generator(self):
+        """The config's generator (``cfg.generator``), loaded on first use."""
+        if self._generator is None:
+            self._generator = self.cfg.generator.load()
+        return self._generator
+
+
+class Builder:
+    """Defaults for every member of the builder contract; a builder overrides what it needs."""
+
+    name: ClassVar[str] = ""  # set by @BUILDERS.register
+    description: ClassVar[str] = ""  # the card's first paragraph
+    citation: ClassVar[str] = ""  # BibTeX of the paper it reproduces
+    Config: ClassVar[type]  # the config dataclass (``builder: <name>`` selects it)
+    Context: ClassVar[type] = Context
+    split: ClassVar[str] = "test"  # the published split
+    needs_review: ClassVar[bool] = False  # kept images wait in the review queue (else: accepted)
+    task_categories: ClassVar[tuple[str, ...]] = ("image-classification",)  # the card's task_categories
+    stages: ClassVar[tuple[str, ...] | None] = None  # staged builders: planned stage after stage
+    fields: ClassVar[tuple] = ()  # provenance fields this builder adds to records.COMMON: (name, dtype)
+
+    def plan(self, cfg, stage: str | None = None, workspace=None) -> list[Unit]:
+        """Deterministic work units (a unit's id hashes its content). Staged builders get the stage and the
+        workspace, whose committed shards of the earlier stages they plan from."""
+        raise NotImplementedError
+
+    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
+        """Generate (or import) a unit's images and return them with their provenance."""
+        raise NotImplementedError
+
+    def config_names(self, cfg) -> list[str]:
+        """The published configs, in the card's order."""
+        return ["default"]
+
+    def class_names(self, cfg) -> list[str]:
+        """The class list of ``cls`` (the card's ClassLabel)."""
+        return []
+
+    def config_of(self, meta: dict) -> str:
+        """The published config a sample goes to."""
+        return meta["config"]
+
+    def relabel(self, meta: dict, new_class: str) -> tuple[int, dict]:
+        """A reviewer's relabel: the new class index and the changed provenance fields; KeyError when
+        ``new_class`` is not a class (builders without a review step never relabel)."""
+        raise KeyError(new_class)
+
+    def after_build(self, ws) -> None:
+        """Called once on rank 0 after every unit is committed (e.g. statistics over the whole build)."""
+
+    def card_body(self, cfg, manifest: dict, samples: list) -> str:
+        """The card's "How it was built" section."""
+        return ""
+
+    def models(self, cfg) -> list[tuple[str, str]]:
+        """(role, spec) of every model the build used, for the card: the generator by default."""
+        g = getattr(cfg, "generator", None)
+        return [("generator", g.model)] if g is not None else []
+
+    @classmethod
+    def provenance(cls, **values) -> dict:
+        """A sample's complete provenance: records.COMMON and this builder's ``fields``."""
+        return provenance_of(cls.fields, builder=cls.name, **values)
+
+
+def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts: list[str], seeds: list[int], *,
+                     negative_prompts: list[str] | None = None, init_images: list | None = None,
+                     strength: float = 0.75) -> tuple[list[bytes], float]:
+    """Generate one image per (prompt, seed) in batches of ``g.batch_size`` and encode each as ``image`` says;
+    returns the encoded images and the generator's seconds. ``negative_prompts`` defaults to the config's
+    negative prompt for every image; a batch whose negative prompts are all empty passes none."""
+    from ..images import encode_image
+
+    n = len(prompts)
+    negatives = negative_prompts if negative_prompts is not None else [g.negative_prompt] * n
+    out: list[bytes] = []
+    seconds = 0.0
+    for start in range(0, n, g.batch_size):
+        end = min(start + g.batch_size, n)
+        neg = negatives[start:end]
+        t0 = time.perf_counter()
+        pil = generator.generate(prompts[start:end], seeds[start:end], negative_prompts=neg if any(neg) else None,
+                                 steps=g.steps, guidance=g.guidance, width=g.width, height=g.height,
+                                 init_images=init_images[start:end] if init_images is not None else None,
+                                 strength=strength)
+        seconds += time.perf_counter() - t0
+        out += [encode_image(im, image.format, image.quality) for im in pil]
+    return out, seconds

@@ -1,0 +1,31 @@
+"""Failure-mode discovery (Wiles et al. 2022): generate, classify, cluster the failures, caption, regenerate.
+
+A staged build; each stage's units are planned from the committed shards of the stages before it
+(gensets.builders.runner plans stage by stage and skips committed units, so a killed build resumes):
+
+1. ``baseline``   per label, ``images_per_label`` images from ``template`` ("a realistic photograph of
+                  a {label}"), classified by ``classifier`` over ImageNet-1k: the baseline failure rate
+                  and confusion counts. A unit is a chunk of one label's images.
+2. ``clusters``   per label, the misclassified images (named by key and image sha256 in the unit, so
+                  the unit's id changes when they do) are embedded with ``embedder``, clustered (rule:
+                  gensets.curation.failure_modes), every member is captioned with ``captioner``; one
+                  record per cluster (its medoid image) keeps the members, all captions, and the
+                  medoid's caption as the mode's caption.
+3. ``regenerate`` per cluster of at least ``clustering.min_size`` images, ``images_per_mode`` images from
+                  ``mode_template`` ("{caption}"), classified again.
+After the build, ``after_build`` compares every mode with its label's baseline (one-sided Fisher exact
+test, Holm-corrected by default) and writes ``modes.json`` and the ``failure_*`` tables of
+state.duckdb. Seeds derive from content: (seed, stage, label, index) and (seed, stage, mode, caption,
+index). Published configs: ``baseline`` and ``modes``, the misclassified images of each.
+
+The package: ``config.py``, ``stages.py`` (plan and run each stage), ``analysis.py`` (statistics after the
+build), ``builder.py``.
+"""
+
+from .analysis import analyze, tally
+from .builder import FailureModesBuilder
+from .config import STAGES, FailureModesConfig, label_ids
+from .stages import Context, mode_meta, plan, run_unit
+
+__all__ = ["STAGES", "Context", "FailureModesBuilder", "FailureModesConfig", "analyze", "label_ids", "mode_meta",
+           "plan", "run_unit", "tally"]

@@ -1,0 +1,70 @@
+"""The failure-modes builder: a staged builder over gensets.builders.runner."""
+
+from __future__ import annotations
+
+from ...registry import BUILDERS
+from .. import base
+from ..common import Unit
+from .analysis import analyze
+from .config import CLUSTER_RULE, STAGES, FailureModesConfig
+from .stages import FIELDS, NAME, Context, plan, run_unit
+
+
+@BUILDERS.register(NAME)
+class FailureModesBuilder(base.Builder):
+    description = ("Images that a classifier gets wrong, found by failure-mode discovery after Wiles et al., "
+                   "'Discovering Bugs in Vision Models using Off-the-shelf Image Generation and Captioning' "
+                   "(2022): generated images per label are classified, the misclassified ones clustered and "
+                   "captioned, and images regenerated from each caption tested for a higher failure rate.")
+    citation = """
+@article{wiles2022discovering,
+  title   = {Discovering Bugs in Vision Models using Off-the-shelf Image Generation and Captioning},
+  author  = {Wiles, Olivia and Albuquerque, Isabela and Gowal, Sven},
+  journal = {arXiv preprint arXiv:2208.08831},
+  year    = {2022}
+}"""
+    Config = FailureModesConfig
+    Context = Context
+    stages = STAGES
+    fields = FIELDS
+
+    def plan(self, cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> list[Unit]:
+        return plan(cfg, stage or "baseline", workspace)
+
+    def run_unit(self, unit: Unit, ctx: Context, build_id: str):
+        return run_unit(unit, ctx, build_id)
+
+    def after_build(self, ws) -> None:
+        analyze(ws)
+
+    def config_names(self, cfg: FailureModesConfig) -> list[str]:
+        return ["baseline", "modes"]
+
+    def class_names(self, cfg: FailureModesConfig) -> list[str]:
+        return list(cfg.labels)
+
+    def card_body(self, cfg: FailureModesConfig, manifest: dict, samples: list) -> str:
+        from collections import Counter
+
+        from ...cards.markdown import table
+
+        per_mode = Counter(s.meta["failure_mode"]["id"] for s in samples if s.meta.get("failure_mode"))
+        captions = {s.meta["failure_mode"]["id"]: s.meta["failure_mode"]["caption"] for s in samples
+                    if s.meta.get("failure_mode")}
+        rows = [[m, captions[m], per_mode[m]] for m in sorted(per_mode)]
+        g = cfg.generator
+        return f"""
+Every image here is misclassified by `{cfg.classifier}` (its label's ImageNet class is not in its
+top-{cfg.top_k}): an adversarial set for that classifier. Score other classifiers on it with
+`gensets eval` to see whether the failures transfer.
+
+- `baseline`: images of {len(cfg.labels)} label(s) from `{cfg.template}` ({cfg.images_per_label} per label),
+  generator `{g.model}`, {g.steps} steps, guidance {g.guidance}, {g.width}x{g.height}.
+- `modes`: images regenerated ({cfg.images_per_mode} per mode) from `{cfg.mode_template}`, the caption
+  (by `{cfg.captioner.model}`) of the medoid of a cluster of misclassified images (embedded with
+  `{cfg.embedder}`; {CLUSTER_RULE}). Each sample's `json.failure_mode` names its mode.
+- Modes are compared with their label's baseline by a one-sided {cfg.test} test, {cfg.correction}-corrected,
+  alpha {cfg.alpha}: see `modes.json` and `gensets report failure-modes` in the build's workspace.
+
+{table(["mode", "caption", "misclassified images"], rows) if rows else "(no regenerated image was misclassified)"}
+"""

@@ -1,0 +1,127 @@
+"""Failure-mode discovery's config: the classifier under test, the labels, the generator, the clustering,
+captioning and statistics settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from ..common import GeneratorConfig, ImageConfig, check_spec
+
+STAGES = ("baseline", "clusters", "regenerate")
+CLUSTER_RULE = ("KMeans (n_init=10, random_state=seed) on L2-normalised embeddings; k in "
+                "2..min(max_k, n-1, distinct images) with the highest mean cosine silhouette (ties: smaller k); "
+                "k=1 when fewer than 3 images failed or the best silhouette is below min_silhouette")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    max_k: int = 8  # the largest number of clusters tried per label
+    min_silhouette: float = 0.1  # below this best silhouette a label's failures stay one cluster
+    min_failures: int = 3  # labels with fewer misclassified images are not clustered
+    min_size: int = 2  # smaller clusters are kept for review but not regenerated
+    batch_size: int = 16
+
+    def validate(self, base_dir: Path) -> None:
+        if self.max_k < 1 or self.min_failures < 1 or self.min_size < 1 or self.batch_size < 1:
+            raise ValueError("max_k, min_failures, min_size and batch_size must be at least 1")
+        if not -1.0 <= self.min_silhouette <= 1.0:
+            raise ValueError("min_silhouette: must be between -1 and 1")
+
+
+@dataclass(frozen=True)
+class CaptionConfig:
+    model: str  # hf:Salesforce/blip-image-captioning-large, tiny:blip-caption, ...
+    prompt: str | None = None  # BLIP's caption prefix ("a photography of") or a chat model's question
+    max_new_tokens: int = 30
+    num_beams: int = 1
+    batch_size: int = 8
+
+    def validate(self, base_dir: Path) -> None:
+        check_spec(self.model, "model")
+        if self.max_new_tokens < 1 or self.num_beams < 1 or self.batch_size < 1:
+            raise ValueError("max_new_tokens, num_beams and batch_size must be at least 1")
+
+
+@dataclass(frozen=True)
+class FailureModesConfig:
+    builder: Literal["failure-modes"]
+    classifier: str  # the model under test, over the ImageNet-1k label space
+    labels: tuple[str, ...]  # ImageNet class names (as gensets.labels.imagenet.imagenet_names)
+    generator: GeneratorConfig
+    embedder: str  # image features for clustering (a CLIP spec; any classifier spec works)
+    captioner: CaptionConfig
+    name: str = "failure-modes"
+    pretty_name: str = "Discovered failure modes (gensets)"
+    license: str = "cc-by-4.0"
+    seed: int = 0
+    template: str = "a realistic photograph of a {label}"
+    images_per_label: int = 100
+    images_per_mode: int | None = None  # default: images_per_label
+    mode_template: str = "{caption}"  # the regeneration prompt; {caption} and {label} are filled in
+    top_k: int = 1  # an image fails when its label's class is not in the classifier's top-k
+    classifier_templates: tuple[str, ...] = ("a photo of a {}.",)  # for a zero-shot CLIP classifier
+    batch_size: int = 16  # classifier batch
+    clustering: ClusterConfig = ClusterConfig()
+    test: Literal["fisher", "binomial"] = "fisher"
+    correction: Literal["holm", "bh"] = "holm"
+    alpha: float = 0.05
+    image: ImageConfig = ImageConfig()
+    unit_size: int = 16  # images per work unit
+    shard_size: int = 1000
+
+    def validate(self, base_dir: Path) -> None:
+        check_spec(self.classifier, "classifier")
+        check_spec(self.embedder, "embedder")
+        if not self.labels:
+            raise ValueError("labels: give at least one ImageNet class name")
+        canonical = _canonical_labels(self.labels)
+        if len(set(canonical)) != len(canonical):
+            raise ValueError("labels: a class is listed twice")
+        for key, text, need in (("template", self.template, "{label}"),
+                                ("mode_template", self.mode_template, "{caption}")):
+            try:
+                text.format(label="x", caption="x")
+            except (IndexError, KeyError, ValueError) as e:
+                raise ValueError(f"{key}: bad template {text!r} ({e}); use {{label}} and {{caption}}") from None
+            if need not in text:
+                raise ValueError(f"{key}: must contain {need}")
+        if self.images_per_label < 1 or (self.images_per_mode is not None and self.images_per_mode < 1):
+            raise ValueError("images_per_label and images_per_mode must be at least 1")
+        if not 1 <= self.top_k <= 5:
+            raise ValueError("top_k: must be between 1 and 5")
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha: must be between 0 and 1")
+        if self.unit_size < 1 or self.shard_size < 1 or self.batch_size < 1:
+            raise ValueError("unit_size, shard_size and batch_size must be at least 1")
+
+    def resolved(self, base_dir: Path) -> FailureModesConfig:
+        return replace(self, labels=tuple(_canonical_labels(self.labels)),
+                       images_per_mode=self.images_per_mode or self.images_per_label)
+
+
+def _canonical_labels(labels) -> list[str]:
+    """Each label as spelled in imagenet_names() (case-insensitive); ValueError naming a bad one."""
+    import difflib
+
+    from ...labels.imagenet import imagenet_names
+
+    by_lower = {n.lower(): n for n in imagenet_names()}
+    out = []
+    for i, label in enumerate(labels):
+        name = by_lower.get(str(label).strip().lower())
+        if name is None:
+            close = difflib.get_close_matches(str(label).lower(), list(by_lower), n=3)
+            hint = f" (did you mean: {', '.join(by_lower[c] for c in close)})" if close else ""
+            raise ValueError(f"labels: labels[{i}] {label!r} is not an ImageNet class name{hint}")
+        out.append(name)
+    return out
+
+
+def label_ids(cfg: FailureModesConfig) -> dict[str, int]:
+    """Each label -> its ImageNet-1k index."""
+    from ...labels.imagenet import imagenet_names
+
+    index = {n: i for i, n in enumerate(imagenet_names())}
+    return {label: index[label] for label in cfg.labels}
