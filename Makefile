@@ -16,7 +16,7 @@ help:
 	@echo "make build-vqa          Borji-style binary VQA set (configs/vqa.yaml)"
 	@echo "make build-genbench DATASET=cifar-10 STRATEGY=ST   GenBench at paper scale, one (dataset, strategy)"
 	@echo "make discover-failures MODEL=timm:... LABELS=\"tench,goldfish\"   failure modes of a classifier (Wiles et al.)"
-	@echo "make lint               ruff"
+	@echo "make lint               ruff, and lint-imports (the layers of ARCHITECTURE.md)"
 	@echo "make bench              benchmarks/ (ratios against baselines measured in the same run)"
 
 venv: $(STAMP)
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(OFFLINE) $(BIN)/python -m pytest -q
 
 demo: $(STAMP)
@@ -76,6 +76,7 @@ discover-failures: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gensets tests benchmarks scripts
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(OFFLINE) $(BIN)/python benchmarks/shard_write.py

@@ -19,38 +19,25 @@ from .images import IMAGE_EXTS
 # name -> datasets dtype, in the order of the card. Nested: ("struct", [...]) and ("list", inner).
 _GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline", "string"),
         ("scheduler", "string")]
-_SURROGATE = [("model", "string"), ("top5", ("list", "int64")), ("scores", ("list", "float64")),
-              ("hit", "bool")]
 _REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
-# how a prompt was made (GenBench strategies): the template, the seeded draw from the strategy's prompt
-# pool, a seq2seq expansion (CE), an init image for image-to-image (RA)
-_PROMPTING = [("template", "string"), ("draw_seed", "int64"), ("expansion_model", "string"),
-              ("expansion_revision", "string"), ("expansion_input", "string"), ("expansion_seed", "int64"),
-              ("init_image", "string"), ("init_image_sha256", "string"), ("strength", "float64")]
-# failure-mode discovery (Wiles et al. 2022): a cluster of misclassified images, its captions (the
-# medoid's is the mode's caption), and on regenerated images the mode they were generated for
-_FAILURE_MODE = [("id", "string"), ("cluster", "int64"), ("k", "int64"), ("silhouette", "float64"),
-                 ("size", "int64"), ("medoid", "string"), ("members", ("list", "string")),
-                 ("captions", ("list", ("struct", [("key", "string"), ("caption", "string")]))),
-                 ("caption", "string"), ("confusion", "int64")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
-PROVENANCE = [
-    ("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"), ("config", "string"),
-    ("label", "string"), ("label_index", "int64"), ("imagenet_ids", ("list", "int64")),
-    ("synonyms", ("list", "string")),  # the label's other words that count under the wordset protocol
-    ("nuisance_kind", "string"), ("nuisance", "string"), ("strategy", "string"),
-    ("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
-    ("guidance", "float64"), ("width", "int64"), ("height", "int64"),
-    ("generator", ("struct", _GEN)),
-    ("prompting", ("struct", _PROMPTING)),
-    ("source", "string"), ("original_path", "string"), ("original_sha256", "string"),
-    ("questions", ("list", ("struct", [("question", "string"), ("answer", "string"), ("kind", "string")]))),
-    ("surrogate_top_k", "int64"), ("surrogates", ("list", ("struct", _SURROGATE))),
-    ("surrogate_failures", "int64"), ("kept", "bool"),
-    ("review", ("struct", _REVIEW)),
-    ("failure_mode", ("struct", _FAILURE_MODE)),
-    ("versions", ("struct", [(name, "string") for name in LIBRARIES])),
-]
+# The provenance every builder's samples carry; a builder adds its own fields (``Builder.fields``) between
+# the two parts: a sample's json holds COMMON + the fields of the builder that made it, nothing else.
+COMMON_HEAD = [("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"),
+               ("config", "string"), ("label", "string"), ("label_index", "int64")]
+COMMON_TAIL = [("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
+               ("guidance", "float64"), ("width", "int64"), ("height", "int64"), ("generator", ("struct", _GEN)),
+               ("source", "string"), ("kept", "bool"), ("review", ("struct", _REVIEW)),
+               ("versions", ("struct", [(name, "string") for name in LIBRARIES]))]
+
+
+def schema(fields=()) -> list[tuple[str, Any]]:
+    """The provenance fields of a builder's samples: the common ones with the builder's ``fields`` inside."""
+    out = [*COMMON_HEAD, *fields, *COMMON_TAIL]
+    names = [name for name, _ in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"provenance fields declared twice: {sorted({n for n in names if names.count(n) > 1})}")
+    return out
 
 
 @dataclass
@@ -74,21 +61,16 @@ class Sample:
         return cls(key=d["__key__"], image=d[ext], ext=ext, cls=c, meta=meta)
 
 
-def provenance(**values: Any) -> dict[str, Any]:
-    """A complete provenance dict: every declared field present (None where unknown), no others."""
-    names = [name for name, _ in PROVENANCE]
+def provenance_of(fields, **values: Any) -> dict[str, Any]:
+    """A builder's complete sample provenance: :func:`schema` ``(fields)``, every field present (None where
+    unknown), no others; library versions filled in."""
+    names = [name for name, _ in schema(fields)]
     unknown = set(values) - set(names)
     if unknown:
         raise KeyError(f"unknown provenance fields: {sorted(unknown)}")
     out = {name: values.get(name) for name in names}
     out["versions"] = out["versions"] or library_versions()
     return out
-
-
-def provenance_of(fields, **values: Any) -> dict[str, Any]:
-    """A builder's sample provenance: the common fields and the builder's own ``fields`` ((name, dtype)
-    pairs), every one present (None where unknown)."""
-    return provenance(**values)
 
 
 _VERSIONS: dict[str, str] | None = None
@@ -111,8 +93,9 @@ def library_versions() -> dict[str, str]:
     return dict(_VERSIONS)
 
 
-def features(class_names: list[str], image_ext: str):
-    """The ``datasets.Features`` of a gensets shard: image, ``cls`` as ClassLabel, json provenance."""
+def features(class_names: list[str], image_ext: str, fields=()):
+    """The ``datasets.Features`` of a gensets shard: image, ``cls`` as ClassLabel, the json provenance of a
+    builder with these ``fields``."""
     import datasets
 
     def build(dtype):
@@ -128,7 +111,7 @@ def features(class_names: list[str], image_ext: str):
         "__url__": datasets.Value("string"),
         image_ext: datasets.Image(),
         "cls": datasets.ClassLabel(names=list(class_names)),
-        "json": build(("struct", PROVENANCE)),
+        "json": build(("struct", schema(fields))),
     })
 
 

@@ -178,7 +178,7 @@ def test_published_jpeg_has_no_exif_and_keeps_the_original_hash(tmp_path):
 
 
 def test_pixel_limit_is_read_from_the_header(tmp_path):
-    from gensets.builders.importing import Skip, load_checked
+    from gensets.sources.imports import Skip, load_checked
 
     Image.new("RGB", (100, 100)).save(tmp_path / "big.png")
     before = Image.MAX_IMAGE_PIXELS
@@ -190,8 +190,8 @@ def test_pixel_limit_is_read_from_the_header(tmp_path):
 
 
 def test_csv_rows_with_quoted_newlines_keep_their_line_numbers(tmp_path):
-    from gensets.builders.importing import list_items
     from gensets.errors import ConfigError
+    from gensets.sources.imports import list_items
 
     (tmp_path / "a.jpg").write_bytes(b"")
     text = 'path,category,source\na.jpg,clock,"two\nlines"\na.jpg,clock,x\n,clock,x\n'
@@ -281,7 +281,7 @@ def test_jpeg_segments_pil_does_not_name_and_trailing_bytes_are_not_published(tm
     after its end-of-image marker is re-encoded; a plain JFIF JPEG in the set's format is published as is."""
     import io
 
-    from gensets.builders.importing import load_checked
+    from gensets.sources.imports import load_checked
 
     buf = io.BytesIO()
     _photo(7).save(buf, "JPEG", quality=90)

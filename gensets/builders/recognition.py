@@ -24,9 +24,9 @@ from ..config import to_dict
 from ..errors import DataError
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
+from ..sources.imports import check_max_pixels
 from . import base
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
-from .importing import check_max_pixels
 
 BORJI_2022 = """
 @article{borji2022generated,
@@ -163,7 +163,7 @@ def import_items(cfg: RecognitionConfig, src: ImportSource):
     """The files of an import, listed under ``cfg.base_dir``: (Item, its name relative to the config)
     per file. The name is what skip reasons and messages show; it holds no absolute path of this machine
     unless the config wrote one."""
-    from .importing import list_items
+    from ..sources.imports import list_items
 
     root = cfg.base_dir / src.path
     if not root.exists():
@@ -173,7 +173,7 @@ def import_items(cfg: RecognitionConfig, src: ImportSource):
 
 
 def plan(cfg: RecognitionConfig) -> list[Unit]:
-    from .importing import file_digest
+    from ..sources.imports import file_digest
 
     units = []
     base = {"builder": "recognition", "seed": cfg.seed, "image": to_dict(cfg.image),
@@ -272,7 +272,7 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
 
 def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from .importing import Skip, load_checked
+    from ..sources.imports import Skip, load_checked
 
     p = unit.payload
     cfg = ctx.cfg

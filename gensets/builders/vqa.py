@@ -26,9 +26,9 @@ from ..config import to_dict
 from ..errors import ConfigError, DataError
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
+from ..sources.imports import check_max_pixels
 from . import base
 from .common import GeneratorConfig, ImageConfig, Unit
-from .importing import check_max_pixels
 from .recognition import BORJI_2022
 
 # swap vocabularies for the "no" questions (COCO-like everyday objects); an attribute is swapped only for
@@ -206,7 +206,7 @@ def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, 
 
 
 def plan(cfg: VQAConfig) -> list[Unit]:
-    from .importing import file_digest
+    from ..sources.imports import file_digest
 
     units = []
     base = {"builder": "vqa", "seed": cfg.seed, "image": to_dict(cfg.image)}
@@ -243,7 +243,7 @@ class Context(base.Context):
 
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from .importing import Skip, load_checked
+    from ..sources.imports import Skip, load_checked
 
     p = unit.payload
     cfg = ctx.cfg

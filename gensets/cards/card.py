@@ -35,7 +35,7 @@ def size_category(n: int) -> str:
 
 def header(builder, cfg, manifest: dict) -> dict:
     class_names = builder.class_names(cfg)
-    feats = features(class_names, cfg.image.format)._to_yaml_list()
+    feats = features(class_names, cfg.image.format, builder.fields)._to_yaml_list()
     configs, infos = [], []
     for config, n in manifest["counts"].items():
         if not n:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
+from ..shards import sha256_file
 
 _PIL_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
 # what may identify a person or a place: EXIF (GPS, camera serial), XMP, IPTC, ICC, comments, PNG text
@@ -90,14 +91,11 @@ def _list_rows(path: Path) -> list[tuple[int, dict]]:
 
 
 def file_digest(path: str) -> str:
-    h = hashlib.sha256()
+    """The file's sha256, or ``unreadable:<errno>`` (the file is then skipped when read, with its reason)."""
     try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
+        return sha256_file(path)
     except OSError as e:
         return f"unreadable:{e.errno}"
-    return h.hexdigest()
 
 
 def check_max_pixels(max_pixels: int) -> None:
