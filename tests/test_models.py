@@ -197,6 +197,76 @@ def test_tiny_unknown_kind():
         tiny_path("nope")
 
 
+def test_tiny_kinds_and_their_loaders_come_from_the_registry():
+    from gensets.models.captioner import load_captioner
+    from gensets.models.text import load_text2text
+    from gensets.models.tiny import tiny_kinds
+
+    assert tiny_kinds() == ["blip-caption", "blip-vqa", "clip", "hf-clip", "resnet", "sd", "t5", "vilt-vqa",
+                            "vit", "vlm"]
+    assert {loader: tiny_kinds(loader) for loader in ("timm", "hf", "open_clip", "diffusers", "vqa", "caption",
+                                                       "text")} == {
+        "timm": ["resnet"], "hf": ["hf-clip", "vit"], "open_clip": ["clip"], "diffusers": ["sd"],
+        "vqa": ["blip-vqa", "vilt-vqa", "vlm"], "caption": ["blip-caption", "vlm"], "text": ["t5"]}
+    # a loader asked for a tiny model it does not read says what the model is, or what it takes instead
+    for spec, what in [("tiny:t5", "a text-to-text model (gensets.models.text.load_text2text)"),
+                       ("tiny:vlm", "a visual question answering model (gensets.models.vlm.load_vqa)"),
+                       ("tiny:blip-caption", "an image captioning model (gensets.models.captioner.load_captioner)"),
+                       ("tiny:sd", "an image generator")]:
+        with pytest.raises(ModelError) as err:
+            load_classifier(spec)
+        assert str(err.value) == f"model {spec!r} is {what}, not a classifier"
+    for load, spec, message in [
+        (load_generator, "tiny:vit", "is not an image generator (use diffusers:<repo or path> or tiny:sd)"),
+        (load_text2text, "tiny:sd", "is not a text-to-text model (use hf:<repo or path> or tiny:t5)"),
+        (load_captioner, "timm:resnet50",
+         "is not a captioning model (use hf:<repo or path>, tiny:blip-caption or tiny:vlm)"),
+    ]:
+        with pytest.raises(ModelError) as err:
+            load(spec)
+        assert str(err.value) == f"model {spec!r} {message}"
+
+
+def test_a_tiny_model_is_one_class_with_one_decorator(tmp_path, monkeypatch):
+    """A tiny kind registered here, as a new file in gensets/models/tiny/ would: `tiny:<kind>` parses, and
+    the loader its registration names builds it once and loads it through the real timm path."""
+    from safetensors.torch import load_file
+
+    from gensets.models.tiny import TinyModel, tiny_kinds
+    from gensets.registry import TINY_MODELS
+
+    @TINY_MODELS.register("test-vit")
+    class TinyTestViT(TinyModel):
+        loaders = ("timm",)
+
+        @staticmethod
+        def build(folder: Path) -> None:
+            import timm
+
+            model = timm.create_model("test_vit", pretrained=False)
+            timm.models.save_for_hf(model, str(folder), safe_serialization=True)
+
+    monkeypatch.setenv("GENSETS_CACHE", str(tmp_path))
+    try:
+        assert TinyTestViT.name == "test-vit" and tiny_kinds("timm") == ["resnet", "test-vit"]
+        assert parse_spec("tiny:test-vit") == ModelSpec("tiny", "test-vit", None, "tiny:test-vit")
+        c = load_classifier("tiny:test-vit")
+        assert (c.kind, c.spec, c.model_id, c.revision) == ("timm", "tiny:test-vit", "tiny:test-vit", None)
+        path = tiny_path("test-vit")
+        assert path == tmp_path / "tiny" / "test-vit-v1" and (path / ".complete").is_file()
+        saved = load_file(str(path / "model.safetensors"))
+        state = c.model.state_dict()
+        assert all((state[k] == v).all() for k, v in saved.items())
+        assert tuple(c.predict(_images(2)).shape) == (2, len(c.label_names))
+        with pytest.raises(ModelError, match=r"not an image generator \(use diffusers:<repo or path> or tiny:sd\)"):
+            load_generator("tiny:test-vit")
+    finally:
+        TINY_MODELS.unregister("test-vit")
+    assert "test-vit" not in tiny_kinds()
+    with pytest.raises(ModelError, match="unknown tiny model 'test-vit'"):
+        parse_spec("tiny:test-vit")
+
+
 # ---------------------------------------------------------------- classifiers
 def test_timm_classifier_tiny_resnet():
     import timm

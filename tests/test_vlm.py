@@ -10,7 +10,7 @@ import pytest
 
 from gensets.errors import ModelError
 from gensets.labels.twoway import build_question, parse_choice, score_two_way, two_way_accuracy
-from gensets.models.tiny_vlm import TINY_VLM_KINDS, tiny_vlm_path
+from gensets.models.tiny import tiny_kinds, tiny_path
 from gensets.models.vlm import load_vqa
 
 QUESTIONS = [
@@ -52,9 +52,9 @@ def _clip():
 
 
 # ---------------------------------------------------------------- models
-@pytest.mark.parametrize("kind", TINY_VLM_KINDS)
+@pytest.mark.parametrize("kind", tiny_kinds("vqa"))
 def test_tiny_vqa_answers_a_batch(kind):
-    path = tiny_vlm_path(kind)
+    path = tiny_path(kind)
     assert (path / "model.safetensors").is_file() and not list(path.glob("*.bin"))
     m = _vqa(kind)
     assert (m.spec, m.model_id, m.revision) == (f"tiny:{kind}", f"tiny:{kind}", None)
@@ -67,15 +67,15 @@ def test_tiny_vqa_answers_a_batch(kind):
 
 
 def test_kind_read_from_config_of_local_folder():
-    assert load_vqa(f"hf:{tiny_vlm_path('vilt-vqa')}").kind == "vilt"
-    assert load_vqa(f"hf:{tiny_vlm_path('blip-vqa')}").kind == "blip"
-    assert load_vqa(f"hf:{tiny_vlm_path('vlm')}").kind == "image-text-to-text"
+    assert load_vqa(f"hf:{tiny_path('vilt-vqa')}").kind == "vilt"
+    assert load_vqa(f"hf:{tiny_path('blip-vqa')}").kind == "blip"
+    assert load_vqa(f"hf:{tiny_path('vlm')}").kind == "image-text-to-text"
 
 
 def test_tiny_vlm_works_with_the_pipeline():
     from transformers import pipeline
 
-    pipe = pipeline("image-text-to-text", model=str(tiny_vlm_path("vlm")))
+    pipe = pipeline("image-text-to-text", model=str(tiny_path("vlm")))
     chat = [
         {
             "role": "user",
@@ -100,7 +100,7 @@ def test_bad_specs_and_pickle_only_folder(tmp_path):
     with pytest.raises(ModelError, match="not a visual question answering model"):
         load_vqa("timm:resnet50")
     folder = tmp_path / "pickled"
-    shutil.copytree(tiny_vlm_path("vilt-vqa"), folder)
+    shutil.copytree(tiny_path("vilt-vqa"), folder)
     (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
     with pytest.raises(ModelError, match="pickle"):
         load_vqa(f"hf:{folder}")

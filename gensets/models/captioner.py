@@ -7,8 +7,8 @@
     image-text-to-text           chat models (LLaVA, SmolVLM, ...): asked `prompt` with the image
 Decoding is deterministic (greedy or beam search, never sampled), so a caption depends only on the
 model, the image and the settings. Specs: `hf:<repo or local path>[@rev]`, `tiny:blip-caption`
-(tiny_caption.py) or `tiny:vlm` (a chat model). Hub repos go through gensets.models.hub (offline and
-not cached: one ModelError line); weights are safetensors only unless allow_pickle=True.
+(gensets.models.tiny.caption) or `tiny:vlm` (a chat model). Hub repos go through gensets.models.loading
+(offline and not cached: one ModelError line); weights are safetensors only unless allow_pickle=True.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
-from gensets.models import hub
+from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import parse_spec
 
@@ -96,55 +96,32 @@ def load_captioner(spec: str, *, allow_pickle: bool = False, trust_remote_code: 
     or `tiny:vlm`, a chat model)."""
     s = parse_spec(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
-    if s.is_tiny:
-        if s.name not in ("blip-caption", "vlm"):
-            raise ModelError(f"model {spec!r} is not a captioning model (use hf:<repo or path>, tiny:blip-caption "
-                             "or tiny:vlm)")
-        from gensets.models.tiny import tiny_path
-
-        path, repo, model_id = tiny_path(s.name), None, s.raw
-    elif s.kind == "hf":
-        path, repo = hub.local_or_repo(s, s.name)
-        model_id = repo or str(path)
-        if path is not None:
-            if s.revision:
-                raise ModelError(f"model {spec!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
-            hub.check_local_weights(s, path, allow_pickle)
-    else:
-        raise ModelError(f"model {spec!r} is not a captioning model (use hf:<repo or path> or tiny:blip-caption)")
-    online = hub.ensure_reachable(s, repo)
+    loading.expect(s, "hf", "caption", "a captioning model")
+    source = loading.resolve(s, allow_pickle)
     # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
-    kwargs: dict = {"trust_remote_code": trust_remote_code}
-    if repo:
-        kwargs.update(revision=s.revision, local_files_only=not online)
-    src = repo or str(path)
+    kwargs: dict = {"trust_remote_code": trust_remote_code, **source.hub_kwargs()}
+    src = source.location
     tokenizer = None
-    try:
-        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
-            import transformers
-            from transformers import AutoConfig
+    load_errors = loading.load_errors(s, " as a captioning model")
+    with load_errors, source.offline(), hub.quiet_progress("transformers"):
+        import transformers
+        from transformers import AutoConfig
 
-            config = AutoConfig.from_pretrained(src, **kwargs)
-            kind = _caption_kind(s.raw, config)
-            weights = dict(use_safetensors=None if allow_pickle else True)
-            if kind == "vision-encoder-decoder":
-                model = transformers.VisionEncoderDecoderModel.from_pretrained(src, **weights, **kwargs)
-                processor = transformers.AutoImageProcessor.from_pretrained(src, **kwargs)
-                tokenizer = transformers.AutoTokenizer.from_pretrained(src, **kwargs)
-            elif kind == "blip":
-                model = transformers.AutoModelForImageTextToText.from_pretrained(src, **weights, **kwargs)
-                processor = transformers.AutoProcessor.from_pretrained(src, **kwargs)
-    except ModelError:
-        raise
-    except Exception as e:
-        raise ModelError(f"model {spec!r} cannot be loaded as a captioning model: {hub.one_line(e)}") from None
+        config = AutoConfig.from_pretrained(src, **kwargs)
+        kind = _caption_kind(s.raw, config)
+        weights = dict(use_safetensors=None if allow_pickle else True)
+        if kind == "vision-encoder-decoder":
+            model = transformers.VisionEncoderDecoderModel.from_pretrained(src, **weights, **kwargs)
+            processor = transformers.AutoImageProcessor.from_pretrained(src, **kwargs)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(src, **kwargs)
+        elif kind == "blip":
+            model = transformers.AutoModelForImageTextToText.from_pretrained(src, **weights, **kwargs)
+            processor = transformers.AutoProcessor.from_pretrained(src, **kwargs)
     if kind == "image-text-to-text":  # a chat model asked for a caption: the VQA adapter's chat path
         from gensets.models.vlm import load_vqa
 
         vqa = load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
         return Captioner(spec=s.raw, model_id=vqa.model_id, revision=vqa.revision, kind=kind, model=vqa,
                          processor=vqa.processor, device=device)
-    revision = getattr(config, "_commit_hash", None) if repo else None
-    revision = revision or (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
-    return Captioner(spec=s.raw, model_id=model_id, revision=revision, kind=kind, model=model,
-                     processor=processor, tokenizer=tokenizer, device=device)
+    return Captioner(spec=s.raw, model_id=source.model_id, revision=source.commit(config), kind=kind,
+                     model=model, processor=processor, tokenizer=tokenizer, device=device)

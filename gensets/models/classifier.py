@@ -17,16 +17,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
-from gensets.models import hub
+from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
-from gensets.models.tiny import tiny_path
+from gensets.models.tiny import tiny_loaders
 
 if TYPE_CHECKING:
     import torch
     from PIL import Image
 
 DEFAULT_TEMPLATES = ["a photo of a {}."]
+LOADERS = ("timm", "hf", "open_clip")  # the spec kinds, and the tiny models' loaders, that are classifiers
+NOT_A_CLASSIFIER = {  # what a model read by another loader is
+    "text": "a text-to-text model (gensets.models.text.load_text2text)",
+    "vqa": "a visual question answering model (gensets.models.vlm.load_vqa)",
+    "caption": "an image captioning model (gensets.models.captioner.load_captioner)",
+    "diffusers": "an image generator",
+}
 
 
 class Classifier:
@@ -227,21 +234,10 @@ def _zero_shot_labels(spec: ModelSpec, labels: list[str] | None) -> list[str]:
     return list(labels)
 
 
-def _load_error(spec: ModelSpec, exc: BaseException) -> ModelError:
-    return ModelError(f"model {spec.raw!r} cannot be loaded: {hub.one_line(exc)}")
-
-
 def _refuse_pickle(spec: ModelSpec, what: str) -> ModelError:
     return ModelError(
         f"model {spec.raw!r}: {what}; refusing pickle weights (pass allow_pickle=True to accept them)"
     )
-
-
-def _local_dir(spec: ModelSpec, path: str) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_dir():
-        raise ModelError(f"model {spec.raw!r}: local model folder {path!r} does not exist")
-    return p.resolve()
 
 
 # ---------------------------------------------------------------- timm
@@ -282,7 +278,7 @@ def _timm_hub_safetensors(spec: ModelSpec, repo: str, filename: str | None) -> N
         except EntryNotFoundError:  # the Hub says the repo has no such file
             continue
         except Exception as e:
-            raise _load_error(spec, e) from None
+            raise loading.load_error(spec, e) from None
     if not_cached:
         raise ModelError(
             f"model {spec.raw!r} is not available: the Hub cannot be reached and the local cache of {repo}"
@@ -296,22 +292,13 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
         hub.start_probe()  # overlaps the probe with the slow import below
     import timm
 
-    name, repo, online = spec.name, None, True
-    if spec.is_tiny:
-        model_name, model_id = f"local-dir:{tiny_path('resnet')}", "tiny:resnet"
-    elif name.startswith("local-dir:"):
-        path = _local_dir(spec, name[len("local-dir:") :])
-        hub.check_local_weights(spec, path, allow_pickle)
-        model_name, model_id = f"local-dir:{path}", str(path)
-    elif name.startswith("hf-hub:"):
-        repo = name[len("hf-hub:") :]
-        hub.check_repo_id(spec, repo)
-        online = hub.ensure_reachable(spec, repo)
-        if not allow_pickle:
-            with hub.hub_offline(not online):
-                _timm_hub_safetensors(spec, repo, None)
-        model_name = name + (f"@{spec.revision}" if spec.revision else "")
-        model_id = repo
+    name, filename = spec.name, None
+    if spec.is_tiny or name.startswith(("local-dir:", "hf-hub:")):
+        source = loading.resolve(spec, allow_pickle)
+        if source.path:
+            model_name = f"local-dir:{source.path}"
+        else:
+            model_name = name + (f"@{spec.revision}" if spec.revision else "")
     else:
         if not timm.is_model(name):
             raise ModelError(f"model {spec.raw!r}: unknown timm model {name!r}")
@@ -321,30 +308,24 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
             raise ModelError(
                 f"model {spec.raw!r}: no pretrained weights for timm model {name!r} ({hub.one_line(e)})"
             ) from None
-        model_id = f"{cfg.architecture}.{cfg.tag}" if cfg.tag else cfg.architecture
-        if cfg.hf_hub_id:
-            repo = cfg.hf_hub_id.rstrip("/")
-            online = hub.ensure_reachable(spec, repo)
-            if not allow_pickle:
-                with hub.hub_offline(not online):
-                    _timm_hub_safetensors(spec, repo, cfg.hf_hub_filename)
-            model_name = f"hf-hub:{repo}@{spec.revision}" if spec.revision else name
-        elif not allow_pickle:
+        repo = cfg.hf_hub_id.rstrip("/") if cfg.hf_hub_id else None
+        if repo is None and not allow_pickle:
             raise _refuse_pickle(
                 spec, f"the weights of {name!r} are a pickle file at {cfg.url or cfg.file!r}"
             )
-        else:
-            model_name = name
-    try:
-        with hub.hub_offline(not online):
-            model = timm.create_model(model_name, pretrained=True)
-    except Exception as e:
-        raise _load_error(spec, e) from None
-    revision = (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
+        model_id = f"{cfg.architecture}.{cfg.tag}" if cfg.tag else cfg.architecture
+        source = loading.resolve(spec, allow_pickle, repo=repo, model_id=model_id)
+        model_name = f"hf-hub:{repo}@{spec.revision}" if repo and spec.revision else name
+        filename = cfg.hf_hub_filename
+    if source.repo and not allow_pickle:
+        with source.offline():
+            _timm_hub_safetensors(spec, source.repo, filename)
+    with loading.load_errors(spec), source.offline():
+        model = timm.create_model(model_name, pretrained=True)
     return TimmClassifier(
         spec=spec.raw,
-        model_id=model_id,
-        revision=revision,
+        model_id=source.model_id,
+        revision=source.commit(),
         label_names=_timm_label_names(model),
         model=model,
         device=device,
@@ -353,49 +334,29 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
 
 # ---------------------------------------------------------------- transformers
 def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remote_code: bool, device: str):
-    if spec.is_tiny:
-        path, repo = tiny_path(spec.name), None
-        model_id = spec.raw
-    else:
-        path, repo = hub.local_or_repo(spec, spec.name)
-        model_id = repo or str(path)
-    if path is not None:
-        if spec.revision:
-            raise ModelError(
-                f"model {spec.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}"
-            )
-        hub.check_local_weights(spec, path, allow_pickle)
-    online = hub.ensure_reachable(spec, repo)
+    source = loading.resolve(spec, allow_pickle)
     # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
-    kwargs: dict = {"trust_remote_code": trust_remote_code}
-    if repo:
-        kwargs.update(revision=spec.revision, local_files_only=not online)
-    src = repo or str(path)
+    kwargs: dict = {"trust_remote_code": trust_remote_code, **source.hub_kwargs()}
+    src = source.location
     weights = dict(use_safetensors=None if allow_pickle else True)
-    try:
-        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
-            from transformers import AutoConfig
+    with loading.load_errors(spec), source.offline(), hub.quiet_progress("transformers"):
+        from transformers import AutoConfig
 
-            config = AutoConfig.from_pretrained(src, **kwargs)
-            if config.model_type == "clip":
-                from transformers import CLIPModel, CLIPProcessor
+        config = AutoConfig.from_pretrained(src, **kwargs)
+        if config.model_type == "clip":
+            from transformers import CLIPModel, CLIPProcessor
 
-                fns = _template_fns(spec, templates)
-                names = _zero_shot_labels(spec, labels)
-                model = CLIPModel.from_pretrained(src, **weights, **kwargs)
-                processor = CLIPProcessor.from_pretrained(src, **kwargs)
-            else:
-                from transformers import AutoImageProcessor, AutoModelForImageClassification
+            fns = _template_fns(spec, templates)
+            names = _zero_shot_labels(spec, labels)
+            model = CLIPModel.from_pretrained(src, **weights, **kwargs)
+            processor = CLIPProcessor.from_pretrained(src, **kwargs)
+        else:
+            from transformers import AutoImageProcessor, AutoModelForImageClassification
 
-                model = AutoModelForImageClassification.from_pretrained(src, **weights, **kwargs)
-                image_processor = AutoImageProcessor.from_pretrained(src, **kwargs)
-    except ModelError:
-        raise
-    except Exception as e:
-        raise _load_error(spec, e) from None
-    revision = getattr(config, "_commit_hash", None) if repo else None
-    revision = revision or (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
-    common = dict(spec=spec.raw, model_id=model_id, revision=revision, model=model, device=device)
+            model = AutoModelForImageClassification.from_pretrained(src, **weights, **kwargs)
+            image_processor = AutoImageProcessor.from_pretrained(src, **kwargs)
+    common = dict(spec=spec.raw, model_id=source.model_id, revision=source.commit(config), model=model,
+                  device=device)
     if config.model_type == "clip":
         return HFClipClassifier(processor=processor, templates=fns, label_names=names, **common)
     id2label = model.config.id2label
@@ -413,40 +374,40 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
 
     names = _zero_shot_labels(spec, labels)
     fns = _template_fns(spec, templates)
-    name, repo, online, extra = spec.name, None, True, {}
-    try:
-        if spec.is_tiny or name.startswith("local-dir:"):
-            path = tiny_path("clip") if spec.is_tiny else _local_dir(spec, name[len("local-dir:") :])
-            model_name, model_id = f"local-dir:{path}", (spec.raw if spec.is_tiny else str(path))
-        elif name.startswith("hf-hub:"):
-            # the repo's snapshot at the pinned revision, loaded as a local folder: open_clip's own
-            # hf-hub: loader takes no revision
-            from huggingface_hub import snapshot_download
+    extra = {}
+    with loading.load_errors(spec):
+        if spec.is_tiny or spec.name.startswith(("hf-hub:", "local-dir:")):
+            # no check of the folder's weights here: the one checkpoint open_clip loads is checked below
+            source = loading.resolve(spec, allow_pickle, check_weights=False)
+            path = source.path
+            if source.repo:
+                # the repo's snapshot at the pinned revision, loaded as a local folder: open_clip's own
+                # hf-hub: loader takes no revision
+                from huggingface_hub import snapshot_download
 
-            repo = name[len("hf-hub:") :]
-            hub.check_repo_id(spec, repo)
-            online = hub.ensure_reachable(spec, repo)
-            # everything but pickle weights: the config, the safetensors, and an HF tokenizer's files
-            # (SigLIP, multilingual CLIPs), which open_clip reads from the same folder
-            with hub.hub_offline(not online):
-                path = Path(snapshot_download(repo, revision=spec.revision, ignore_patterns=None if allow_pickle
-                                              else [f"*{suffix}" for suffix in hub.PICKLE_SUFFIXES]))
-            model_name, model_id = f"local-dir:{path}", repo
+                # everything but pickle weights: the config, the safetensors, and an HF tokenizer's files
+                # (SigLIP, multilingual CLIPs), which open_clip reads from the same folder
+                pickles = None if allow_pickle else [f"*{suffix}" for suffix in hub.PICKLE_SUFFIXES]
+                with source.offline():
+                    path = Path(snapshot_download(source.repo, revision=spec.revision, ignore_patterns=pickles))
+            model_name = f"local-dir:{path}"
         else:
-            arch, _, tag = name.partition("/")
+            arch, _, tag = spec.name.partition("/")
             if arch not in open_clip.list_models():
                 raise ModelError(f"model {spec.raw!r}: unknown open_clip architecture {arch!r}")
-            model_name, model_id = arch, name
             cfg = {} if os.path.isfile(tag) else get_pretrained_cfg(arch, tag)
+            if not (cfg or os.path.isfile(tag)):
+                raise ModelError(f"model {spec.raw!r}: unknown open_clip pretrained tag {tag!r} for {arch!r}")
+            # "org/repo/" or "org/repo/file", as open_clip
+            repo, filename = os.path.split(cfg["hf_hub"]) if cfg.get("hf_hub") else (None, "")
+            source = loading.resolve(spec, allow_pickle, repo=repo, model_id=spec.name)
+            model_name = arch
             if os.path.isfile(tag):
                 ckpt = tag
-            elif not cfg:
-                raise ModelError(f"model {spec.raw!r}: unknown open_clip pretrained tag {tag!r} for {arch!r}")
-            elif cfg.get("hf_hub"):
-                repo, filename = os.path.split(cfg["hf_hub"])  # "org/repo/" or "org/repo/file", as open_clip
-                online = hub.ensure_reachable(spec, repo)
-                with hub.hub_offline(not online):
-                    ckpt = download_pretrained_from_hf(repo, filename=filename or None, revision=spec.revision)
+            elif source.repo:
+                with source.offline():
+                    ckpt = download_pretrained_from_hf(source.repo, filename=filename or None,
+                                                       revision=spec.revision)
             elif spec.revision:
                 raise ModelError(f"model {spec.raw!r}: a revision applies to Hub weights, and the tag "
                                  f"{tag!r} downloads from {cfg.get('url')!r}")
@@ -470,18 +431,13 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
             raise _refuse_pickle(
                 spec, f"the checkpoint {os.path.basename(str(ckpt))!r} is pickle, not safetensors"
             )
-        with hub.hub_offline(not online):
+        with source.offline():
             model, _, transform = open_clip.create_model_and_transforms(model_name, device=device, **extra)
             tokenizer = open_clip.get_tokenizer(model_name)
-    except ModelError:
-        raise
-    except Exception as e:
-        raise _load_error(spec, e) from None
-    revision = (hub.cached_commit(repo, spec.revision) if repo else None) or spec.revision
     return OpenClipClassifier(
         spec=spec.raw,
-        model_id=model_id,
-        revision=revision,
+        model_id=source.model_id,
+        revision=source.commit(),
         label_names=names,
         model=model,
         device=device,
@@ -507,18 +463,14 @@ def load_classifier(
     """
     s = parse_spec(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
-    if s.is_tiny and s.name == "t5":
-        raise ModelError(f"model {spec!r} is a text-to-text model (gensets.models.text.load_text2text), "
-                         "not a classifier")
-    if s.is_tiny and s.name in ("vilt-vqa", "blip-vqa", "vlm"):
-        raise ModelError(f"model {spec!r} is a visual question answering model (gensets.models.vlm.load_vqa), "
-                         "not a classifier")
-    tiny_kind = {"resnet": "timm", "vit": "hf", "hf-clip": "hf", "clip": "open_clip"}
-    kind = tiny_kind.get(s.name) if s.is_tiny else s.kind
+    kind = s.kind
+    if s.is_tiny:  # read by the first of its loaders that is a classifier, else it is not one
+        loaders = tiny_loaders(s.name)
+        kind = next((k for k in loaders if k in LOADERS), loaders[0] if loaders else "")
     if kind == "timm":
         return _load_timm(s, allow_pickle, device)
     if kind == "hf":
         return _load_hf(s, labels, templates, allow_pickle, trust_remote_code, device)
     if kind == "open_clip":
         return _load_open_clip(s, labels, templates, allow_pickle, device)
-    raise ModelError(f"model {spec!r} is an image generator, not a classifier")
+    raise ModelError(f"model {spec!r} is {NOT_A_CLASSIFIER.get(kind, 'another kind of model')}, not a classifier")

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
-from gensets.models import hub
+from gensets.models import hub, loading
 from gensets.models.spec import parse_spec
-from gensets.models.tiny import tiny_path
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -114,27 +113,12 @@ def load_generator(
     the pipeline's own scheduler config.
     """
     s = parse_spec(spec)
-    if not (s.kind == "diffusers" or (s.is_tiny and s.name == "sd")):
-        raise ModelError(
-            f"model {spec!r} is not an image generator (use diffusers:<repo or path> or tiny:sd)"
-        )
+    loading.expect(s, "diffusers", "diffusers", "an image generator")
     if torch_dtype not in DTYPES:
         raise ModelError(
             f"model {spec!r}: unknown torch_dtype {torch_dtype!r} (expected one of {', '.join(DTYPES)})"
         )
-    if s.is_tiny:
-        path, repo = tiny_path("sd"), None
-        model_id = s.raw
-    else:
-        path, repo = hub.local_or_repo(s, s.name)
-        model_id = repo or str(path)
-        if path is not None:
-            if s.revision:
-                raise ModelError(
-                    f"model {spec!r}: a revision applies to Hub repos, not to local path {str(path)!r}"
-                )
-            hub.check_local_weights(s, path, allow_pickle)
-    online = hub.ensure_reachable(s, repo)
+    source = loading.resolve(s, allow_pickle)
 
     import diffusers
     import torch
@@ -144,18 +128,13 @@ def load_generator(
         scheduler_cls = getattr(diffusers, scheduler, None)
         if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, diffusers.SchedulerMixin)):
             raise ModelError(f"model {spec!r}: unknown diffusers scheduler {scheduler!r}")
-    kwargs: dict = dict(dtype=getattr(torch, torch_dtype))
+    kwargs: dict = dict(dtype=getattr(torch, torch_dtype), **source.hub_kwargs())
     if not allow_pickle:
         kwargs["use_safetensors"] = True
     if s.is_tiny:
         kwargs["low_cpu_mem_usage"] = False
-    if repo:
-        kwargs.update(revision=s.revision, local_files_only=not online)
-    try:
-        with hub.hub_offline(not online), hub.quiet_progress("diffusers", "transformers"):
-            pipe = diffusers.DiffusionPipeline.from_pretrained(repo or str(path), **kwargs)
-    except Exception as e:
-        raise ModelError(f"model {spec!r} cannot be loaded: {hub.one_line(e)}") from None
+    with loading.load_errors(s), source.offline(), hub.quiet_progress("diffusers", "transformers"):
+        pipe = diffusers.DiffusionPipeline.from_pretrained(source.location, **kwargs)
     if scheduler_cls is not None:
         pipe.scheduler = scheduler_cls.from_config(pipe.scheduler.config)
     if device is None:  # under accelerate launch, this process's GPU (not every process on GPU 0)
@@ -164,5 +143,4 @@ def load_generator(
         device = default_device()
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
-    revision = (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
-    return Generator(spec=s.raw, model_id=model_id, revision=revision, pipe=pipe)
+    return Generator(spec=s.raw, model_id=source.model_id, revision=source.commit(), pipe=pipe)

@@ -4,7 +4,7 @@
     open_clip:<arch>/<pretrained>[@revision] | open_clip:hf-hub:org/repo[@revision] | open_clip:local-dir:PATH
     hf:<org/repo | local path>[@revision]          (transformers; the task is read from the config)
     diffusers:<org/repo | local path>[@revision]
-    tiny:<sd | resnet | vit | clip | hf-clip | vilt-vqa | blip-vqa | vlm | t5 | blip-caption>  (small random models built offline)
+    tiny:<kind>                                     (small random models built offline: gensets.models.tiny)
 
 The revision is the text after the last `@` when that text holds no `/` (a path may contain `@`)
 or starts with `refs/` (e.g. `@refs/pr/1`).
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gensets.errors import ModelError
+from gensets.registry import TINY_MODELS
 
 KINDS = ("timm", "open_clip", "hf", "diffusers", "tiny")
-TINY_KINDS = ("sd", "resnet", "vit", "clip", "hf-clip", "vilt-vqa", "blip-vqa", "vlm", "t5", "blip-caption")
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,9 @@ def parse_spec(s: str) -> ModelSpec:
     revision = None
 
     if kind == "tiny":
-        if name not in TINY_KINDS:
-            raise ModelError(
-                f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {', '.join(TINY_KINDS)})"
-            )
+        if name not in TINY_MODELS:
+            known = ", ".join(TINY_MODELS)
+            raise ModelError(f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {known})")
     elif kind == "open_clip":
         if not name.startswith("local-dir:"):
             name, revision = _split_revision(s, name)

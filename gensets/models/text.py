@@ -2,15 +2,14 @@
 
 Used by GenBench's category enhancement (CE): a class name, put into an input template, is expanded into
 a sentence. Specs: `hf:<repo or local path>[@rev]` (any AutoModelForSeq2SeqLM: T5, Flan-T5, BART, ...)
-or `tiny:t5` (tiny_text.py). Each input is sampled on its own, under its own seed
+or `tiny:t5` (gensets.models.tiny.text). Each input is sampled on its own, under its own seed
 (``torch.manual_seed(seed)`` in a forked RNG), so a text depends only on (model, input, seed, settings),
 never on the other inputs of the call or on the number of processes.
 """
 
 from __future__ import annotations
 
-from gensets.errors import ModelError
-from gensets.models import hub
+from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import parse_spec
 
@@ -53,37 +52,17 @@ def load_text2text(spec: str, *, allow_pickle: bool = False, device: str | None 
     """Load the seq2seq model named by `spec` (`hf:<repo or path>[@rev]` or `tiny:t5`)."""
     s = parse_spec(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
-    if s.is_tiny:
-        if s.name != "t5":
-            raise ModelError(f"model {spec!r} is not a text-to-text model (use hf:<repo or path> or tiny:t5)")
-        from gensets.models.tiny_text import tiny_text_path
+    loading.expect(s, "hf", "text", "a text-to-text model")
+    source = loading.resolve(s, allow_pickle)
+    kwargs = source.hub_kwargs()
+    src = source.location
+    load_errors = loading.load_errors(s, " as a text-to-text model")
+    with load_errors, source.offline(), hub.quiet_progress("transformers"):
+        from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
-        path, repo, model_id = tiny_text_path("t5"), None, s.raw
-    elif s.kind == "hf":
-        path, repo = hub.local_or_repo(s, s.name)
-        model_id = repo or str(path)
-        if path is not None:
-            if s.revision:
-                raise ModelError(f"model {spec!r}: a revision applies to Hub repos, not to local path {str(path)!r}")
-            hub.check_local_weights(s, path, allow_pickle)
-    else:
-        raise ModelError(f"model {spec!r} is not a text-to-text model (use hf:<repo or path> or tiny:t5)")
-    online = hub.ensure_reachable(s, repo)
-    kwargs: dict = {}
-    if repo:
-        kwargs.update(revision=s.revision, local_files_only=not online)
-    src = repo or str(path)
-    try:
-        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
-            from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
-
-            config = AutoConfig.from_pretrained(src, **kwargs)
-            model = AutoModelForSeq2SeqLM.from_pretrained(src, use_safetensors=None if allow_pickle else True,
-                                                          **kwargs)
-            tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
-    except Exception as e:
-        raise ModelError(f"model {spec!r} cannot be loaded as a text-to-text model: {hub.one_line(e)}") from None
-    revision = getattr(config, "_commit_hash", None) if repo else None
-    revision = revision or (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
-    return Text2Text(spec=s.raw, model_id=model_id, revision=revision, model=model, tokenizer=tokenizer,
-                     device=device)
+        config = AutoConfig.from_pretrained(src, **kwargs)
+        model = AutoModelForSeq2SeqLM.from_pretrained(src, use_safetensors=None if allow_pickle else True,
+                                                      **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+    return Text2Text(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
+                     tokenizer=tokenizer, device=device)

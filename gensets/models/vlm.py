@@ -5,9 +5,9 @@
     image-text-to-text        (LLaVA, Idefics3/SmolVLM, PaliGemma, Qwen2-VL, ...) the processor's chat
                               template with one image and the question, greedy decoding, new text only
 Specs: `hf:<repo or local path>[@rev]` (the kind is read from the config's architectures / model_type)
-or `tiny:vilt-vqa`, `tiny:blip-vqa`, `tiny:vlm` (tiny_vlm.py). Hub repos go through gensets.models.hub:
-offline and not cached fails at once in one ModelError line. Weights are safetensors only unless
-allow_pickle=True.
+or `tiny:vilt-vqa`, `tiny:blip-vqa`, `tiny:vlm` (gensets.models.tiny.vqa). Hub repos go through
+gensets.models.loading: offline and not cached fails at once in one ModelError line. Weights are
+safetensors only unless allow_pickle=True.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
-from gensets.models import hub
+from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
-from gensets.models.tiny_vlm import TINY_VLM_KINDS, tiny_vlm_path
+from gensets.models.tiny import tiny_kinds
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -121,17 +121,17 @@ class ChatVQA(VQAModel):
 def _parse(spec: str) -> ModelSpec:
     kind, sep, name = spec.strip().partition(":") if isinstance(spec, str) else ("", "", "")
     if kind == "tiny" and sep:
-        if name.strip() not in TINY_VLM_KINDS:
+        if name.strip() not in tiny_kinds("vqa"):
             raise ModelError(
                 f"bad model spec {spec!r}: unknown tiny VQA model {name.strip()!r}"
-                f" (expected one of {', '.join(TINY_VLM_KINDS)})"
+                f" (expected one of {', '.join(tiny_kinds('vqa'))})"
             )
         return ModelSpec(kind="tiny", name=name.strip(), revision=None, raw=spec)
     s = parse_spec(spec)
     if s.kind != "hf":
         raise ModelError(
             f"model {spec!r} is not a visual question answering model: use hf:<repo or path> or"
-            f" tiny:<{' | '.join(TINY_VLM_KINDS)}>"
+            f" tiny:<{' | '.join(tiny_kinds('vqa'))}>"
         )
     return s
 
@@ -158,46 +158,25 @@ def load_vqa(
     """Load the VQA model named by `spec` (see the module docstring)."""
     s = _parse(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
-    if s.is_tiny:
-        path, repo, model_id = tiny_vlm_path(s.name), None, s.raw
-    else:
-        path, repo = hub.local_or_repo(s, s.name)
-        model_id = repo or str(path)
-    if path is not None:
-        if s.revision:
-            raise ModelError(
-                f"model {s.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}"
-            )
-        hub.check_local_weights(s, path, allow_pickle)
-    online = hub.ensure_reachable(s, repo)
+    source = loading.resolve(s, allow_pickle)
     # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
-    kwargs: dict = {"trust_remote_code": trust_remote_code}
-    if repo:
-        kwargs.update(revision=s.revision, local_files_only=not online)
-    src = repo or str(path)
-    try:
-        with hub.hub_offline(not online), hub.quiet_progress("transformers"):
-            from transformers import AutoConfig, AutoProcessor
+    kwargs: dict = {"trust_remote_code": trust_remote_code, **source.hub_kwargs()}
+    src = source.location
+    with loading.load_errors(s), source.offline(), hub.quiet_progress("transformers"):
+        from transformers import AutoConfig, AutoProcessor
 
-            config = AutoConfig.from_pretrained(src, **kwargs)
-            kind = _vqa_kind(s, config)
-            if kind == "vilt":
-                from transformers import ViltForQuestionAnswering as model_cls
-            elif kind == "blip":
-                from transformers import BlipForQuestionAnswering as model_cls
-            else:
-                from transformers import AutoModelForImageTextToText as model_cls
-            processor = AutoProcessor.from_pretrained(src, **kwargs)
-            if kind == "image-text-to-text" and not getattr(processor, "chat_template", None):
-                raise ModelError(f"model {s.raw!r}: its processor has no chat template")
-            model = model_cls.from_pretrained(src, use_safetensors=None if allow_pickle else True, **kwargs)
-    except ModelError:
-        raise
-    except Exception as e:
-        raise ModelError(f"model {s.raw!r} cannot be loaded: {hub.one_line(e)}") from None
-    revision = getattr(config, "_commit_hash", None) if repo else None
-    revision = revision or (hub.cached_commit(repo, s.revision) if repo else None) or s.revision
+        config = AutoConfig.from_pretrained(src, **kwargs)
+        kind = _vqa_kind(s, config)
+        if kind == "vilt":
+            from transformers import ViltForQuestionAnswering as model_cls
+        elif kind == "blip":
+            from transformers import BlipForQuestionAnswering as model_cls
+        else:
+            from transformers import AutoModelForImageTextToText as model_cls
+        processor = AutoProcessor.from_pretrained(src, **kwargs)
+        if kind == "image-text-to-text" and not getattr(processor, "chat_template", None):
+            raise ModelError(f"model {s.raw!r}: its processor has no chat template")
+        model = model_cls.from_pretrained(src, use_safetensors=None if allow_pickle else True, **kwargs)
     cls = {"vilt": ViltVQA, "blip": BlipVQA, "image-text-to-text": ChatVQA}[kind]
-    return cls(
-        spec=s.raw, model_id=model_id, revision=revision, model=model, processor=processor, device=device
-    )
+    return cls(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
+               processor=processor, device=device)

@@ -1,0 +1,127 @@
+"""From a model spec to the place its weights load from: the one sequence every loader follows.
+
+    resolve(spec)       tiny:<kind> -> its folder (built on first use); a local folder (an hf: / diffusers:
+                        path, timm: / open_clip: local-dir:PATH) -> the folder, refusing a revision and
+                        pickle-only weights; a Hub repo (an hf: / diffusers: repo id, hf-hub:org/repo, or the
+                        repo a library maps a timm name or open_clip tag to) -> the repo, after
+                        hub.ensure_reachable (offline and not cached: one ModelError line)
+    Source.commit()     the revision recorded after loading
+    load_errors(spec)   a library's exception while loading -> one ModelError line naming the spec
+    expect(spec, ...)   refuses a spec the loader does not read, naming the specs it does
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from gensets.errors import ModelError
+from gensets.models import hub
+from gensets.models.spec import ModelSpec
+from gensets.models.tiny import tiny_kinds, tiny_loaders, tiny_path
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model loads from: a local folder (`path`) or a Hub repo (`repo`) at `revision`."""
+
+    path: Path | None
+    repo: str | None
+    revision: str | None  # the revision the spec asks for (None for a folder)
+    model_id: str  # what results record as the model: the repo, the folder, the library's name, or tiny:<kind>
+    online: bool  # False: the Hub cannot be reached and the repo loads from the local HF cache
+
+    @property
+    def location(self) -> str:
+        """What `from_pretrained` takes: the repo id or the folder."""
+        return self.repo or str(self.path)
+
+    def hub_kwargs(self) -> dict:
+        """`from_pretrained` arguments for a Hub repo: the revision, and the local cache only when offline."""
+        return dict(revision=self.revision, local_files_only=not self.online) if self.repo else {}
+
+    def offline(self):
+        """A context in which every Hub request fails at once when the repo must come from the cache."""
+        return hub.hub_offline(not self.online)
+
+    def commit(self, config=None) -> str | None:
+        """The revision to record after loading: for a Hub repo, the commit loaded (a transformers `config`
+        knows it, else the local HF cache's); else, or when unknown, the revision asked for."""
+        if self.repo:
+            loaded = getattr(config, "_commit_hash", None) or hub.cached_commit(self.repo, self.revision)
+            if loaded:
+                return loaded
+        return self.revision
+
+
+def resolve(
+    spec: ModelSpec,
+    allow_pickle: bool = False,
+    *,
+    repo: str | None = None,
+    model_id: str | None = None,
+    check_weights: bool = True,
+) -> Source:
+    """Where the model of `spec` loads from (see the module docstring); ModelError (one line) when nowhere.
+
+    For a timm registry name or an open_clip pretrained tag, the caller passes the Hub `repo` its library
+    maps it to (None: weights from elsewhere) and the `model_id` to record. `check_weights=False` leaves the
+    refusal of pickle weights in a local folder to the caller (open_clip checks the one file it loads).
+    """
+    path = None
+    if spec.is_tiny:
+        path, model_id = tiny_path(spec.name), spec.raw
+    elif spec.kind in ("timm", "open_clip"):
+        prefix, sep, rest = spec.name.partition(":")
+        if sep and prefix == "local-dir":
+            path = _local_dir(spec, rest)
+            model_id = str(path)
+        elif sep and prefix == "hf-hub":
+            hub.check_repo_id(spec, rest)
+            repo = model_id = rest
+    else:  # hf, diffusers
+        path, repo = hub.local_or_repo(spec, spec.name)
+        model_id = repo or str(path)
+    if path is not None:
+        if spec.revision:
+            raise ModelError(
+                f"model {spec.raw!r}: a revision applies to Hub repos, not to local path {str(path)!r}"
+            )
+        if check_weights:
+            hub.check_local_weights(spec, path, allow_pickle)
+    online = hub.ensure_reachable(spec, repo)
+    return Source(path=path, repo=repo, revision=spec.revision, model_id=model_id or spec.name, online=online)
+
+
+def _local_dir(spec: ModelSpec, path: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise ModelError(f"model {spec.raw!r}: local model folder {path!r} does not exist")
+    return p.resolve()
+
+
+def load_error(spec: ModelSpec, exc: BaseException, what: str = "") -> ModelError:
+    """`model '<spec>' cannot be loaded<what>: <the first line of exc>`."""
+    return ModelError(f"model {spec.raw!r} cannot be loaded{what}: {hub.one_line(exc)}")
+
+
+@contextlib.contextmanager
+def load_errors(spec: ModelSpec, what: str = ""):
+    """Inside, any exception but a ModelError becomes load_error(spec, exc, what), without its traceback."""
+    try:
+        yield
+    except ModelError:
+        raise
+    except Exception as e:
+        raise load_error(spec, e, what) from None
+
+
+def expect(spec: ModelSpec, kind: str, loader: str, what: str) -> None:
+    """Refuse a spec that is neither `<kind>:` nor a tiny model registered for `loader`:
+    `model '<spec>' is not <what> (use <kind>:<repo or path>, tiny:a or tiny:b)`."""
+    if spec.kind == kind or (spec.is_tiny and loader in tiny_loaders(spec.name)):
+        return
+    options = [f"{kind}:<repo or path>", *(f"tiny:{k}" for k in tiny_kinds(loader))]
+    use = " or ".join(filter(None, [", ".join(options[:-1]), options[-1]]))
+    raise ModelError(f"model {spec.raw!r} is not {what} (use {use})")

@@ -1,0 +1,112 @@
+"""Tiny random models, built offline from configs, identical on every build (seed 0), saved with safetensors.
+
+Every kind is a class in one module of this package (classifiers.py, diffusion.py, vqa.py, caption.py,
+text.py), registered where it is defined::
+
+    @TINY_MODELS.register("resnet")
+    class TinyResnet(TinyModel):
+        loaders = ("timm",)
+
+        @staticmethod
+        def build(folder: Path) -> None:  # writes the model into the empty `folder`
+            ...
+
+so a new tiny model is one new file here (the registry imports every module of this package on first use;
+torch and the model libraries are imported inside the build functions). `tiny:<kind>` names it, and
+`loaders` says which loaders read its folder: "timm", "hf" (transformers) and "open_clip" (load_classifier,
+as the spec kinds of those names), "diffusers" (load_generator), "vqa" (load_vqa), "caption"
+(load_captioner), "text" (load_text2text). Each model is saved in its library's own format and loaded back
+through the same code path as a real model. transformer_config / vision_config give every tiny transformer
+its size.
+
+A kind is built once, on first use, under $GENSETS_CACHE/tiny/<kind>-v1 (default
+~/.cache/gensets/tiny/<kind>-v1), in a temp folder renamed into place, so concurrent builders are safe: the
+first rename wins. It is built under ``torch.manual_seed(0)`` in a forked RNG (the caller's RNG is left as it
+was), one build at a time per process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from gensets.cache import cache_root
+from gensets.errors import ModelError
+from gensets.registry import TINY_MODELS
+
+VERSION = "v1"
+_DONE = ".complete"
+_BUILD_LOCK = threading.Lock()
+
+
+class TinyModel:
+    """A tiny model kind: `build(folder)` writes it; `loaders` read it (see the module docstring)."""
+
+    name: str = ""  # the kind it is registered under (set by the registry)
+    loaders: tuple[str, ...] = ()
+    quiet: tuple[str, ...] = ()  # libraries whose progress bars are off while it is built ("transformers")
+
+    @staticmethod
+    def build(folder: Path) -> None:
+        raise NotImplementedError
+
+
+def transformer_config(**kw) -> dict:
+    """The size of every tiny transformer: width 32 (MLP 37), 2 layers of 2 heads; plus `kw` (a config's
+    arguments)."""
+    return dict(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2, **kw)
+
+
+def vision_config(**kw) -> dict:
+    """A tiny vision transformer's config arguments: 32 px images in 8 px patches; plus `kw`."""
+    return transformer_config(image_size=32, patch_size=8, **kw)
+
+
+def tiny_kinds(loader: str | None = None) -> list[str]:
+    """The registered tiny kinds, sorted; with `loader`, those it reads."""
+    return sorted(kind for kind, model in TINY_MODELS.items() if loader is None or loader in model.loaders)
+
+
+def tiny_loaders(kind: str) -> tuple[str, ...]:
+    """The loaders that read tiny model `kind` (a registered kind)."""
+    return TINY_MODELS.get(kind).loaders
+
+
+def tiny_path(kind: str) -> Path:
+    """The folder of tiny model `kind`, built on first use."""
+    if kind not in TINY_MODELS:
+        raise ModelError(f"model 'tiny:{kind}': unknown tiny model (expected one of {', '.join(tiny_kinds())})")
+    final = cache_root() / "tiny" / f"{kind}-{VERSION}"
+    if (final / _DONE).is_file():
+        return final
+    with _BUILD_LOCK:  # the global torch RNG is seeded while building: one build at a time per process
+        if (final / _DONE).is_file():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{VERSION}-", dir=final.parent))
+        try:
+            _build(TINY_MODELS.get(kind), tmp)
+            (tmp / _DONE).write_text(f"tiny:{kind} {VERSION}\n")
+            if final.exists() and not (final / _DONE).is_file():
+                shutil.rmtree(final, ignore_errors=True)  # left over from an interrupted, non-atomic copy
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / _DONE).is_file():  # lost the race to a builder that failed: a real error
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _build(model: type[TinyModel], folder: Path) -> None:
+    import torch
+
+    from gensets.models.hub import quiet_progress
+
+    with torch.random.fork_rng(devices=[]), quiet_progress(*model.quiet):
+        torch.manual_seed(0)
+        model.build(folder)
