@@ -481,6 +481,7 @@ HUB_SCRIPT = textwrap.dedent(
     import json, sys, time
     from gensets.errors import ModelError
     from gensets.models import load_classifier, load_generator
+    import diffusers, timm, torch, transformers  # imported before the clock starts: what is timed is the load
     results = []
     for spec in sys.argv[1:]:
         load = load_generator if spec.startswith("diffusers:") else load_classifier
@@ -582,8 +583,9 @@ def test_hub_names_fail_fast_without_offline_env_and_cached_repos_load(tmp_path)
         )
         assert "not in the local cache" in r["error"] and "tiny:" in r["error"] and "\n" not in r["error"]
         assert r["seconds"] < 10, (spec, r["seconds"])
-    # the whole subprocess: interpreter start and torch/timm imports, run beside the other subprocess
-    assert walls["fail"] < 20, walls
+    # the whole subprocess, interpreter start and library imports included, run beside the other one (and, under
+    # pytest-xdist, beside other tests): far from the ~23 s per spec of a Hub client retrying
+    assert walls["fail"] < 45, walls
 
     cached = results["cached"]
     for spec in ("timm:hf-hub:gensets/tiny-resnet", "hf:gensets/tiny-vit", "diffusers:gensets/tiny-sd"):

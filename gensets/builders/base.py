@@ -62,9 +62,9 @@ class Builder:
     stages: ClassVar[tuple[str, ...] | None] = None  # staged builders: planned stage after stage
     fields: ClassVar[tuple] = ()  # provenance fields this builder adds to records.COMMON: (name, dtype)
 
-    def plan(self, cfg, stage: str | None = None, workspace=None) -> list[Unit]:
-        """Deterministic work units (a unit's id hashes its content). Staged builders get the stage and the
-        workspace, whose committed shards of the earlier stages they plan from."""
+    def plan(self, cfg) -> list[Unit]:
+        """Deterministic work units (a unit's id hashes its content). Staged builders (``stages``) are called
+        as ``plan(cfg, stage=, workspace=)``, and plan each stage from the committed shards of the ones before."""
         raise NotImplementedError
 
     def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:

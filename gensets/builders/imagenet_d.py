@@ -255,11 +255,8 @@ class ImageNetDBuilder(base.Builder):
     Context = Context
     fields = FIELDS
 
-    def plan(self, cfg: ImageNetDConfig, stage=None, workspace=None) -> list[Unit]:
-        return plan(cfg)
-
-    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-        return run_unit(unit, ctx, build_id)
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
 
     def models(self, cfg: ImageNetDConfig) -> list[tuple[str, str]]:
         return [("generator", cfg.generator.model), *(("surrogate", m) for m in cfg.filter.models)]

@@ -311,11 +311,8 @@ class RecognitionBuilder(base.Builder):
     Context = Context
     fields = FIELDS
 
-    def plan(self, cfg, stage=None, workspace=None) -> list[Unit]:
-        return plan(cfg)
-
-    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-        return run_unit(unit, ctx, build_id)
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
 
     def config_names(self, cfg: RecognitionConfig) -> list[str]:
         return [s.config_name for s in (*cfg.generate, *cfg.imports)]

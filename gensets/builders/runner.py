@@ -80,7 +80,7 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     n_units = n_done = n_run = written = 0
     loaded = False
     for stage in stages or (None,):
-        units = builder.plan(cfg, stage=stage, workspace=ws)
+        units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
         done = manifest.done("unit")
         mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
         n_units += len(units)

@@ -291,11 +291,8 @@ class VQABuilder(base.Builder):
     Context = Context
     fields = FIELDS
 
-    def plan(self, cfg, stage=None, workspace=None) -> list[Unit]:
-        return plan(cfg)
-
-    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-        return run_unit(unit, ctx, build_id)
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
 
     def class_names(self, cfg: VQAConfig) -> list[str]:
         return ["image"]

@@ -16,6 +16,7 @@ import datetime as dt
 import getpass
 from collections.abc import Sequence
 
+from ..db import transaction
 from ..errors import GensetsError
 from . import state
 
@@ -81,8 +82,7 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
 def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]]) -> None:
     """Write checked decisions ``(key, status, label, reviewer, note)`` in one transaction: all or none."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for key, status, label, reviewer, note in decisions:
             new_label = label if status == "relabeled" else None
             con.execute(
@@ -91,10 +91,6 @@ def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]
                 [status, new_label, reviewer, now, note, key])
             con.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note "
                         "FROM reviews WHERE key = ?", [key])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
 
 
 def category(status: str, label: str | None) -> str:

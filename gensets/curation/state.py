@@ -10,6 +10,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..db import transaction
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (
     unit VARCHAR PRIMARY KEY, shard VARCHAR, sha256 VARCHAR, n INTEGER);
@@ -116,8 +118,7 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_
         "skipped": pa.Table.from_pylist(skipped, schema=pa.schema([
             ("unit", pa.string()), ("path", pa.string()), ("reason", pa.string())])),
     }
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for name, table in tables.items():
             if table.num_rows:
                 con.register("_incoming", table)
@@ -130,10 +131,6 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_
                 else:
                     con.execute(f"INSERT INTO {name} SELECT * FROM _incoming")
                 con.unregister("_incoming")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return len(samples)
 
 

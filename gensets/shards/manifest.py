@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gensets.errors import DataError
-from gensets.shards.writer import canonical_json, fsync_dir, temp_name
+from gensets.shards.writer import atomic_open, canonical_json
 
 _TAIL = 1 << 20  # a torn line is at most one row: look this far back for the last newline
 
@@ -81,17 +81,8 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     """Write canonical JSON (sorted keys, indent 1, utf-8, final newline) via temp + fsync + rename."""
     path = Path(path)
     data = json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
-    tmp = temp_name(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent if str(path.parent) else ".")
+    with atomic_open(path) as f:
+        f.write(data)
 
 
 def is_temp(name: str) -> bool:

@@ -7,6 +7,7 @@ import json
 import os
 import tarfile
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,24 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
+@contextmanager
+def atomic_open(path: Path):
+    """A binary file that appears at ``path`` whole or not at all: written to :func:`temp_name`, fsynced,
+    renamed over ``path``, the folder fsynced; on any failure the temp file is removed and ``path`` is left
+    as it was."""
+    tmp = temp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent if str(path.parent) else ".")
+
+
 _BLOCK = tarfile.BLOCKSIZE  # 512
 _RECORD = tarfile.RECORDSIZE  # 10240: tarfile pads the archive to a multiple of this
 _USER = "gensets"
@@ -140,31 +159,22 @@ def write_shard(
     """
     path = Path(path)
     rows = _prepare(samples)  # may raise: before any file is created
-    tmp = temp_name(path)
     h = hashlib.sha256()
     nbytes = 0
-    try:
-        with open(tmp, "wb") as f:
-            for row in rows:
-                key = row["__key__"]
-                for ext in sorted(row):
-                    if ext == "__key__":
-                        continue
-                    data = row[ext]
-                    pad = bytes(-len(data) % _BLOCK)
-                    for part in (_header(f"{key}.{ext}", len(data), mtime), data, pad):
-                        h.update(part)
-                        f.write(part)
-                        nbytes += len(part)
-            end = bytes(2 * _BLOCK + (-(nbytes + 2 * _BLOCK) % _RECORD))
-            h.update(end)
-            f.write(end)
-            nbytes += len(end)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent if str(path.parent) else ".")
+    with atomic_open(path) as f:
+        for row in rows:
+            key = row["__key__"]
+            for ext in sorted(row):
+                if ext == "__key__":
+                    continue
+                data = row[ext]
+                pad = bytes(-len(data) % _BLOCK)
+                for part in (_header(f"{key}.{ext}", len(data), mtime), data, pad):
+                    h.update(part)
+                    f.write(part)
+                    nbytes += len(part)
+        end = bytes(2 * _BLOCK + (-(nbytes + 2 * _BLOCK) % _RECORD))
+        h.update(end)
+        f.write(end)
+        nbytes += len(end)
     return ShardInfo(path=str(path), sha256=h.hexdigest(), n=len(rows), nbytes=nbytes)

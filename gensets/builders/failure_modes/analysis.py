@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ...db import transaction
 from .config import CLUSTER_RULE
 from .stages import top1
 
@@ -128,13 +129,8 @@ def _write_tables(con, report: dict) -> None:
     for name, spec in TABLES.items():
         schema = pa.schema([(col, types[t]) for col, t in (c.split(":") for c in spec.split())])
         tables[name] = pa.Table.from_pylist([{c: row[c] for c in schema.names} for row in data[name]], schema=schema)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for name, table in tables.items():
             con.register("_incoming", table)
             con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _incoming")
             con.unregister("_incoming")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ...registry import BUILDERS
 from .. import base
-from ..common import Unit
 from .analysis import analyze
 from .config import CLUSTER_RULE, STAGES, FailureModesConfig
 from .stages import FIELDS, NAME, Context, plan, run_unit
@@ -28,11 +27,8 @@ class FailureModesBuilder(base.Builder):
     stages = STAGES
     fields = FIELDS
 
-    def plan(self, cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> list[Unit]:
-        return plan(cfg, stage or "baseline", workspace)
-
-    def run_unit(self, unit: Unit, ctx: Context, build_id: str):
-        return run_unit(unit, ctx, build_id)
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
 
     def after_build(self, ws) -> None:
         analyze(ws)

@@ -167,11 +167,8 @@ class GenBenchBuilder(base.Builder):
     split = "train"
     fields = FIELDS
 
-    def plan(self, cfg: GenBenchConfig, stage=None, workspace=None) -> list[Unit]:
-        return plan(cfg)
-
-    def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-        return run_unit(unit, ctx, build_id)
+    plan = staticmethod(plan)
+    run_unit = staticmethod(run_unit)
 
     def config_names(self, cfg: GenBenchConfig) -> list[str]:
         """One published config per (dataset, strategy), each with a train split."""
