@@ -123,7 +123,7 @@ def test_with_top_k_2_only_failed_images_count_as_confusions():
 
 def test_transfer_counts_failures_at_the_builds_top_k(tmp_path):
     from gensets.evaluation import store
-    from gensets.evaluation.failure_report import transfer
+    from gensets.evaluation.reports.failure_modes import transfer
 
     def pred(key, top5):  # an image of tench scored by another classifier
         return {"key": key, "target": TENCH, "target_ids": [TENCH], "top5": top5, "scores": [0.2] * 5,

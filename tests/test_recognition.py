@@ -86,7 +86,7 @@ def test_report_equals_sql_over_predictions(tmp_path):
     for png in ("per_model.png", "best_per_category.png", "all_fail_all_succeed.png", "images_per_category.png"):
         assert (out / png).stat().st_size > 1000 and png in md
 
-    from gensets.evaluation.recognition_report import compute
+    from gensets.evaluation.reports.recognition import compute
 
     rep = compute(db)
     # per model: the same numbers from a differently written query
@@ -230,7 +230,7 @@ def test_report_counts_one_revision(tmp_path):
     import datetime as dt
 
     from gensets.evaluation import store
-    from gensets.evaluation.recognition_report import compute
+    from gensets.evaluation.reports.recognition import compute
 
     db = tmp_path / "r.duckdb"
     con = store.connect(db)
