@@ -46,26 +46,27 @@ class Models:
 
     def __init__(self, **options):
         self.options = options
-        self._loaded: dict[tuple, Any] = {}
+        self._classifiers: dict[tuple, Any] = {}
+        self._vqa: dict[str, Any] = {}
 
     def classifier(self, spec: str, labels: Sequence[str] | None = None, templates: Sequence[str] | None = None):
         from ...models import load_classifier
 
         key = (spec, tuple(labels or ()), tuple(templates or ()))
-        model = self._loaded.get((spec,)) or self._loaded.get(key)
+        model = self._classifiers.get((spec,)) or self._classifiers.get(key)
         if model is None:
             model = load_classifier(spec, list(labels) if labels is not None else None,
                                     list(templates) if templates else None, **self.options)
             # only a zero-shot model depends on the labels it was given
-            self._loaded[key if model.kind in ZERO_SHOT_KINDS else (spec,)] = model
+            self._classifiers[key if model.kind in ZERO_SHOT_KINDS else (spec,)] = model
         return model
 
     def vqa(self, spec: str):
         from ...models import load_vqa
 
-        if ("vqa", spec) not in self._loaded:
-            self._loaded["vqa", spec] = load_vqa(spec, **self.options)
-        return self._loaded["vqa", spec]
+        if spec not in self._vqa:
+            self._vqa[spec] = load_vqa(spec, **self.options)
+        return self._vqa[spec]
 
 
 def automatic(models: Models, spec: str, split: Split, first: dict) -> tuple[type[Protocol], Any]:
