@@ -88,11 +88,11 @@ def build(work: Path, n: int, size: int, shards: int, clip: str):
 
 
 def gensets_eval(data: Path, specs: list[str], db: Path, batch_size: int, workers: int):
-    from gensets.evaluation.runner import evaluate
+    from gensets.evaluation.runner import EvalConfig, evaluate
 
     def run():
-        return evaluate(str(data), specs, str(db), batch_size=batch_size, workers=workers, quiet=True,
-                        templates=[TEMPLATE])
+        return evaluate(EvalConfig(str(data), specs, str(db), batch_size=batch_size, workers=workers, quiet=True,
+                                   templates=[TEMPLATE]))
 
     return run
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import GensetsError
+from .registry import PROTOCOLS, REPORTS
 
 
 def _build(a) -> int:
@@ -94,12 +95,12 @@ def _review(a) -> int:
 
 
 def _eval(a) -> int:
-    from .evaluation.runner import evaluate
+    from .evaluation.runner import EvalConfig, evaluate
 
-    results = evaluate(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
-                       batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
-                       allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
-                       templates=a.templates)
+    results = evaluate(EvalConfig(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
+                                  batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
+                                  allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
+                                  templates=a.templates))
     if a.json:
         print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "n", "metrics")}
                           for r in results], indent=1))
@@ -164,37 +165,6 @@ def _query(a) -> int:
     finally:
         con.close()
     _print_rows(cols, rows, a.format)
-    return 0
-
-
-def _report_genbench(a) -> int:
-    from .evaluation import genbench_report as G
-
-    rep = G.compute(a.workspace, a.test, a.clip, features=a.features, split=a.split, batch_size=a.batch_size,
-                    price_per_hour=a.price_per_hour, probe_c=a.probe_c)
-    path = G.write(rep, a.out)
-    for r in rep["rows"]:
-        print(f"{r['dataset']}  {r['strategy']}  CLER {100 * r['cler']:.1f}  ensemble {100 * r['cler_ensemble']:.1f}  "
-              f"zero-shot {100 * r['zero_shot']:.1f}")
-    print(f"{path} (+ report.json, cler.png in {path.parent})")
-    return 0
-
-
-def _report_recognition(a) -> int:
-    from .evaluation import recognition_report as R
-
-    rep = R.compute(a.db, a.dataset, a.protocol, a.revision)
-    path = R.write(rep, a.out)
-    print(f"{path} (+ figures in {path.parent})")
-    return 0
-
-
-def _report_failure_modes(a) -> int:
-    from .evaluation import failure_report as F
-
-    rep = F.compute(a.workspace, a.db)
-    path = F.write(rep, a.out)
-    print(f"{path}: {len(rep['discovered'])} of {len(rep['modes'])} mode(s) discovered (+ figures in {path.parent})")
     return 0
 
 
@@ -350,7 +320,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--db", required=True, help="the results database (DuckDB file)")
     e.add_argument("--config", help="only this config")
     e.add_argument("--split", help="only this split")
-    e.add_argument("--protocol", choices=["imagenet", "zero-shot", "native", "wordset", "two-way", "vqa"])
+    e.add_argument("--protocol", choices=list(PROTOCOLS))
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
@@ -375,44 +345,10 @@ def parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="reports of a builder's results: tables and plots")
     rpsub = rp.add_subparsers(dest="report", required=True, metavar="KIND")
-    rr = rpsub.add_parser("recognition", help="Borji-style recognition report from a results database",
-                          description="Per-model top-1/top-5, the best model per category and the fraction of "
-                          "images all models fail / all succeed per category, as markdown and PNG plots.")
-    rr.add_argument("--db", required=True, help="the results database of `gensets eval`")
-    rr.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
-    rr.add_argument("--protocol", default="wordset", help="which protocol's runs (default: wordset)")
-    rr.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
-                    "(default: the one scored last)")
-    rr.add_argument("--out", default="out/report-recognition", help="folder for report.md and figures")
-    rr.set_defaults(func=_report_recognition)
-    rf = rpsub.add_parser("failure-modes", help="discovered failure modes of a failure-modes build",
-                          description="Per label the baseline failure rate and top confusions; per mode its "
-                          "cluster, caption, regenerated failure rate, p-values and whether it was discovered; "
-                          "sample images of each discovered mode. Markdown + PNG figures.")
-    rf.add_argument("workspace", help="a failure-modes workspace (after gensets build)")
-    rf.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the figures")
-    rf.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
-                    "transfer check (how often other classifiers fail these images too)")
-    rf.set_defaults(func=_report_failure_modes)
-    rg = rpsub.add_parser("genbench", help="CLER of GenBench workspaces against real test images",
-                          description="Per (dataset, strategy): CLER and its text ensemble, CLIP zero-shot accuracy "
-                          "on the same test images and the difference, a linear probe scored with the dataset's "
-                          "metric, FD / KID / precision / recall / CLIP score / IS, and the cost per image; a "
-                          "markdown table (datasets x strategies, best in bold) and a plot.")
-    rg.add_argument("workspace", nargs="+", metavar="WORKSPACE", help="genbench workspaces (gensets build)")
-    rg.add_argument("--test", action="append", metavar="[DATASET=]SOURCE",
-                    help="real test images: a folder of class sub-folders or hf:<dataset>[@rev] (repeatable; "
-                    "DATASET= gives one dataset its own)")
-    rg.add_argument("--split", default="test", help="hf: test sets: the split (default test)")
-    rg.add_argument("--clip", default="open_clip:ViT-B-32/openai", metavar="SPEC",
-                    help="the CLIP model for the embeddings (default: open_clip:ViT-B-32/openai, as the paper)")
-    rg.add_argument("--features", metavar="SPEC", help="classifier whose image features FD / KID / precision-recall "
-                    "use and whose softmax IS uses, e.g. an Inception or DINOv2 timm model (default: --clip)")
-    rg.add_argument("--price-per-hour", type=float, help="generator device price per hour (default: the config's)")
-    rg.add_argument("--probe-c", type=float, default=1.0, help="inverse regularisation C of the linear probe")
-    rg.add_argument("--batch-size", type=int, default=32)
-    rg.add_argument("--out", default="out/report-genbench", help="folder for report.md, report.json and cler.png")
-    rg.set_defaults(func=_report_genbench)
+    for kind, report in REPORTS.items():  # each report adds its own arguments (gensets.evaluation.reports)
+        rk, r = rpsub.add_parser(kind, help=report.help, description=report.description), report()
+        r.add_arguments(rk)
+        rk.set_defaults(func=r.run)
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
                        description="Tables: runs, predictions, metrics. The connection is read-only.")

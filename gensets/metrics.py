@@ -24,10 +24,9 @@ import numpy as np
 from scipy.stats import rankdata
 
 __all__ = [
-    "accuracy", "all_fail_all_succeed", "all_fail_all_succeed_overall", "average_precision_11pt",
-    "bootstrap_ci", "cohen_kappa", "failure_transfer", "mean_average_precision_11pt", "mean_per_class_accuracy",
-    "normalize_yes_no", "per_class_accuracy", "roc_auc", "top1", "top5", "topk_correct",
-    "topk_correct_any", "vqa_binary_accuracy",
+    "accuracy", "average_precision_11pt", "bootstrap_ci", "cohen_kappa", "mean_average_precision_11pt",
+    "mean_per_class_accuracy", "normalize_yes_no", "per_class_accuracy", "roc_auc", "top1", "top5", "topk_correct",
+    "vqa_binary_accuracy",
 ]
 
 
@@ -110,35 +109,6 @@ def topk_correct(scores: Any, targets: Any, k: int = 1) -> np.ndarray:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     return _rank_of(s, np.arange(s.shape[0]), t) < k
-
-
-def topk_correct_any(scores: Any, target_sets: Sequence[Sequence[int]], k: int = 1) -> np.ndarray:
-    """Per image, whether ANY index of ``target_sets[i]`` is among the top ``k`` classes of ``scores[i]``.
-
-    For labels that map to several classes (ImageNet-D: one category -> several ImageNet ids). Same tie
-    rule as :func:`topk_correct`. Every target set must be non-empty. Returns ``(N,)`` bool.
-    """
-    s = _scores_2d(scores)
-    n, c = s.shape
-    if len(target_sets) != n:
-        raise ValueError(f"target_sets has length {len(target_sets)}, expected {n}")
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    rows, cols = [], []
-    for i, ts in enumerate(target_sets):
-        try:
-            idx = np.asarray(list(ts))
-        except TypeError:
-            raise ValueError(f"target_sets[{i}] must be a sequence of ints, got {ts!r}") from None
-        if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer):
-            raise ValueError(f"target_sets[{i}] must be a non-empty sequence of ints, got {ts!r}")
-        if idx.min() < 0 or idx.max() >= c:
-            raise ValueError(f"target_sets[{i}] has ids outside [0, {c}): {ts!r}")
-        rows.append(np.full(idx.size, i))
-        cols.append(idx)
-    rows_a = np.concatenate(rows)
-    hit = _rank_of(s, rows_a, np.concatenate(cols)) < k
-    return np.bincount(rows_a, weights=hit, minlength=n) > 0
 
 
 def accuracy(correct: Any) -> float:
@@ -332,49 +302,6 @@ def bootstrap_ci(values: Any, statistic: Callable[[np.ndarray], Any] = np.mean, 
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(stats, [alpha, 1 - alpha])
     return float(lo), float(hi)
-
-
-# ------------------------------------------------------------------ failure analysis (Borji 2022)
-def all_fail_all_succeed(correct: Any, labels: Any) -> dict[Any, dict[str, float | int]]:
-    """Per label, the fraction of its images that EVERY model gets wrong / EVERY model gets right.
-
-    ``correct`` is ``(M models, N images)`` bool, ``labels`` ``(N,)`` (ints or strings). Returns
-    ``{label: {"n": images, "all_fail": frac, "all_succeed": frac}}`` with labels as Python scalars in
-    sorted order (Borji 2022, Fig. 2). See :func:`all_fail_all_succeed_overall` for all images.
-    """
-    ok = _bool_array(correct, "correct", 2)
-    lab = np.asarray(labels)
-    if lab.shape != (ok.shape[1],):
-        raise ValueError(f"labels shape {lab.shape} does not match correct's N = {ok.shape[1]}")
-    fail, succeed = ~ok.any(axis=0), ok.all(axis=0)
-    out: dict[Any, dict[str, float | int]] = {}
-    for label in np.unique(lab):
-        sel = lab == label
-        out[label.item()] = {"n": int(sel.sum()), "all_fail": float(fail[sel].mean()),
-                             "all_succeed": float(succeed[sel].mean())}
-    return out
-
-
-def all_fail_all_succeed_overall(correct: Any) -> tuple[float, float]:
-    """``(all_fail, all_succeed)``: fraction of images every model fails / every model gets right.
-
-    ``correct`` is ``(M models, N images)`` bool.
-    """
-    ok = _bool_array(correct, "correct", 2)
-    return float((~ok.any(axis=0)).mean()), float(ok.all(axis=0).mean())
-
-
-def failure_transfer(surrogate_failed: Any, heldout_correct: Any) -> float:
-    """Of the images that failed the surrogate model(s), the fraction the held-out model ALSO fails:
-    ``mean(~heldout_correct[surrogate_failed])``. NaN when no image failed the surrogates (undefined).
-    """
-    failed = _bool_array(surrogate_failed, "surrogate_failed", 1)
-    held = _bool_array(heldout_correct, "heldout_correct", 1)
-    if failed.shape != held.shape:
-        raise ValueError(f"shape mismatch: surrogate_failed {failed.shape}, heldout_correct {held.shape}")
-    if not failed.any():
-        return float("nan")
-    return float((~held[failed]).mean())
 
 
 # ------------------------------------------------------------------ agreement between two raters

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         from gensets.evaluation import store
-        from gensets.evaluation.runner import evaluate
+        from gensets.evaluation.runner import EvalConfig, evaluate
 
         cfg = load_config(LeaderboardConfig, a.models_yaml)
         if cfg.models_from:
@@ -96,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = replace(cfg, models=tuple(first.values()))
         if not cfg.models:
             raise GensetsError(f"{a.models_yaml}: no models (give models: or models_from:)")
-        results = evaluate(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config, split=cfg.split,
-                           protocol=cfg.protocol, batch_size=cfg.batch_size, limit=cfg.limit, quiet=a.quiet)
+        results = evaluate(EvalConfig(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config,
+                                      split=cfg.split, protocol=cfg.protocol, batch_size=cfg.batch_size,
+                                      limit=cfg.limit, quiet=a.quiet))
         con = store.connect(cfg.db, read_only=True)
         cols, rows = store.leaderboard(con, split=cfg.split, config=cfg.config)
         con.close()

@@ -123,7 +123,7 @@ def test_with_top_k_2_only_failed_images_count_as_confusions():
 
 def test_transfer_counts_failures_at_the_builds_top_k(tmp_path):
     from gensets.evaluation import store
-    from gensets.evaluation.failure_report import transfer
+    from gensets.evaluation.reports.failure_modes import transfer
 
     def pred(key, top5):  # an image of tench scored by another classifier
         return {"key": key, "target": TENCH, "target_ids": [TENCH], "top5": top5, "scores": [0.2] * 5,
@@ -140,6 +140,36 @@ def test_transfer_counts_failures_at_the_builds_top_k(tmp_path):
     assert [transfer(db, "build-1", "clf", k)[0]["failed"] for k in (1, 2, 3, 5)] == [3, 2, 1, 1]
     assert transfer(db, "build-1", "other", 2) == [
         {"model": "other", "config": "modes", "n": 4, "failed": 2, "transfer": 0.5, "under_test": True}]
+
+
+def test_transfer_by_hand_with_several_target_ids(tmp_path):
+    """Every image of the finalized set failed the classifier under test; transfer is the fraction another
+    model fails too: none of an image's target ids among its top-k."""
+    from gensets.evaluation import store
+    from gensets.evaluation.reports.failure_modes import transfer
+
+    def pred(key, top5, target_ids):
+        return {"key": key, "target": 0, "target_ids": target_ids, "top5": top5, "scores": [0.2] * 5,
+                "correct1": top5[0] in target_ids, "correct5": bool(set(top5) & set(target_ids))}
+
+    db = tmp_path / "r.duckdb"
+    con = store.connect(db)
+    # images 0 and 2 fail the held-out model, image 1 does not: 2/3 at k = 1
+    store.write_run(con, {"dataset": "ws", "dataset_revision": "build-1", "config": "modes", "split": "test",
+                          "model": "held-out", "protocol": "imagenet", "n": 3},
+                    [pred("a", [5, 6, 7, 8, 9], [0]), pred("b", [3, 6, 7, 8, 9], [2, 3]),
+                     pred("c", [1, 2, 7, 8, 9], [0, 2])], [])
+    # a: top-1 {1} misses {0, 2}, top-2 {1, 2} holds 2; b: its class 2 is 4th
+    store.write_run(con, {"dataset": "ws", "dataset_revision": "build-1", "config": "modes", "split": "test",
+                          "model": "other", "protocol": "imagenet", "n": 2},
+                    [pred("a", [1, 2, 4, 5, 6], [0, 2]), pred("b", [0, 1, 3, 2, 5], [2])], [])
+    con.close()
+    assert transfer(db, "build-1", "clf", 1) == [
+        {"model": "held-out", "config": "modes", "n": 3, "failed": 2, "transfer": pytest.approx(2 / 3),
+         "under_test": False},
+        {"model": "other", "config": "modes", "n": 2, "failed": 2, "transfer": 1.0, "under_test": False}]
+    assert [t["failed"] for t in transfer(db, "build-1", "clf", 2)] == [1, 1]
+    assert [t["failed"] for t in transfer(db, "build-1", "clf", 5)] == [1, 0]
 
 
 # ------------------------------------------------------------------ clustering and medoids

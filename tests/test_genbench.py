@@ -177,7 +177,7 @@ def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
     refs = Context(cfg).references["737-400"]
     assert [r.id for r in refs] == ["hf:hfds/train#2", "hf:hfds/train#5"]  # named by the folder, not its path
     assert refs[0].sha256 == hashlib.sha256(refs[0].data).hexdigest() and refs[0].image().size == (16, 16)
-    from gensets.evaluation.genbench_report import load_test_set
+    from gensets.sources.images import load_test_set
 
     images, labels, info = load_test_set(f"hf:{hf}", ["737-400", "Airbus A380"], split="train")
     assert labels == [1, 0, 1, 0] and info["unmatched"] == ["British Shorthair"] and images[0].size == (16, 16)
@@ -189,7 +189,7 @@ def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
 
 def test_hf_classes_match_by_position_when_as_many_else_by_name(tmp_path, capfd):
     from gensets.errors import GensetsError
-    from gensets.evaluation.genbench_report import load_test_set
+    from gensets.sources.images import load_test_set
 
     def said():  # our lines on stderr (not the datasets library's progress bars)
         return [line for line in capfd.readouterr().err.splitlines() if line.startswith("gensets:")]
@@ -239,7 +239,7 @@ def test_test_images_are_read_batch_by_batch_when_used(tmp_path):
     from PIL import Image
 
     from gensets.errors import GensetsError
-    from gensets.evaluation.genbench_report import load_test_set
+    from gensets.sources.images import load_test_set
 
     (tmp_path / "cat").mkdir()
     for i in range(2):
@@ -297,7 +297,7 @@ def test_a_folder_dataset_builds_the_same_bytes_wherever_it_lies(tmp_path):
     # no path of this machine in what is published or frozen; the init image is named inside its folder
     for f in [*wa.rglob("*.tar"), wa / "config.yaml", wa / "dataset" / "README.md", wa / "dataset" / "manifest.json"]:
         assert str(tmp_path).encode() not in f.read_bytes(), f
-    from gensets.evaluation.genbench_report import read_workspace
+    from gensets.evaluation.reports.genbench import read_workspace
 
     sample = read_workspace(wa)[2]["classes-ra"][0]
     assert sample.meta["prompting"]["init_image"] == f"{sample.meta['label']}/a.png"
@@ -425,9 +425,10 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     assert (out / "cler.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the CLER of one strategy, recomputed directly from the CLIP embeddings
     from gensets import metrics as M
-    from gensets.evaluation.genbench_report import load_test_set, read_workspace
+    from gensets.evaluation.reports.genbench import read_workspace
     from gensets.images import decode_image
     from gensets.models import load_classifier
+    from gensets.sources.images import load_test_set
 
     _, cfg, by_config = read_workspace(gb_reference)
     clf = load_classifier("tiny:clip", labels=["airplane", "cat", "ship"], templates=list(cfg.templates))

@@ -13,11 +13,8 @@ from sklearn.metrics import average_precision_score, balanced_accuracy_score, ro
 
 from gensets.metrics import (
     accuracy,
-    all_fail_all_succeed,
-    all_fail_all_succeed_overall,
     average_precision_11pt,
     bootstrap_ci,
-    failure_transfer,
     mean_average_precision_11pt,
     mean_per_class_accuracy,
     normalize_yes_no,
@@ -26,7 +23,6 @@ from gensets.metrics import (
     top1,
     top5,
     topk_correct,
-    topk_correct_any,
     vqa_binary_accuracy,
 )
 
@@ -51,8 +47,6 @@ def test_topk_correct_hand(k, expected):
 def test_topk_tie_lower_index_wins():
     assert topk_correct([[1.0, 1.0]], [0], 1).tolist() == [True]
     assert topk_correct([[1.0, 1.0]], [1], 1).tolist() == [False]
-    assert topk_correct_any([[1.0, 1.0, 1.0]], [[1, 2]], 1).tolist() == [False]
-    assert topk_correct_any([[1.0, 1.0, 1.0]], [[1, 2]], 2).tolist() == [True]
 
 
 def _naive_rank(row, t):
@@ -77,32 +71,6 @@ def test_topk_correct_matches_stable_argsort():
     for k in (1, 4, 12):
         expected = (order[:, :k] == targets[:, None]).any(axis=1)
         assert (topk_correct(scores, targets, k) == expected).all()
-        sets = [[t, (t + 5) % 12] for t in targets]
-        expected_any = np.array([np.isin(order[i, :k], sets[i]).any() for i in range(500)])
-        assert (topk_correct_any(scores, sets, k) == expected_any).all()
-
-
-def test_topk_correct_any_hand():
-    scores = [[0.1, 0.5, 0.4], [0.3, 0.3, 0.2]]
-    sets = [[0, 2], [2]]
-    # row 0: top1 = {1} misses {0, 2}; top2 = {1, 2} hits 2.  row 1: top2 = {0, 1} misses {2}; top3 hits.
-    assert topk_correct_any(scores, sets, 1).tolist() == [False, False]
-    assert topk_correct_any(scores, sets, 2).tolist() == [True, False]
-    assert topk_correct_any(scores, sets, 3).tolist() == [True, True]
-    assert topk_correct_any(scores, [(0, 2), {2}], 2).tolist() == [True, False]  # tuples / sets too
-
-
-def test_topk_correct_any_random_vs_single():
-    rng = np.random.default_rng(2)
-    scores = rng.integers(0, 5, size=(200, 10)).astype(float)
-    sets = [rng.choice(10, size=rng.integers(1, 4), replace=False).tolist() for _ in range(200)]
-    for k in (1, 3):
-        expected = np.zeros(200, dtype=bool)
-        for i, s in enumerate(sets):
-            expected[i] = any(topk_correct(scores[i:i + 1], [t], k)[0] for t in s)
-        assert topk_correct_any(scores, sets, k).tolist() == expected.tolist()
-    singles = rng.integers(0, 10, size=200)
-    assert (topk_correct_any(scores, [[t] for t in singles], 2) == topk_correct(scores, singles, 2)).all()
 
 
 @pytest.mark.parametrize("scores, targets, k", [
@@ -118,12 +86,6 @@ def test_topk_correct_any_random_vs_single():
 def test_topk_correct_errors(scores, targets, k):
     with pytest.raises(ValueError):
         topk_correct(scores, targets, k)
-
-
-@pytest.mark.parametrize("sets", [[[0]], [[0], []], [[0], [5]], [[0], 1], [[0], [0.5]]])
-def test_topk_correct_any_errors(sets):
-    with pytest.raises(ValueError):
-        topk_correct_any(np.zeros((2, 3)), sets, 1)
 
 
 # ------------------------------------------------------------------ accuracy
@@ -474,62 +436,6 @@ def test_bootstrap_ci_loosely_matches_scipy():
 def test_bootstrap_ci_errors(kwargs):
     with pytest.raises(ValueError):
         bootstrap_ci(**kwargs)
-
-
-# ------------------------------------------------------------------ failure analysis
-def test_all_fail_all_succeed_hand():
-    correct = np.array([[1, 0, 0, 1, 1],
-                        [1, 0, 1, 1, 0],
-                        [1, 0, 0, 1, 1]], dtype=bool)
-    labels = ["cat", "cat", "dog", "dog", "dog"]
-    # per image: all right, all wrong, mixed, all right, mixed
-    # cat (images 0, 1): all_fail 1/2, all_succeed 1/2; dog (2, 3, 4): all_fail 0, all_succeed 1/3
-    out = all_fail_all_succeed(correct, labels)
-    assert out == {"cat": {"n": 2, "all_fail": 0.5, "all_succeed": 0.5},
-                   "dog": {"n": 3, "all_fail": 0.0, "all_succeed": pytest.approx(1 / 3)}}
-    assert all(type(k) is str for k in out)
-    assert all_fail_all_succeed_overall(correct) == pytest.approx((1 / 5, 2 / 5))
-    int_out = all_fail_all_succeed(correct, [3, 3, 1, 1, 1])
-    assert list(int_out) == [1, 3] and all(type(k) is int for k in int_out)
-
-
-def test_all_fail_all_succeed_random_vs_loop():
-    rng = np.random.default_rng(13)
-    correct = rng.random((4, 300)) < 0.7
-    labels = rng.integers(0, 6, 300)
-    out = all_fail_all_succeed(correct, labels)
-    for lab in range(6):
-        cols = [j for j in range(300) if labels[j] == lab]
-        fail = sum(all(not correct[m, j] for m in range(4)) for j in cols) / len(cols)
-        succeed = sum(all(correct[m, j] for m in range(4)) for j in cols) / len(cols)
-        assert out[lab] == pytest.approx({"n": len(cols), "all_fail": fail, "all_succeed": succeed})
-    fail = np.mean([not correct[:, j].any() for j in range(300)])
-    succeed = np.mean([correct[:, j].all() for j in range(300)])
-    assert all_fail_all_succeed_overall(correct) == pytest.approx((fail, succeed))
-
-
-def test_all_fail_all_succeed_errors():
-    with pytest.raises(ValueError):
-        all_fail_all_succeed([True, False], [0, 1])           # 1-D: needs (M, N)
-    with pytest.raises(ValueError):
-        all_fail_all_succeed([[True, False]], [0, 1, 2])      # labels length mismatch
-    with pytest.raises(ValueError):
-        all_fail_all_succeed(np.zeros((2, 0), dtype=bool), [])
-    with pytest.raises(ValueError):
-        all_fail_all_succeed_overall(np.zeros((0, 3), dtype=bool))
-
-
-def test_failure_transfer():
-    # surrogates failed images 0, 1, 2; the held-out model gets 0 and 2 wrong, 1 right -> 2/3
-    assert failure_transfer([1, 1, 1, 0, 0], [0, 1, 0, 0, 1]) == pytest.approx(2 / 3)
-    assert math.isnan(failure_transfer([False, False], [True, False]))  # nothing failed the surrogates
-    rng = np.random.default_rng(14)
-    failed, held = rng.random(500) < 0.3, rng.random(500) < 0.6
-    pairs = [(f, h) for f, h in zip(failed, held, strict=True) if f]
-    assert failure_transfer(failed, held) == pytest.approx(sum(not h for _, h in pairs) / len(pairs))
-    for a, b in (([], []), ([True], [True, False]), ([[True]], [[True]])):
-        with pytest.raises(ValueError):
-            failure_transfer(a, b)
 
 
 # ------------------------------------------------------------------ Cohen's kappa

@@ -86,7 +86,7 @@ def test_report_equals_sql_over_predictions(tmp_path):
     for png in ("per_model.png", "best_per_category.png", "all_fail_all_succeed.png", "images_per_category.png"):
         assert (out / png).stat().st_size > 1000 and png in md
 
-    from gensets.evaluation.recognition_report import compute
+    from gensets.evaluation.reports.recognition import compute
 
     rep = compute(db)
     # per model: the same numbers from a differently written query
@@ -230,7 +230,7 @@ def test_report_counts_one_revision(tmp_path):
     import datetime as dt
 
     from gensets.evaluation import store
-    from gensets.evaluation.recognition_report import compute
+    from gensets.evaluation.reports.recognition import compute
 
     db = tmp_path / "r.duckdb"
     con = store.connect(db)
@@ -256,6 +256,59 @@ def test_report_counts_one_revision(tmp_path):
 
     with pytest.raises(GensetsError, match="revisions: new, old"):
         compute(db, revision="nope")
+
+
+def _scored(db, correct, targets, class_names, keys=None):
+    """One wordset run per row of ``correct`` (models x images) in a results database, as gensets eval writes it."""
+    from gensets.evaluation import store
+
+    con = store.connect(db)
+    for m, row in enumerate(correct):
+        ks = keys[m] if keys else [f"i{j:03d}" for j in range(len(row))]
+        preds = [{"key": k, "target": int(targets[int(k[1:])]), "target_ids": [int(targets[int(k[1:])])],
+                  "top5": [0], "scores": [1.0], "correct1": bool(c), "correct5": bool(c)} for k, c in zip(ks, row, strict=True)]
+        store.write_run(con, {"dataset": "d", "dataset_revision": "b1", "config": "sd", "split": "test",
+                              "model": f"m{m}", "protocol": "wordset", "n": len(preds), "class_names": class_names},
+                        preds, [])
+    con.close()
+
+
+def test_report_all_fail_all_succeed_by_hand(tmp_path):
+    from gensets.evaluation.reports.recognition import compute
+
+    correct = [[1, 0, 0, 1, 1],
+               [1, 0, 1, 1, 0],
+               [1, 0, 0, 1, 1]]
+    # per image: all right, all wrong, mixed, all right, mixed
+    # cat (images 0, 1): all_fail 1/2, all_succeed 1/2; dog (2, 3, 4): all_fail 0, all_succeed 1/3
+    _scored(tmp_path / "r.duckdb", correct, [0, 0, 1, 1, 1], ["cat", "dog"])
+    got = [(r["category"], r["images"], r["all_fail"], r["all_succeed"], r["models"])
+           for r in compute(tmp_path / "r.duckdb")["per_category"]]
+    assert got == [("cat", 2, 0.5, 0.5, 3), ("dog", 3, 0.0, pytest.approx(1 / 3), 3)]
+    # a fourth model that scored image 0 only (wrong): image 0 is no longer all right; cat counts its images
+    # over the models that scored each one, and says the fewest
+    _scored(tmp_path / "r2.duckdb", [*correct, [0]], [0, 0, 1, 1, 1], ["cat", "dog"],
+            keys=[[f"i{j:03d}" for j in range(5)]] * 3 + [["i000"]])
+    got = [(r["category"], r["all_fail"], r["all_succeed"], r["models"])
+           for r in compute(tmp_path / "r2.duckdb")["per_category"]]
+    assert got == [("cat", 0.5, 0.0, 3), ("dog", 0.0, pytest.approx(1 / 3), 3)]
+
+
+def test_report_all_fail_all_succeed_against_a_loop(tmp_path):
+    from gensets.evaluation.reports.recognition import compute
+
+    rng = np.random.default_rng(13)
+    correct = rng.random((4, 300)) < 0.7
+    labels = rng.integers(0, 6, 300)
+    _scored(tmp_path / "r.duckdb", correct.tolist(), labels, [f"c{i}" for i in range(6)])
+    by_cat = {r["category"]: r for r in compute(tmp_path / "r.duckdb")["per_category"]}
+    for lab in range(6):
+        cols = [j for j in range(300) if labels[j] == lab]
+        fail = sum(all(not correct[m, j] for m in range(4)) for j in cols) / len(cols)
+        succeed = sum(all(correct[m, j] for m in range(4)) for j in cols) / len(cols)
+        r = by_cat[f"c{lab}"]
+        assert (r["images"], r["all_fail"], r["all_succeed"], r["models"]) == (
+            len(cols), pytest.approx(fail), pytest.approx(succeed), 4)
 
 
 def test_recognition_config_lists_ten_timm_pretrained_classifiers():

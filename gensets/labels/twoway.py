@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gensets.errors import GensetsError
-from gensets.labels.protocols import readable
+from gensets.labels.names import readable
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -21,19 +21,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import GensetsError
-from ..images import is_image_file
-from ..records import Sample
+from ...errors import GensetsError
+from ...registry import REPORTS
+from ...sources.images import Images, load_test_set, parse_tests
+from .base import Report
 
 
 # ------------------------------------------------------------------ inputs
 def read_workspace(path: str | Path):
     """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards."""
-    from ..shards import Manifest, iter_shard
-    from ..workspace import Workspace
+    from ...records import Sample
+    from ...shards import Manifest, iter_shard
+    from ...workspace import Workspace
 
     ws = Workspace(path)
     builder, cfg = ws.load()
@@ -52,100 +53,10 @@ def read_workspace(path: str | Path):
     return ws, cfg, dict(by_config)
 
 
-class Images(Sequence):
-    """Images read on access, a batch at a time (``images[i:j]``), so a large set is never all in memory:
-    ``read(items) -> [PIL image]`` reads a list of items (file paths, dataset rows, encoded bytes)."""
-
-    def __init__(self, items: list, read):
-        self.items, self.read = items, read
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i):
-        return self.read(self.items[i]) if isinstance(i, slice) else self.read([self.items[i]])[0]
-
-    def subset(self, indices) -> Images:
-        return Images([self.items[i] for i in indices], self.read)
-
-
-def _read_files(paths: list[Path]) -> list:
-    from PIL import Image
-
-    out = []
-    for f in paths:
-        try:
-            with Image.open(f) as im:
-                out.append(im.convert("RGB"))
-        except Exception as e:
-            raise GensetsError(f"test set {f}: cannot read image: {e}") from None
-    return out
-
-
-def load_test_set(source: str, class_names: list[str], split: str = "test") -> tuple[Images, list[int], dict]:
-    """Real test images ``(images, label indices into class_names, info)`` from a folder or hf: dataset.
-
-    The images are read batch by batch when used (:class:`Images`). Class folders are matched to the classes
-    by name; a ClassLabel's names by position when it has as many as the dataset has classes (and they do
-    not all match one-to-one by name), else by name (:func:`gensets.sources.classes.match_classes`);
-    classes that match none are left out and named on stderr."""
-    from ..sources.classes import match_classes, report_match
-
-    if source.startswith("hf:"):
-        import datasets
-
-        from ..sources.classes import hf_label_feature, split_rev
-
-        name = source[len("hf:"):]
-        column, feature = hf_label_feature(name, None, None, split)
-        repo, rev = split_rev(name)
-        try:
-            ds = datasets.load_dataset(repo, split=split, revision=rev)
-        except Exception as e:
-            raise GensetsError(f"test set {source}: split {split!r} is not available: "
-                               f"{str(e).strip().splitlines()[0][:200]}") from None
-        image_col = next((k for k, f in ds.features.items() if isinstance(f, datasets.Image)), None)
-        if image_col is None:
-            raise GensetsError(f"test set {source} has no Image feature")
-        names = list(feature.names)
-        matched, how = match_classes(names, class_names)
-        rows = [(i, matched[y]) for i, y in enumerate(ds[column]) if y in matched]  # labels only: no image read
-        pixels = ds.select_columns([image_col])
-        images = Images([i for i, _ in rows],
-                        lambda idx: [im.convert("RGB") for im in pixels.select(idx)[image_col]])
-        labels = [y for _, y in rows]
-    else:
-        root = Path(source)
-        if not root.is_dir():
-            raise GensetsError(f"test set {source}: no such folder (give a folder of class sub-folders or hf:<dataset>)")
-        folders = sorted(p for p in root.iterdir() if p.is_dir())
-        names = [p.name for p in folders]
-        matched, how = match_classes(names, class_names, by_index=False)
-        files = [(f, matched[j]) for j, folder in enumerate(folders) if j in matched
-                 for f in sorted(folder.iterdir()) if is_image_file(f) and f.is_file()]
-        images, labels = Images([f for f, _ in files], _read_files), [y for _, y in files]
-    unmatched = report_match(f"test set {source}", names, class_names, matched, how)
-    if not labels:
-        raise GensetsError(f"test set {source}: no images of any of the classes")
-    return images, labels, {"source": source, "match": how, "unmatched": sorted(unmatched)}
-
-
-def parse_tests(tests: list[str] | None) -> dict[str, str]:
-    """``--test [DATASET=]SOURCE`` options -> {dataset name or "": source}."""
-    out = {}
-    for t in tests or []:
-        name, sep, src = t.partition("=")
-        if sep and not name.startswith(("hf:", "/", ".")) and "/" not in name:
-            out[name] = src
-        else:
-            out[""] = t
-    return out
-
-
 # ------------------------------------------------------------------ scoring
 def dataset_metric(metric: str, scores, targets) -> float:
     """The dataset's own metric (GenBench Table 4) of class scores (N, C) against class ids (N,)."""
-    from .. import metrics as M
+    from ... import metrics as M
 
     if metric == "accuracy":
         return M.top1(scores, targets)
@@ -212,12 +123,12 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     model (its zero-shot softmax over the generated classes for IS)."""
     import numpy as np
 
-    from .. import metrics as M
-    from ..images import decode_image
-    from ..models import load_classifier
-    from ..registry import STRATEGIES
-    from ..sources.classes import plain_name
-    from ..timings import cost_per_image, measured
+    from ... import metrics as M
+    from ...images import decode_image
+    from ...models import load_classifier
+    from ...registry import STRATEGIES
+    from ...sources.classes import plain_name
+    from ...timings import cost_per_image, measured
 
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
@@ -300,58 +211,58 @@ def _num(v, fmt=".3f") -> str:
 
 
 def markdown(rep: dict) -> str:
-    from ..registry import STRATEGIES
+    from ...cards.markdown import table
 
-    strategies = [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
+    strategies = _strategies(rep)
     lines = ["# GenBench report", "",
              f"CLER (%) of the generated training images of each strategy against real test images, with "
              f"`{rep['clip']}` (GenBench, Li et al. 2023, Table 2); the best strategy per dataset in bold. "
              "Zero-shot: CLIP zero-shot accuracy (%) on the same test images with the dataset's templates. "
-             f"FD, KID, precision / recall and IS on the features of `{rep['features']}`.", "",
-             "| dataset | " + " | ".join(strategies) + " | zero-shot |", "|---|" + "---|" * (len(strategies) + 1)]
+             f"FD, KID, precision / recall and IS on the features of `{rep['features']}`.", ""]
+    best_rows = []
     for name, d in rep["datasets"].items():
         vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}
         best = max(vals.values()) if vals else None
         cells = [("**" + _pct(vals[s]) + "**" if vals[s] == best else _pct(vals[s])) if s in vals else "-"
                  for s in strategies]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_pct(d['zero_shot'])} |")
-    lines += ["", "## Per (dataset, strategy)", "",
-              "| dataset | strategy | images | test | CLER | CLER ens. | zero-shot | CLER - ZS | ens. - ZS | "
-              "linear probe (metric) | FD | KID | precision | recall | CLIP score | IS | s / image | cost / image |",
-              "|---|" * 1 + "---|" * 17]
-    for r in rep["rows"]:
-        cost = "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}"
-        lines.append(
-            f"| {r['dataset']} | {r['strategy']} | {r['generated']} | {r['test_images']} | {_pct(r['cler'])} | "
-            f"{_pct(r['cler_ensemble'])} | {_pct(r['zero_shot'])} | {_pct(r['cler_minus_zero_shot'])} | "
-            f"{_pct(r['ensemble_minus_zero_shot'])} | {_pct(r['linear_probe'])} ({r['metric']}) | {_num(r['fd'])} | "
-            f"{_num(r['kid'], '.4f')} | {_num(r['precision'], '.2f')} | {_num(r['recall'], '.2f')} | "
-            f"{_num(r['clip_score'], '.2f')} | {_num(r['inception_score'], '.2f')} | {_num(r['seconds_per_image'])} | "
-            f"{cost} |")
+        best_rows.append([name, *cells, _pct(d["zero_shot"])])
+    lines += [table(["dataset", *strategies, "zero-shot"], best_rows),
+              "", "## Per (dataset, strategy)", ""]
+    rows = [[r["dataset"], r["strategy"], r["generated"], r["test_images"], _pct(r["cler"]), _pct(r["cler_ensemble"]),
+             _pct(r["zero_shot"]), _pct(r["cler_minus_zero_shot"]), _pct(r["ensemble_minus_zero_shot"]),
+             f"{_pct(r['linear_probe'])} ({r['metric']})", _num(r["fd"]), _num(r["kid"], ".4f"),
+             _num(r["precision"], ".2f"), _num(r["recall"], ".2f"), _num(r["clip_score"], ".2f"),
+             _num(r["inception_score"], ".2f"), _num(r["seconds_per_image"]),
+             "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}"] for r in rep["rows"]]
+    lines.append(table(["dataset", "strategy", "images", "test", "CLER", "CLER ens.", "zero-shot", "CLER - ZS",
+                        "ens. - ZS", "linear probe (metric)", "FD", "KID", "precision", "recall", "CLIP score", "IS",
+                        "s / image", "cost / image"], rows))
     refs = {k: v for r in rep["rows"] for k, v in r["reference_costs"].items()}
     if refs:
         lines += ["", "Other ways to get an image, for comparison with the cost per image:", "",
-                  "| way | per image | source |", "|---|---|---|"]
-        lines += [f"| {k} | {v['per_image']:g} | {v['source']} |" for k, v in refs.items()]
+                  table(["way", "per image", "source"], [[k, f"{v['per_image']:g}", v["source"]] for k, v in refs.items()])]
     lines += ["", "Cost per image = measured generator seconds per image x price per hour / 3600 (timings are "
               "recorded while building, per unit, on the building machine).", "", "![CLER per strategy](cler.png)", ""]
     return "\n".join(lines)
 
 
+def _strategies(rep: dict) -> list[str]:
+    """The strategies of the report's rows, in the paper's order."""
+    from ...registry import STRATEGIES
+
+    return [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
+
+
 def plot(rep: dict, path: Path) -> None:
     """Grouped bars: CLER per strategy for each dataset, the zero-shot accuracy as a dashed line."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from ..registry import STRATEGIES
+    from ...cards.figures import PALETTE, figure, save
 
     names = list(rep["datasets"])
-    strategies = [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
-    fig = Figure(figsize=(max(4.0, 1.2 + 1.4 * len(names) * max(1, len(strategies)) / 3), 3.6), dpi=100)
-    FigureCanvasAgg(fig)
+    strategies = _strategies(rep)
+    fig = figure(max(4.0, 1.2 + 1.4 * len(names) * max(1, len(strategies)) / 3), 3.6)
     ax = fig.add_subplot(1, 1, 1)
     width = 0.8 / max(1, len(strategies))
-    colors = ["#3b5bdb", "#e67700", "#2b8a3e", "#c2255c", "#1098ad", "#7048e8"]
+    colors = PALETTE[:6]
     for j, s in enumerate(strategies):
         xs, ys = [], []
         for i, name in enumerate(names):
@@ -369,8 +280,7 @@ def plot(rep: dict, path: Path) -> None:
     ax.set_ylim(0, 100)
     fig.legend(loc="lower center", ncol=len(strategies) + 1, fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    save(fig, path)
 
 
 def write(rep: dict, out: str | Path) -> Path:
@@ -380,3 +290,40 @@ def write(rep: dict, out: str | Path) -> Path:
     plot(rep, out / "cler.png")
     (out / "report.md").write_text(markdown(rep), encoding="utf-8")
     return out / "report.md"
+
+
+@REPORTS.register("genbench")
+class GenBench(Report):
+    help = "CLER of GenBench workspaces against real test images"
+    description = ("Per (dataset, strategy): CLER and its text ensemble, CLIP zero-shot accuracy on the same test "
+                   "images and the difference, a linear probe scored with the dataset's metric, FD / KID / precision "
+                   "/ recall / CLIP score / IS, and the cost per image; a markdown table (datasets x strategies, best "
+                   "in bold) and a plot.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("workspace", nargs="+", metavar="WORKSPACE", help="genbench workspaces (gensets build)")
+        parser.add_argument("--test", action="append", metavar="[DATASET=]SOURCE",
+                            help="real test images: a folder of class sub-folders or hf:<dataset>[@rev] (repeatable; "
+                            "DATASET= gives one dataset its own)")
+        parser.add_argument("--split", default="test", help="hf: test sets: the split (default test)")
+        parser.add_argument("--clip", default="open_clip:ViT-B-32/openai", metavar="SPEC",
+                            help="the CLIP model for the embeddings (default: open_clip:ViT-B-32/openai, as the paper)")
+        parser.add_argument("--features", metavar="SPEC", help="classifier whose image features FD / KID / "
+                            "precision-recall use and whose softmax IS uses, e.g. an Inception or DINOv2 timm model "
+                            "(default: --clip)")
+        parser.add_argument("--price-per-hour", type=float,
+                            help="generator device price per hour (default: the config's)")
+        parser.add_argument("--probe-c", type=float, default=1.0, help="inverse regularisation C of the linear probe")
+        parser.add_argument("--batch-size", type=int, default=32)
+        parser.add_argument("--out", default="out/report-genbench",
+                            help="folder for report.md, report.json and cler.png")
+
+    def run(self, args):
+        rep = compute(args.workspace, args.test, args.clip, features=args.features, split=args.split,
+                      batch_size=args.batch_size, price_per_hour=args.price_per_hour, probe_c=args.probe_c)
+        path = write(rep, args.out)
+        for r in rep["rows"]:
+            print(f"{r['dataset']}  {r['strategy']}  CLER {100 * r['cler']:.1f}  ensemble "
+                  f"{100 * r['cler_ensemble']:.1f}  zero-shot {100 * r['zero_shot']:.1f}")
+        print(f"{path} (+ report.json, cler.png in {path.parent})")
+        return 0

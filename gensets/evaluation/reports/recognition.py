@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..cards.markdown import table
-from ..errors import GensetsError
-from . import store
+from ...cards.markdown import table
+from ...errors import GensetsError
+from ...registry import REPORTS
+from .. import store
+from .base import Report
 
 PER_MODEL = """
 SELECT r.model, r.config, count(*) AS n, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
@@ -101,15 +103,13 @@ def _md_table(rows: list[dict], cols: list[str]) -> str:
 
 
 def _plots(rep: dict, out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ...cards.figures import figure
 
     files = []
     pm = rep["per_model"]
     labels = [f"{r['model']}\n{r['config']}" for r in pm]
-    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(pm)), 3.5))
+    fig = figure(max(4, 0.9 * len(pm)), 3.5)
+    ax = fig.add_subplot(1, 1, 1)
     x = range(len(pm))
     ax.bar([i - 0.2 for i in x], [100 * r["top1"] for r in pm], 0.4, label="top-1")
     ax.bar([i + 0.2 for i in x], [100 * r["top5"] for r in pm], 0.4, label="top-5")
@@ -128,7 +128,8 @@ def _plots(rep: dict, out: Path) -> list[str]:
          [("all fail", "all_fail"), ("all succeed", "all_succeed")]),
         ("images_per_category.png", "Images per category", [("images", "images")]),
     ):
-        fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(cats)), 3.2))
+        fig = figure(max(4, 0.5 * len(cats)), 3.2)
+        ax = fig.add_subplot(1, 1, 1)
         width = 0.8 / len(series)
         for j, (label, key) in enumerate(series):
             vals = [r[key] * (1 if key == "images" else 100) for r in pc]
@@ -143,11 +144,10 @@ def _plots(rep: dict, out: Path) -> list[str]:
 
 
 def _save(fig, path: Path) -> str:
-    import matplotlib.pyplot as plt
+    from ...cards.figures import save
 
     fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    save(fig, path)
     return path.name
 
 
@@ -166,3 +166,23 @@ def write(rep: dict, out: str | Path) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
     return path
+
+
+@REPORTS.register("recognition")
+class Recognition(Report):
+    help = "Borji-style recognition report from a results database"
+    description = ("Per-model top-1/top-5, the best model per category and the fraction of images all models fail / "
+                   "all succeed per category, as markdown and PNG plots.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--db", required=True, help="the results database of `gensets eval`")
+        parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
+        parser.add_argument("--protocol", default="wordset", help="which protocol's runs (default: wordset)")
+        parser.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
+                            "(default: the one scored last)")
+        parser.add_argument("--out", default="out/report-recognition", help="folder for report.md and figures")
+
+    def run(self, args):
+        path = write(compute(args.db, args.dataset, args.protocol, args.revision), args.out)
+        print(f"{path} (+ figures in {path.parent})")
+        return 0

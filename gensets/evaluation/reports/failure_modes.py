@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..cards.markdown import table
-from ..errors import GensetsError
+from ...cards.markdown import table
+from ...errors import GensetsError
+from ...registry import REPORTS
+from .base import Report
 
 # an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
 TRANSFER = """
@@ -27,7 +29,7 @@ GROUP BY ALL ORDER BY r.model, r.config
 
 
 def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
-    from ..workspace import Workspace
+    from ...workspace import Workspace
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
@@ -46,7 +48,7 @@ def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
 def transfer(db: str | Path, build: str, classifier: str, top_k: int = 1) -> list[dict]:
     """Per model and config of the finalized set: images, how many it fails (its label's class not in its
     top-``top_k``, the build's failure rule), the transfer rate."""
-    from . import store
+    from .. import store
 
     con = store.connect(db, read_only=True)
     try:
@@ -70,9 +72,9 @@ def _fmt(v) -> str:
 
 def _images(ws_root: Path, keys: list[str]) -> dict:
     """key -> PIL image, read from the candidate shards named in state.duckdb."""
-    from ..curation import state
-    from ..images import decode_image
-    from ..workspace import Workspace
+    from ...curation import state
+    from ...images import decode_image
+    from ...workspace import Workspace
 
     if not keys:
         return {}
@@ -94,7 +96,7 @@ def _images(ws_root: Path, keys: list[str]) -> dict:
 
 
 def _rates_figure(rep: dict, path: Path) -> None:
-    from ..cards.figures import PALETTE, figure, save
+    from ...cards.figures import PALETTE, figure, save
 
     labels = rep["labels"]
     bars = []  # (x, height, colour)
@@ -127,7 +129,7 @@ def _rates_figure(rep: dict, path: Path) -> None:
 
 
 def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
-    from ..cards.figures import PALETTE, figure, save
+    from ...cards.figures import PALETTE, figure, save
 
     rows = sorted(((c["count"], label, c["name"]) for label, b in rep["baseline"].items() for c in b["confusions"]),
                   key=lambda r: (-r[0], r[1], r[2]))[:top]
@@ -145,7 +147,7 @@ def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
 
 
 def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None:
-    from ..cards.figures import figure, save
+    from ...cards.figures import figure, save
 
     cluster = [mode["medoid"]] + [k for k in mode["members"] if k != mode["medoid"]]
     rows = [("cluster (medoid first)", cluster[:per_row]), ("regenerated, misclassified", mode["failed"][:per_row])]
@@ -215,3 +217,24 @@ def write(rep: dict, out: str | Path) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n", encoding="utf-8")
     return path
+
+
+@REPORTS.register("failure-modes")
+class FailureModes(Report):
+    help = "discovered failure modes of a failure-modes build"
+    description = ("Per label the baseline failure rate and top confusions; per mode its cluster, caption, "
+                   "regenerated failure rate, p-values and whether it was discovered; sample images of each "
+                   "discovered mode. Markdown + PNG figures.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("workspace", help="a failure-modes workspace (after gensets build)")
+        parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the figures")
+        parser.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
+                            "transfer check (how often other classifiers fail these images too)")
+
+    def run(self, args):
+        rep = compute(args.workspace, args.db)
+        path = write(rep, args.out)
+        print(f"{path}: {len(rep['discovered'])} of {len(rep['modes'])} mode(s) discovered "
+              f"(+ figures in {path.parent})")
+        return 0

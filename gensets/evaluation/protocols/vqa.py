@@ -1,0 +1,50 @@
+"""``vqa`` (Borji 2022): binary visual question answering. Every question of every image (``json.questions``),
+answers normalised to yes / no; accuracy overall, on yes and on no questions. One prediction row per question,
+keyed ``<image key>/q<i>``, so per-image accuracy is a GROUP BY away."""
+
+from __future__ import annotations
+
+import math
+
+from ...errors import GensetsError
+from ...registry import PROTOCOLS
+from .base import Scored, VQAProtocol, accuracy_row
+
+
+@PROTOCOLS.register("vqa")
+class VQA(VQAProtocol):
+    row_per_image = False  # a row per question
+
+    @property
+    def label_space(self) -> str:
+        return "yes/no"
+
+    @property
+    def class_names(self) -> list[str]:
+        return ["no", "yes"]
+
+    def score(self, inputs, records):
+        from ... import metrics as M
+
+        pairs = [(r, i, q) for r in records for i, q in enumerate(r["meta"].get("questions") or [])]
+        answers = self.model.answer([r["image"] for r, _, _ in pairs], [q["question"] for _, _, q in pairs])
+        out = Scored([], {"said": [], "truth": []})
+        for (r, i, q), a in zip(pairs, answers, strict=True):
+            said, truth = M.normalize_yes_no(a), q["answer"]
+            out.rows.append({"key": f"{r['key']}/q{i}", "target": int(truth == "yes"),
+                             "target_ids": [int(truth == "yes")], "top5": [] if said is None else [int(said == "yes")],
+                             "scores": [], "correct1": said == truth, "correct5": said == truth})
+            out.extra["said"].append(said or "")
+            out.extra["truth"].append(truth)
+        return out
+
+    def metrics(self, rows, extra):
+        from ... import metrics as M
+
+        if not rows:
+            raise GensetsError(f"{self.split.config}/{self.split.split}: no questions (json.questions) to score")
+        acc = M.vqa_binary_accuracy(extra["said"], extra["truth"])
+        # yes/no accuracy is undefined (NaN) without yes/no questions: stored and printed as null
+        return [accuracy_row("top1", [p["correct1"] for p in rows]),
+                *({"name": f"vqa_{k}", "value": None if math.isnan(acc[k]) else acc[k], "lo": None, "hi": None}
+                  for k in ("accuracy", "yes_accuracy", "no_accuracy", "n_yes", "n_no"))]
