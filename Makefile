@@ -28,8 +28,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# two pytest-xdist processes (the machines have 2 cores); PYTEST_ARGS= runs in one process
+PYTEST_ARGS ?= -n 2
 test: lint
-	$(OFFLINE) $(BIN)/python -m pytest -q
+	$(OFFLINE) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(OFFLINE) $(BIN)/gensets build configs/imagenet_d.smoke.yaml --out $(DEMO)

@@ -128,10 +128,9 @@ def _print_rows(cols: list[str], rows: list, fmt: str) -> None:
         w.writerow(cols)
         w.writerows(rows)
     elif fmt == "markdown":
-        print("| " + " | ".join(cols) + " |")
-        print("|" + "---|" * len(cols))
-        for r in rows:
-            print("| " + " | ".join(cell(v).replace("|", "\\|") for v in r) + " |")
+        from .cards.markdown import table
+
+        print(table(cols, rows, lambda v: cell(v).replace("|", "\\|")))
     else:
         cells = [[cell(v) for v in r] for r in rows]
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]

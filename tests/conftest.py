@@ -11,14 +11,19 @@ SMOKE = ROOT / "configs" / "imagenet_d.smoke.yaml"
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_env(tmp_path_factory):
-    """Offline, with the tiny-model cache and HF caches in a session temp folder."""
-    base = tmp_path_factory.mktemp("env")
+    """Offline, with the tiny-model cache and HF caches in a session temp folder, which the processes of a
+    pytest-xdist run share (tiny models are built once, renamed into place atomically)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = tmp_path_factory.getbasetemp().parent / "shared-env"
+        base.mkdir(exist_ok=True)
+    else:
+        base = tmp_path_factory.mktemp("env")
     env = {
         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(base / "hf"),
         "GENSETS_CACHE": str(base / "gensets-cache"), "TMPDIR": str(base / "tmp"),
     }
-    (base / "tmp").mkdir()
+    (base / "tmp").mkdir(exist_ok=True)
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     yield env
@@ -27,6 +32,12 @@ def offline_env(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def pytest_collection_modifyitems(items):
+    """The longest test (every smoke build, eval and report: tests/test_golden.py) first, so that under
+    pytest-xdist it runs beside the others instead of after them."""
+    items.sort(key=lambda item: "test_golden" not in item.nodeid)
 
 
 def run_cli(*args, env=None, check=None, timeout=600):

@@ -7,11 +7,12 @@ a report is caught. Only what is measured (generator and evaluation seconds) is 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -51,11 +52,22 @@ def _tree(root: Path, skip=()) -> dict[str, str]:
 
 
 def _cli(*args) -> str:
-    p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True, text=True,
-                       cwd=ROOT, env=os.environ, timeout=900)
-    if p.returncode:
-        raise RuntimeError(f"gensets {' '.join(map(str, args))}: exit {p.returncode}\n{p.stderr[-3000:]}")
-    return p.stdout
+    """``gensets ARGS`` in this process (as ``gensets.cli.main``; the libraries are imported once for all the
+    calls); its stdout. A build pins torch to one thread: the thread count is restored after each call."""
+    import torch
+
+    from gensets.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    threads = torch.get_num_threads()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        torch.set_num_threads(threads)
+    if code:
+        raise RuntimeError(f"gensets {' '.join(map(str, args))}: exit {code}\n{err.getvalue()[-3000:]}")
+    return out.getvalue()
 
 
 def snapshot(tmp: Path) -> dict:

@@ -12,8 +12,9 @@ import pytest
 from gensets.builders import base
 from gensets.builders.common import GeneratorConfig, ImageConfig, Unit
 from gensets.cli import main
+from gensets.evaluation.protocols.base import ClassifierProtocol
 from gensets.records import Sample, content_id, derive_seed, slug
-from gensets.registry import BUILDERS, STRATEGIES
+from gensets.registry import BUILDERS, PROTOCOLS, STRATEGIES
 
 from .conftest import ROOT
 
@@ -69,13 +70,23 @@ class Shouted(STRATEGIES.get("ST")):
         row["prompt"] = row["prompt"].upper()
 
 
+class FirstLetter(ClassifierProtocol):
+    """An evaluation protocol: a prediction counts when its label starts with the class's first letter."""
+
+    def targets(self, record):
+        letter = self.split.class_names[int(record["target"])][0]
+        return [i for i, n in enumerate(self.model.label_names) if n.lower().startswith(letter)]
+
+
 @pytest.fixture
 def registered():
     BUILDERS.register("toy", ToyBuilder)
     STRATEGIES.register("XX", Shouted)
+    PROTOCOLS.register("first-letter", FirstLetter)
     yield
     BUILDERS.unregister("toy")
     STRATEGIES.unregister("XX")
+    PROTOCOLS.unregister("first-letter")
 
 
 def test_a_builder_from_a_test_file_builds_finalizes_and_loads(registered, tmp_path, capsys):
@@ -96,6 +107,26 @@ def test_a_builder_from_a_test_file_builds_finalizes_and_loads(registered, tmp_p
     readme = (ws / "dataset" / "README.md").read_text()
     assert "A toy builder defined in a test file." in readme and "config_name: len3" in readme
     assert main(["verify", str(ws / "dataset")]) == 0
+
+    # ... and a protocol from this file scores it: the CLI offers it, its targets are what it says
+    capsys.readouterr()
+    db = tmp_path / "results.duckdb"
+    assert main(["eval", str(ws), "--model", "tiny:resnet", "--protocol", "first-letter", "--db", str(db),
+                 "--json", "--quiet"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert {(r["config"], r["protocol"], r["n"]) for r in runs} == {("len3", "first-letter", 1),
+                                                                    ("len4", "first-letter", 1),
+                                                                    ("len5", "first-letter", 1)}
+    from gensets.evaluation import store
+    from gensets.models import load_classifier
+
+    labels = load_classifier("tiny:resnet").label_names
+    con = store.connect(db, read_only=True)
+    rows = con.execute("SELECT key, target_ids, top5, correct5 FROM predictions ORDER BY key").fetchall()
+    con.close()
+    for key, target_ids, top5, correct5 in rows:
+        assert target_ids == [i for i, n in enumerate(labels) if n.lower().startswith(key[0])]
+        assert correct5 == bool(set(top5) & set(target_ids))
 
 
 def test_a_strategy_from_a_test_file_builds_as_a_genbench_config(registered, tmp_path):

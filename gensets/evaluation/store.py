@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..db import transaction
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, dataset VARCHAR, dataset_revision VARCHAR, config VARCHAR,
@@ -78,8 +80,7 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
     mets = pa.Table.from_pylist([{**m, "run_id": rid} for m in metrics], schema=pa.schema([
         ("run_id", pa.string()), ("name", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
         ("hi", pa.float64())]))
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for table in ("runs", "predictions", "metrics"):
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [rid])
         con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
@@ -90,10 +91,6 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
         con.register("_mets", mets)
         con.execute("INSERT INTO metrics SELECT * FROM _mets")
         con.unregister("_mets")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return rid
 
 

@@ -11,14 +11,8 @@ from pathlib import Path
 from ...errors import GensetsError
 from ...images import is_image_file
 from ...shards import sha256_file
-from ...sources.classes import (
-    class_folders,
-    hf_label_feature,
-    match_classes,
-    report_match,
-    source_name,
-    split_rev,
-)
+from ...sources.classes import class_folders, match_classes, report_match, source_name
+from ...sources.images import hf_split
 from .config import GenBenchConfig, selected
 
 
@@ -93,16 +87,8 @@ def _hf_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
 
     ref = cfg.reference
     name = ref.source[len("hf:"):]
-    repo, rev = split_rev(name)
-    column, label = hf_label_feature(name, ref.hf_config, ref.label_column, ref.split)
-    try:
-        ds = datasets.load_dataset(repo, ref.hf_config, split=ref.split, revision=rev)
-    except Exception as e:
-        raise GensetsError(f"reference: hf:{name} split {ref.split!r} is not available: "
-                           f"{str(e).strip().splitlines()[0][:200]}") from None
-    image_col = next((k for k, f in ds.features.items() if isinstance(f, datasets.Image)), None)
-    if image_col is None:
-        raise GensetsError(f"reference: hf:{name} has no Image feature")
+    ds, column, label, image_col = hf_split(name, ref.split, what=f"reference {ref.source}", hf_config=ref.hf_config,
+                                            label_column=ref.label_column)
     matched, how = match_classes(label.names, cfg.class_names)
     report_match(f"reference {ref.source}", label.names, cfg.class_names, matched, how)
     wanted = {i: n for i, n in selected(cfg)}
