@@ -107,10 +107,10 @@ def _eval(a) -> int:
     else:
         for r in results:
             m = r["metrics"]
-            lo, hi = r["intervals"]["top1"]
+            lo, hi = r["intervals"].get("top1", (None, None))
+            top1 = "-" if m["top1"] is None else f"{m['top1']:.4f}" + (f" ({lo:.4f}-{hi:.4f})" if lo is not None else "")
             extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k != "top1" and v is not None)
-            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['protocol']}]  n={r['n']}  "
-                  f"top1 {m['top1']:.4f} ({lo:.4f}-{hi:.4f}){extra}")
+            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['protocol']}]  n={r['n']}  top1 {top1}{extra}")
         print(f"results in {a.db}: gensets leaderboard --db {a.db}", file=sys.stderr)
     return 0
 
@@ -319,7 +319,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--db", required=True, help="the results database (DuckDB file)")
     e.add_argument("--config", help="only this config")
     e.add_argument("--split", help="only this split")
-    e.add_argument("--protocol", choices=list(PROTOCOLS))
+    e.add_argument("--protocol", choices=list(PROTOCOLS),
+                   help="two-way: ImageNet-D's VLM protocol as the authors' code runs it (their question, true "
+                   "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant")
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",

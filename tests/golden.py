@@ -93,6 +93,8 @@ def snapshot(tmp: Path) -> dict:
         "failure_modes": ["--model", "tiny:vit"],
         "imagenet_d#two-way": ["--model", "tiny:vilt-vqa", "--protocol", "two-way", "--clip", "tiny:clip",
                                "--config", "texture"],
+        "imagenet_d#two-way-shuffled": ["--model", "tiny:vilt-vqa", "--protocol", "two-way-shuffled", "--clip",
+                                        "tiny:clip", "--config", "texture"],
     }
     for what, args in evals.items():
         target = tmp / what.split("#")[0]

@@ -338,15 +338,22 @@ def test_vqa_json_prints_null_for_undefined_metrics(tmp_path):
 
 
 def test_two_way_protocol_through_eval(reference, tmp_path):
-    """VLMs choose between the true class and CLIP's top wrong class; every image gets a row."""
-    db = tmp_path / "r.duckdb"
-    res = json.loads(run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", "two-way", "--clip",
-                             "tiny:clip", "--config", "texture", "--db", db, "--json", check=0).stdout)[0]
-    assert res["protocol"] == "two-way" and res["n"] == 12
-    m = res["metrics"]
-    parsed = query(db, "SELECT count(*) AS n FROM predictions WHERE len(top5) = 1")[0]["n"]
-    assert m["unparseable"] == pytest.approx(1 - parsed / 12)
-    correct = query(db, "SELECT count(*) AS n FROM predictions WHERE correct1")[0]["n"]
-    assert m["top1"] == pytest.approx(correct / 12)
-    assert m["two_way_parsed"] == (pytest.approx(correct / parsed) if parsed else None)
+    """VLMs choose between the true class and CLIP's top wrong class; every image gets a row. The default is
+    the authors' form (top1 leaves out answers naming both or neither); two-way-shuffled is gensets' own."""
+    for protocol in ("two-way", "two-way-shuffled"):
+        db = tmp_path / f"{protocol}.duckdb"
+        res = json.loads(run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", protocol, "--clip",
+                                 "tiny:clip", "--config", "texture", "--db", db, "--json", check=0).stdout)[0]
+        assert res["protocol"] == protocol and res["n"] == 12
+        assert query(db, "SELECT protocol FROM runs") == [{"protocol": f"{protocol} (tiny:clip)"}]
+        m = res["metrics"]
+        parsed = query(db, "SELECT count(*) AS n FROM predictions WHERE len(top5) = 1")[0]["n"]
+        assert m["unparseable"] == pytest.approx(1 - parsed / 12)
+        correct = query(db, "SELECT count(*) AS n FROM predictions WHERE correct1")[0]["n"]
+        if protocol == "two-way":
+            assert m["top1"] == (pytest.approx(correct / parsed) if parsed else None)
+            assert m["two_way_all"] == pytest.approx(correct / 12)
+        else:
+            assert m["top1"] == pytest.approx(correct / 12)
+            assert m["two_way_parsed"] == (pytest.approx(correct / parsed) if parsed else None)
     assert run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", "two-way", "--db", db).returncode == 2

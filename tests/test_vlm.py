@@ -9,7 +9,15 @@ import time
 import pytest
 
 from gensets.errors import ModelError
-from gensets.labels.twoway import build_question, parse_choice, score_two_way, two_way_accuracy
+from gensets.labels.twoway import (
+    build_question,
+    official_choice,
+    official_name,
+    official_question,
+    parse_choice,
+    score_two_way,
+    two_way_accuracy,
+)
 from gensets.models.tiny import tiny_kinds, tiny_path
 from gensets.models.vlm import load_vqa
 
@@ -163,7 +171,7 @@ def test_two_way_accuracy_counts():
 @pytest.mark.parametrize("kind", ["vilt-vqa", "vlm"])
 def test_score_two_way_end_to_end(kind):
     targets = [0, 1, 2, 3, 4]
-    r = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, batch_size=2)
+    r = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, batch_size=2, variant="shuffled")
     assert r["n"] == 5 and len(r["items"]) == 5
     assert 0 <= r["accuracy"] <= 1
     assert r["accuracy_parsed"] is None or r["accuracy"] <= r["accuracy_parsed"] <= 1
@@ -171,7 +179,7 @@ def test_score_two_way_end_to_end(kind):
         assert item["target"] == t and item["wrong"] != t
         assert item["options"][item["correct"]] == CLASSES[t]
         assert CLASSES[item["wrong"]] in item["options"]
-    again = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0)
+    again = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, variant="shuffled")
     assert again["items"] == r["items"]  # batch size does not matter, same seed: same questions
 
 
@@ -191,9 +199,50 @@ def test_score_two_way_parsed_answers(fixed):
     vlm = _Scripted(
         {id(im): CLASSES[t].replace("_", " ") for im, t in zip(images, targets, strict=True)}, fixed
     )
-    r = score_two_way(vlm, _clip(), images, targets, CLASSES, seed=3, batch_size=2)
+    r = score_two_way(vlm, _clip(), images, targets, CLASSES, seed=3, batch_size=2, variant="shuffled")
     first = sum(item["correct"] == 0 for item in r["items"])
     expected = {None: (5, 0), "A": (first, 0), "(B)": (5 - first, 0), "no idea": (0, 5)}[fixed]
     assert (r["n_correct"], r["n_unparseable"]) == expected
     assert r["accuracy"] == expected[0] / 5
     assert r["accuracy_parsed"] == (None if fixed == "no idea" else expected[0] / 5)
+
+
+# ---------------------------------------------------------------- two-way, the authors' form (the default)
+def test_official_names_are_normalised_as_the_authors_clip_evaluation():
+    assert [official_name(n) for n in ("binder_(closed)", "coffee/french press", "t-shirt", "mixing/salad_bowl",
+                                       "Alarm_Clock")] == ["binder (closed)", "coffee or french press", "t shirt",
+                                                           "mixing or salad bowl", "alarm clock"]
+    assert official_question("t-shirt", "coffee/french press") == (
+        "What is the main object in this image? Choose from the following list: t shirt, coffee or french press.",
+        ["t shirt", "coffee or french press"])
+
+
+@pytest.mark.parametrize(("answer", "options", "official", "shuffled"), [
+    ("It is a pencil.", ["pen", "mug"], 0, None),  # substring (authors) vs whole words (gensets)
+    ("I see a television.", ["tv", "mug"], 0, None),  # the authors' synonym map
+    ("A French press on a table", ["coffee or french press", "mug"], 0, None),
+    ("B", ["pen", "mug"], None, 1),  # no letters in the authors' form
+    ("a pen and a mug", ["pen", "mug"], None, None),  # both: left out
+    ("a can opener", ["pen", "can opener"], 1, 1),  # nested names, the authors' order: "can opener" first
+    ("a pen next to a can opener", ["pen", "can opener"], 1, None),
+    ("a pen next to a can opener", ["can opener", "pen"], 0, None),
+    ("a drying rack for plates", ["plate", "drying rack for plates"], 1, 1),
+    ("nothing I know", ["pen", "mug"], None, None),
+])
+def test_official_answer_matching_against_the_shuffled_variant(answer, options, official, shuffled):
+    assert official_choice(answer, options) == official
+    assert parse_choice(answer, options) == shuffled
+
+
+@pytest.mark.parametrize(("fixed", "expected"), [(None, (5, 0)), ("B", (0, 5)), ("no idea", (0, 5))])
+def test_score_two_way_official(fixed, expected):
+    images, targets = _images(5), [4, 3, 2, 1, 0]
+    vlm = _Scripted({id(im): CLASSES[t].replace("_", " ") for im, t in zip(images, targets, strict=True)}, fixed)
+    r = score_two_way(vlm, _clip(), images, targets, CLASSES, batch_size=2)
+    for item, t in zip(r["items"], targets, strict=True):
+        assert item["correct"] == 0 and item["options"][0] == official_name(CLASSES[t])  # the true class first
+        assert item["question"] == official_question(CLASSES[t], CLASSES[item["wrong"]])[0]
+    if fixed is None:  # the true name is said; "sports car" also says "car": both named, left out (authors' rule)
+        double = sum(CLASSES[i["target"]] == "sports_car" and CLASSES[i["wrong"]] == "car" for i in r["items"])
+        expected = (5 - double, double)
+    assert (r["n_correct"], r["n_unparseable"]) == expected

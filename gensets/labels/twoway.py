@@ -1,12 +1,21 @@
 """ImageNet-D's two-way protocol for VLMs: the true class against CLIP's top wrong class.
 
 For each image with true class T, a zero-shot CLIP classifier over the dataset's class names gives its
-highest-scoring class W whose name differs from T's. The VLM is asked which of the two is in the image,
-the options in a seeded random order, and its answer is parsed to option A/B or to an option's name.
-An answer that names both options (or contradicts itself) or neither is unparseable.
+highest-scoring class W whose name differs from T's (CLIP's top-1 when it is wrong, else its top-2). The VLM
+is asked which of the two is in the image. Two variants:
 
-Two accuracies: `accuracy` counts unparseable answers as wrong; `accuracy_parsed` (the paper's variant)
-drops them from the denominator.
+- ``official`` (the default; what produced the paper's numbers, from the authors' evaluation code,
+  chenshuang-zhang/imagenet_d: ``LLaVA/llava/serve/eval_imagenet_d.py`` and ``LLaVA/compute_accuracy.py``):
+  class names normalised as their CLIP evaluation does (``official_name``: "_" and "-" -> " ", "/" -> " or ",
+  lower case), CLIP prompted with "A photo of a {}", the question "What is the main object in this image?
+  Choose from the following list: {T}, {W}." with the true class always first, and the answer matched by
+  substring to each name or one of its synonyms (the authors' map, packaged in
+  gensets/data/imagenet_d/two_way_synonyms.json); an answer naming both or neither is left out of the
+  accuracy (TRUE / (TRUE + FALSE)), except for two pairs whose names nest ("pen" in "can opener", "plate" in
+  "drying rack for plates"), which the authors decide in a fixed order.
+- ``shuffled`` (gensets' own reading, a named option: protocol ``two-way-shuffled``): the options in a seeded
+  random order, lettered, the answer parsed to a letter or a whole-word name; unparseable answers count wrong
+  in ``accuracy`` and are dropped in ``accuracy_parsed``.
 """
 
 from __future__ import annotations
@@ -29,6 +38,46 @@ LETTERS = ("a", "b")
 _LETTER = re.compile(
     r"\(\s*([ab])\s*\)|^\W*([ab])\W*$|^\s*([ab])\s*[.:)]|\b(?:answer|option|choice)\s*(?:is|:)?\s*([ab])(?!\s*[a-z0-9])"
 )
+
+
+OFFICIAL_QUESTION = "What is the main object in this image? Choose from the following list: {}, {}."
+OFFICIAL_TEMPLATE = "A photo of a {}"  # the authors' CLIP prompt (no full stop)
+# option pairs whose names nest: the authors test the longer name's side first
+_NESTED = {("pen", "can opener"), ("plate", "drying rack for plates")}
+
+
+def official_name(name: str) -> str:
+    """A class name as the authors' CLIP evaluation writes it: "coffee/french press" -> "coffee or french
+    press", "t-shirt" -> "t shirt", "binder_(closed)" -> "binder (closed)"."""
+    return name.replace("_", " ").replace("-", " ").replace("/", " or ").lower()
+
+
+def official_question(true_name: str, wrong_name: str) -> tuple[str, list[str]]:
+    """The authors' question and its two options (normalised names), the true class first."""
+    options = [official_name(true_name), official_name(wrong_name)]
+    return OFFICIAL_QUESTION.format(*options), options
+
+
+def _names(name: str, answer: str) -> bool:
+    from gensets.sources.packaged import imagenet_d_two_way_synonyms
+
+    return name in answer or any(w in answer for w in imagenet_d_two_way_synonyms().get(name, ()))
+
+
+def official_choice(answer: str, options: Sequence[str]) -> int | None:
+    """The authors' answer matching: 0 (the first option, the true class), 1 (the wrong one), or None when the
+    answer names both or neither. A name counts when it, or one of its synonyms, is a substring of the
+    lower-cased answer (no word boundaries, as the authors' code)."""
+    true, wrong = options
+    text = answer.lower()
+    t, w = _names(true, text), _names(wrong, text)
+    if (true, wrong) in _NESTED:  # the wrong option's name contains the true one's
+        return 1 if w else 0 if t else None
+    if (wrong, true) in _NESTED:
+        return 0 if t else 1 if w else None
+    if t and w:
+        return None
+    return 0 if t else 1 if w else None
 
 
 def build_question(true_name: str, wrong_name: str, seed: int | str) -> tuple[str, list[str]]:
@@ -96,10 +145,14 @@ def score_two_way(
     batch_size: int = 16,
     max_new_tokens: int = 10,
     keys: Sequence[str] | None = None,
+    variant: str = "official",
 ) -> dict:
-    """Run the two-way protocol: `vlm` is a gensets.models.vlm.VQAModel, `clip_classifier` a zero-shot
-    classifier whose label_names are `class_names` (in order). Returns two_way_accuracy's dict plus
-    `items`: per image the target, wrong class, question, options, answer, choice and correct index."""
+    """Run the two-way protocol (``variant``: ``official`` or ``shuffled``, see the module): `vlm` is a
+    gensets.models.vlm.VQAModel, `clip_classifier` a zero-shot classifier whose label_names are
+    `class_names` (in order). Returns two_way_accuracy's dict plus `items`: per image the target, wrong
+    class, question, options, answer, choice, correct index and the chosen class (None: unparseable)."""
+    if variant not in ("official", "shuffled"):
+        raise GensetsError(f"two-way protocol: unknown variant {variant!r} (official or shuffled)")
     if len(images) != len(targets):
         raise GensetsError(f"two-way protocol: {len(images)} images but {len(targets)} targets")
     if len(clip_classifier.label_names) != len(class_names):
@@ -116,20 +169,20 @@ def score_two_way(
             w = top_wrong(scores, int(t), class_names)
             # the option order is seeded per image: by its key when given, else by its position
             per_image = keys[start + k] if keys is not None else start + k
-            question, options = build_question(class_names[t], class_names[w], f"{seed}:{per_image}")
+            if variant == "official":
+                question, options = official_question(class_names[t], class_names[w])
+                classes = [int(t), w]
+            else:
+                question, options = build_question(class_names[t], class_names[w], f"{seed}:{per_image}")
+                classes = [int(t) if o == class_names[t] else w for o in options]
             questions.append(question)
-            rows.append(
-                {
-                    "target": int(t),
-                    "wrong": w,
-                    "question": question,
-                    "options": options,
-                    "correct": options.index(class_names[t]),
-                }
-            )
+            rows.append({"target": int(t), "wrong": w, "question": question, "options": options,
+                         "classes": classes, "correct": classes.index(int(t))})
         answers = vlm.answer(batch, questions, max_new_tokens=max_new_tokens)
+        parse = official_choice if variant == "official" else parse_choice
         for row, answer in zip(rows, answers, strict=True):
-            row.update(answer=answer, choice=parse_choice(answer, row["options"]))
+            choice = parse(answer, row["options"])
+            row.update(answer=answer, choice=choice, chosen=None if choice is None else row["classes"][choice])
             items.append(row)
     result = two_way_accuracy([r["choice"] for r in items], [r["correct"] for r in items])
     return {**result, "items": items}

@@ -38,6 +38,12 @@ def imagenet_d_class_map() -> dict[int, list[int]]:
     return {v["index"]: v["imagenet_ids"] for v in imagenet_d_classes().values()}
 
 
+@cache
+def imagenet_d_two_way_synonyms() -> dict[str, list[str]]:
+    """The words the authors' two-way answer parser also accepts for a class (normalised name -> words)."""
+    return json.loads(_data_text("imagenet_d", "two_way_synonyms.json"))["synonyms"]
+
+
 def imagenet_d_nuisances(kind: str) -> list[str]:
     """The packaged nuisance names of one kind (background, texture, material), in file order."""
     rows = csv.DictReader(_data_text("imagenet_d", f"{kind}.csv").splitlines())

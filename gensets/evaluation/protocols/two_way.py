@@ -1,49 +1,60 @@
 """``two-way``: ImageNet-D's protocol for VLMs. Each image's true class against the top wrong class of a
 zero-shot CLIP model (``--clip``) over the dataset's class names; the VLM is asked which of the two it sees
-(question and answer parsing: :mod:`gensets.labels.twoway`).
+(question and answer matching: :mod:`gensets.labels.twoway`).
 
-``top1`` counts unparseable answers as wrong; ``two_way_parsed`` is the paper's variant that drops them from
-the denominator; ``unparseable`` is their fraction.
+- ``two-way`` (default) is the authors' evaluation code: normalised names, "A photo of a {}" for CLIP, the
+  question "What is the main object in this image? Choose from the following list: {true}, {wrong}.",
+  substring matching with their synonym map. ``top1`` is their accuracy, TRUE / (TRUE + FALSE): answers
+  naming both options or neither are left out; ``two_way_all`` counts them wrong; ``unparseable`` is their
+  fraction.
+- ``two-way-shuffled`` (gensets' own reading): readable names, CLIP's default template, seeded random lettered
+  options, whole-word parsing. ``top1`` counts unparseable answers wrong; ``two_way_parsed`` drops them.
+
+The run row's protocol names the variant and the CLIP model: ``two-way (SPEC)``, ``two-way-shuffled (SPEC)``.
 """
 
 from __future__ import annotations
 
 from ...errors import GensetsError
 from ...labels.names import readable
+from ...labels.twoway import OFFICIAL_TEMPLATE, official_name
 from ...registry import PROTOCOLS
 from .base import Scored, VQAProtocol, accuracy_row
 
 
-@PROTOCOLS.register("two-way")
 class TwoWay(VQAProtocol):
+    variant = "official"
+
     @classmethod
     def check(cls, cfg):
         if not cfg.clip:
-            raise GensetsError("protocol two-way needs --clip SPEC: the CLIP model that picks the wrong class")
+            raise GensetsError(f"protocol {cls.name} needs --clip SPEC: the CLIP model that picks the wrong class")
 
     def __init__(self, model, split, **kw):
         super().__init__(model, split, **kw)
         if not split.class_names:
-            raise GensetsError(f"protocol two-way needs the class names of {split.config}/{split.split}")
-        self.names = [readable(n) for n in split.class_names]
-        self.clip = self.models.classifier(self.cfg.clip, labels=self.names)
+            raise GensetsError(f"protocol {self.name} needs the class names of {split.config}/{split.split}")
+        official = self.variant == "official"
+        self.names = [official_name(n) if official else readable(n) for n in split.class_names]
+        self.clip = self.models.classifier(self.cfg.clip, labels=self.names,
+                                           templates=[OFFICIAL_TEMPLATE] if official else None)
 
     @property
     def run_protocol(self) -> str:
-        return f"two-way ({self.cfg.clip})"
+        return f"{self.name} ({self.cfg.clip})"
 
     def score(self, inputs, records):
         from ...labels.twoway import score_two_way
 
         keys = [r["key"] for r in records]
         res = score_two_way(self.model, self.clip, inputs, [int(r["target"]) for r in records], self.names,
-                            self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys)
+                            self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys, variant=self.variant)
         out = Scored([], {"choice": [], "correct": []})
         for key, item in zip(keys, res["items"], strict=True):
-            chosen = None if item["choice"] is None else self.names.index(item["options"][item["choice"]])
             ok = item["choice"] == item["correct"]
             out.rows.append({"key": key, "target": item["target"], "target_ids": [item["target"]],
-                             "top5": [] if chosen is None else [chosen], "scores": [], "correct1": ok, "correct5": ok})
+                             "top5": [] if item["chosen"] is None else [item["chosen"]], "scores": [],
+                             "correct1": ok, "correct5": ok})
             out.extra["choice"].append(item["choice"])
             out.extra["correct"].append(item["correct"])
         return out
@@ -52,7 +63,21 @@ class TwoWay(VQAProtocol):
         from ...labels.twoway import two_way_accuracy
 
         acc = two_way_accuracy(extra["choice"], extra["correct"])
-        parsed = acc["n"] - acc["n_unparseable"]
+        unparseable = {"name": "unparseable", "value": acc["n_unparseable"] / acc["n"] if acc["n"] else None,
+                       "lo": None, "hi": None}
+        if self.variant == "official":  # the authors' accuracy: answers naming both or neither left out
+            parsed = [p["correct1"] for p, c in zip(rows, extra["choice"], strict=True) if c is not None]
+            top1 = accuracy_row("top1", parsed) if parsed else {"name": "top1", "value": None, "lo": None, "hi": None}
+            return [top1, {"name": "two_way_all", "value": acc["accuracy"], "lo": None, "hi": None}, unparseable]
         return [accuracy_row("top1", [p["correct1"] for p in rows]),
-                {"name": "two_way_parsed", "value": acc["accuracy_parsed"], "lo": None, "hi": None},
-                {"name": "unparseable", "value": 1 - parsed / acc["n"] if acc["n"] else None, "lo": None, "hi": None}]
+                {"name": "two_way_parsed", "value": acc["accuracy_parsed"], "lo": None, "hi": None}, unparseable]
+
+
+@PROTOCOLS.register("two-way")
+class TwoWayOfficial(TwoWay):
+    variant = "official"
+
+
+@PROTOCOLS.register("two-way-shuffled")
+class TwoWayShuffled(TwoWay):
+    variant = "shuffled"
