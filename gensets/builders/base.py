@@ -5,7 +5,7 @@ A builder is one class, registered where it is defined::
     @BUILDERS.register("my-builder")
     class MyBuilder(Builder):
         Config = MyConfig                      # a frozen dataclass; gensets.config validates the YAML into it
-        fields = (("my_field", "string"),)     # provenance fields it adds to records.COMMON
+        fields = (("my_field", "string"),)     # the provenance fields it adds to the common ones
 
         def plan(self, cfg): ...               # -> [Unit]: deterministic, ids from content
         def run_unit(self, unit, ctx, build_id): ...   # -> [Sample]
@@ -60,7 +60,7 @@ class Builder:
     needs_review: ClassVar[bool] = False  # kept images wait in the review queue (else: accepted)
     task_categories: ClassVar[tuple[str, ...]] = ("image-classification",)  # the card's task_categories
     stages: ClassVar[tuple[str, ...] | None] = None  # staged builders: planned stage after stage
-    fields: ClassVar[tuple] = ()  # provenance fields this builder adds to records.COMMON: (name, dtype)
+    fields: ClassVar[tuple] = ()  # (name, dtype) of the provenance fields it adds to records.schema's common ones
 
     def plan(self, cfg) -> list[Unit]:
         """Deterministic work units (a unit's id hashes its content). Staged builders (``stages``) are called
@@ -102,7 +102,7 @@ class Builder:
 
     @classmethod
     def provenance(cls, **values) -> dict:
-        """A sample's complete provenance: records.COMMON and this builder's ``fields``."""
+        """A sample's complete provenance: records.schema(fields), the common fields and this builder's."""
         return provenance_of(cls.fields, builder=cls.name, **values)
 
 

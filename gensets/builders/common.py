@@ -1,4 +1,4 @@
-"""Pieces every builder shares: the generator and image settings, the work unit, decoding."""
+"""Pieces every builder shares: the generator and image settings, the work unit, the model-spec check."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from . import base
 from .common import GeneratorConfig, ImageConfig, Unit, check_spec
 
 KINDS = ("background", "texture", "material")
-# the provenance fields ImageNet-D adds to records.COMMON
+# the provenance fields ImageNet-D adds to the common provenance (records.schema)
 FIELDS = (("imagenet_ids", ("list", "int64")), ("nuisance_kind", "string"), ("nuisance", "string"),
           *surrogates.FIELDS)
 DEFAULT_TEMPLATES = {

@@ -37,7 +37,8 @@ BORJI_2022 = """
 }"""
 
 
-# the provenance fields recognition sets add to records.COMMON (an import's config is its nuisance_kind)
+# the provenance fields recognition sets add to the common ones (records.schema); an import's config is its
+# nuisance_kind
 FIELDS = (("imagenet_ids", ("list", "int64")), ("synonyms", ("list", "string")), ("nuisance_kind", "string"),
           ("original_path", "string"), ("original_sha256", "string"))
 

@@ -36,7 +36,7 @@ from .recognition import BORJI_2022
 OBJECTS = ("person", "dog", "cat", "car", "bicycle", "bus", "horse", "bird", "boat", "chair", "table", "cup",
            "bottle", "umbrella", "clock", "book", "laptop", "phone", "banana", "pizza", "cake", "teddy bear",
            "vase", "kite", "bench", "tree", "house", "train", "airplane", "elephant")
-# the provenance fields VQA sets add to records.COMMON
+# the provenance fields VQA sets add to the common provenance (records.schema)
 FIELDS = (("questions", ("list", ("struct", [("question", "string"), ("answer", "string"), ("kind", "string")]))),
           ("original_path", "string"), ("original_sha256", "string"))
 ATTRIBUTES = {

@@ -19,7 +19,7 @@ FAILURE_MODE = [("id", "string"), ("cluster", "int64"), ("k", "int64"), ("silhou
                 ("size", "int64"), ("medoid", "string"), ("members", ("list", "string")),
                 ("captions", ("list", ("struct", [("key", "string"), ("caption", "string")]))),
                 ("caption", "string"), ("confusion", "int64")]
-# the provenance fields failure-mode builds add to records.COMMON
+# the provenance fields failure-mode builds add to the common provenance (records.schema)
 FIELDS = (("imagenet_ids", ("list", "int64")), *surrogates.FIELDS, ("failure_mode", ("struct", FAILURE_MODE)))
 
 

@@ -23,7 +23,7 @@ CITATION = """
   journal = {arXiv preprint arXiv:2307.13697},
   year    = {2023}
 }"""
-# the provenance fields GenBench adds to records.COMMON: the strategy, and how the prompt was made (the template,
+# the provenance fields GenBench adds to the common provenance (records.schema): the strategy, and how the prompt was made (the template,
 # the seeded draw from the strategy's prompt pool, a seq2seq expansion (CE), an init image (RA))
 PROMPTING = [("template", "string"), ("draw_seed", "int64"), ("expansion_model", "string"),
              ("expansion_revision", "string"), ("expansion_input", "string"), ("expansion_seed", "int64"),
