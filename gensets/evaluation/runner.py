@@ -31,8 +31,9 @@ class EvalConfig:
     """What ``gensets eval`` scores, and how.
 
     ``protocol``: a registered protocol (gensets.evaluation.protocols), or None to choose one per model and
-    split. With ``two-way`` the models are VQA / image-text-to-text models and ``clip`` names the zero-shot
-    CLIP model that picks each image's top wrong class; ``seed`` orders its two options. ``templates``:
+    split. With ``two-way`` (and ``two-way-shuffled``) the models are VQA / image-text-to-text models and ``clip``
+    names the zero-shot CLIP model that picks each image's top wrong class; ``seed`` orders the two options of
+    ``two-way-shuffled`` (``two-way`` puts the true class first, as the ImageNet-D authors do). ``templates``:
     zero-shot prompt templates instead of the dataset's. ``workers``: batches decoded ahead in the
     background (0: none). ``limit``: only the first N images of each split. ``device``: None, the loaders'
     default (gensets.models.device.default_device). A spec given twice is one model.
