@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import GensetsError
-from ..images import is_image_file
+from ..images import decode_image, is_image_file
 
 
 class Images(Sequence):
@@ -29,13 +29,10 @@ class Images(Sequence):
 
 
 def _read_files(paths: list[Path]) -> list:
-    from PIL import Image
-
     out = []
     for f in paths:
         try:
-            with Image.open(f) as im:
-                out.append(im.convert("RGB"))
+            out.append(decode_image(Path(f).read_bytes()))
         except Exception as e:
             raise GensetsError(f"test set {f}: cannot read image: {e}") from None
     return out

@@ -33,7 +33,7 @@ from .base import Report
 def read_workspace(path: str | Path):
     """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards."""
     from ...records import Sample
-    from ...shards import Manifest, iter_shard
+    from ...shards import Manifest
     from ...workspace import Workspace
 
     ws = Workspace(path)
@@ -43,8 +43,7 @@ def read_workspace(path: str | Path):
     rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()} if ws.manifest_path.exists() else {}
     by_config: dict[str, list[Sample]] = defaultdict(list)
     for row in sorted(rows.values(), key=lambda r: r["shard"]):
-        for d in iter_shard(ws.candidates / row["shard"]):
-            s = Sample.from_wds(d)
+        for s in ws.read_candidates(row["shard"]):
             by_config[s.meta["config"]].append(s)
     if not by_config:
         raise GensetsError(f"{ws.root}: no generated images yet; run `gensets build` first")
