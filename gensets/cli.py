@@ -102,7 +102,7 @@ def _eval(a) -> int:
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
                                   templates=a.templates))
     if a.json:
-        print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "n", "metrics")}
+        print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n", "metrics")}
                           for r in results], indent=1))
     else:
         for r in results:
@@ -110,7 +110,7 @@ def _eval(a) -> int:
             lo, hi = r["intervals"].get("top1", (None, None))
             top1 = "-" if m["top1"] is None else f"{m['top1']:.4f}" + (f" ({lo:.4f}-{hi:.4f})" if lo is not None else "")
             extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k != "top1" and v is not None)
-            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['protocol']}]  n={r['n']}  top1 {top1}{extra}")
+            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['variant']}]  n={r['n']}  top1 {top1}{extra}")
         print(f"results in {a.db}: gensets leaderboard --db {a.db}", file=sys.stderr)
     return 0
 
@@ -321,12 +321,14 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--split", help="only this split")
     e.add_argument("--protocol", choices=list(PROTOCOLS),
                    help="two-way: ImageNet-D's VLM protocol as the authors' code runs it (their question, true "
-                   "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant")
+                   "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant; "
+                   "zero-shot: on ImageNet-D the authors' names and 'A photo of a {}'; zero-shot-readable: "
+                   "readable names and the default templates on every dataset")
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
-                   help="zero-shot prompt template with {} for the class name (repeatable; default: "
-                   "'a photo of a {}.')")
+                   help="zero-shot prompt template with {} for the class name (repeatable; default: the "
+                   "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--workers", type=int, default=2, help="batches decoded ahead in the background (0: none)")
     e.add_argument("--limit", type=int, help="only the first N images of each split")

@@ -32,8 +32,8 @@ class Registry:
         def add(o: Any) -> Any:
             if name in self._entries and self._entries[name] is not o:
                 raise KeyError(f"{self.kind} '{name}' is registered twice")
-            if isinstance(o, type) and not getattr(o, "name", None):
-                o.name = name  # a registered class knows its name (builders, protocols, strategies, reports)
+            if isinstance(o, type) and not vars(o).get("name"):
+                o.name = name  # a registered class knows its name, a subclass of one too (builders, protocols, strategies, reports)
             self._entries[name] = o
             return o
 
