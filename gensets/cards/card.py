@@ -171,6 +171,22 @@ def rerender(workspace, *, leaderboard=None) -> list[str]:
     return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard)
 
 
+def shard_pattern(paths: list[str]) -> str:
+    """The brace pattern webdataset expands to exactly ``paths`` (one config's shards): "background/test-00000.tar"
+    and "background/test-00001.tar" -> "background/test-{00000..00001}.tar"; a single shard is its path; shards
+    not numbered one after the other from a common prefix are listed ("{a,b}")."""
+    paths = sorted(paths)
+    if len(paths) == 1:
+        return paths[0]
+    parsed = [re.fullmatch(r"(.*-)(\d+)(\.tar)", p) for p in paths]
+    if all(parsed) and len({(m[1], m[3], len(m[2])) for m in parsed}) == 1:
+        nums = [int(m[2]) for m in parsed]
+        if nums == list(range(nums[0], nums[0] + len(nums))):
+            m0, m1 = parsed[0], parsed[-1]
+            return f"{m0[1]}{{{m0[2]}..{m1[2]}}}{m0[3]}"
+    return "{" + ",".join(paths) + "}"
+
+
 def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
            leaderboard: tuple | None = None) -> str:
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
@@ -188,6 +204,11 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figure
     included = f"{reviewed} by review" if builder.needs_review else "all kept"
     first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "default")
     configs = ", ".join(f"`{c}`" for c in builder.config_names(cfg))
+    by_config: dict[str, list[str]] = {}
+    for sh in manifest["shards"]:
+        by_config.setdefault(sh["config"], []).append(sh["path"])
+    patterns = {c: shard_pattern(p) for c, p in by_config.items()}
+    pattern_list = "the shards of each config: " + ", ".join(f"`{p}`" for p in patterns.values())
     models = models_md(builder, cfg, samples)
     models = f"\nModels (ids and revisions):\n\n{models}" if models else ""
     figs = {"classes": "", "samples": ""}
@@ -230,7 +251,7 @@ ds = load_dataset("path/or/org/name", "{first}", split="{builder.split}")
 ds[0]["{cfg.image.format}"], ds.features["cls"].int2str(ds[0]["cls"]), ds[0]["json"]["prompt"]
 ```
 
-With `webdataset`: `webdataset.WebDataset("{first}/{builder.split}-{{00000..N}}.tar").decode("pil")`.
+With `webdataset`: `webdataset.WebDataset("{patterns.get(first, first)}").decode("pil")` ({pattern_list}).
 Evaluate a model on it with `gensets eval`.
 
 ## Citation
