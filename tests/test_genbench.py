@@ -408,18 +408,30 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
                 "--features", "tiny:vit", "--out", out, check=0)
     assert "CLER" in r.stdout
+    assert "variants: cler_centres normalised, cler_ensemble code, metric dataset, probe clip" in r.stdout
     rep = json.loads((out / "report.json").read_text())
     assert rep["clip"] == "tiny:clip" and rep["features"] == "tiny:vit"
+    # the defaults: the authors' code for CLER and the metric, the CLIP paper's probe; each named with its meaning
+    assert {k: v["name"] for k, v in rep["variants"].items()} == {
+        "cler_centres": "normalised", "cler_ensemble": "code", "metric": "dataset", "probe": "clip"}
+    assert "evaluation_utils.py" in rep["variants"]["cler_centres"]["means"]
+    assert rep["datasets"]["cifar-10"]["metric"] == "accuracy"
+    assert "resources/datasets/cifar-10.yaml" in rep["datasets"]["cifar-10"]["metric_source"]
     assert [row["strategy"] for row in rep["rows"]] == ["ST", "DT", "CE", "RD", "NP", "RA"]
     for row in rep["rows"]:
         assert row["test_images"] == 6 and row["generated"] == 9
+        assert (row["metric"], row["cler_centres"], row["cler_ensemble_variant"], row["probe"]) == \
+            ("accuracy", "normalised", "code", "clip")
+        assert set(row["probe_params"]) == {"C"} and row["probe_params"]["C"] > 0  # the C the sweep chose
         assert 0 <= row["cler"] <= 1 and 0 <= row["cler_ensemble"] <= 1
         assert row["cler_minus_zero_shot"] == pytest.approx(row["cler"] - row["zero_shot"])
         assert row["linear_probe"] is not None and row["fd"] is not None and row["clip_score"] >= 0
         assert row["seconds_per_image"] > 0 and row["cost_per_image"] == pytest.approx(
             row["seconds_per_image"] * 0.10 / 3600)
     md = (out / "report.md").read_text()
-    table_row = next(line for line in md.splitlines() if line.startswith("| cifar-10 |"))
+    assert "| CLER centres | `normalised` |" in md and "| linear probe | `clip` |" in md
+    assert f"(clip, C={rep['rows'][0]['probe_params']['C']:.3g})" in md
+    table_row = next(line for line in md.splitlines() if line.startswith("| cifar-10 | accuracy |"))
     best = max(row["cler"] for row in rep["rows"])
     assert f"**{100 * best:.1f}**" in table_row
     assert (out / "cler.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -437,8 +449,27 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     local = {0: 0, 3: 1, 8: 2}
     test = clf.embed(clf.preprocess([images[i] for i in keep])).numpy()
     gen = clf.embed(clf.preprocess([decode_image(s.image) for s in by_config["cifar-10-st"]])).numpy()
-    want = M.cler(gen, [local[s.cls] for s in by_config["cifar-10-st"]], test, [local[labels[i]] for i in keep])
+    gen_y, test_y = [local[s.cls] for s in by_config["cifar-10-st"]], [local[labels[i]] for i in keep]
+    want = M.cler(gen, gen_y, test, test_y)
     assert rep["rows"][0]["cler"] == pytest.approx(want)
+    # the other variants, asked for by name, land in the report under their names with their own numbers
+    out2 = tmp_path / "report-variants"
+    r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
+                "--cler-centres", "mean", "--cler-ensemble", "paper", "--metric", "accuracy", "--probe", "fixed-c",
+                "--probe-c", "0.5", "--out", out2, check=0)
+    rep2 = json.loads((out2 / "report.json").read_text())
+    assert {k: v["name"] for k, v in rep2["variants"].items()} == {
+        "cler_centres": "mean", "cler_ensemble": "paper", "metric": "accuracy", "probe": "fixed-c"}
+    st = rep2["rows"][0]
+    assert (st["cler_centres"], st["cler_ensemble_variant"], st["probe"], st["probe_params"]) == \
+        ("mean", "paper", "fixed-c", {"C": 0.5})
+    text = clf.text_classifier.T.float().numpy()
+    assert st["cler"] == pytest.approx(M.cler(gen, gen_y, test, test_y, centres="mean"))
+    assert st["cler_ensemble"] == pytest.approx(M.cler(gen, gen_y, test, test_y, text, centres="mean",
+                                                       ensemble="paper"))
+    assert "(fixed-c, C=0.5)" in (out2 / "report.md").read_text()
+    bad = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--probe", "svm", "--out", out2)
+    assert bad.returncode == 2 and "invalid choice: 'svm'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_report_without_a_test_set_fails_in_one_line(gb_reference, tmp_path):

@@ -16,7 +16,8 @@ def _data_text(package: str, name: str) -> str:
 
 @cache
 def genbench_datasets() -> dict:
-    """The 22 GenBench datasets (+ ImageNet-1k): name -> {classes, templates, group, metric}."""
+    """The 22 GenBench datasets (+ ImageNet-1k): name -> {classes, templates, group, metric, metric_source}
+    (metric_source: the authors' Elevater dataset config that sets the metric)."""
     return json.loads(_data_text("genbench", "datasets.json"))["datasets"]
 
 
