@@ -347,7 +347,6 @@ def test_smoke_build_loads_with_load_dataset(gb_reference):
 
     folder = gb_reference / "dataset"
     assert datasets.get_dataset_config_names(str(folder)) == CONFIGS
-    assert float((gb_reference / "build-seconds").read_text()) < 60
     names = genbench_datasets()["cifar-10"]["classes"]
     for config in CONFIGS:
         ds = datasets.load_dataset(str(folder), config, split="train")
