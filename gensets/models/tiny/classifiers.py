@@ -150,8 +150,10 @@ class TinyTorchvisionGoogLeNet(TinyModel):
 
         arch, _, name = cls.stands_for.removeprefix("torchvision:").partition("@")
         weights = get_model_weights(arch)[name]
+        # PyTorch's default init (init_weights=False): torchvision's truncated normal (std 0.01) shrinks the
+        # activations of a random GoogLeNet towards subnormal floats, which CPUs compute very slowly
         model = get_model(arch, weights=None, num_classes=len(weights.meta["categories"]), aux_logits=True,
-                          init_weights=True)
+                          init_weights=False)
         checkpoints = folder / "hub" / "checkpoints"
         checkpoints.mkdir(parents=True)
         torch.save(model.state_dict(), checkpoints / Path(urlparse(weights.url).path).name)
