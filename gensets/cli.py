@@ -315,7 +315,8 @@ def parser() -> argparse.ArgumentParser:
                        "dataset and the model unless given, and is always reported.")
     e.add_argument("dataset")
     e.add_argument("--model", action="append", required=True, metavar="SPEC",
-                   help="a model spec (repeatable): timm:..., open_clip:..., hf:..., tiny:...")
+                   help="a model spec (repeatable): timm:..., open_clip:..., hf:..., torchvision:ARCH@WEIGHTS, "
+                   "tiny:...")
     e.add_argument("--db", required=True, help="the results database (DuckDB file)")
     e.add_argument("--config", help="only this config")
     e.add_argument("--split", help="only this split")
@@ -323,7 +324,9 @@ def parser() -> argparse.ArgumentParser:
                    help="two-way: ImageNet-D's VLM protocol as the authors' code runs it (their question, true "
                    "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant; "
                    "zero-shot: on ImageNet-D the authors' names and 'A photo of a {}'; zero-shot-readable: "
-                   "readable names and the default templates on every dataset")
+                   "readable names and the default templates on every dataset; "
+                   "wordset: Borji's rule, the category word is one of the predicted label's words; "
+                   "wordset-plural: a trailing s/es may differ")
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",

@@ -337,7 +337,7 @@ class RecognitionBuilder(base.Builder):
                     for c in cfg.categories]
         specs = cfg.eval.models if cfg.eval else ()
         models = ("\nThe classifiers that score it (`eval.models`; `gensets eval DATASET --model SPEC ... --protocol "
-                  "imagenet`, then `--protocol wordset`):\n\n" + "\n".join(f"- `{m}`" for m in specs) + "\n"
+                  "imagenet`, then `--protocol wordset`; `--allow-pickle` for `torchvision:` weights):\n\n" + "\n".join(f"- `{m}`" for m in specs) + "\n"
                   ) if specs else ""
         return f"""
 {table(["config", "kind", "generator / source", "images", "settings"], src_rows)}

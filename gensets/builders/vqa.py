@@ -64,10 +64,11 @@ class PromptSpec:
 
 
 def _mentions(text: str, phrase: str) -> bool:
-    """``phrase`` is among the words of ``text``, by the word-set rules (case, plural "s" / "es")."""
+    """``phrase`` is among the words of ``text``, by the word-set rules with plurals (case, plural "s" / "es":
+    a prompt about "buses" mentions a bus; gensets' question generation, not a score of the paper)."""
     from ..labels.wordset import wordset_hit
 
-    return wordset_hit(phrase, [text])
+    return wordset_hit(phrase, [text], plural=True)
 
 
 def read_questions(path: Path) -> list[dict]:

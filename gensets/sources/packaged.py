@@ -1,5 +1,6 @@
 """The class lists packaged with gensets (gensets/data/): ImageNet-D's 113 classes and nuisances, and the
-22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them."""
+22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them; Borji (2022)'s
+published numbers."""
 
 from __future__ import annotations
 
@@ -49,3 +50,11 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
     """The packaged nuisance names of one kind (background, texture, material), in file order."""
     rows = csv.DictReader(_data_text("imagenet_d", f"{kind}.csv").splitlines())
     return [r["name"] for r in rows]
+
+
+@cache
+def borji_published() -> dict:
+    """Borji (2022)'s published numbers for what gensets can run (recognition, VQA), with their source:
+    {"source", "url", "checked", "recognition": [...], "vqa": [...]}, each number {"what", "metric", "value",
+    "approximate", "note", ...}."""
+    return json.loads(_data_text("borji", "published.json"))
