@@ -174,7 +174,7 @@ class CategoryEnhancement(Strategy):
         seeds = (p["seed"], p["dataset"], "CE", name)  # shared by every strategy with CE: the same sentences
         row["prompting"].update(expansion_model=e["model"], expansion_input="".join(e["inputs"]))
         if s["mode"] == "rounds":  # a pool of e["prompts"] sentences, each sampled under its own seed
-            j, row["prompting"]["draw_seed"] = draw(e["prompts"], i, *base)
+            j, row["prompting"]["draw_seed"] = draw(e["prompts"] or s["prompts"], i, *base)
             row["_ce"] = {"inputs": e["inputs"], "draws": [derive_seed(*seeds, j)], "keep": None}
         else:  # the authors: `draws` samples, the distinct ones, `prompts` of them drawn; shot i takes i // m
             n = e["draws"] or s["prompts"] + 50
@@ -210,7 +210,8 @@ class CategoryEnhancement(Strategy):
         what = ("the class name as keytotext's pipeline gives it (`airplane </s>`)" if e.input == KEYTOTEXT
                 else f"`{e.input}`")
         if cfg.sampling == "rounds":
-            how = f"into {e.prompts} sentences per class, each sampled under its own seed"
+            n = e.prompts or -(-cfg.shots // cfg.images_per_prompt)  # the prompts per class
+            how = f"into {n} sentences per class, each sampled under its own seed"
         else:
             how = (f"{e.draws or 'prompts + 50'} times per class (sampled); the distinct sentences, of which "
                    f"one per prompt is drawn")
