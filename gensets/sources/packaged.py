@@ -23,6 +23,12 @@ def genbench_datasets() -> dict:
 
 
 @cache
+def genbench_hub_copies() -> dict[str, list[str]]:
+    """Hub repos known to hold a packaged GenBench dataset's own images: name -> [repo id] (hub_copies.json)."""
+    return json.loads(_data_text("genbench", "hub_copies.json"))["copies"]
+
+
+@cache
 def imagenet_d_classes() -> dict[str, dict]:
     """ImageNet-D's 113 classes: folder name -> {"index", "name", "imagenet_ids"} in index order."""
     classes = json.loads(_data_text("imagenet_d", "classes.json"))
