@@ -9,8 +9,10 @@ one "a photo of a {}, a type of pet."); RD ``template + ",highly detailed,hires,
 ``", ".join(other names) + ", ((disfigured)), ..."``; CE's model input ``"<name> </s>"``.
 """
 
+import json
 import textwrap
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -288,6 +290,13 @@ def test_np_rd_builds_and_every_sample_names_its_variant(tmp_path):
     assert "Prompt variant `authors`: the authors' code" in card and "set otherwise here: `images_per_prompt`" in card
     assert "64x64, stored at 24x24 (bicubic)" in card
     assert f"- RD: `{SUFFIX}` appended to each prompt." in card
+    # the report scores a composed strategy, after its first part's place in the paper's order (ST ... NP, NP+RD)
+    refs = Path(__file__).resolve().parents[1] / "configs" / "genbench.smoke-refs"
+    assert main(["report", "genbench", str(tmp_path / "ws"), "--test", str(refs), "--clip", "tiny:clip",
+                 "--out", str(tmp_path / "report")]) == 0
+    rep = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert [r["strategy"] for r in rep["rows"]] == ["ST", "NP+RD"]
+    assert "NP+RD" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_ce_sentences_come_from_the_model_under_their_recorded_seeds(tmp_path):

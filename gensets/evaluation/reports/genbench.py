@@ -123,7 +123,6 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     from ... import metrics as M
     from ...images import decode_image
     from ...models import load_classifier
-    from ...registry import STRATEGIES
     from ...sources.classes import plain_name
     from ...timings import cost_per_image, measured
 
@@ -163,7 +162,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
                           "zero_shot": zero_shot, "clip": clip, "features": features or clip}
         for ws, wcfg, by_config in items:
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
-            for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.names().index(kv[1][0].meta["strategy"])):
+            for config, samples in sorted(by_config.items(), key=lambda kv: strategy_order(kv[1][0].meta["strategy"])):
                 gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
                 gen_y = np.array([local[s.cls] for s in samples])
                 gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
@@ -291,11 +290,17 @@ def markdown(rep: dict) -> str:
     return "\n".join(lines)
 
 
-def _strategies(rep: dict) -> list[str]:
-    """The strategies of the report's rows, in the paper's order."""
+def strategy_order(name: str) -> tuple:
+    """Sort key of a strategy: the paper's table order of its first part, composed ones (NP+RD) after it."""
     from ...registry import STRATEGIES
 
-    return [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
+    names, parts = STRATEGIES.names(), name.split("+")
+    return (names.index(parts[0]) if parts[0] in names else len(names), len(parts), name)
+
+
+def _strategies(rep: dict) -> list[str]:
+    """The strategies of the report's rows, in the paper's order (NP, then NP+RD)."""
+    return sorted({r["strategy"] for r in rep["rows"]}, key=strategy_order)
 
 
 def plot(rep: dict, path: Path) -> None:
