@@ -1,5 +1,6 @@
 """The class lists packaged with gensets (gensets/data/): ImageNet-D's 113 classes and nuisances, and the
-22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them."""
+22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them, and the WordNet
+superclass of each ImageNet-1k class."""
 
 from __future__ import annotations
 
@@ -48,3 +49,11 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
     """The packaged nuisance names of one kind (background, texture, material), in file order."""
     rows = csv.DictReader(_data_text("imagenet_d", f"{kind}.csv").splitlines())
     return [r["name"] for r in rows]
+
+
+@cache
+def imagenet_superclasses() -> dict[str, str]:
+    """ImageNet-1k class name (as ``labels.imagenet.imagenet_names``) -> its WordNet 3.0 superclass, the
+    grandparent rule of gensets/data/wordnet/imagenet_superclasses.json (WordNet 3.0 licence, see its LICENSE)."""
+    rows = json.loads(_data_text("wordnet", "imagenet_superclasses.json"))["classes"]
+    return {r["name"]: r["superclass"] for r in rows}
