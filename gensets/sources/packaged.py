@@ -52,8 +52,9 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
 
 
 @cache
-def imagenet_superclasses() -> dict[str, str]:
-    """ImageNet-1k class name (as ``labels.imagenet.imagenet_names``) -> its WordNet 3.0 superclass, the
-    grandparent rule of gensets/data/wordnet/imagenet_superclasses.json (WordNet 3.0 licence, see its LICENSE)."""
+def imagenet_superclasses() -> tuple[str, ...]:
+    """The WordNet 3.0 superclass of each ImageNet-1k class, in class-index order: the grandparent rule of
+    gensets/data/wordnet/imagenet_superclasses.json (WordNet 3.0 licence, see its LICENSE)."""
     rows = json.loads(_data_text("wordnet", "imagenet_superclasses.json"))["classes"]
-    return {r["name"]: r["superclass"] for r in rows}
+    assert [r["index"] for r in rows] == list(range(1000))
+    return tuple(r["superclass"] for r in rows)
