@@ -248,7 +248,9 @@ def write(rep: dict, out: str | Path) -> Path:
            "`state.duckdb`."]
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n", encoding="utf-8")
-    (out / "report.json").write_text(json.dumps(rep, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    # everything but where the workspace lies, so two builds of one config give the same bytes
+    data = {k: v for k, v in rep.items() if k != "workspace"}
+    (out / "report.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 
