@@ -1,6 +1,6 @@
 """The class lists packaged with gensets (gensets/data/): ImageNet-D's 113 classes and nuisances, and the
 22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them; Borji (2022)'s
-published numbers."""
+published numbers; the WordNet superclass of each ImageNet-1k class."""
 
 from __future__ import annotations
 
@@ -64,3 +64,12 @@ def borji_published() -> dict:
     {"source", "url", "checked", "recognition": [...], "vqa": [...]}, each number {"what", "metric", "value",
     "approximate", "note", ...}."""
     return json.loads(_data_text("borji", "published.json"))
+
+
+@cache
+def imagenet_superclasses() -> tuple[str, ...]:
+    """The WordNet 3.0 superclass of each ImageNet-1k class, in class-index order: the grandparent rule of
+    gensets/data/wordnet/imagenet_superclasses.json (WordNet 3.0 licence, see its LICENSE)."""
+    rows = json.loads(_data_text("wordnet", "imagenet_superclasses.json"))["classes"]
+    assert [r["index"] for r in rows] == list(range(1000))
+    return tuple(r["superclass"] for r in rows)
