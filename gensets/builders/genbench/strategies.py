@@ -325,6 +325,8 @@ def parts_of(name: str, builds_on: str) -> list[str]:
     data = [p for p in parts if STRATEGIES.get(p).kind == "data"]
     if data and len(parts) > 1:
         raise ValueError(f"{name!r}: {data[0]} is a data type of its own (no prompts), it combines with nothing")
+    if data:
+        return parts
     sources = [p for p in parts if STRATEGIES.get(p).kind == "source"]
     if len(sources) > 1:
         raise ValueError(f"{name!r} combines {len(sources)} prompt sources ({', '.join(sources)}); give at most one")
