@@ -796,5 +796,16 @@ def precision_recall(real: Any, fake: Any, k: int = 3, chunk: int = 256) -> tupl
     return float(precision), float(recall)
 
 
-__all__ += ["GENBENCH_METRICS", "PROBES", "class_balanced_split", "clip_score", "cler", "cler_scores", "elevater_epochs",
+def mean_text_similarity(scores: dict[str, list[float]], top: int) -> tuple[dict[str, float], float]:
+    """GenBench's mean text similarity (MTS, Sec. 3.3) from each class's retrieval scores, as the authors'
+    tools/text_similarity.py computes it: a class's MTS is the mean of its ``top`` best scores (``ref_shot``);
+    the dataset's is the sum of the positive class means over the number of classes (a class whose mean is not
+    positive is logged and left out of the sum, not of the count). Classes without scores are left out."""
+    per = {c: float(np.mean(sorted(s, reverse=True)[:top])) for c, s in scores.items() if len(s)}
+    if top < 1 or not per:
+        raise ValueError("MTS needs top >= 1 and at least one class with scores")
+    return per, float(sum(v for v in per.values() if v > 0) / len(per))
+
+
+__all__ += ["GENBENCH_METRICS", "mean_text_similarity", "PROBES", "class_balanced_split", "clip_score", "cler", "cler_scores", "elevater_epochs",
             "frechet_distance", "genbench_metric", "inception_score", "kid", "l2_sweep", "linear_probe", "precision_recall"]

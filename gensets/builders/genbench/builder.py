@@ -31,7 +31,20 @@ PROMPTING = [("variant", "string"), ("prompt_source", "string"), ("template", "s
              ("expansion_model", "string"), ("expansion_revision", "string"), ("expansion_input", "string"),
              ("expansion_seed", "int64"), ("init_image", "string"), ("init_image_sha256", "string"),
              ("strength", "float64"), ("reference_source", "string"), ("allow_dataset_split", "bool")]
-FIELDS = (("strategy", "string"), ("prompting", ("struct", PROMPTING)))
+# the data types that are not generated (baselines.py: original, retrieval): where each image came from
+DATA = [("type", "string"), ("item", "string"), ("sha256", "string"), ("caption", "string"), ("query", "string"),
+        ("score", "float64"), ("draw_seed", "int64")]
+FIELDS = (("strategy", "string"), ("prompting", ("struct", PROMPTING)), ("data", ("struct", DATA)))
+
+
+def key_of(p: dict, i: int) -> str:
+    """Shot ``i``'s sample key in unit payload ``p``: the shot index last, so a K-shot subset is ``shot < K``."""
+    return f"{slug(p['strategy'])}_{p['label_index']:04d}_{slug(p['class'])}_{i:04d}"
+
+
+def shot_of(key: str) -> int:
+    """The shot index of a GenBench sample key (:func:`key_of`)."""
+    return int(key.rsplit("_", 1)[1])
 
 
 def plan(cfg: GenBenchConfig) -> list[Unit]:
@@ -70,7 +83,7 @@ def unit_prompts(unit: Unit, expand=None, references: list | None = None) -> lis
     base_seed = (p["seed"], p["dataset"], s, name)
     rows = []
     for i in p["shots"]:
-        row = {"key": f"{slug(s)}_{p['label_index']:04d}_{slug(name)}_{i:04d}", "shot": i,
+        row = {"key": key_of(p, i), "shot": i,
                "seed": derive_seed(*base_seed, i), "negative_prompt": p["generator"]["negative_prompt"],
                "prompting": {"variant": p["variant"], "prompt_source": p["parts"][0], "template": None,
                              "draw_seed": None}}
@@ -89,6 +102,7 @@ class Context(base.Context):
         self.needs = {n for name in cfg.strategies for n in compose(cfg.parts(name)).needs}
         self._text = None
         self._references = None
+        self._retrieval = None
         self._expansions: dict[tuple[str, int], str] = {}  # (input, seed) -> text: CE draws, shared by units
 
     def load(self) -> None:
@@ -97,6 +111,8 @@ class Context(base.Context):
             self.text  # noqa: B018
         if "references" in self.needs:
             self.references  # noqa: B018
+        if "retrieval" in self.needs:
+            self.retrieval  # noqa: B018
 
     @property
     def text(self):
@@ -111,6 +127,15 @@ class Context(base.Context):
         if self._references is None:
             self._references = load_references(self.cfg)
         return self._references
+
+    @property
+    def retrieval(self) -> dict[str, dict]:
+        """The retrieval baseline's ranked pool items per selected class, and each class's query seconds."""
+        if self._retrieval is None:
+            from .baselines import retrieve
+
+            self._retrieval = retrieve(self.cfg, [n for _, n in selected(self.cfg)])
+        return self._retrieval
 
     def expand(self, inputs: list[str], seeds: list[int]) -> list[str]:
         """One text per (input, seed), each computed once per process (every unit of a class draws the same
@@ -129,7 +154,10 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Make the unit's prompts, generate its images (timed), encode them, record their provenance."""
     p = unit.payload
     cfg, g = ctx.cfg, ctx.cfg.generator
-    needs = compose(p["parts"]).needs
+    st = compose(p["parts"])
+    if st.kind == "data":  # original or retrieved images (baselines.py)
+        return st.run(unit, ctx, build_id)
+    needs = st.needs
     ra = "references" in needs
     refs = ctx.references[p["class"]] if ra else None
     if ra and p["reference"].get("files") not in (None, [[r.id, r.sha256] for r in refs]):

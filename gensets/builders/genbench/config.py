@@ -124,6 +124,50 @@ class ReferenceConfig:
 
 
 @dataclass(frozen=True)
+class OriginalConfig:
+    """The original-data baseline (strategy ``original``, GenBench Sec. 2.4, Fig. 3): K images per class drawn
+    with a recorded seed from the dataset's own training split."""
+
+    source: str | None = None  # folder:<path> (class_name/*.jpg) or hf:<repo or path>[@rev]; null: the dataset
+    split: str = "train"  # hf: the split
+    hf_config: str | None = None
+    label_column: str | None = None  # hf: the ClassLabel column (default: the first)
+
+    def validate(self, base_dir: Path) -> None:
+        if self.source is not None:
+            kind, sep, rest = self.source.partition(":")
+            if not sep or kind not in ("folder", "hf") or not rest:
+                raise ValueError(f"source: expected folder:<path> or hf:<repo or path>, got {self.source!r}")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The retrieval baseline (strategy ``retrieval``, GenBench Sec. 2.4, Table 1; MTS Sec. 3.3): images of a
+    pool the user provides, ranked per class by CLIP similarity with the class's queries (its templates filled
+    in). Defaults: the authors' retrieval (``t2t_sep_prompt_30nn`` in tools/prep_retrieval.py: text-to-text, one
+    query per template, 30 nearest neighbours each) and MTS over the best 10 (tools/text_similarity.py,
+    ``ref_shot = 10``)."""
+
+    pool: str | None = None  # folder:<path> (images, each with a <stem>.txt caption) or hf:<repo or path>[@rev]
+    split: str = "train"  # hf: the split
+    hf_config: str | None = None
+    caption_column: str = "caption"  # hf: the text column
+    clip: str = "open_clip:ViT-B-32/openai"  # the CLIP model that embeds queries and captions (or images)
+    mode: Literal["text-to-text", "text-to-image"] = "text-to-text"
+    neighbours: int = 30  # nearest pool items per query
+    mts_shot: int = 10  # MTS: the mean over each class's best N retrieved images
+
+    def validate(self, base_dir: Path) -> None:
+        if self.pool is not None:
+            kind, sep, rest = self.pool.partition(":")
+            if not sep or kind not in ("folder", "hf") or not rest:
+                raise ValueError(f"pool: expected folder:<path> or hf:<repo or path>, got {self.pool!r}")
+        check_spec(self.clip, "clip")
+        if self.neighbours < 1 or self.mts_shot < 1:
+            raise ValueError("neighbours and mts_shot must be at least 1")
+
+
+@dataclass(frozen=True)
 class ReferenceCost:
     per_image: float  # price of one image this way, in the currency of cost
     source: str  # where the figure comes from
@@ -135,6 +179,9 @@ class CostConfig:
     currency: str = "USD"
     hardware: str = ""  # what the price is for, e.g. "1x A100 80GB, on demand"
     reference: dict[str, ReferenceCost] = field(default_factory=dict)  # other ways to get an image
+    # the original-data baseline's price per labelled image, with its source: required with `original` (the
+    # paper's Amazon Turk figure could not be verified, so gensets sets no default)
+    labelling: ReferenceCost | None = None
 
     def validate(self, base_dir: Path) -> None:
         if self.price_per_hour < 0:
@@ -169,6 +216,8 @@ class GenBenchConfig:
     expansion: ExpansionConfig = ExpansionConfig()
     negative: NegativeConfig = NegativeConfig()
     reference: ReferenceConfig = ReferenceConfig()
+    original: OriginalConfig = OriginalConfig()  # the original-data baseline (strategy `original`)
+    retrieval: RetrievalConfig = RetrievalConfig()  # the retrieval baseline (strategy `retrieval`)
     resize: int | None = None  # the stored images' side, resized (bicubic) after generation; null: as generated
     cost: CostConfig = CostConfig()
     image: ImageConfig = ImageConfig()
@@ -214,6 +263,16 @@ class GenBenchConfig:
         if any("RA" in mods for _, mods in seen) and not self.reference.source:
             raise ValueError("reference.source: RA needs reference images of each class, e.g. retrieved ones "
                              "(the paper: LAION-400M): folder:<path> (class_name/*.jpg) or hf:<dataset>")
+        if any(p == "original" for p, _ in seen):
+            if not (self.original.source or self.dataset.startswith(("hf:", "folder:"))):
+                raise ValueError(f"original.source: the original-data baseline needs the images of {self.dataset}: "
+                                 "folder:<path> (class_name/*.jpg) or hf:<dataset>")
+            if self.cost.labelling is None:
+                raise ValueError("cost.labelling: the original-data baseline needs a price per labelled image and "
+                                 "its source ({per_image: ..., source: ...})")
+        if any(p == "retrieval" for p, _ in seen) and not self.retrieval.pool:
+            raise ValueError("retrieval.pool: the retrieval baseline needs a pool of images with captions: "
+                             "folder:<path> (image + <stem>.txt) or hf:<dataset>")
         src = self.reference.source or ""
         # the folder is checked where the config lies (base_dir None: a workspace's frozen copy, see gensets.config)
         if src.startswith("folder:") and base_dir is not None and not (base_dir / src[len("folder:"):]).is_dir():

@@ -116,7 +116,7 @@ class Strategy:
 
     name: ClassVar[str] = ""  # set by @STRATEGIES.register
     description: ClassVar[str] = ""  # the card's "what" column
-    kind: ClassVar[str] = "source"  # or "modifier": changes the images of a prompt source
+    kind: ClassVar[str] = "source"  # or "modifier": changes a source's images; "data": images not generated
     source: ClassVar[str | None] = None  # a modifier's prompt source when none is named (None: cfg.builds_on)
     needs: ClassVar[tuple[str, ...]] = ()  # what the build loads for it: "expansion", "references"
 
@@ -322,6 +322,11 @@ def parts_of(name: str, builds_on: str) -> list[str]:
     parts = [p.strip() for p in name.split("+")]
     if len(set(parts)) != len(parts):
         raise ValueError(f"{name!r} names a strategy twice")
+    data = [p for p in parts if STRATEGIES.get(p).kind == "data"]
+    if data and len(parts) > 1:
+        raise ValueError(f"{name!r}: {data[0]} is a data type of its own (no prompts), it combines with nothing")
+    if data:
+        return parts
     sources = [p for p in parts if STRATEGIES.get(p).kind == "source"]
     if len(sources) > 1:
         raise ValueError(f"{name!r} combines {len(sources)} prompt sources ({', '.join(sources)}); give at most one")

@@ -106,7 +106,8 @@ VARIANTS = {
 def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "open_clip:ViT-B-32/openai",
             *, features: str | None = None, split: str = "test", batch_size: int = 32,
             price_per_hour: float | None = None, centres: str = "normalised", ensemble: str = "code",
-            metric: str = "dataset", probe: str = "clip", probe_c: float = 1.0, k: int = 3) -> dict:
+            metric: str = "dataset", probe: str = "clip", probe_c: float = 1.0, k: int = 3,
+            shots: list[int] | None = None) -> dict:
     """Every number of the report, as plain data (also written as report.json).
 
     ``features``: the classifier spec whose image features (``embed``) FD, KID and precision / recall use
@@ -121,10 +122,8 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     import numpy as np
 
     from ... import metrics as M
-    from ...images import decode_image
     from ...models import load_classifier
     from ...sources.classes import plain_name
-    from ...timings import cost_per_image, measured
 
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
@@ -162,48 +161,87 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
                           "zero_shot": zero_shot, "clip": clip, "features": features or clip}
         for ws, wcfg, by_config in items:
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
-            for config, samples in sorted(by_config.items(), key=lambda kv: strategy_order(kv[1][0].meta["strategy"])):
-                gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
-                gen_y = np.array([local[s.cls] for s in samples])
-                gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
-                                                    + ([(feat, "embed")] if features else []))
-                gen_feat = gen_feat[0] if features else gen_emb
-                prompt_emb = np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
-                                             .cpu().numpy() for i in range(0, len(samples), batch_size)])
-                probs = np.exp(probs - probs.max(axis=1, keepdims=True))
-                probs /= probs.sum(axis=1, keepdims=True)
-                present = np.isin(test_y, gen_y)
-                how = {"centres": centres, "ensemble": ensemble, "metric": scored_with}
-                cler = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], **how)
-                ens = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb, **how)
-                lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
-                                    text_emb=text_emb, c=probe_c) or {}
-                timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
-                spi = timing["seconds_per_image"] if timing else None
-                rows.append({
-                    "dataset": name, "strategy": samples[0].meta["strategy"], "config": config,
-                    "workspace": str(ws.root), "build": ws.fingerprint, "generated": len(samples),
-                    "test_images": int(present.sum()),
-                    "metric": scored_with, "cler_centres": centres, "cler_ensemble_variant": ensemble,
-                    "cler": cler, "cler_ensemble": ens, "zero_shot": zero_shot,
-                    "cler_minus_zero_shot": _minus(cler, zero_shot), "ensemble_minus_zero_shot": _minus(ens, zero_shot),
-                    "linear_probe": lp.get("value"), "probe": probe,
-                    "probe_params": {key: v for key, v in lp.items() if key not in ("value", "probe")},
-                    "fd": _safe(M.frechet_distance, test_feat, gen_feat),
-                    "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
-                    **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
-                               strict=True)),
-                    "clip_score": M.clip_score(gen_emb, prompt_emb),
-                    "inception_score": M.inception_score(probs),
-                    "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
-                    "cost_per_image": cost_per_image(spi, price) if spi is not None else None,
-                    "reference_costs": {k2: {"per_image": v.per_image, "source": v.source}
-                                        for k2, v in wcfg.cost.reference.items()},
-                })
+            for config, every in sorted(by_config.items(), key=lambda kv: strategy_order(kv[1][0].meta["strategy"])):
+                built = 1 + max(shot_of(x.key) for x in every)
+                for n_shots in [k for k in (shots or [built]) if k <= built]:
+                    samples = [x for x in every if shot_of(x.key) < n_shots]  # nested: the first K shots
+                    rows.append(_row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat,
+                                     text_emb, zero_shot, clf, feat, features, batch_size, local, centres, ensemble,
+                                     scored_with, probe, probe_c, k))
     chosen = {"cler_centres": centres, "cler_ensemble": ensemble, "metric": metric, "probe": probe}
     return {"clip": clip, "features": features or clip,
             "variants": {key: {"name": v, "means": VARIANTS[key][v]} for key, v in chosen.items()},
             "datasets": datasets, "rows": rows}
+
+
+def shot_of(key: str) -> int:
+    """A GenBench sample's shot index: the last part of its key (``st_0000_airplane_0003`` -> 3)."""
+    return int(key.rsplit("_", 1)[1])
+
+
+def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat, text_emb, zero_shot, clf, feat,
+         features, batch_size, local, centres, ensemble, scored_with, probe, probe_c, k) -> dict:
+    """One report row: a (dataset, config) at K shots per class, whatever its data type."""
+    import numpy as np
+
+    from ... import metrics as M
+    from ...images import decode_image
+    from ...timings import cost_per_image, measured
+
+    gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
+    gen_y = np.array([local[s.cls] for s in samples])
+    gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
+                                        + ([(feat, "embed")] if features else []))
+    gen_feat = gen_feat[0] if features else gen_emb
+    data = samples[0].meta.get("data")
+    data_type = data["type"] if data else "generated"
+    prompt_emb = None if data else np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
+                                                   .cpu().numpy() for i in range(0, len(samples), batch_size)])
+    probs = np.exp(probs - probs.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    present = np.isin(test_y, gen_y)
+    how = {"centres": centres, "ensemble": ensemble, "metric": scored_with}
+    cler = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], **how)
+    ens = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb, **how)
+    lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
+                        text_emb=text_emb, c=probe_c) or {}
+    timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
+    spi = timing["seconds_per_image"] if timing else None
+    if data_type == "original":  # a labelled image's price, as configured (cost.labelling), with its source
+        per_image, cost_source = wcfg.cost.labelling.per_image, wcfg.cost.labelling.source
+    else:  # measured seconds (generator, or retrieval queries) x price per hour
+        per_image = cost_per_image(spi, price) if spi is not None else None
+        cost_source = ("measured " + ("retrieval query" if data_type == "retrieval" else "generator")
+                       + f" seconds x {price:g} {wcfg.cost.currency}/hour")
+    mts = None
+    if data_type == "retrieval":
+        by_class: dict[str, list[float]] = defaultdict(list)
+        for s in samples:
+            by_class[s.meta["label"]].append(s.meta["data"]["score"])
+        mts = M.mean_text_similarity(by_class, wcfg.retrieval.mts_shot)
+    return {
+        "dataset": name, "strategy": samples[0].meta["strategy"], "config": config, "data_type": data_type,
+        "shots": n_shots,
+        "workspace": str(ws.root), "build": ws.fingerprint, "generated": len(samples),
+        "test_images": int(present.sum()),
+        "metric": scored_with, "cler_centres": centres, "cler_ensemble_variant": ensemble,
+        "cler": cler, "cler_ensemble": ens, "zero_shot": zero_shot,
+        "cler_minus_zero_shot": _minus(cler, zero_shot), "ensemble_minus_zero_shot": _minus(ens, zero_shot),
+        "linear_probe": lp.get("value"), "probe": probe,
+        "probe_params": {key: v for key, v in lp.items() if key not in ("value", "probe")},
+        "fd": _safe(M.frechet_distance, test_feat, gen_feat),
+        "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
+        **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
+                   strict=True)),
+        "clip_score": None if prompt_emb is None else M.clip_score(gen_emb, prompt_emb),
+        "inception_score": M.inception_score(probs),
+        "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
+        "cost_per_image": per_image, "cost_source": cost_source,
+        "cost_total": None if per_image is None else per_image * len(samples),
+        "mts": mts[1] if mts else None, "mts_per_class": mts[0] if mts else None,
+        "reference_costs": {k2: {"per_image": v.per_image, "source": v.source}
+                            for k2, v in wcfg.cost.reference.items()},
+    }
 
 
 def _softmax(logits):
@@ -265,28 +303,36 @@ def markdown(rep: dict) -> str:
                     ["linear probe", f"`{v['probe']['name']}`", v["probe"]["means"]]]), ""]
     best_rows = []
     for name, d in rep["datasets"].items():
-        vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}
+        vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}  # at the largest K
         best = max((x for x in vals.values() if x is not None), default=None)
         cells = [("**" + _pct(vals[s]) + "**" if vals[s] is not None and vals[s] == best else _pct(vals[s]))
                  if s in vals else "-" for s in strategies]
         best_rows.append([name, d["metric"], *cells, _pct(d["zero_shot"])])
     lines += [table(["dataset", "metric", *strategies, "zero-shot"], best_rows),
               "", "## Per (dataset, strategy)", ""]
-    rows = [[r["dataset"], r["strategy"], r["metric"], r["generated"], r["test_images"], _pct(r["cler"]),
+    rows = [[r["dataset"], r["strategy"], r["data_type"], r["shots"], r["metric"], r["generated"], r["test_images"],
+             _pct(r["cler"]),
              _pct(r["cler_ensemble"]), _pct(r["zero_shot"]), _pct(r["cler_minus_zero_shot"]),
              _pct(r["ensemble_minus_zero_shot"]), _probe_cell(r), _num(r["fd"]), _num(r["kid"], ".4f"),
              _num(r["precision"], ".2f"), _num(r["recall"], ".2f"), _num(r["clip_score"], ".2f"),
              _num(r["inception_score"], ".2f"), _num(r["seconds_per_image"]),
-             "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}"] for r in rep["rows"]]
-    lines.append(table(["dataset", "strategy", "metric", "images", "test", "CLER", "CLER ens.", "zero-shot",
+             "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}",
+             "-" if r["cost_total"] is None else f"{r['cost_total']:.4f} {r['currency']}", _num(r["mts"])]
+            for r in rep["rows"]]
+    lines.append(table(["dataset", "strategy", "data", "K", "metric", "images", "test", "CLER", "CLER ens.", "zero-shot",
                         "CLER - ZS", "ens. - ZS", "linear probe (variant)", "FD", "KID", "precision", "recall",
-                        "CLIP score", "IS", "s / image", "cost / image"], rows))
+                        "CLIP score", "IS", "s / image", "cost / image", "cost", "MTS"], rows))
     refs = {k: v for r in rep["rows"] for k, v in r["reference_costs"].items()}
     if refs:
         lines += ["", "Other ways to get an image, for comparison with the cost per image:", "",
                   table(["way", "per image", "source"], [[k, f"{v['per_image']:g}", v["source"]] for k, v in refs.items()])]
-    lines += ["", "Cost per image = measured generator seconds per image x price per hour / 3600 (timings are "
-              "recorded while building, per unit, on the building machine).", "", "![CLER per strategy](cler.png)", ""]
+    lines += ["", "Data: generated (a prompt strategy), original (the dataset's own training images, a seeded draw) or "
+              "retrieval (from a pool, ranked by CLIP similarity with the class's queries; MTS: the authors' mean text "
+              "similarity, tools/text_similarity.py). K: shots per class; a row at K takes the first K shots of each "
+              "class of its build (nested subsets: no image made twice). Cost per image = measured generator (or "
+              "retrieval query) seconds per image x price per hour / 3600 (timings are recorded while building, per "
+              "unit, on the building machine); original: the configured labelling price (cost.labelling, its source "
+              "in report.json); cost = cost per image x images.", "", "![CLER per strategy](cler.png)", ""]
     return "\n".join(lines)
 
 
@@ -343,6 +389,18 @@ def write(rep: dict, out: str | Path) -> Path:
     return out / "report.md"
 
 
+def _shots(text: str) -> list[int]:
+    import argparse
+
+    try:
+        ks = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected shots per class like 10,20,50, got {text!r}") from None
+    if ks[0] < 1:
+        raise argparse.ArgumentTypeError("shots must be at least 1")
+    return ks
+
+
 @REPORTS.register("genbench")
 class GenBench(Report):
     help = "CLER of GenBench workspaces against real test images"
@@ -377,6 +435,9 @@ class GenBench(Report):
                             "generated images), elevater (the paper's tuned probe; reports the best test epoch), "
                             "fixed-c (logistic regression at --probe-c)")
         parser.add_argument("--probe-c", type=float, default=1.0, help="C of the fixed-c probe (default 1)")
+        parser.add_argument("--shots", type=_shots, metavar="K,K,...",
+                            help="also score nested subsets: the first K shots per class of each build, e.g. "
+                            "10,20,50,100,500 (a row per K; default: every shot built)")
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--out", default="out/report-genbench",
                             help="folder for report.md, report.json and cler.png")
@@ -384,11 +445,12 @@ class GenBench(Report):
     def run(self, args):
         rep = compute(args.workspace, args.test, args.clip, features=args.features, split=args.split,
                       batch_size=args.batch_size, price_per_hour=args.price_per_hour, centres=args.cler_centres,
-                      ensemble=args.cler_ensemble, metric=args.metric, probe=args.probe, probe_c=args.probe_c)
+                      ensemble=args.cler_ensemble, metric=args.metric, probe=args.probe, probe_c=args.probe_c,
+                      shots=args.shots)
         path = write(rep, args.out)
         print("variants: " + ", ".join(f"{k} {v['name']}" for k, v in rep["variants"].items()))
         for r in rep["rows"]:
-            print(f"{r['dataset']}  {r['strategy']}  ({r['metric']})  CLER {_pct(r['cler'])}  ensemble "
+            print(f"{r['dataset']}  {r['strategy']} ({r['data_type']}, K={r['shots']})  ({r['metric']})  CLER {_pct(r['cler'])}  ensemble "
                   f"{_pct(r['cler_ensemble'])}  zero-shot {_pct(r['zero_shot'])}  linear probe {_probe_cell(r)}")
         print(f"{path} (+ report.json, cler.png in {path.parent})")
         return 0
