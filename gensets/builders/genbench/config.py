@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
+from ...quality.thresholds import QualityFields
 from ...registry import STRATEGIES
 from ...sources.classes import DatasetInfo, dataset_info, split_rev
 from ...sources.packaged import genbench_datasets
@@ -96,7 +97,7 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
-class GenBenchConfig:
+class GenBenchConfig(QualityFields):
     builder: Literal["genbench"]
     generator: GeneratorConfig
     name: str = "genbench"
