@@ -247,7 +247,7 @@ def test_hps_v2_is_the_cosine_of_open_clip_features():
         b = clf.model.encode_text(clf.tokenizer(PROMPTS[:3]))
     a, b = a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True)
     assert ours == pytest.approx((a * b).sum(-1).tolist(), abs=1e-5)
-    with pytest.raises(ModelError, match="no default model .*HPS_v2.1_compressed.pt"):
+    with pytest.raises(ModelError, match="no default for its model role .*HPS_v2.1_compressed.pt"):
         metric("hps_v2")
 
 

@@ -107,12 +107,17 @@ def quality_histograms(config: str, values: dict[str, list[float]], path: Path, 
     fig = figure(2.8 * len(metrics) + 0.4, 2.6)
     for i, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)
-        ax.hist(values[metric], bins=20, color=PALETTE[i % len(PALETTE)])
+        v = values[metric]
+        ax.hist(v, bins=20, color=PALETTE[i % len(PALETTE)])
         t = (thresholds or {}).get(metric)
-        for bound in (getattr(t, "min", None), getattr(t, "max", None)):
-            if bound is not None:
+        lo, hi = min(v), max(v)
+        far = []  # a threshold far outside the values is named in the title instead of squashing the bars
+        for sign, bound in ((">=", getattr(t, "min", None)), ("<=", getattr(t, "max", None))):
+            if bound is not None and lo - (hi - lo) <= bound <= hi + (hi - lo):
                 ax.axvline(bound, color="black", linestyle="dashed", linewidth=1)
-        ax.set_title(f"{metric} (n={len(values[metric])})", fontsize=9)
+            elif bound is not None:
+                far.append(f"{sign} {bound:g}")
+        ax.set_title(f"{metric} (n={len(v)})" + (f", kept {' '.join(far)}" if far else ""), fontsize=9)
         ax.set_xlabel(metric, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.spines[["top", "right"]].set_visible(False)

@@ -96,8 +96,8 @@ class Metric:
         self.specs = {role: specs.get(role) or default for role, (_, default) in self.roles.items()}
         for role, spec in self.specs.items():
             if not spec:
-                raise ModelError(f"metric {self.name!r} has no default {role} model ({self.no_default}): pass "
-                                 f"--model {self.name}.{role}=SPEC")
+                raise ModelError(f"metric {self.name!r} has no default for its model role {role!r} ({self.no_default}):"
+                                 f" pass --model {self.name}.{role}=SPEC")
 
     def model(self, role: str):
         return self.models.get(self.roles[role][0], self.specs[role])
@@ -330,7 +330,7 @@ def _uint8_batch(images: list):
     import numpy as np
     import torch
 
-    return torch.stack([torch.as_tensor(np.asarray(im.convert("RGB"))).permute(2, 0, 1) for im in images])
+    return torch.stack([torch.as_tensor(np.array(im.convert("RGB"))).permute(2, 0, 1) for im in images])
 
 
 class _InceptionMetric(Metric):
