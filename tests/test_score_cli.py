@@ -24,9 +24,9 @@ def rows(db, sql):
         con.close()
 
 
-def one_line_error(p, *fragments):
-    """Exit 2, one line on stderr naming what went wrong, no traceback."""
-    assert p.returncode == 2, p.stderr
+def one_line_error(p, *fragments, code=2):
+    """A non-zero exit (2: bad input; 1: bad data), one line on stderr naming what went wrong, no traceback."""
+    assert p.returncode == code, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gensets: error: "), p.stderr
     for f in fragments:
@@ -112,6 +112,7 @@ def test_psnr_ssim_compare_each_image_with_its_init_image(tmp_path):
                                              "init_image_sha256": hashlib.sha256(data).hexdigest()}}
         samples.append(Sample(f"s{i}", encode_image(im, "png", 100), "png", 0, meta))
     samples.append(Sample("s2", encode_image(gen[1], "png", 100), "png", 0, {"prompt": "no init image"}))
+    (tmp_path / "d").mkdir()
     write_shard(tmp_path / "d" / "test-00000.tar", [s.to_wds() for s in samples])
     db = tmp_path / "p.duckdb"
     run_cli("score", tmp_path / "d" / "*.tar", "--metric", "psnr", "--metric", "ssim", "--pairs", refs, "--db", db,
@@ -124,7 +125,7 @@ def test_psnr_ssim_compare_each_image_with_its_init_image(tmp_path):
     image_folder(tmp_path / "other", 2, seed=4, size=32)
     p = run_cli("score", tmp_path / "d" / "*.tar", "--metric", "psnr", "--pairs", tmp_path / "other", "--db", db,
                 "--quiet")
-    one_line_error(p, "sample s0", "sha256 differs")
+    one_line_error(p, "sample s0", "sha256 differs", code=1)
 
 
 def test_real_metric_models_fail_fast_offline_in_one_line(reference, tmp_path):
@@ -228,17 +229,17 @@ def test_card_tables_generators_and_the_quality_report(reference, tmp_path):
     for g in ("tiny:sd (2 steps)", "tiny:sd (4 steps)"):
         means = {m: v for gg, m, v in per_image if gg == g}
         assert f"| {g} | {means['clip_score']:.4g} | {means['pickscore']:.4g} |" in card
-    for config in ("sd-2-steps", "sd-4-steps"):
+    for config in ("sd_2_steps", "sd_4_steps"):
         assert (rec / "dataset" / "figures" / f"quality_{config}.png").is_file()
 
     out = tmp_path / "report"
     run_cli("report", "quality", rec, reference, "--db", db, "--out", out, check=0)
     rep = json.loads((out / "report.json").read_text())
     got = {(r["name"], r["config"]): r["cells"]["clip_score"]["value"] for r in rep["rows"]}
-    assert set(got) == {("rec", "sd-2-steps"), ("rec", "sd-4-steps"), ("ws", "texture")}
+    assert set(got) == {("rec", "sd_2_steps"), ("rec", "sd_4_steps"), ("ws", "texture")}
     best = max(got.values())
     md = (out / "report.md").read_text()
-    assert md.count("**") == 2 * 2  # one bold cell per column (clip_score, pickscore)
+    assert md.split("## What computed")[0].count("**") == 2 * 2  # one bold cell per column (clip_score, pickscore)
     assert f"**{best:.4g}**" in md and "tiny:sd (4 steps)" in md
     assert (out / "quality.png").is_file()
     one_line_error(run_cli("report", "quality", "--db", db, "--metric", "fid", "--out", out), "no quality scores")
