@@ -407,7 +407,8 @@ def parser() -> argparse.ArgumentParser:
         rk.set_defaults(func=r.run)
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
-                       description="Tables: runs, predictions, metrics. The connection is read-only.")
+                       description="Tables: runs, predictions, metrics (gensets eval), scores, score_summaries "
+                       "(gensets score). The connection is read-only.")
     q.add_argument("--db", required=True)
     q.add_argument("sql")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")

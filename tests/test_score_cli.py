@@ -243,3 +243,17 @@ def test_card_tables_generators_and_the_quality_report(reference, tmp_path):
     assert f"**{best:.4g}**" in md and "tiny:sd (4 steps)" in md
     assert (out / "quality.png").is_file()
     one_line_error(run_cli("report", "quality", "--db", db, "--metric", "fid", "--out", out), "no quality scores")
+
+
+def test_quality_key_is_frozen_only_when_set():
+    """Builds without quality: keep their config dict and fingerprint (the key is left out at its default);
+    with it, the frozen config holds the thresholds and the build has another id."""
+    from gensets.config import fingerprint, to_dict
+    from gensets.workspace import load_build_config
+
+    _, plain = load_build_config(ROOT / "configs" / "imagenet_d.smoke.yaml")
+    _, same = load_build_config(ROOT / "configs" / "imagenet_d.smoke.yaml", ["quality=null"])
+    _, with_q = load_build_config(ROOT / "configs" / "imagenet_d.smoke.yaml", ["quality.clip_score.min=25"])
+    assert "quality" not in to_dict(plain) and fingerprint(same) == fingerprint(plain)
+    assert to_dict(with_q)["quality"] == {"clip_score": {"min": 25.0, "max": None, "models": {}}}
+    assert fingerprint(with_q) != fingerprint(plain)
