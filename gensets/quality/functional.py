@@ -94,6 +94,7 @@ def clip_scores(image_emb: Any, text_emb: Any) -> np.ndarray:
 def cosine(image_emb: Any, text_emb: Any, scale: float = 1.0) -> np.ndarray:
     """Per pair, ``scale * cos(image_i, text_i)`` (PickScore: CLIP's logit scale; HPS v2: 1)."""
     import numpy as np
+
     a, b = np.asarray(image_emb, dtype=np.float64), np.asarray(text_emb, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 2:
         raise ValueError(f"image_emb {a.shape} and text_emb {b.shape} must be the same (N, D)")
@@ -130,6 +131,7 @@ def lpips_diversity(distances: dict[Any, list[float]]) -> tuple[float, int]:
     """Mean over classes of the mean LPIPS distance between the pairs of images of the class (classes with
     a pair only); returns (value, the number of pairs)."""
     import numpy as np
+
     per_class = [float(np.mean(d)) for d in distances.values() if len(d)]
     if not per_class:
         raise ValueError("LPIPS diversity needs a class with at least two images")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import DataError, ModelError
 from ..registry import QUALITY_METRICS
+from . import functional as F
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,7 +161,6 @@ class ClipScore(Metric):
     description = "text-image alignment: CLIP cosine of image and prompt x 100"
 
     def score(self, images, metas):
-        from . import functional as F
         clip = self.model("clip")
         return F.clip_scores(_clip_embed(clip, images), _text_embed(clip, prompts_of(metas))).tolist()
 
@@ -179,7 +179,6 @@ class ClipIQA(Metric):
     def score(self, images, metas):
         from torchmetrics.functional.multimodal.clip_iqa import _clip_iqa_format_prompts
 
-        from . import functional as F
 
         clip = self.model("clip")
         if not hasattr(self, "_anchors"):
@@ -224,7 +223,6 @@ class PickScore(Metric):
     def score(self, images, metas):
         import torch
 
-        from . import functional as F
 
         clip = self.model("model")
         with torch.inference_mode():
@@ -246,7 +244,6 @@ class HPSv2(Metric):
     description = "human preference (HPD v2)"
 
     def score(self, images, metas):
-        from . import functional as F
         clip = self.model("model")
         return F.cosine(_clip_embed(clip, images), _text_embed(clip, prompts_of(metas))).tolist()
 
@@ -270,7 +267,6 @@ class VQAScore(Metric):
     def score(self, images, metas):
         import torch
 
-        from . import functional as F
 
         vlm = self.model("vlm")
         yes = vlm.processor.tokenizer.encode("Yes", add_special_tokens=False)[0]
@@ -301,7 +297,6 @@ class _PairMetric(Metric):
         import numpy as np
         from PIL import Image
 
-        from . import functional as F
 
         out = []
         for im, m in zip(images, metas, strict=True):
@@ -375,7 +370,6 @@ class FID(_InceptionMetric):
     description = "Fréchet Inception Distance to the reference set"
 
     def compute(self, gen, labels, ref):
-        from . import functional as F
         return {"fid": {"value": F.fid(gen["2048"], _ref(ref, self.name)["2048"])}}
 
 
@@ -390,7 +384,6 @@ class KID(_InceptionMetric):
     description = "Kernel Inception Distance to the reference set"
 
     def compute(self, gen, labels, ref):
-        from . import functional as F
         mean, std, size = F.kid(gen["2048"], _ref(ref, self.name)["2048"])
         return {"kid": {"value": mean, "std": std, "subset_size": size}}
 
@@ -404,7 +397,6 @@ class InceptionScore(_InceptionMetric):
     description = "Inception Score of the generated set"
 
     def compute(self, gen, labels, ref):
-        from . import functional as F
         mean, std, splits = F.inception_score(gen["logits_unbiased"])
         return {"inception_score": {"value": mean, "std": std, "splits": splits}}
 
@@ -418,7 +410,6 @@ class PrecisionRecall(_InceptionMetric):
     description = "precision (fidelity) and recall (coverage) against the reference set"
 
     def compute(self, gen, labels, ref):
-        from . import functional as F
         p, r = F.precision_recall(gen["2048"], _ref(ref, self.name)["2048"])
         return {"precision": {"value": p, "k": 3}, "recall": {"value": r, "k": 3}}
 
@@ -435,6 +426,7 @@ class LPIPSDiversity(Metric):
 
     def extract(self, images):
         import numpy as np
+
         sizes = sorted({im.size for im in images})
         if len(sizes) > 1:
             raise DataError(f"metric 'lpips_diversity': the images of a config differ in size ({sizes[0]}, {sizes[1]})")
@@ -444,7 +436,6 @@ class LPIPSDiversity(Metric):
         import torch
         from torchmetrics.functional.image.lpips import _lpips_update
 
-        from . import functional as F
 
         net = self.model("lpips")
         by_class: dict = {}
