@@ -179,7 +179,6 @@ class ClipIQA(Metric):
     def score(self, images, metas):
         from torchmetrics.functional.multimodal.clip_iqa import _clip_iqa_format_prompts
 
-
         clip = self.model("clip")
         if not hasattr(self, "_anchors"):
             prompts, _ = _clip_iqa_format_prompts(("quality",))
@@ -222,7 +221,6 @@ class PickScore(Metric):
 
     def score(self, images, metas):
         import torch
-
 
         clip = self.model("model")
         with torch.inference_mode():
@@ -267,7 +265,6 @@ class VQAScore(Metric):
     def score(self, images, metas):
         import torch
 
-
         vlm = self.model("vlm")
         yes = vlm.processor.tokenizer.encode("Yes", add_special_tokens=False)[0]
         with torch.inference_mode():
@@ -296,7 +293,6 @@ class _PairMetric(Metric):
     def score(self, images, metas):
         import numpy as np
         from PIL import Image
-
 
         out = []
         for im, m in zip(images, metas, strict=True):
@@ -435,7 +431,6 @@ class LPIPSDiversity(Metric):
     def compute(self, gen, labels, ref):
         import torch
         from torchmetrics.functional.image.lpips import _lpips_update
-
 
         net = self.model("lpips")
         by_class: dict = {}
