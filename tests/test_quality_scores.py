@@ -188,6 +188,16 @@ def test_clip_score_equals_torchmetrics_clipscore_per_image():
     assert any(v > 0 for v in ours)
 
 
+def test_clip_score_hessel_is_the_papers_scale_with_its_prefix():
+    # the same CLIP: 2.5 / 100 of torchmetrics' scale, on "A photo depicts " + the prompt (clipscore.py)
+    ims = images(3, 3)
+    ours = metric("clip_score_hessel", clip="tiny:hf-clip").score(ims, [{"prompt": p} for p in PROMPTS[:3]])
+    tm_scale = metric("clip_score", clip="tiny:hf-clip").score(ims, [{"prompt": f"A photo depicts {p}"}
+                                                                      for p in PROMPTS[:3]])
+    assert ours == pytest.approx([2.5 * v / 100 for v in tm_scale])
+    assert any(v > 0 for v in ours)
+
+
 def test_clip_iqa_equals_torchmetrics_functions_on_the_same_model():
     from torchmetrics.functional.multimodal.clip_iqa import (
         _clip_iqa_compute,

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 CLIP_L14 = "hf:openai/clip-vit-large-patch14@32bd64288804d66eefd0ccbe215aa642df71cc41"
+# OpenAI's ViT-B/32 through open_clip's "openai" tag (open_clip maps it to a Hub repo; no commit looked up: unpinned)
+CLIP_B32 = "open_clip:ViT-B-32/openai"
 INCEPTION = "torch-fidelity:inception-v3-compat"  # torch-fidelity's release v0.2.0 (not on the Hub: no commit)
 LPIPS = "torchmetrics:lpips-alex"  # torchvision's AlexNet + torchmetrics' packaged linear layers (no Hub commit)
 AESTHETIC_HEAD = "hf:ttj/sac-logos-ava1-l14-linearMSE@1e77fa05081323d99725fc40a9bf9f88180490e7"
@@ -163,6 +165,22 @@ class ClipScore(Metric):
     def score(self, images, metas):
         clip = self.model("clip")
         return F.clip_scores(_clip_embed(clip, images), _text_embed(clip, prompts_of(metas))).tolist()
+
+
+@QUALITY_METRICS.register("clip_score_hessel")
+class ClipScoreHessel(ClipScore):
+    """CLIPScore as its paper's code computes it (Hessel et al. 2021, Sec. 3; jmhessel/clipscore clipscore.py):
+    ``2.5 * max(cos(image, "A photo depicts " + prompt), 0)`` on OpenAI's CLIP ViT-B/32 (its own preprocessing).
+    A named variant of ``clip_score`` (torchmetrics' scale, which text-to-image results report)."""
+
+    roles = {"clip": ("clip", CLIP_B32)}
+    variant = "2.5*max(cos,0), 'A photo depicts ' prefix (clipscore.py)"
+    description = "CLIPScore as Hessel et al.'s code (w = 2.5, ViT-B/32, 'A photo depicts' prefix)"
+
+    def score(self, images, metas):
+        clip = self.model("clip")
+        texts = [f"A photo depicts {p}" for p in prompts_of(metas)]
+        return (F.clip_scores(_clip_embed(clip, images), _text_embed(clip, texts)) * 2.5 / 100).tolist()
 
 
 @QUALITY_METRICS.register("clip_iqa")
