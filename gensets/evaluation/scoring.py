@@ -165,15 +165,7 @@ def score(cfg: ScoreConfig) -> list[dict]:
     per_image = {n: m for n, m in metrics.items() if m.level == "image"}
     per_set = {n: m for n, m in metrics.items() if m.level == "set"}
     extractors = {m.feature_key(): m for m in per_set.values()}  # metrics with one key share the extraction
-    ref_features = None
-    if any("reference" in m.needs for m in per_set.values()):
-        ref_features = {}
-        for batch in _reference_batches(cfg.reference, cfg.batch_size):
-            for k, m in extractors.items():
-                if any("reference" in x.needs and x.feature_key() == k for x in per_set.values()):
-                    for name, a in m.extract(batch).items():
-                        ref_features.setdefault(k, {}).setdefault(name, []).append(a)
-        ref_features = {k: {n: np.concatenate(v) for n, v in d.items()} for k, d in ref_features.items()}
+    ref_features = _reference_features(cfg, per_set) if any("reference" in m.needs for m in per_set.values()) else {}
     pairs = Path(cfg.pairs) if cfg.pairs else None
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     rows, summaries, done = [], [], []
@@ -208,9 +200,7 @@ def score(cfg: ScoreConfig) -> list[dict]:
         where = {"dataset": source.id, "revision": source.revision, "config": sp.config, "split": sp.split}
         gen_json = json.dumps(sorted(generators))
         for name, vals in values.items():
-            p = provenance[name]
-            common = {"metric": name, "variant": p["variant"], "models": json.dumps(p["models"], sort_keys=True),
-                      "commits": json.dumps(p["commits"], sort_keys=True)}
+            common = {"metric": name, **_columns(provenance[name])}
             rows += [{**where, "key": key, "generator": g, **common, "value": v} for key, g, v in vals]
             done.append((sp.config, sp.split, name))
             if not vals:
@@ -224,18 +214,15 @@ def score(cfg: ScoreConfig) -> list[dict]:
                                                                    "confidence": 0.95}}), "scored": now})
         gen_feats = {k: {n: np.concatenate(v) for n, v in d.items()} for k, d in feats.items()}
         for name, m in per_set.items():
-            p = provenance[name]
             try:
                 out = m.compute(gen_feats[m.feature_key()], labels,
-                                (ref_features or {}).get(m.feature_key()) if "reference" in m.needs else None)
+                                ref_features.get(m.feature_key()) if "reference" in m.needs else None)
             except ValueError as e:  # too few images for this metric
                 raise GensetsError(f"metric {name!r} on {sp.config}/{sp.split}: {e}") from None
             done.append((sp.config, sp.split, name))
             for row_name, d in out.items():
-                summaries.append({**where, "metric": name, "name": row_name, "level": "set", "variant": p["variant"],
-                                  "models": json.dumps(p["models"], sort_keys=True),
-                                  "commits": json.dumps(p["commits"], sort_keys=True),
-                                  "reference": cfg.reference if "reference" in m.needs else None,
+                summaries.append({**where, "metric": name, "name": row_name, "level": "set",
+                                  **_columns(provenance[name]), "reference": cfg.reference if "reference" in m.needs else None,
                                   "generators": gen_json, "n": len(labels), "value": float(d["value"]),
                                   "lo": None, "hi": None, "higher_is_better": m.higher_is_better,
                                   "details": json.dumps({k: v for k, v in d.items() if k != "value"}), "scored": now})
@@ -245,6 +232,25 @@ def score(cfg: ScoreConfig) -> list[dict]:
     finally:
         con.close()
     return summaries
+
+
+def _columns(provenance: dict) -> dict:
+    """The provenance columns of a score row: the variant, models and commits (JSON)."""
+    return {"variant": provenance["variant"], "models": json.dumps(provenance["models"], sort_keys=True),
+            "commits": json.dumps(provenance["commits"], sort_keys=True)}
+
+
+def _reference_features(cfg: ScoreConfig, per_set: dict) -> dict:
+    """What the set-level metrics that need real images extract from ``cfg.reference``, once per feature key."""
+    import numpy as np
+
+    wanted = {m.feature_key(): m for m in per_set.values() if "reference" in m.needs}
+    out: dict = {}
+    for batch in _reference_batches(cfg.reference, cfg.batch_size):
+        for k, m in wanted.items():
+            for name, a in m.extract(batch).items():
+                out.setdefault(k, {}).setdefault(name, []).append(a)
+    return {k: {n: np.concatenate(v) for n, v in d.items()} for k, d in out.items()}
 
 
 def write(con, dataset: str, revision: str | None, done: list[tuple[str, str, str]], rows: list[dict],
