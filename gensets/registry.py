@@ -1,5 +1,5 @@
 """Registries of every extension point: builders, prompt strategies, evaluation protocols, reports, tiny
-models. Entries register themselves where they are defined, with a decorator (the way timm's
+models, image-quality metrics. Entries register themselves where they are defined, with a decorator (the way timm's
 ``@register_model`` does), e.g.::
 
     @BUILDERS.register("imagenet-d")
@@ -80,3 +80,4 @@ STRATEGIES = Registry("prompt strategy", "gensets.builders.genbench")
 PROTOCOLS = Registry("protocol", "gensets.evaluation.protocols")
 REPORTS = Registry("report", "gensets.evaluation.reports")
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
+QUALITY_METRICS = Registry("quality metric", "gensets.quality")

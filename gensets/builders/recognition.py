@@ -22,6 +22,7 @@ from typing import ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import DataError
+from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.imports import check_max_pixels
@@ -91,7 +92,7 @@ class EvalModels:
 
 
 @dataclass(frozen=True)
-class RecognitionConfig:
+class RecognitionConfig(QualityFields):
     builder: Literal["recognition"]
     name: str = "recognition"
     pretty_name: str = "Generated-image recognition set (gensets)"

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import ConfigError, DataError
+from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.imports import check_max_pixels
@@ -94,7 +95,7 @@ def read_questions(path: Path) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class VQAConfig:
+class VQAConfig(QualityFields):
     builder: Literal["vqa"]
     name: str = "vqa"
     pretty_name: str = "Binary VQA on generated images (gensets)"

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ..config import to_dict
-from ..records import features
+from ..records import QUALITY, features
 from .markdown import table
 
 
@@ -35,7 +35,8 @@ def size_category(n: int) -> str:
 
 def header(builder, cfg, manifest: dict) -> dict:
     class_names = builder.class_names(cfg)
-    feats = features(class_names, cfg.image.format, builder.fields)._to_yaml_list()
+    fields = builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
+    feats = features(class_names, cfg.image.format, fields)._to_yaml_list()
     configs, infos = [], []
     for config, n in manifest["counts"].items():
         if not n:
@@ -123,12 +124,16 @@ def _leaderboard_md(board) -> str:
     return table(head, out)
 
 
-def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, leaderboard=None) -> list[str]:
+def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, leaderboard=None,
+          scores=None) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
     ``leaderboard(configs, build_id) -> (columns, rows)``, when given, adds a baseline leaderboard (the CLI
-    passes :func:`gensets.evaluation.store.build_leaderboard` of a results database)."""
+    passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
+    build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
+    (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``."""
     from . import figures
+    from . import quality as q
 
     folder = Path(folder)
     configs = [c for c, n in manifest["counts"].items() if n]
@@ -142,14 +147,18 @@ def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *,
         if path.exists():
             written.append(rel)
     board = leaderboard(configs, build_id) if leaderboard else None
-    text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board)
+    rows = scores(configs, build_id) if scores else q.rows_of_samples(samples, builder.config_of)
+    quality_figures = q.write_figures(folder, rows, configs, getattr(cfg, "quality", None))
+    written += quality_figures
+    text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board,
+                  quality=q.section(rows, quality_figures, cfg, samples))
     tmp = folder / f".README.md.tmp-{os.getpid()}"
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, folder / "README.md")
     return [*written, "README.md"]
 
 
-def rerender(workspace, *, leaderboard=None) -> list[str]:
+def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder."""
     import json
 
@@ -168,7 +177,8 @@ def rerender(workspace, *, leaderboard=None) -> list[str]:
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}
     samples = [Sample.from_wds(d) for sh in manifest["shards"] for d in iter_shard(ws.dataset / sh["path"])]
-    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard)
+    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard,
+                 scores=scores)
 
 
 def shard_pattern(paths: list[str]) -> str:
@@ -188,7 +198,7 @@ def shard_pattern(paths: list[str]) -> str:
 
 
 def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
-           leaderboard: tuple | None = None) -> str:
+           leaderboard: tuple | None = None, quality: str = "") -> str:
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
 
     ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
@@ -196,8 +206,9 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figure
     """
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]
-    funnel_rows = [[c, f["generated"], f["kept"], f["accepted"], f["pending"], f["rejected"]]
-                   for c, f in funnel.items()]
+    below = any("below_quality" in f for f in funnel.values())  # a build with quality: thresholds
+    funnel_rows = [[c, f["generated"], f["kept"], *([f["below_quality"]] if below else []), f["accepted"],
+                    f["pending"], f["rejected"]] for c, f in funnel.items()]
     per_class = Counter(s.meta["label"] for s in samples)
     class_rows = [[name, n] for name, n in sorted(per_class.items(), key=lambda kv: (-kv[1], kv[0]))]
     reviewed = "accepted and pending (a smoke build)" if manifest["include_pending"] else "accepted"
@@ -236,8 +247,9 @@ each with a `{builder.split}` split. Every sample carries its provenance in its 
 {models}
 ## Curation funnel
 
-{table(["config", "generated", "kept by the filters", "accepted", "pending", "rejected"], funnel_rows)}
-
+{table(["config", "generated", "kept by the filters", *(["below quality"] if below else []), "accepted", "pending",
+        "rejected"], funnel_rows)}
+{quality}
 ## Images per class
 
 {figs["classes"]}{table(["class", "images"], class_rows) if class_rows else "(no images)"}

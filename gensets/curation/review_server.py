@@ -148,10 +148,11 @@ class ReviewState:
         for r in rows:
             if self.double:  # each reviewer sees their own decisions only
                 mine = r["my_status"] not in (None, "pending")
-                r["status"] = r["my_status"] if mine else "pending"
+                below = r["status"] == state.BELOW_QUALITY  # out of the queue until someone decides it
+                r["status"] = r["my_status"] if mine else state.BELOW_QUALITY if below else "pending"
                 r["review_label"] = r["my_label"] if mine else r["label"]
                 r["note"] = r["my_note"]
-                r["todo"] = not mine and r["n"] < 2
+                r["todo"] = not mine and not below and r["n"] < 2
             else:
                 r["todo"] = r["status"] == "pending"
             r["flagged"] = has_flag(r["note"])

@@ -35,6 +35,9 @@ NOT_A_CLASSIFIER = {  # what a model read by another loader is
     "vqa": "a visual question answering model (gensets.models.vlm.load_vqa)",
     "caption": "an image captioning model (gensets.models.captioner.load_captioner)",
     "diffusers": "an image generator",
+    "inception": "a quality metric's network (gensets.models.scorers.load_inception)",
+    "lpips": "a quality metric's network (gensets.models.scorers.load_lpips)",
+    "aesthetic-head": "a quality metric's network (gensets.models.scorers.load_aesthetic_head)",
 }
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
+from ...quality.thresholds import QualityFields
 from ...sources.classes import DatasetInfo, dataset_info, split_rev
 from ...sources.packaged import genbench_datasets, genbench_hub_copies
 from ..common import GeneratorConfig, ImageConfig, check_spec
@@ -189,7 +190,7 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
-class GenBenchConfig:
+class GenBenchConfig(QualityFields):
     builder: Literal["genbench"]
     generator: GeneratorConfig
     name: str = "genbench"
