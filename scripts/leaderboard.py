@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     # only the runs just made: a shared database also holds these models on other datasets or protocols
     # (the dataset as the runner records it: open_source(cfg.dataset).id)
     ident = ("dataset", "revision", "config", "split", "model", "protocol")
-    done = {tuple(r[k] for k in ident) for r in results}
+    # (a run row's protocol names the variant: the summary's "variant")
+    done = {tuple(r["variant" if k == "protocol" else k] for k in ident) for r in results}
     rows = [d for d in (dict(zip(cols, r, strict=True)) for r in rows) if tuple(d[k] for k in ident) in done]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
