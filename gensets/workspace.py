@@ -86,12 +86,24 @@ class Workspace:
             raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
         return load_build_config(self.config_path, frozen=True)
 
+    def candidate(self, shard: str) -> Path:
+        """The path of a committed candidate shard named in ``candidates/manifest.jsonl``: a file name in
+        ``candidates/`` (a build writes ``<unit>.tar``), never a path or a symlink out of it (DataError)."""
+        from .errors import DataError
+
+        path = self.candidates / shard if isinstance(shard, str) else None
+        if path is None or "/" in shard or "\\" in shard or shard in ("", ".", "..") \
+                or not path.resolve().is_relative_to(self.candidates.resolve()):
+            raise DataError(f"{self.manifest_path}: shard {str(shard)[:200]!r} is not a file of {self.candidates}; "
+                            "refusing to read it")
+        return path
+
     def read_candidates(self, shard: str):
         """The samples of one committed candidate shard (``candidates/<unit>.tar``)."""
         from .records import Sample
         from .shards import iter_shard
 
-        for d in iter_shard(self.candidates / shard):
+        for d in iter_shard(self.candidate(shard)):
             yield Sample.from_wds(d)
 
     @property

@@ -83,7 +83,7 @@ def image_index(ws, shards: list[str]) -> dict[str, tuple[Path, int, int, str]]:
 
     index = {}
     for shard in shards:
-        path = ws.candidates / shard
+        path = ws.candidate(shard)
         try:
             with tarfile.open(path, mode="r:") as tf:
                 for info in tf:
