@@ -214,6 +214,8 @@ def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, 
     keys: dict[str, Path | None] = {f"p{i:04d}_{j:02d}": None for i, p in enumerate(prompts) for j in range(p.images)}
     files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
     for f in files:
+        if not f.resolve().is_relative_to(folder.resolve()):
+            raise ConfigError(f"{folder}: {f.name} is a symlink out of the image folder; copy the image in instead")
         key = slug(f.stem)
         if key in keys:
             other = keys[key].name if keys[key] else "a generated image"

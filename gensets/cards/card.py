@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections import Counter
@@ -200,8 +201,9 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figure
     if leaderboard is not None:
         board = ("\n## Baseline leaderboard\n\nAccuracy of baseline models on this dataset "
                  f"(`gensets eval`; 95% bootstrap interval in brackets):\n\n{_leaderboard_md(leaderboard)}\n")
+    title = html.escape(" ".join(cfg.pretty_name.split()), quote=False)  # text, never markup, on one line
     body = f"""
-# {cfg.pretty_name}
+# {title}
 
 {builder.description}
 
