@@ -75,7 +75,11 @@ class HubTarget:
         return self.api.list_repo_files(self.repo_id, repo_type="dataset", revision=revision)
 
     def read_file(self, path: str, revision: str | None = None) -> bytes | None:
-        from huggingface_hub.errors import RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+        from huggingface_hub.errors import (
+            RemoteEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
 
         try:
             local = self.api.hf_hub_download(self.repo_id, path, repo_type="dataset", revision=revision)
