@@ -42,8 +42,6 @@ class Target(Protocol):
 
     def create_repo(self, *, private: bool = False, revision: str | None = None) -> None: ...
 
-    def list_files(self, revision: str | None = None) -> list[str]: ...
-
     def read_file(self, path: str, revision: str | None = None) -> bytes | None:
         """The bytes of one file of the repo, None if it has no such file."""
         ...
@@ -70,9 +68,6 @@ class HubTarget:
         self.api.create_repo(self.repo_id, repo_type="dataset", private=private, exist_ok=True)
         if revision:
             self.api.create_branch(self.repo_id, branch=revision, repo_type="dataset", exist_ok=True)
-
-    def list_files(self, revision: str | None = None) -> list[str]:
-        return self.api.list_repo_files(self.repo_id, repo_type="dataset", revision=revision)
 
     def read_file(self, path: str, revision: str | None = None) -> bytes | None:
         from huggingface_hub.errors import (
@@ -117,10 +112,6 @@ class LocalTarget:
 
     def create_repo(self, *, private: bool = False, revision: str | None = None) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-
-    def list_files(self, revision: str | None = None) -> list[str]:
-        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-                      if p.is_file() and p.name != self.LOG)
 
     def read_file(self, path: str, revision: str | None = None) -> bytes | None:
         p = self.root / path

@@ -37,9 +37,10 @@ class GeneratorConfig:
         check_spec(self.model, "model")
         if not 1 <= self.steps <= self.MAX_STEPS:
             raise ValueError(f"steps: must be in 1..{self.MAX_STEPS}, got {self.steps}")
-        if self.width % 8 or self.height % 8 or not (8 <= self.width <= self.MAX_SIDE and 8 <= self.height <= self.MAX_SIDE):
-            raise ValueError(f"width and height must be multiples of 8 in 8..{self.MAX_SIDE}, got "
-                             f"{self.width}x{self.height}")
+        for key in ("width", "height"):
+            value = getattr(self, key)
+            if value % 8 or not 8 <= value <= self.MAX_SIDE:
+                raise ValueError(f"{key}: must be a multiple of 8 in 8..{self.MAX_SIDE}, got {value}")
         if self.batch_size < 1:
             raise ValueError("batch_size: must be at least 1")
 

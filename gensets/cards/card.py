@@ -172,6 +172,14 @@ def rerender(workspace, *, leaderboard=None) -> list[str]:
     return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard)
 
 
+def _fenced(text: str, lang: str) -> str:
+    """``text`` in a code block whose fence is longer than any run of backticks in it, so that no line of the
+    text (a config value, say) can close the block early and be read as Markdown or HTML."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}{fence}"
+
+
 def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
            leaderboard: tuple | None = None) -> str:
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
@@ -243,7 +251,6 @@ Evaluate a model on it with `gensets eval`.
 
 ## Build config
 
-```yaml
-{dump(_short_config(cfg))}```
+{_fenced(dump(_short_config(cfg)), "yaml")}
 """
     return f"---\n{head}---\n{body}"
