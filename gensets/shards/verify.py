@@ -208,6 +208,8 @@ def _check_shard(path: Path, name: str, classes: int | None = None) -> tuple[str
                         continue
                     try:
                         value = decode(tf.extractfile(info))  # streamed: never the whole member in memory
+                    except (tarfile.TarError, EOFError):
+                        raise  # the tar itself ends early: a finding about the whole file (below)
                     except Exception as e:  # any decoder failure is a finding, not a crash
                         problems.append(Problem(name, info.name, f"cannot decode: {_one_line(e)}"))
                         continue
