@@ -153,7 +153,7 @@ def test_finalize_reads_no_shard_outside_the_workspace(reference, tmp_path, how)
 
     ws = tmp_path / "a" / "b" / "ws"
     shutil.copytree(reference, ws)
-    foreign = tmp_path / "a" / "elsewhere" / "foreign.tar"
+    foreign = tmp_path / "a" / "b" / "elsewhere" / "foreign.tar"  # where ws/candidates/../../elsewhere leads
     _foreign_shard(reference, foreign)
     name = "../../elsewhere/foreign.tar"
     if how == "symlink":
@@ -180,12 +180,15 @@ c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
 d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
 e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
 f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
-"""
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""  # billion laughs: 9**9 strings from 460 bytes (expanding it never ends; the timeout below only guards)
 
 
 def test_yaml_alias_bombs_loops_and_tags_are_refused(tmp_path):
     cases = [
-        (BOMB, 6, "alias bomb"),  # 9**6 = 531441 strings from 350 bytes
+        (BOMB, 6, "alias bomb"),  # refused at the alias that passes 10,000 nodes (line 6)
         ("builder: imagenet-d\nclasses: &a [tench, *a]\n", 2, "alias loop"),
         ("builder: imagenet-d\nclasses: !!python/object/apply:os.system [echo pwned]\n", 2, "tag"),
         ("builder: imagenet-d\nclasses: " + "[" * 3000 + "]" * 3000 + "\n", None, "nested too deeply"),
@@ -302,9 +305,9 @@ def test_eval_refuses_an_image_over_the_pixel_limit(tmp_path):
     Image.new("1", (9500, 9500)).save(big)  # 90.25 M pixels, over PIL's 89.5 M: 20 KB on disk, 270 MB as RGB
     assert 9500 * 9500 > Image.MAX_IMAGE_PIXELS
     shard = tmp_path / "bomb.tar"
-    write_shard(shard, [{"__key__": "bomb", "png": big.read_bytes(), "cls": 0}])
-    r = run_cli("eval", shard, "--model", "tiny:resnet", "--db", tmp_path / "r.duckdb", "--quiet",
-                "--workers", "0", timeout=300)
+    write_shard(shard, [{"__key__": "bomb", "png": big.read_bytes(), "cls": 0, "json": {"imagenet_ids": [0]}}])
+    r = run_cli("eval", shard, "--model", "tiny:resnet", "--protocol", "imagenet", "--db", tmp_path / "r.duckdb",
+                "--quiet", "--workers", "0", timeout=300)
     one_line_error(r, f"{shard}: bomb.png", "9500x9500", "pixels", code=1)
 
 

@@ -250,6 +250,12 @@ def _when(a: dict, key: str) -> dt.datetime:
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
 
 
+def _latest_order(a: dict) -> tuple:
+    """Orders one annotator's annotations of a task: by ``updated_at``, then by annotation id."""
+    aid = a.get("id")
+    return _when(a, "updated_at"), aid if isinstance(aid, int) and not isinstance(aid, bool) else -1
+
+
 def _choices(a: dict, where: str) -> dict[str, list]:
     """from_name -> chosen values of an annotation's ``choices`` results."""
     results = a.get("result") if a.get("result") is not None else []
@@ -286,19 +292,20 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
         annotations = task.get("annotations") if task.get("annotations") is not None else []
         if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
             raise GensetsError(f"{where}: 'annotations' is not a list of annotations")
-        latest: dict[str, dict] = {}  # annotator -> their latest annotation of the task
+        latest: dict[str, dict] = {}  # annotator -> their latest annotation of the task (by updated_at)
+        first: dict[str, dt.datetime] = {}  # annotator -> when they first annotated it
         for a in annotations:
             if a.get("was_cancelled"):
                 continue
             who = _annotator(a, default_reviewer, users, unknown)
+            first[who] = min(first.get(who, _when(a, "created_at")), _when(a, "created_at"))
             if who in latest:
                 superseded.append(f"{name} ({data['key'][:100]}) by {who}")
-                if (_when(a, "updated_at"), str(a.get("id"))) < (_when(latest[who], "updated_at"),
-                                                                  str(latest[who].get("id"))):
+                if _latest_order(a) < _latest_order(latest[who]):
                     continue
             latest[who] = a
         # in the order the annotators first annotated: double review's first two reviewers
-        for who, a in sorted(latest.items(), key=lambda wa: _when(wa[1], "created_at")):
+        for who, a in sorted(latest.items(), key=lambda wa: first[wa[0]]):
             choices = _choices(a, where)
             verdict = (choices.get("verdict") or [None])[0]
             if verdict not in review.ACTIONS:
