@@ -232,8 +232,10 @@ def _review_exchange(a) -> int:
         extra = f" (+ {a.file}.label_config.xml)" if a.format == "label-studio" else ""
         print(f"{a.file}: {n} sample(s){extra}")
     else:
-        r = interchange.import_(a.workspace, a.format, a.file, reviewer=a.reviewer)
+        r = interchange.import_(a.workspace, a.format, a.file, reviewer=a.reviewer, users=a.users, double=a.double)
         print(f"{a.file}: {r['rows']} row(s): {r['recorded']} decision(s) recorded, {r['unchanged']} unchanged")
+        for note in r["notes"]:
+            print(f"note: {note}", file=sys.stderr)
     return 0
 
 
@@ -440,8 +442,9 @@ def parser() -> argparse.ArgumentParser:
         rx = rsub.add_parser(action, help=f"{action} review decisions as CSV or Label Studio JSON",
                              description="CSV columns: key,status,label,reviewer,note. Label Studio: tasks with "
                              "the image as a data: URI and the surrogates' top-1 as predictions (+ a labeling "
-                             "config beside the file); import reads Label Studio's JSON export. Imports check "
-                             "every row first and write nothing if one is bad (named as file:line).")
+                             "config beside the file); import reads Label Studio's JSON export: the snapshot "
+                             "export with emails, or Export -> JSON with --users. Imports check every row first "
+                             "and write nothing if one is bad (named as file:line, or the task).")
         rx.add_argument("workspace")
         rx.add_argument("--format", required=True, choices=["label-studio", "csv"])
         rx.add_argument("--file", required=True)
@@ -450,6 +453,10 @@ def parser() -> argparse.ArgumentParser:
                             choices=["all", "pending", "accepted", "rejected", "relabeled"])
         else:
             rx.add_argument("--reviewer", help="for rows without one (default: the login name)")
+            rx.add_argument("--users", metavar="FILE", help="Label Studio: who the numeric user ids of Export -> "
+                            "JSON are: the JSON of GET /api/users, or {\"1\": \"a@b.c\"}")
+            rx.add_argument("--double", action="store_true", help="put the workspace in double review (needed "
+                            "when an image has decisions by several reviewers)")
         rx.set_defaults(func=_review_exchange)
 
     cd = sub.add_parser("card", help="(re)render the dataset card and its figures",

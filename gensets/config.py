@@ -9,6 +9,10 @@ None, Literal, tuple[T, ...], dict[str, T], nested dataclasses and unions of tho
 ``validate(base_dir)``: ``base_dir`` is the config file's folder, where its relative paths lead, or None for
 a workspace's frozen copy, whose files were checked and read into it when it was frozen (they lie beside the
 config it was built from, not beside the workspace).
+
+Every YAML gensets reads (configs, ``--set`` values, a dataset card's header) goes through
+:class:`BoundedLoader`: aliases may not expand into themselves nor to more than
+:attr:`BoundedLoader.MAX_ALIAS_NODES` nodes ("billion laughs"), and a mapping or list may carry no tag.
 """
 
 from __future__ import annotations
@@ -25,6 +29,49 @@ import yaml
 
 from .errors import ConfigError
 
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader with its aliases bounded while the document is composed (composing never expands an
+    alias, so a bomb is caught before anything is built from it): an alias inside the node it names (a loop)
+    is refused, and so are aliases that stand for more than ``MAX_ALIAS_NODES`` nodes in all."""
+
+    MAX_ALIAS_NODES = 10_000
+
+    def compose_document(self):
+        self._size: dict[int, int] = {}  # id(node) -> how many nodes it stands for, aliases expanded
+        self._open: set[str] = set()  # anchors of the collections being composed
+        self._aliased = 0
+        return super().compose_document()
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{event.anchor} is inside the node it names (an alias loop)", event.start_mark)
+            node = super().compose_node(parent, index)
+            self._aliased += self._size.get(id(node), 1)
+            if self._aliased > self.MAX_ALIAS_NODES:
+                raise yaml.composer.ComposerError(
+                    None, None, f"aliases expand to more than {self.MAX_ALIAS_NODES} nodes (an alias bomb?)",
+                    event.start_mark)
+            return node
+        if event.anchor is not None:
+            self._open.add(event.anchor)
+        node = super().compose_node(parent, index)
+        self._open.discard(event.anchor)
+        children = node.value if isinstance(node, yaml.SequenceNode) else \
+            [n for kv in node.value for n in kv] if isinstance(node, yaml.MappingNode) else []
+        self._size[id(node)] = 1 + sum(self._size.get(id(c), 1) for c in children)
+        return node
+
+
+def safe_load(text: str):
+    """``yaml.safe_load`` through :class:`BoundedLoader` (for YAML that is not a config, e.g. a card's header)."""
+    return yaml.load(text, Loader=BoundedLoader)  # noqa: S506 - a SafeLoader
+
 
 class _Node:
     """A YAML value together with the line it came from (1-based)."""
@@ -39,6 +86,8 @@ class _Node:
 
 def _convert(node: yaml.Node) -> _Node:
     line = node.start_mark.line + 1
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag not in _PLAIN_TAGS:
+        raise ConfigError(f"{{file}}:{line}: tag {node.tag!r} is not allowed here (plain YAML only)")
     if isinstance(node, yaml.MappingNode):
         out: dict[str, _Node] = {}
         key_lines: dict[str, int] = {}
@@ -65,7 +114,7 @@ def read_yaml(path: str | Path) -> _Node:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read config: {e}") from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=BoundedLoader)
         if root is None:
             raise ConfigError(f"{path}:1: the config is empty")
         return _convert(root)
@@ -73,6 +122,8 @@ def read_yaml(path: str | Path) -> _Node:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 1
         raise ConfigError(f"{path}:{line}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     except ConfigError as e:
         raise ConfigError(str(e).replace("{file}", str(path))) from None
 
@@ -217,11 +268,15 @@ def apply_overrides(node: _Node, overrides: typing.Iterable[str]) -> None:
         if not sep or not key or any(not p for p in key.split(".")):
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set seed=1")
         try:
-            composed = yaml.compose(text, Loader=yaml.SafeLoader)
+            composed = yaml.compose(text, Loader=BoundedLoader)
+            value = _convert(composed) if composed is not None else _Node(None, 0)
         except yaml.YAMLError as e:
-            raise ConfigError(f"--set {key}: invalid YAML value {text!r} ({getattr(e, 'problem', e)})") \
+            raise ConfigError(f"--set {key}: invalid YAML value {text[:200]!r} ({getattr(e, 'problem', e)})") \
                 from None
-        value = _convert(composed) if composed is not None else _Node(None, 0)
+        except RecursionError:
+            raise ConfigError(f"--set {key}: invalid YAML value: nested too deeply") from None
+        except ConfigError as e:
+            raise ConfigError(f"--set {key}: {str(e).partition(': ')[2]}") from None
         _mark(value, "--set")
         parent = node
         parts = key.split(".")

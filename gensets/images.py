@@ -52,8 +52,19 @@ def encode_image(img: Image.Image, fmt: str = "webp", quality: int = 95) -> byte
 
 
 def decode_image(data: bytes) -> Image.Image:
-    """Stored bytes -> an RGB PIL image."""
+    """Stored bytes -> an RGB PIL image. More pixels than ``PIL.Image.MAX_IMAGE_PIXELS`` (the limit ``gensets
+    verify`` enforces) is a ValueError, raised from the header before anything is decoded: PIL itself only warns
+    up to twice that, and a 13000x13000 image would take 0.5 GB."""
+    import warnings
+
     from PIL import Image
 
-    with Image.open(io.BytesIO(data)) as im:
+    with warnings.catch_warnings():  # PIL warns of the size we refuse just below: say it once, as an error
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        im = Image.open(io.BytesIO(data))
+    with im:
+        w, h = im.size
+        if Image.MAX_IMAGE_PIXELS and w * h > Image.MAX_IMAGE_PIXELS:
+            raise ValueError(f"{w}x{h} = {w * h} pixels is over the limit of {Image.MAX_IMAGE_PIXELS} "
+                             "(a decompression bomb?)")
         return im.convert("RGB")

@@ -6,6 +6,12 @@ one or more commits, then the card, manifest and figures in the last commit (whi
 of an earlier version that this one no longer has), so the repo's README never declares files that are
 not there yet; then an optional tag.
 
+What a publish deletes is limited to what an earlier gensets publish wrote: the shards listed by the
+``manifest.json`` in the repo (each ``<config>/<name>.tar``, see :func:`deletions`) that this version does
+not have; no other file of the repo is ever deleted, and ``--dry-run`` lists them. What it uploads is checked
+first: every file a regular file inside the dataset folder (no symlink, no path out of it) and every shard the
+bytes its manifest's sha256 names.
+
 The token comes from huggingface_hub's usual places (``HF_TOKEN`` or ``hf auth login``). It is never
 printed or logged: messages of failed Hub calls are scrubbed of it before they are shown.
 """
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import GensetsError
+from .shards import sha256_file
 
 MAX_COMMIT_BYTES = 5 * 1024**3  # shards per commit: at most this many bytes ...
 MAX_COMMIT_FILES = 500  # ... and files
@@ -35,7 +42,9 @@ class Target(Protocol):
 
     def create_repo(self, *, private: bool = False, revision: str | None = None) -> None: ...
 
-    def list_files(self, revision: str | None = None) -> list[str]: ...
+    def read_file(self, path: str, revision: str | None = None) -> bytes | None:
+        """The bytes of one file of the repo, None if it has no such file."""
+        ...
 
     def upload_folder(self, folder: Path, allow_patterns: list[str], commit_message: str,
                       revision: str | None = None, delete_patterns: list[str] | None = None) -> str:
@@ -60,8 +69,18 @@ class HubTarget:
         if revision:
             self.api.create_branch(self.repo_id, branch=revision, repo_type="dataset", exist_ok=True)
 
-    def list_files(self, revision: str | None = None) -> list[str]:
-        return self.api.list_repo_files(self.repo_id, repo_type="dataset", revision=revision)
+    def read_file(self, path: str, revision: str | None = None) -> bytes | None:
+        from huggingface_hub.errors import (
+            RemoteEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+
+        try:
+            local = self.api.hf_hub_download(self.repo_id, path, repo_type="dataset", revision=revision)
+        except (RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError):
+            return None
+        return Path(local).read_bytes()
 
     def upload_folder(self, folder, allow_patterns, commit_message, revision=None, delete_patterns=None) -> str:
         info = self.api.upload_folder(repo_id=self.repo_id, repo_type="dataset", folder_path=str(folder),
@@ -94,17 +113,17 @@ class LocalTarget:
     def create_repo(self, *, private: bool = False, revision: str | None = None) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def list_files(self, revision: str | None = None) -> list[str]:
-        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-                      if p.is_file() and p.name != self.LOG)
+    def read_file(self, path: str, revision: str | None = None) -> bytes | None:
+        p = self.root / path
+        return p.read_bytes() if p.is_file() else None
 
     def upload_folder(self, folder, allow_patterns, commit_message, revision=None, delete_patterns=None) -> str:
         folder = Path(folder)
         found = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
         # in the order of the patterns: copied one by one, README.md (last) lands when the rest is there
         files = list(dict.fromkeys(f for pat in allow_patterns for f in found if fnmatch.fnmatch(f, pat)))
-        deleted = [f for f in self.list_files() if f not in files
-                   and any(fnmatch.fnmatch(f, pat) for pat in delete_patterns or ())]
+        # the patterns publish passes are exact paths (see deletions): never a walk of the whole folder
+        deleted = [f for f in delete_patterns or () if f not in files and (self.root / f).is_file()]
         for rel in deleted:
             (self.root / rel).unlink()
         for rel in files:
@@ -123,7 +142,10 @@ class LocalTarget:
 
 
 def check_repo(repo: str) -> None:
-    if not repo.startswith("file://") and not REPO_ID.match(repo):
+    if repo.startswith("file://"):
+        if not repo[len("file://"):].startswith("/"):  # file:// alone would be the current folder
+            raise GensetsError(f"bad --repo {repo!r}: a local folder is file:///absolute/path")
+    elif not REPO_ID.match(repo):
         raise GensetsError(f"bad --repo {repo!r}: expected org/name (or file:///path for a local folder)")
 
 
@@ -192,14 +214,50 @@ def dataset_folder(path) -> Path:
     return folder
 
 
+def _inside(folder: Path, rel: str) -> Path:
+    """``folder/rel`` when it is a regular file inside ``folder`` (no symlink, no path out of it)."""
+    p = folder / rel
+    if p.is_symlink() or not p.resolve().is_relative_to(folder.resolve()):
+        raise GensetsError(f"{p}: a symlink or a path out of {folder}; refusing to publish it")
+    return p
+
+
+def shard_path(path) -> bool:
+    """``path`` has the form of a shard finalize writes: ``<config>/<name>.tar``, relative, no ``..``, no glob
+    characters (a Hub delete pattern is a glob) and no control characters."""
+    if not isinstance(path, str) or not path.endswith(".tar") or not path.isprintable() \
+            or any(c in path for c in "*?[]\\"):
+        return False
+    parts = path.split("/")
+    return len(parts) == 2 and all(p and p not in (".", "..") for p in parts)
+
+
+def deletions(previous: bytes | None, shards: set[str]) -> list[str]:
+    """What the last commit deletes: the shards that the repo's manifest.json (``previous``: written by an
+    earlier gensets publish) lists and this version (``shards``) does not have. Only paths of the form
+    finalize writes (``<config>/<name>.tar``) count; anything else in the repo, or a manifest.json that is not
+    gensets', deletes nothing."""
+    try:
+        old = json.loads(previous) if previous else None
+    except (ValueError, RecursionError):
+        return []
+    listed = old.get("shards") if isinstance(old, dict) and "builder" in old else None
+    paths = {e.get("path") for e in listed if isinstance(e, dict)} if isinstance(listed, list) else set()
+    return sorted(p for p in paths if shard_path(p) and p not in shards)
+
+
 def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MAX_COMMIT_FILES) -> list[Commit]:
     """The commits: shards in groups (per config, bounded in bytes and files), then the card last."""
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     commits: list[Commit] = []
     for s in manifest["shards"]:
-        p = folder / s["path"]
-        if not p.is_file() or p.stat().st_size != s["nbytes"]:
-            raise GensetsError(f"{p}: missing or not the size the manifest says; run `gensets verify {folder}`")
+        if not shard_path(s.get("path")):
+            raise GensetsError(f"{folder / 'manifest.json'}: shard path {str(s.get('path'))[:200]!r} is not "
+                               "<config>/<name>.tar; refusing to publish")
+        p = _inside(folder, s["path"])
+        if not p.is_file() or p.stat().st_size != s["nbytes"] or sha256_file(p) != s["sha256"]:
+            raise GensetsError(f"{p}: missing or not the bytes the manifest says (size, sha256); "
+                               f"run `gensets verify {folder}`")
         last = commits[-1] if commits else None
         if (last is None or last.files[-1].split("/")[0] != s["config"] or len(last.files) >= max_files
                 or last.nbytes + s["nbytes"] > max_bytes):
@@ -212,6 +270,8 @@ def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MA
         c.message = f"Add {config} shards ({len(c.files)} file{'s' * (len(c.files) != 1)}, {_human(c.nbytes)})"
     figures = sorted(p.relative_to(folder).as_posix() for p in (folder / "figures").glob("*.png"))
     card = [*figures, *CARD_FILES]
+    for f in card:
+        _inside(folder, f)
     commits.append(Commit(f"Dataset card, manifest and figures (build {manifest.get('build')})", card,
                           sum((folder / f).stat().st_size for f in card)))
     return commits
@@ -224,6 +284,7 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
     check_repo(repo)
     folder = dataset_folder(path)
     commits = plan(folder)
+    shards = {f for c in commits[:-1] for f in c.files}
     where = f"{repo}" + (f" (branch {revision})" if revision else "")
     if dry_run:
         from huggingface_hub import get_token
@@ -235,7 +296,7 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
         for i, c in enumerate(commits, 1):
             out(f"commit {i}/{len(commits)} to {where}: {c.message}")
             if i == len(commits):
-                out("  delete the shards of an earlier version that manifest.json does not list")
+                out(_dry_deletions(repo, revision, target, shards))
             for f in c.files:
                 out(f"  upload {f}")
         if tag:
@@ -243,9 +304,8 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
         return None
     target = target or target_for(repo)
     _call(f"creating the repo {repo}", target.create_repo, private=private, revision=revision)
-    shards = {f for c in commits[:-1] for f in c.files}
-    remote = _call(f"listing the files of {repo}", target.list_files, revision)
-    commits[-1].delete = sorted(f for f in remote if f.endswith(".tar") and f not in shards)
+    previous = _call(f"reading manifest.json of {repo}", target.read_file, "manifest.json", revision)
+    commits[-1].delete = deletions(previous, shards)
     url = None
     for i, c in enumerate(commits, 1):
         url = _call(f"commit {i}/{len(commits)} ({c.message})", target.upload_folder, folder, c.files,
@@ -255,6 +315,20 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
         _call(f"tagging {tag}", target.tag, tag, revision)
         out(f"tagged {tag}")
     return url
+
+
+def _dry_deletions(repo: str, revision: str | None, target: Target | None, shards: set[str]) -> str:
+    """The dry run's line(s) of what the last commit deletes (the repo's manifest.json is read when it can be)."""
+    try:
+        target = target or target_for(repo)
+        previous = _call(f"reading manifest.json of {repo}", target.read_file, "manifest.json", revision)
+    except GensetsError as e:
+        return (f"  delete: cannot tell ({e}); only shards that the repo's manifest.json (an earlier gensets "
+                "publish) lists and this version does not have would be deleted")
+    gone = deletions(previous, shards)
+    if not gone:
+        return "  delete nothing (no shard of an earlier gensets publish is missing from this version)"
+    return "\n".join(f"  delete {f}" for f in gone)
 
 
 def publish_results(db, repo: str, *, target: Target | None = None, revision: str | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ class Workspace:
         self.manifest_path = self.candidates / "manifest.jsonl"
         self.state_path = self.root / "state.duckdb"
         self.dataset = self.root / "dataset"
+        self.lock_path = self.root / ".gensets.lock"
 
     @classmethod
     def create(cls, root: str | Path, builder, cfg: Any) -> Workspace:
@@ -72,6 +74,28 @@ class Workspace:
         os.replace(tmp, ws.config_path)
         return ws
 
+    @contextmanager
+    def lock(self, what: str = "build"):
+        """Hold an advisory lock (fcntl) on the workspace while ``what`` runs: another process that asks for it
+        fails at once, in one line naming the workspace and the holder's pid. The lock goes with the process
+        (a killed build leaves none); the file keeps the last holder's name, read only while it is held."""
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "process"
+                raise GensetsError(f"{self.root}: another gensets {holder} is running on this workspace; "
+                                   "wait for it to end (or stop it), then run this again") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{what} (pid {os.getpid()})\n".encode(), 0)
+            yield self
+        finally:
+            os.close(fd)  # releases the lock
+
     def clean_leftovers(self) -> None:
         """Remove what a killed ``create`` or ``finalize`` left: temp configs and dataset folders."""
         import shutil
@@ -86,12 +110,24 @@ class Workspace:
             raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
         return load_build_config(self.config_path, frozen=True)
 
+    def candidate(self, shard: str) -> Path:
+        """The path of a committed candidate shard named in ``candidates/manifest.jsonl``: a file name in
+        ``candidates/`` (a build writes ``<unit>.tar``), never a path or a symlink out of it (DataError)."""
+        from .errors import DataError
+
+        path = self.candidates / shard if isinstance(shard, str) else None
+        if path is None or "/" in shard or "\\" in shard or shard in ("", ".", "..") \
+                or not path.resolve().is_relative_to(self.candidates.resolve()):
+            raise DataError(f"{self.manifest_path}: shard {str(shard)[:200]!r} is not a file of {self.candidates}; "
+                            "refusing to read it")
+        return path
+
     def read_candidates(self, shard: str):
         """The samples of one committed candidate shard (``candidates/<unit>.tar``)."""
         from .records import Sample
         from .shards import iter_shard
 
-        for d in iter_shard(self.candidates / shard):
+        for d in iter_shard(self.candidate(shard)):
             yield Sample.from_wds(d)
 
     @property

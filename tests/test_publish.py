@@ -41,9 +41,13 @@ def test_publish_into_a_local_target_then_load_it(reference, tmp_path):
         ds = datasets.load_dataset(str(tmp_path / "repo"), config, split="test")
         assert len(ds) == n and isinstance(ds.features["cls"], datasets.ClassLabel)
 
-    # a later version with fewer shards: the last commit deletes the old ones, so the card's sizes hold
+    # a later version with fewer shards: the last commit deletes the old ones (those the earlier version's
+    # manifest.json lists), so the card's sizes hold
     stale = tmp_path / "repo" / "background" / "test-00007.tar"
     shutil.copy(tmp_path / "repo" / "background" / "test-00000.tar", stale)
+    earlier = json.loads((tmp_path / "repo" / "manifest.json").read_text())
+    earlier["shards"].append({**earlier["shards"][0], "path": "background/test-00007.tar"})
+    (tmp_path / "repo" / "manifest.json").write_text(json.dumps(earlier))
     target = LocalTarget(tmp_path / "repo")
     publish(reference / "dataset", "file://" + str(tmp_path / "repo"), target=target, out=lines.append)
     assert target.commits[-1]["deleted"] == ["background/test-00007.tar"] and not stale.exists()
@@ -101,7 +105,7 @@ def test_hub_errors_are_scrubbed_of_the_token(reference, monkeypatch):
     assert "creating the repo org/name failed: 401 Unauthorized" in str(e.value)
 
 
-def test_hub_target_calls_huggingface_hub_in_order(reference):
+def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
     """HubTarget drives HfApi: repo + branch, one upload_folder per commit (the card last), then the tag."""
     from gensets.publish import HubTarget, publish
 
@@ -114,8 +118,11 @@ def test_hub_target_calls_huggingface_hub_in_order(reference):
         def create_branch(self, repo_id, **kw):
             calls.append(("create_branch", repo_id, kw))
 
-        def list_repo_files(self, repo_id, **kw):
-            return ["README.md", "background/test-00009.tar"]
+        def hf_hub_download(self, repo_id, filename, **kw):  # the earlier version's manifest.json
+            calls.append(("hf_hub_download", filename, kw))
+            path = tmp_path / "earlier-manifest.json"
+            path.write_text(json.dumps({"builder": "imagenet-d", "shards": [{"path": "background/test-00009.tar"}]}))
+            return str(path)
 
         def upload_folder(self, **kw):
             calls.append(("upload_folder", kw["allow_patterns"], kw))
@@ -133,6 +140,7 @@ def test_hub_target_calls_huggingface_hub_in_order(reference):
                   out=lambda line: None)
     assert calls[0] == ("create_repo", "org/name", {"repo_type": "dataset", "private": True, "exist_ok": True})
     assert calls[1][0] == "create_branch" and calls[1][2]["branch"] == "dev"
+    assert calls[2] == ("hf_hub_download", "manifest.json", {"repo_type": "dataset", "revision": "dev"})
     uploads = [c for c in calls if c[0] == "upload_folder"]
     assert [u[1][-1] for u in uploads][-1] == "README.md"
     assert all(u[2]["repo_type"] == "dataset" and u[2]["revision"] == "dev" for u in uploads)

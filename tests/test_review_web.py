@@ -553,7 +553,8 @@ def test_label_studio_export_and_import(reference, tmp_path):
     con.close()
     original = next(d["jpg"] for d in iter_shard(ws / "candidates" / shard) if d["__key__"] == t["data"]["key"])
     assert base64.b64decode(data) == original
-    assert sorted(p["model_version"] for p in t["predictions"]) == ["tiny:clip", "tiny:resnet", "tiny:vit"]
+    assert [p["model_version"] for p in t["predictions"]] == ["tiny:clip", "tiny:resnet", "tiny:vit",
+                                                               "gensets: all surrogates"]
     assert all(p["result"][0]["from_name"] == "surrogate_top1" for p in t["predictions"])
     config = ET.parse(f"{f}.label_config.xml").getroot()
     names = {c.get("name") for c in config.iter("Choices")}
@@ -574,7 +575,9 @@ def test_label_studio_export_and_import(reference, tmp_path):
     exported[2]["annotations"] = [ann(2, "reject"), ann(3, "accept", cancelled=True)]
     src = tmp_path / "export.json"
     src.write_text(json.dumps(exported, indent=2))
-    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src, check=0)
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)
+    assert r.returncode == 2 and "--double" in r.stderr  # two annotators of task 0: double review's rules
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src, "--double", check=0)
     assert "4 decision(s) recorded" in r.stdout
     con = _db(ws)
     log = con.execute("SELECT key, status, label, reviewer, note FROM review_log ORDER BY rowid").fetchall()
@@ -584,13 +587,12 @@ def test_label_studio_export_and_import(reference, tmp_path):
                    (k[0], "accepted", tasks[0]["data"]["class"], "label-studio:2", None),
                    (k[1], "relabeled", "teapot", "ana@example.org", "several objects"),
                    (k[2], "rejected", tasks[2]["data"]["class"], "label-studio:2", None)]
-    # a bad annotation anywhere: its task's line is named and nothing is written
+    # a bad annotation anywhere: its task (id and key) is named and nothing is written
     exported[3]["annotations"] = [ann(4, "accept")]
     exported[4]["annotations"] = [ann(4, "relabel", "unicorn")]
     src.write_text(json.dumps(exported, indent=2))
     r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)
-    starts = [i + 1 for i, text in enumerate(src.read_text().splitlines()) if text == "  {"]  # task lines
-    assert r.returncode == 2 and f"{src}:{starts[4]}:" in r.stderr and "unicorn" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"{src}: task 4 ({k[4]}):" in r.stderr and "unicorn" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and _count_log(ws) == 4
     src.write_text('[{"data": {"key": 1}}')
     r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 
 def check_spec(spec: str, key: str) -> None:
@@ -30,12 +30,17 @@ class GeneratorConfig:
     batch_size: int = 4
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
 
+    MAX_STEPS: ClassVar[int] = 1000  # the diffusion schedules' own length (DDPM trains on 1000)
+    MAX_SIDE: ClassVar[int] = 4096  # 4x the largest size Stable Diffusion pipelines are trained at
+
     def validate(self, base_dir: Path) -> None:
         check_spec(self.model, "model")
-        if self.steps < 1:
-            raise ValueError("steps: must be at least 1")
-        if self.width % 8 or self.height % 8 or self.width < 8 or self.height < 8:
-            raise ValueError("width and height must be positive multiples of 8")
+        if not 1 <= self.steps <= self.MAX_STEPS:
+            raise ValueError(f"steps: must be in 1..{self.MAX_STEPS}, got {self.steps}")
+        for key in ("width", "height"):
+            value = getattr(self, key)
+            if value % 8 or not 8 <= value <= self.MAX_SIDE:
+                raise ValueError(f"{key}: must be a multiple of 8 in 8..{self.MAX_SIDE}, got {value}")
         if self.batch_size < 1:
             raise ValueError("batch_size: must be at least 1")
 

@@ -112,6 +112,9 @@ class RecognitionConfig(QualityFields):
 
     def validate(self, base_dir: Path | None) -> None:
         check_max_pixels(self.max_pixels)
+        for key in ("unit_size", "shard_size"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1, got {getattr(self, key)}")
         if base_dir is not None:  # not in a workspace's frozen copy (see gensets.config)
             for i, s in enumerate(self.imports):
                 if not (base_dir / s.path).exists():

@@ -7,6 +7,7 @@ unit that is not. Under ``accelerate launch`` process i of n takes units i, i+n,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -57,12 +58,18 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     """
     import torch
 
-    from ..shards import Manifest, clean_temp, write_shard
-
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
     if not torch.cuda.is_available():
         torch.set_num_threads(threads)
     dist = distributed()
+    # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
+    with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
+        return _build(builder, cfg, out, dist, quiet)
+
+
+def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool) -> dict:
+    from ..shards import Manifest, clean_temp, write_shard
+
     if dist.rank == 0:
         ws = Workspace.create(out, builder, cfg)
         ws.clean_leftovers()

@@ -73,15 +73,25 @@ def _mentions(text: str, phrase: str) -> bool:
 
 
 def read_questions(path: Path) -> list[dict]:
-    """The questions file, every line checked: one ValueError naming the line of the first bad one."""
+    """The questions file, every line checked: one ValueError naming the line of the first bad one, e.g. a
+    question asked again about the same image with the other answer (case and spaces aside). A repeat with the
+    same answer is kept, as the source file has it."""
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    asked: dict[tuple[str, str], dict] = {}
+    for i, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{i}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+        except (ValueError, RecursionError) as e:  # e.g. an integer of more than 4300 digits, deep nesting
+            raise ValueError(f"{path}:{i}: not valid JSON ({' '.join(str(e).split())[:200] or 'nested too deeply'})") \
+                from None
         if not isinstance(row, dict) or not isinstance(row.get("image"), str) or not row["image"]:
             raise ValueError(f"{path}:{i}: needs an 'image' key (the image's key)")
         if not isinstance(row.get("question"), str) or not row["question"].strip():
@@ -89,8 +99,13 @@ def read_questions(path: Path) -> list[dict]:
         answer = str(row.get("answer", "")).strip().lower()
         if answer not in ("yes", "no"):
             raise ValueError(f"{path}:{i}: answer must be yes or no, got {row.get('answer')!r}")
-        out.append({"image": slug(row["image"]), "question": row["question"].strip(), "answer": answer,
-                    "kind": "given", "line": i})
+        q = {"image": slug(row["image"]), "question": row["question"].strip(), "answer": answer, "kind": "given",
+             "line": i}
+        first = asked.setdefault((q["image"], " ".join(q["question"].lower().split())), q)
+        if first["answer"] != answer:
+            raise ValueError(f"{path}:{i}: image {q['image']!r}, question {q['question'][:80]!r}: answer {answer!r} "
+                             f"contradicts line {first['line']} ({first['answer']!r})")
+        out.append(q)
     return out
 
 
@@ -117,6 +132,8 @@ class VQAConfig(QualityFields):
 
     def validate(self, base_dir: Path | None) -> None:
         check_max_pixels(self.max_pixels)
+        if self.shard_size < 1:
+            raise ValueError("shard_size: must be at least 1")
         if self.prompts and self.generator is None:
             raise ValueError("generator: prompts need a generator")
         if not self.prompts and not self.image_folder:
@@ -199,6 +216,8 @@ def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, 
     keys: dict[str, Path | None] = {f"p{i:04d}_{j:02d}": None for i, p in enumerate(prompts) for j in range(p.images)}
     files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
     for f in files:
+        if not f.resolve().is_relative_to(folder.resolve()):
+            raise ConfigError(f"{folder}: {f.name} is a symlink out of the image folder; copy the image in instead")
         key = slug(f.stem)
         if key in keys:
             other = keys[key].name if keys[key] else "a generated image"

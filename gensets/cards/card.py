@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections import Counter
@@ -197,6 +198,14 @@ def shard_pattern(paths: list[str]) -> str:
     return "{" + ",".join(paths) + "}"
 
 
+def _fenced(text: str, lang: str) -> str:
+    """``text`` in a code block whose fence is longer than any run of backticks in it, so that no line of the
+    text (a config value, say) can close the block early and be read as Markdown or HTML."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}{fence}"
+
+
 def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
            leaderboard: tuple | None = None, quality: str = "") -> str:
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
@@ -232,8 +241,9 @@ def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figure
     if leaderboard is not None:
         board = ("\n## Baseline leaderboard\n\nAccuracy of baseline models on this dataset "
                  f"(`gensets eval`; 95% bootstrap interval in brackets):\n\n{_leaderboard_md(leaderboard)}\n")
+    title = html.escape(" ".join(cfg.pretty_name.split()), quote=False)  # text, never markup, on one line
     body = f"""
-# {cfg.pretty_name}
+# {title}
 
 {builder.description}
 
@@ -274,7 +284,6 @@ Evaluate a model on it with `gensets eval`.
 
 ## Build config
 
-```yaml
-{dump(_short_config(cfg))}```
+{_fenced(dump(_short_config(cfg)), "yaml")}
 """
     return f"---\n{head}---\n{body}"

@@ -32,6 +32,14 @@ LATEST = """
     FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer"""
 
 
+def check_reviewer(name) -> str:
+    """A reviewer name as stored: a string of 1 to 64 printable characters without surrounding spaces."""
+    if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable() or name != name.strip():
+        raise GensetsError(f"reviewer name must be 1 to 64 printable characters, got {str(name)[:40]!r}"
+                           + ("..." if len(str(name)) > 40 else ""))
+    return name
+
+
 def list_queue(con, status: str | None = "pending", label: str | None = None,
                config: str | None = None, limit: int | None = None) -> list[dict]:
     q = """SELECT r.key, r.status, s.config, s.label, r.label AS review_label, s.nuisance,
@@ -74,7 +82,7 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
     missing = [k for k in keys if k not in known]
     if missing:
         raise GensetsError(f"sample '{missing[0]}' is not in the review queue")
-    reviewer = reviewer or getpass.getuser()
+    reviewer = check_reviewer(reviewer or getpass.getuser())
     record(con, [(key, status, label, reviewer, note) for key in keys])
     return len(keys)
 

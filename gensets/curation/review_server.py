@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import json
 import signal
 import sys
@@ -34,6 +35,11 @@ FLAG = "several objects"
 PAGE_SIZE = 60
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
+MAX_BODY = 16 * 1024  # a decision is a few hundred bytes: a larger request body is refused unread (413)
+MAX_KEY = 200  # longer than any sample key: refused without being echoed
+# the page loads only its own script, style and images, and no other site may frame it (clickjacking)
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
+       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
 def has_flag(note: str | None) -> bool:
@@ -83,7 +89,7 @@ def image_index(ws, shards: list[str]) -> dict[str, tuple[Path, int, int, str]]:
 
     index = {}
     for shard in shards:
-        path = ws.candidates / shard
+        path = ws.candidate(shard)
         try:
             with tarfile.open(path, mode="r:") as tf:
                 for info in tf:
@@ -219,9 +225,7 @@ class ReviewState:
     def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
                flagged: bool | None = None) -> dict:
         """Save one decision now: accept, reject, relabel (to ``label``) or flag (``flagged``)."""
-        reviewer = (reviewer or "").strip()
-        if not reviewer or len(reviewer) > 64:
-            raise GensetsError("a reviewer name (1 to 64 characters) is needed")
+        reviewer = review.check_reviewer((reviewer or "").strip())
         if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
         with self.lock:
@@ -262,19 +266,48 @@ class ReviewState:
             return f.read(size), MIME.get(ext, "application/octet-stream")
 
 
+def host_allowed(host: str, allowed: set[str]) -> bool:
+    """A request's Host (``name:port``) is one the server answers to: one of ``allowed``, or, when ``allowed``
+    holds ``*:PORT`` (bound to every address), any IP address with that port. A name that is not in ``allowed``
+    is refused whatever it resolves to (DNS rebinding)."""
+    if host in allowed:
+        return True
+    name, _, port = host.rpartition(":")
+    try:
+        ipaddress.ip_address(name.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        return False
+    return f"*:{port}" in allowed
+
+
 def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
-    """The Flask app over a ReviewState. ``allowed_hosts`` (host:port) guards against DNS rebinding."""
+    """The Flask app over a ReviewState. ``allowed_hosts`` (host:port, see :func:`host_allowed`) guards against
+    DNS rebinding; a POST must be JSON from the page's own origin, of at most :data:`MAX_BODY` bytes."""
     from flask import Flask, Response, abort, jsonify, render_template, request
 
     app = Flask(__name__)
     app.json.sort_keys = False
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
 
     @app.before_request
     def _guard():
-        if allowed_hosts is not None and request.host not in allowed_hosts:
+        if allowed_hosts is not None and not host_allowed(request.host, allowed_hosts):
             abort(403)
-        if request.method == "POST" and not request.is_json:  # no cross-site form posts
-            abort(415)
+        if request.method == "POST":
+            if not request.is_json:  # no cross-site form posts
+                abort(415)
+            origin = request.headers.get("Origin")
+            if (origin and origin.split("://", 1)[-1] != request.host) \
+                    or request.headers.get("Sec-Fetch-Site") == "cross-site":
+                abort(403)
+
+    @app.after_request
+    def _headers(response):
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
 
     @app.errorhandler(GensetsError)
     def _bad(e):
@@ -320,11 +353,18 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
 
     @app.post("/api/decide")
     def decide():
-        d = request.get_json(silent=True)
+        try:
+            d = json.loads(request.get_data(cache=False))  # over MAX_BODY: 413 before anything is read
+        except (ValueError, RecursionError):
+            d = None
         if not isinstance(d, dict) or not isinstance(d.get("key"), str):
             raise GensetsError("a JSON object with 'key' and 'action' is needed")
+        if len(d["key"]) > MAX_KEY:
+            raise GensetsError(f"'key' is longer than {MAX_KEY} characters: no sample has such a key")
+        if not isinstance(d.get("reviewer") or "", str) or not isinstance(d.get("label") or "", str):
+            raise GensetsError("'reviewer' and 'label' must be strings")
         t0 = time.perf_counter()
-        out = rs.decide(d["key"], str(d.get("action")), str(d.get("reviewer") or rs.reviewer),
+        out = rs.decide(d["key"], str(d.get("action"))[:40], d.get("reviewer") or rs.reviewer,
                         label=d.get("label"), flagged=d.get("flagged"))
         out["ms"] = round(1000 * (time.perf_counter() - t0), 1)
         return jsonify(out)
@@ -354,16 +394,18 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     said = io.StringIO()  # werkzeug prints why it cannot bind and exits: we say it in one line
     try:
         with contextlib.redirect_stderr(said):
-            server = make_server(host, port, create_app(rs, allowed_hosts=allowed if loopback else None),
-                                 threaded=True)
+            server = make_server(host, port, create_app(rs, allowed_hosts=allowed), threaded=True)
     except (OSError, SystemExit) as e:
         rs.close()
         why = said.getvalue().strip().split("\n")[0] or getattr(e, "strerror", None) or str(e)
         raise GensetsError(f"cannot listen on {host}:{port} ({why})") from None
     rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone
     port = server.server_port
-    allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
     shown = f"[{host}]" if ":" in host else host
+    # the loopback names, and the address given; bound to every address, any IP address (never a host name)
+    allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", shown))
+    if host in ("0.0.0.0", "::", ""):
+        allowed.add(f"*:{port}")
     mode = "double review" if rs.double else "single review"
     if threading.current_thread() is threading.main_thread():  # `kill` stops it as cleanly as Ctrl-C
         signal.signal(signal.SIGTERM, _interrupt)

@@ -82,10 +82,15 @@ def _card_header(folder: Path) -> dict:
         return {}
     import yaml
 
+    from ..config import safe_load
+
     try:
-        return yaml.safe_load(text.split("---", 2)[1]) or {}
-    except yaml.YAMLError as e:
-        raise DataError(f"{readme}: the card's YAML header does not parse: {e}") from None
+        header = safe_load(text.split("---", 2)[1]) or {}
+    except (yaml.YAMLError, RecursionError) as e:
+        raise DataError(f"{readme}: the card's YAML header does not parse: {' '.join(str(e).split())}") from None
+    if not isinstance(header, dict):
+        raise DataError(f"{readme}: the card's YAML header is not a mapping")
+    return header
 
 
 def _class_names(info: dict) -> list[str] | None:

@@ -29,17 +29,33 @@ CREATE TABLE IF NOT EXISTS metrics (
 """
 
 
+# A read-only connection reaches nothing but its own database (``gensets query`` runs anyone's SQL on a
+# results file that may have been downloaded): DuckDB's own switches, locked so that SQL cannot undo them.
+# No COPY ... TO, ATTACH, read_csv / read_text / glob of other files, INSTALL or LOAD of extensions.
+SEALED = {"enable_external_access": False, "autoinstall_known_extensions": False,
+          "autoload_known_extensions": False, "allow_community_extensions": False,
+          "allow_unsigned_extensions": False, "lock_configuration": True}
+
+
 def connect(path: str | Path, read_only: bool = False):
+    """The results database; ``read_only``: a :data:`SEALED` connection (read-only, no file system, no
+    extensions). A file that is not a DuckDB database, or one another process writes, is a GensetsError."""
     import duckdb
 
-    if read_only:
-        if not Path(path).exists():
-            from ..errors import GensetsError
+    from ..errors import GensetsError
 
-            raise GensetsError(f"{path}: no results database")
-        return duckdb.connect(str(path), read_only=True)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path))
+    if read_only and not Path(path).is_file():
+        raise GensetsError(f"{path}: no results database")
+    try:
+        if read_only:
+            return duckdb.connect(str(path), read_only=True, config=SEALED)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(str(path))
+    except duckdb.Error as e:  # not a DuckDB file, or another process holds its write lock
+        why = str(e).splitlines()[0][:200]
+        if "Could not set lock" in why:
+            why = f"in use by another process that writes it, e.g. `gensets review serve` ({why})"
+        raise GensetsError(f"{path}: cannot open the database: {why}") from None
     con.execute(SCHEMA)
     return con
 

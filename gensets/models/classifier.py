@@ -321,6 +321,20 @@ def _timm_hub_safetensors(spec: ModelSpec, repo: str, filename: str | None) -> N
     raise _refuse_pickle(spec, f"Hub repo {repo} has no safetensors weights")
 
 
+# the file timm loads from a local-dir: folder, in its order (timm/models/_hub.py, load_state_dict_from_path,
+# timm 1.0.31): the first of these names that exists, else the first file by extension in this order
+_TIMM_LOCAL_FILES = ("model.safetensors", "pytorch_model.bin", "pytorch_model.pth", "model.pth",
+                     "open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
+                     "open_clip_pytorch_model.bin", "open_clip_pytorch_model.pth")
+_TIMM_LOCAL_EXTS = (".safetensors", ".pth", ".pth.tar", ".bin")
+
+
+def _timm_local_weights(path: Path) -> Path | None:
+    """The weights file ``timm.create_model("local-dir:<path>", pretrained=True)`` reads (None: none)."""
+    found = next((path / f for f in _TIMM_LOCAL_FILES if (path / f).exists()), None)
+    return found or next((f for ext in _TIMM_LOCAL_EXTS for f in sorted(path.glob(f"*{ext}"))), None)
+
+
 def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
     if not (spec.is_tiny or spec.name.startswith("local-dir:")):
         hub.start_probe()  # overlaps the probe with the slow import below
@@ -330,6 +344,10 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
     if spec.is_tiny or name.startswith(("local-dir:", "hf-hub:")):
         source = loading.resolve(spec, allow_pickle)
         if source.path:
+            weights = _timm_local_weights(source.path)
+            if weights is not None and weights.suffix != ".safetensors" and not allow_pickle:
+                # a safetensors file elsewhere in the folder does not stop timm from reading this one
+                raise _refuse_pickle(spec, f"timm would load the pickle file {weights}")
             model_name = f"local-dir:{source.path}"
         else:
             model_name = name + (f"@{spec.revision}" if spec.revision else "")

@@ -1,12 +1,20 @@
-"""Check a folder of shards against its manifests: hashes, counts, tar structure, every member decodes."""
+"""Check a folder of shards against its manifests: hashes, counts, tar structure, every member decodes, each
+key once per (manifest, config, split), and every ``cls`` one of the classes the dataset card declares.
+
+Members are streamed: an image is spooled (to disk past :data:`SPOOL` bytes) and decoded from there, text is
+decoded chunk by chunk, and a ``.json`` over :data:`MAX_JSON` bytes or a ``.cls`` over :data:`MAX_CLS` bytes is
+a problem rather than something to read, so memory stays bounded whatever a tar holds.
+"""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
-import io
 import json
 import os
+import shutil
 import tarfile
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,6 +23,7 @@ from typing import Any
 
 from PIL import Image
 
+from gensets.config import safe_load
 from gensets.errors import DataError, GensetsError
 from gensets.shards.manifest import Manifest, is_temp
 from gensets.shards.reader import end_marker_ok, member_problem, split_name
@@ -30,27 +39,45 @@ class Problem:
         return f"{self.shard}: {self.member}: {self.what}"
 
 
-def _image(data: bytes) -> None:
-    with warnings.catch_warnings():
-        # Over Image.MAX_IMAGE_PIXELS PIL only warns (error over twice that): treat both as errors.
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
+SPOOL = 8 << 20  # an image member up to this size is checked in memory, a larger one from a temporary file
+MAX_JSON = 16 << 20  # a sample's .json is its provenance (a few KB): past this it is a problem, not read
+MAX_CLS = 32  # a class index
+_CHUNK = 1 << 20
 
 
-def _json(data: bytes) -> None:
+def _image(f) -> None:
+    with tempfile.SpooledTemporaryFile(SPOOL) as spool:
+        shutil.copyfileobj(f, spool, _CHUNK)
+        spool.seek(0)
+        with warnings.catch_warnings():
+            # Over Image.MAX_IMAGE_PIXELS PIL only warns (error over twice that): treat both as errors.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(spool) as im:
+                im.load()
+
+
+def _json(f) -> None:
+    data = f.read(MAX_JSON + 1)
+    if len(data) > MAX_JSON:
+        raise ValueError(f"over {MAX_JSON} bytes (a sample's provenance is a few KB)")
     json.loads(data.decode("utf-8"))
 
 
-def _txt(data: bytes) -> None:
-    data.decode("utf-8")
+def _txt(f) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    while chunk := f.read(_CHUNK):
+        decoder.decode(chunk)
+    decoder.decode(b"", final=True)
 
 
-def _cls(data: bytes) -> None:
-    int(data.decode("ascii"))
+def _cls(f) -> int:
+    data = f.read(MAX_CLS + 1)
+    if len(data) > MAX_CLS:
+        raise ValueError(f"over {MAX_CLS} bytes")
+    return int(data.decode("ascii"))
 
 
-DECODERS: dict[str, Callable[[bytes], None]] = {
+DECODERS: dict[str, Callable[[Any], Any]] = {
     "jpg": _image,
     "jpeg": _image,
     "png": _image,
@@ -70,6 +97,34 @@ class _Expect:
     manifest: Path
     sha256: str | None
     n: int | None
+    group: tuple  # (manifest, config, split): a key appears once in a group
+    classes: int | None  # how many classes the card declares for the shard's config (None: unknown)
+
+
+def card_classes(folder: Path) -> dict[str, int]:
+    """config -> how many classes the dataset card (``folder/README.md``) declares for ``cls``; {} without a card.
+    DataError for a header that does not parse."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return {}
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return {}
+    try:
+        header = safe_load(text.split("---", 2)[1])
+    except Exception as e:  # noqa: BLE001 - YAMLError, RecursionError: a finding about the card
+        raise DataError(f"{readme}: the card's YAML header does not parse ({_one_line(e)})") from None
+    out = {}
+    infos = header.get("dataset_info") if isinstance(header, dict) else None
+    for info in infos if isinstance(infos, list) else []:
+        feats = info.get("features") if isinstance(info, dict) else None
+        for feat in feats if isinstance(feats, list) else []:
+            dtype = feat.get("dtype") if isinstance(feat, dict) and feat.get("name") == "cls" else None
+            label = dtype.get("class_label") if isinstance(dtype, dict) else None
+            names = label.get("names") if isinstance(label, dict) else None
+            if isinstance(names, (dict, list)):
+                out[str(info.get("config_name"))] = len(names)
+    return out
 
 
 def _entries(obj: Any) -> Iterator[dict]:
@@ -114,8 +169,9 @@ class _HashingReader:
         return self.h.hexdigest()
 
 
-def _check_shard(path: Path, name: str) -> tuple[str, int | None, list[Problem]]:
-    """Stream the shard once: (sha256, sample count or None if unreadable, problems)."""
+def _check_shard(path: Path, name: str, classes: int | None = None) -> tuple[str, set[str] | None, list[Problem]]:
+    """Stream the shard once: (sha256, its sample keys or None if unreadable, problems). ``classes``: a ``cls``
+    must be in ``0..classes-1``."""
     problems: list[Problem] = []
     keys: set[str] = set()
     members: set[str] = set()
@@ -146,15 +202,20 @@ def _check_shard(path: Path, name: str) -> tuple[str, int | None, list[Problem]]
                         )
                     keys.add(key)
                     last_key = key
-                    data = tf.extractfile(info).read()
                     decode = DECODERS.get(ext.rsplit(".", 1)[-1].lower())
                     if decode is None:
                         problems.append(Problem(name, info.name, f"no decoder for .{ext}"))
                         continue
                     try:
-                        decode(data)
+                        value = decode(tf.extractfile(info))  # streamed: never the whole member in memory
+                    except (tarfile.TarError, EOFError):
+                        raise  # the tar itself ends early: a finding about the whole file (below)
                     except Exception as e:  # any decoder failure is a finding, not a crash
                         problems.append(Problem(name, info.name, f"cannot decode: {_one_line(e)}"))
+                        continue
+                    if decode is _cls and classes is not None and not 0 <= value < classes:
+                        problems.append(Problem(name, info.name, f"class {value} is not one of the {classes} "
+                                                "classes the dataset card declares"))
                 end = tf.offset
             if not end_marker_ok(path, end):
                 readable = False
@@ -163,14 +224,16 @@ def _check_shard(path: Path, name: str) -> tuple[str, int | None, list[Problem]]
             readable = False
             problems.append(Problem(name, "-", f"truncated or corrupt tar ({_one_line(e)})"))
         sha = src.drain()
-    return sha, (len(keys) if readable else None), problems
+    return sha, (keys if readable else None), problems
 
 
 def verify(root: str | os.PathLike) -> list[Problem]:
     """Find every manifest and tar under `root` (or check the single tar `root`) and return problems.
 
     A manifest governs the tars in its folder and every folder below it: a tar there that no manifest
-    lists is a problem, and so is a manifest path that is absolute or leaves the manifest's folder.
+    lists is a problem, and so is a manifest path that is absolute or leaves the manifest's folder. A key in
+    two shards of one manifest's (config, split), or of one folder's unlisted tars, is a problem, and so is a
+    ``cls`` outside the classes that the card beside a ``manifest.json`` declares for the shard's config.
 
     Raises GensetsError if `root` does not exist.
     """
@@ -199,6 +262,7 @@ def verify(root: str | os.PathLike) -> list[Problem]:
                 manifest_dirs.add(folder)
                 try:
                     entries = _read_manifest(p)
+                    declared = card_classes(folder) if fname == "manifest.json" else {}
                 except DataError as e:
                     problems.append(Problem(str(p), "-", str(e).removeprefix(f"{p}: ")))
                     continue
@@ -209,11 +273,14 @@ def verify(root: str | os.PathLike) -> list[Problem]:
                         continue
                     sha = entry.get("sha256")
                     n = entry.get("n")
+                    config, split = entry.get("config"), entry.get("split")
                     expect.setdefault(shard, []).append(
-                        _Expect(p, sha if isinstance(sha, str) else None, n if isinstance(n, int) else None)
+                        _Expect(p, sha if isinstance(sha, str) else None, n if isinstance(n, int) else None,
+                                (str(p), str(config), str(split)), declared.get(str(config)))
                     )
 
     shards = sorted({Path(os.path.normpath(t)) for t in tars} | set(expect))
+    seen: dict[tuple, dict[str, str]] = {}  # group -> key -> the shard it was first seen in
     for shard in shards:
         name = str(shard)
         if not shard.exists():
@@ -223,12 +290,20 @@ def verify(root: str | os.PathLike) -> list[Problem]:
         if shard not in expect and manifest_dirs.intersection(shard.parents):
             # a manifest anywhere above governs the tar (dataset/manifest.json over dataset/<config>/)
             problems.append(Problem(name, "-", "not listed in any manifest"))
+        listed = expect.get(shard, [])
+        classes = next((e.classes for e in listed if e.classes is not None), None)
         try:
-            sha, n, found = _check_shard(shard, name)
+            sha, keys, found = _check_shard(shard, name, classes)
         except OSError as e:
             problems.append(Problem(name, "-", f"cannot read: {_one_line(e)}"))
             continue
-        for e in expect.get(shard, []):
+        n = None if keys is None else len(keys)
+        for group in {e.group for e in listed} or {("folder", str(shard.parent))}:
+            first = seen.setdefault(group, {})
+            for key in sorted(keys or ()):
+                if first.setdefault(key, name) != name:
+                    problems.append(Problem(name, key, f"key also in {first[key]} (the same sample twice)"))
+        for e in listed:
             if e.sha256 is not None and e.sha256 != sha:
                 problems.append(Problem(name, "-", f"sha256 {sha} differs from {e.sha256} in {e.manifest}"))
             if e.n is not None and n is not None and e.n != n:

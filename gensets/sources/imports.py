@@ -40,8 +40,10 @@ class Skip(Exception):
 def list_items(path: Path, default_source: str | None) -> list[Item]:
     """The files of an import: ``path`` is a folder (``category/file``), a .csv or a .jsonl."""
     if path.is_dir():
+        root = path.resolve()
         return [Item(str(f.resolve()), f.parent.name, default_source, rel=f.relative_to(path).as_posix(),
-                     skip=None if f.parent != path else "not in a category folder (put it in <import>/<category>/)")
+                     skip="a symlink out of the import folder" if not f.resolve().is_relative_to(root)
+                     else None if f.parent != path else "not in a category folder (put it in <import>/<category>/)")
                 for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")]
     try:
         rows = _list_rows(path)
@@ -78,13 +80,20 @@ def _list_rows(path: Path) -> list[tuple[int, dict]]:
             except csv.Error as e:
                 raise ConfigError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
     elif path.suffix.lower() in (".jsonl", ".ndjson"):
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, start=1):
+        with open(path, "rb") as f:
+            for i, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ConfigError(f"{path}:{i}: not UTF-8 text ({e.reason} at byte {e.start})") from None
                 if line.strip():
                     try:
                         rows.append((i, json.loads(line)))
                     except json.JSONDecodeError as e:
                         raise ConfigError(f"{path}:{i}: not valid JSON ({e.msg})") from None
+                    except (ValueError, RecursionError) as e:  # a number of 4300+ digits, deep nesting
+                        raise ConfigError(f"{path}:{i}: not valid JSON ({' '.join(str(e).split())[:200]})") \
+                            from None
     else:
         raise ConfigError(f"{path}: an import is a folder, a .csv or a .jsonl file")
     return rows

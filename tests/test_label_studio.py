@@ -1,0 +1,147 @@
+"""Label Studio round trips as teams use them (issue 15, items 15-19), on exports a real Label Studio 1.23.2
+server wrote (/work/shared/data/label_studio, README there) for the tasks `gensets review export` made from a
+smoke build: its sample keys are deterministic, so the session's reference build has the same ones."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from .conftest import run_cli
+
+EXPORTS = Path(os.environ.get("GENSETS_LS_EXPORTS", "/work/shared/data/label_studio"))
+pytestmark = pytest.mark.skipif(not (EXPORTS / "export-json.json").exists(), reason="no Label Studio exports")
+
+# What the two users decided, read off the exports' README (and checked against the files by the import):
+# (key, status, label, reviewer, note), in the order Label Studio's annotations were made within a task
+DECIDED = [
+    ("background_backpack_bedroom_s_000", "accepted", "backpack", "a@b.c", None),
+    ("background_chair_bedroom_s_000", "rejected", "chair", "a@b.c", None),
+    ("background_mug_street_s_000", "accepted", "mug", "a@b.c", None),
+    ("background_mug_street_s_000", "rejected", "mug", "rev2@example.com", None),
+    ("material_chair_wood_000", "relabeled", "bench", "rev2@example.com", "several objects"),
+    ("material_mug_wood_000", "relabeled", "tea_cup", "a@b.c", None),
+    ("texture_backpack_dotted_000", "accepted", "backpack", "a@b.c", "several objects"),
+    ("texture_chair_blotchy_000", "rejected", "chair", "a@b.c", None),
+    ("texture_chair_blotchy_000", "rejected", "chair", "rev2@example.com", None),
+]  # texture_mug_dotted_001's one annotation was cancelled (skipped): no decision
+
+
+@pytest.fixture
+def ws(reference, tmp_path):
+    out = tmp_path / "ws"
+    shutil.copytree(reference, out)
+    return out
+
+
+def _log(ws):
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT key, status, label, reviewer, note FROM review_log ORDER BY rowid").fetchall()
+    finally:
+        con.close()
+
+
+def _import(ws, name, *args, check=None):
+    return run_cli("review", "import", ws, "--format", "label-studio", "--file", EXPORTS / name, *args, check=check)
+
+
+def test_the_exports_are_as_label_studio_wrote_them():
+    for name in ("export-json.json", "export-json-same-annotator-twice.json", "export-snapshot-with-emails.json"):
+        text = (EXPORTS / name).read_text()
+        assert "\n" not in text.strip()  # one line: a line number would say nothing
+    tasks = json.loads((EXPORTS / "export-json.json").read_text())
+    assert {type(a["completed_by"]) for t in tasks for a in t["annotations"]} == {int}
+    snap = json.loads((EXPORTS / "export-snapshot-with-emails.json").read_text())
+    assert {a["completed_by"]["email"] for t in snap for a in t["annotations"]} == {"a@b.c", "rev2@example.com"}
+
+
+def test_several_annotators_need_double_review(ws):
+    """Item 16: in single review the last annotation in the file would win (task 17: an acceptance, then a
+    rejection); the import refuses in one line saying how to apply double review's rules instead."""
+    r = _import(ws, "export-json.json")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "task 17 (background_mug_street_s_000)" in err and "--double" in err and "2 image(s)" in err
+    assert _log(ws) == []  # nothing written
+
+
+def test_numeric_ids_become_emails_and_double_review_holds_the_dispute(ws, tmp_path):
+    """Item 15: the UI's export gives user ids; --users (GET /api/users' JSON) names them. Item 16: with
+    --double the disputed image (accept vs reject) is held back by finalize, the two rejections settle."""
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps([{"id": 1, "email": "a@b.c", "username": "a"},
+                                 {"id": 2, "email": "rev2@example.com", "username": "rev2"}]))
+    r = _import(ws, "export-json.json", "--users", users, "--double", check=0)
+    assert "9 row(s): 9 decision(s) recorded" in r.stdout and "double review" in r.stderr
+    assert _log(ws) == DECIDED
+    # the snapshot export with emails says the same: nothing new (no --users needed)
+    r = _import(ws, "export-snapshot-with-emails.json", check=0)
+    assert "0 decision(s) recorded, 9 unchanged" in r.stdout
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    from gensets.curation import review
+
+    verdicts = review.verdicts(con)
+    con.close()
+    assert verdicts["background_mug_street_s_000"][0] == "disputed"
+    assert verdicts["texture_chair_blotchy_000"][:3] == ("rejected", "chair", "a@b.c & rev2@example.com")
+    assert verdicts["background_backpack_bedroom_s_000"][0] == "pending"  # one reviewer so far
+    r = run_cli("finalize", ws, "--include-pending", check=0)
+    assert "1 image(s) held back" in r.stderr
+    manifest = json.loads((ws / "dataset" / "manifest.json").read_text())
+    from gensets.shards import iter_shard
+
+    keys = {d["__key__"] for s in manifest["shards"] for d in iter_shard(ws / "dataset" / s["path"])}
+    assert "background_mug_street_s_000" not in keys and "texture_chair_blotchy_000" not in keys
+    assert "background_backpack_bedroom_s_000" in keys
+
+
+def test_ids_without_names_are_kept_and_said(ws):
+    r = _import(ws, "export-json.json", "--double", check=0)
+    assert {row[3] for row in _log(ws)} == {"label-studio:1", "label-studio:2"}
+    assert "label-studio:1, label-studio:2" in r.stderr and "--users" in r.stderr
+
+
+def test_the_snapshot_with_emails_needs_no_users(ws):
+    _import(ws, "export-snapshot-with-emails.json", "--double", check=0)
+    assert _log(ws) == DECIDED
+
+
+def test_the_same_annotator_twice_and_a_class_outside_the_list(ws, tmp_path):
+    """Item 17: user 1 annotated task 1 twice (accept, then reject): the latest by updated_at counts, and the
+    import says so. Item 18: the class Label Studio let through (giraffe) is named with its task, not file:1."""
+    r = _import(ws, "export-json-same-annotator-twice.json", "--double")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "task 2 (background_backpack_bedroom_s_001)" in err and "giraffe" in err and ":1:" not in err
+    tasks = json.loads((EXPORTS / "export-json-same-annotator-twice.json").read_text())
+    tasks = [t for t in tasks if t["id"] != 2]
+    # the file order must not decide: put the older annotation last
+    first = next(t for t in tasks if t["id"] == 1)
+    first["annotations"].reverse()
+    assert [a["result"][0]["value"]["choices"] for a in first["annotations"]] == [["reject"], ["accept"]]
+    src = tmp_path / "export.json"
+    src.write_text(json.dumps(tasks, separators=(",", ":")))
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src, "--double", check=0)
+    assert "task 1 (background_backpack_bedroom_s_000) by label-studio:1" in r.stderr and "latest" in r.stderr
+    log = _log(ws)
+    assert [row for row in log if row[0] == "background_backpack_bedroom_s_000"] == [
+        ("background_backpack_bedroom_s_000", "rejected", "backpack", "label-studio:1", None)]
+    assert len(log) == len(DECIDED)  # the other eight decisions, under ids
+
+
+def test_export_has_one_combined_prediction(ws, tmp_path):
+    """Item 19: Label Studio shows only the last imported model version's prediction while annotating: the last
+    prediction of every task holds every surrogate's top-1."""
+    from gensets.curation.interchange import ALL_SURROGATES
+
+    f = tmp_path / "tasks.json"
+    run_cli("review", "export", ws, "--format", "label-studio", "--file", f, check=0)
+    for task in json.loads(f.read_text()):
+        preds = task["predictions"]
+        assert [p["model_version"] for p in preds] == ["tiny:clip", "tiny:resnet", "tiny:vit", ALL_SURROGATES]
+        combined = preds[-1]["result"][0]["value"]["text"]
+        assert combined == [p["result"][0]["value"]["text"][0] for p in preds[:-1]]
