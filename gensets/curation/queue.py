@@ -138,19 +138,32 @@ def _derive(con) -> None:
     state.set_setting(con, state.QUEUE, VERSION)
 
 
-def contributions(con, keys: list[str]) -> Counter:
-    """What the images ``keys`` add to ``queue_counts``: ``(reviewer, config, label, name) -> n``.
+def contributions(queue_rows, latest_rows) -> Counter:
+    """What images add to ``queue_counts``, ``(reviewer, config, label, name) -> n``, from their ``queue`` rows
+    ``(config, label, status, flagged, n, sole)`` and ``review_latest`` rows ``(reviewer, config, label, status,
+    flagged)``: the definition :data:`_CONTRIBUTIONS` computes in SQL for :func:`rebuild` (a test holds the two
+    together).
 
     Global (reviewer ``''``): ``total``, the status, ``flagged``, ``lt2`` (fewer than two reviewers decided).
     Per reviewer: the status of their latest decision, ``flagged`` (their note), and ``sole`` for the images
     they alone decided."""
-    rows = con.execute(_CONTRIBUTIONS.format(where="WHERE list_contains($keys, key)"), {"keys": keys}).fetchall()
-    return Counter({tuple(r[:4]): r[4] for r in rows})
+    out = Counter()
+    for config, label, status, flagged, n, sole in queue_rows:
+        for name in ("total", status, *(["flagged"] if flagged else []), *(["lt2"] if n < 2 else [])):
+            out["", config, label, name] += 1
+        if n == 1:
+            out[sole, config, label, "sole"] += 1
+    for reviewer, config, label, status, flagged in latest_rows:
+        out[reviewer, config, label, status] += 1
+        if flagged:
+            out[reviewer, config, label, "flagged"] += 1
+    return out
 
 
 def refresh(con, keys) -> None:
     """Bring the derived rows of the images ``keys`` up to date after decisions on them (inside the caller's
-    transaction); a no-op while the tables are stale (the next :func:`ensure` rebuilds them)."""
+    transaction); a no-op while the tables are stale (the next :func:`ensure` rebuilds them). Every statement
+    finds its rows by key; a few statements whatever the size of the queue."""
     import pyarrow as pa
 
     keys = sorted(set(keys))
@@ -159,30 +172,37 @@ def refresh(con, keys) -> None:
     if len(keys) > REFRESH_MAX:
         _derive(con)
         return
-    before = contributions(con, keys)
-    where = {k: (p, c, lb) for k, p, c, lb in con.execute(
-        "SELECT key, pos, config, label FROM queue WHERE list_contains(?, key)", [keys]).fetchall()}
+    old = {k: row for k, *row in con.execute(
+        "SELECT key, pos, config, label, status, flagged, n, sole FROM queue WHERE list_contains(?, key)",
+        [keys]).fetchall()}
+    old_latest = con.execute("SELECT reviewer, config, sample_label, status, flagged FROM review_latest "
+                             "WHERE list_contains(?, key)", [keys]).fetchall()
+    before = contributions([row[1:] for row in old.values()], old_latest)
     latest = con.execute(f"SELECT key, reviewer, status, label, note FROM ({LATEST.format(where='WHERE list_contains(?, key)')}) "
                          "ORDER BY key, first_seq", [keys]).fetchall()
-    con.execute("DELETE FROM review_latest WHERE list_contains(?, key)", [keys])
-    rows = [(k, r, s, lb, note, has_flag(note), *where[k]) for k, r, s, lb, note in latest]
-    con.register("_latest", pa.table(list(zip(*rows, strict=True)) if rows else [[]] * 9, names=[
-        "key", "reviewer", "status", "label", "note", "flagged", "pos", "config", "sample_label"]))
-    try:
-        con.execute("INSERT INTO review_latest SELECT * FROM _latest")
-    finally:
-        con.unregister("_latest")
+    rows = [(k, r, s, lb, note, has_flag(note), *old[k][:3]) for k, r, s, lb, note in latest]
     deciders: dict[str, list[str]] = {k: [] for k in keys}
     for k, r, s, *_ in latest:
         if s != "pending":
             deciders[k].append(r)
+    new = {}
     for key, status, label, note in con.execute(
             "SELECT key, status, label, note FROM reviews WHERE list_contains(?, key)", [keys]).fetchall():
         who = deciders[key]
+        new[key] = (status, label, note, has_flag(note), len(who), who[0] if len(who) == 1 else None)
+    con.execute("DELETE FROM review_latest WHERE list_contains(?, key)", [keys])
+    if rows:
+        con.register("_latest", pa.table(list(zip(*rows, strict=True)), names=[
+            "key", "reviewer", "status", "label", "note", "flagged", "pos", "config", "sample_label"]))
+        try:
+            con.execute("INSERT INTO review_latest SELECT * FROM _latest")
+        finally:
+            con.unregister("_latest")
+    for key, (status, label, note, flagged, n, sole) in new.items():
         con.execute("UPDATE queue SET status = ?, review_label = ?, note = ?, flagged = ?, n = ?, sole = ? "
-                    "WHERE key = ?", [status, label, note, has_flag(note), len(who),
-                                      who[0] if len(who) == 1 else None, key])
-    delta = contributions(con, keys)
+                    "WHERE key = ?", [status, label, note, flagged, n, sole, key])
+    delta = contributions([(*old[k][1:3], s, fl, n, sole) for k, (s, _, _, fl, n, sole) in new.items()],
+                          [(r[1], r[7], r[8], r[2], r[5]) for r in rows])
     delta.subtract(before)
     changes = [(*k, n) for k, n in delta.items() if n]
     if changes:
@@ -195,7 +215,6 @@ def refresh(con, keys) -> None:
             con.execute(f"INSERT INTO queue_counts SELECT d.* FROM _delta d ANTI JOIN queue_counts c ON {match}")
         finally:
             con.unregister("_delta")
-
 
 
 # ------------------------------------------------------------------------------------------- the page

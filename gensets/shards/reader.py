@@ -197,11 +197,14 @@ def iter_shards(paths: Iterable[str | os.PathLike]) -> Iterator[dict]:
 
 
 class StoredSample(Sample):
-    """A :class:`Sample` whose image stays in its shard: ``image`` reads it (path, offset, size) at each access."""
+    """A :class:`Sample` whose image stays in its shard: ``image`` reads it (``where``: path, offset, size) at each
+    access. Its provenance is ``meta`` when given, else read (and parsed) from ``meta_at`` at each access, so
+    that many of them hold no more than their locations."""
 
-    def __init__(self, key: str, ext: str, cls: int, meta: dict, where: tuple[str, int, int]):
-        self.key, self.ext, self.cls, self.meta, self.where = key, ext, cls, meta, where
-        self._image: bytes | None = None
+    def __init__(self, key: str, ext: str, cls: int, meta: dict | None, where: tuple[str, int, int],
+                 meta_at: tuple[str, int, int] | None = None):
+        self.key, self.ext, self.cls, self.where, self.meta_at = key, ext, cls, where, meta_at
+        self._meta, self._image = meta, None
 
     @property
     def image(self) -> bytes:
@@ -210,6 +213,27 @@ class StoredSample(Sample):
     @image.setter
     def image(self, data: bytes) -> None:
         self._image = data
+
+    @property
+    def meta(self) -> dict:
+        return self._meta if self._meta is not None else json.loads(read_at(*self.meta_at))
+
+    @meta.setter
+    def meta(self, value: dict) -> None:
+        self._meta = value
+
+
+def stored_samples(path: str | os.PathLike, keep_meta: bool = True) -> Iterator[StoredSample]:
+    """The samples of a shard as :class:`StoredSample`: the json and cls members are read, the image is not;
+    with ``keep_meta=False`` the provenance is parsed again at each access (see StoredSample)."""
+    path = os.fspath(path)
+    for d in iter_index(path):
+        members = d["__members__"]
+        ext = next((e for e in IMAGE_EXTS if e in members), None)
+        if ext is None or "json" not in d or "cls" not in d:
+            raise DataError(f"{path}: {d['__key__']}: a sample needs an image, json and cls member")
+        yield StoredSample(d["__key__"], ext, int(d["cls"].decode()), json.loads(d["json"]) if keep_meta else None,
+                           (path, *members[ext]), (path, *members["json"]))
 
 
 class ShardSamples(Sequence):
@@ -223,13 +247,7 @@ class ShardSamples(Sequence):
 
     def __iter__(self) -> Iterator[StoredSample]:
         for path in self.paths:
-            for d in iter_index(path):
-                members = d["__members__"]
-                ext = next((e for e in IMAGE_EXTS if e in members), None)
-                if ext is None or "json" not in d or "cls" not in d:
-                    raise DataError(f"{path}: {d['__key__']}: a sample needs an image, json and cls member")
-                yield StoredSample(d["__key__"], ext, int(d["cls"].decode()), json.loads(d["json"]),
-                                   (path, *members[ext]))
+            yield from stored_samples(path)
 
     def __len__(self) -> int:
         if self.n is None:

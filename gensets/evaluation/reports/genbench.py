@@ -31,9 +31,11 @@ from .base import Report
 
 # ------------------------------------------------------------------ inputs
 def read_workspace(path: str | Path):
-    """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards."""
-    from ...records import Sample
-    from ...shards import Manifest
+    """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards.
+
+    The samples are :class:`gensets.shards.StoredSample`: their images and provenance stay in the shards
+    and are read when asked for, so a workspace of any size costs a few hundred bytes per image."""
+    from ...shards import Manifest, stored_samples
     from ...workspace import Workspace
 
     ws = Workspace(path)
@@ -41,9 +43,9 @@ def read_workspace(path: str | Path):
     if builder.name != "genbench":
         raise GensetsError(f"{ws.root}: a {builder.name} workspace, not a genbench one")
     rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()} if ws.manifest_path.exists() else {}
-    by_config: dict[str, list[Sample]] = defaultdict(list)
+    by_config: dict[str, list] = defaultdict(list)
     for row in sorted(rows.values(), key=lambda r: r["shard"]):
-        for s in ws.read_candidates(row["shard"]):
+        for s in stored_samples(ws.candidates / row["shard"], keep_meta=False):
             by_config[s.meta["config"]].append(s)
     if not by_config:
         raise GensetsError(f"{ws.root}: no generated images yet; run `gensets build` first")
@@ -164,7 +166,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
         for ws, wcfg, by_config in items:
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
             for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.names().index(kv[1][0].meta["strategy"])):
-                gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
+                gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
                 gen_y = np.array([local[s.cls] for s in samples])
                 gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
                                                     + ([(feat, "embed")] if features else []))
