@@ -145,7 +145,8 @@ class ReviewState:
         if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
         with self.lock:
-            row = self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?", [key]).fetchone()
+            row = next(iter(self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
+                                             [key]).fetchall()), None)
             if row is None:
                 raise GensetsError(f"sample '{key}' is not in the review queue")
             if self.double:  # the reviewer's own latest decision, if any

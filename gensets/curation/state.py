@@ -57,7 +57,7 @@ def setting(con, name: str, default: str | None = None) -> str | None:
     import duckdb
 
     try:
-        row = con.execute("SELECT value FROM settings WHERE name = ?", [name]).fetchone()
+        row = next(iter(con.execute("SELECT value FROM settings WHERE name = ?", [name]).fetchall()), None)
     except duckdb.CatalogException:
         return default
     return row[0] if row else default
