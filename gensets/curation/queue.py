@@ -8,7 +8,8 @@ same with a thousand images or a million:
   who (``sole``). A page is a keyset query (``pos`` after or before a cursor, ``LIMIT``): DuckDB's top-N
   pushes its bound into the scan, whose row-group statistics on ``pos`` (and on config and class, stored in
   that order) skip the rest of the table.
-- ``review_latest``: each reviewer's latest decision on each image (indexed by key), for double review.
+- ``review_latest``: each reviewer's latest decision on each image (indexed by key): double review's view,
+  and the per-reviewer counts.
 - ``queue_counts``: per (reviewer, config, class) the counters the page shows; reviewer ``''`` holds the
   global ones. Counts, filter options and the number of matching images are sums over this small table.
 
@@ -52,21 +53,19 @@ CREATE INDEX review_latest_key ON review_latest (key);
 CREATE TABLE queue_counts (reviewer VARCHAR, config VARCHAR, label VARCHAR, name VARCHAR, n BIGINT);
 """
 
-# what images add to queue_counts (see contributions()); each table is scanned with the one filter {where}, so
-# that DuckDB looks the keys up in its index
+# what every image adds to queue_counts: contributions() in SQL, for rebuild (a test holds the two together)
 _CONTRIBUTIONS = """
     SELECT c.reviewer AS reviewer, config, label, c.name AS name, count(*) AS n
-    FROM (SELECT config, label, unnest([{{'reviewer': '', 'name': 'total'}}, {{'reviewer': '', 'name': status}}]
-                 || CASE WHEN flagged THEN [{{'reviewer': '', 'name': 'flagged'}}] ELSE [] END
-                 || CASE WHEN n < 2 THEN [{{'reviewer': '', 'name': 'lt2'}}] ELSE [] END
-                 || CASE WHEN n = 1 THEN [{{'reviewer': sole, 'name': 'sole'}}] ELSE [] END) AS c
-          FROM queue {where})
+    FROM (SELECT config, label, unnest([{'reviewer': '', 'name': 'total'}, {'reviewer': '', 'name': status}]
+                 || CASE WHEN flagged THEN [{'reviewer': '', 'name': 'flagged'}] ELSE [] END
+                 || CASE WHEN n < 2 THEN [{'reviewer': '', 'name': 'lt2'}] ELSE [] END
+                 || CASE WHEN n = 1 THEN [{'reviewer': sole, 'name': 'sole'}] ELSE [] END) AS c
+          FROM queue)
     GROUP BY 1, 2, 3, 4
     UNION ALL
     SELECT reviewer, config, sample_label AS label, name, count(*) AS n
     FROM (SELECT reviewer, config, sample_label,
-                 unnest([status] || CASE WHEN flagged THEN ['flagged'] ELSE [] END) AS name
-          FROM review_latest {where})
+                 unnest([status] || CASE WHEN flagged THEN ['flagged'] ELSE [] END) AS name FROM review_latest)
     GROUP BY 1, 2, 3, 4"""
 
 
@@ -91,12 +90,13 @@ def ensure(con) -> None:
         rebuild(con)
 
 
-def _register_flags(con, notes_sql: str, args: list) -> None:
-    """``_flags(note, flagged)`` for the distinct notes ``notes_sql`` selects: :func:`has_flag` decides (notes
-    are few: most decisions have none)."""
+def _register_flags(con) -> None:
+    """``_flags(note, flagged)`` for every distinct note of a decision: :func:`has_flag` decides (notes are few:
+    most decisions have none)."""
     import pyarrow as pa
 
-    notes = [r[0] for r in con.execute(notes_sql, args).fetchall() if r[0] is not None]
+    notes = [r[0] for r in con.execute("SELECT DISTINCT note FROM reviews UNION SELECT DISTINCT note FROM "
+                                       "review_log").fetchall() if r[0] is not None]
     con.register("_flags", pa.table({"note": pa.array(notes, pa.string()),
                                      "flagged": pa.array([has_flag(n) for n in notes], pa.bool_())}))
 
@@ -113,7 +113,7 @@ def _derive(con) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute(TABLES)
     con.execute("CREATE INDEX IF NOT EXISTS review_log_key ON review_log (key)")
-    _register_flags(con, "SELECT DISTINCT note FROM reviews UNION SELECT DISTINCT note FROM review_log", [])
+    _register_flags(con)
     try:
         con.execute(f"""
             INSERT INTO queue
@@ -134,15 +134,14 @@ def _derive(con) -> None:
             ORDER BY q.pos, l.first_seq""")
     finally:
         con.unregister("_flags")
-    con.execute("INSERT INTO queue_counts " + _CONTRIBUTIONS.format(where=""))
+    con.execute("INSERT INTO queue_counts " + _CONTRIBUTIONS)
     state.set_setting(con, state.QUEUE, VERSION)
 
 
 def contributions(queue_rows, latest_rows) -> Counter:
     """What images add to ``queue_counts``, ``(reviewer, config, label, name) -> n``, from their ``queue`` rows
     ``(config, label, status, flagged, n, sole)`` and ``review_latest`` rows ``(reviewer, config, label, status,
-    flagged)``: the definition :data:`_CONTRIBUTIONS` computes in SQL for :func:`rebuild` (a test holds the two
-    together).
+    flagged)``; :data:`_CONTRIBUTIONS` computes the same in SQL for :func:`rebuild`.
 
     Global (reviewer ``''``): ``total``, the status, ``flagged``, ``lt2`` (fewer than two reviewers decided).
     Per reviewer: the status of their latest decision, ``flagged`` (their note), and ``sole`` for the images

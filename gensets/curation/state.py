@@ -67,7 +67,7 @@ def set_setting(con, name: str, value: str) -> None:
     con.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", [name, value])
 
 
-BATCH = 20_000  # samples per Arrow batch fed to DuckDB: at most this many rows are held in Python at once
+BATCH = 2_000  # samples per Arrow batch fed to DuckDB: at most this many (and their predictions) in Python at once
 QUEUE = "queue"  # the settings row that says the review page's tables (curation.queue) are up to date
 INDEXED = "image_index"  # the settings row that says every ingested unit's images are in ``images``
 
