@@ -124,14 +124,15 @@ def _image_row(d: dict, shard: str) -> dict:
 
 
 def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_status: str = "pending") -> int:
-    """Load the samples of every committed unit not yet in the database, in one transaction.
+    """Load the samples of every committed unit not yet in the database.
 
     ``shard_path(shard)`` is the file of a manifest row's shard; only its json and cls members are read
     (:func:`gensets.shards.iter_index`: the images are skipped), and where each image lies (shard, byte
     offset, size) goes into ``images`` for the review page. ``config_of(meta)`` names the published config
     a sample belongs to. Kept samples enter the review queue as ``initial_status`` (``pending``;
-    ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of
-    :data:`BATCH` samples, so memory does not grow with the number of samples.
+    ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of whole
+    units (about :data:`BATCH` samples), one transaction each, so memory does not grow with the number of
+    samples; a killed ingest keeps whole units and the next one adds the others.
     Returns the number of samples added.
     """
     from ..shards import iter_index
@@ -147,38 +148,38 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
     batch: dict[str, list[dict]] = {name: [] for name in _SCHEMAS}
 
     def flush():
-        for name, rows in batch.items():
-            _insert(con, name, rows)
-            rows.clear()
+        with transaction(con):
+            con.execute("DELETE FROM settings WHERE name = ?", [QUEUE])  # new rows: the page's tables are stale
+            for name, rows in batch.items():
+                _insert(con, name, rows)
+                rows.clear()
 
-    with transaction(con):
-        for unit, row in sorted(todo.items()):
-            batch["units"].append({"unit": unit, "shard": row["shard"], "sha256": row["sha256"], "n": row["n"]})
-            batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]}
-                                 for r in row.get("skipped") or []]
-            for d in iter_index(shard_path(row["shard"])):
-                key, m = d["__key__"], json.loads(d["json"])
-                batch["images"].append(_image_row(d, row["shard"]))
-                batch["samples"].append({
-                    "key": key, "unit": unit, "shard": row["shard"], "config": config_of(m),
-                    "label": m.get("label"), "label_index": int(d["cls"].decode()), "nuisance": m.get("nuisance"),
-                    "prompt": m.get("prompt"), "seed": m.get("seed"),
-                    "surrogate_failures": m.get("surrogate_failures"), "kept": bool(m.get("kept")),
-                    "meta": json.dumps(m, sort_keys=True),
-                })
-                for p in m.get("surrogates") or []:
-                    for rank, (idx, score) in enumerate(zip(p["top5"], p["scores"], strict=True)):
-                        batch["surrogate_predictions"].append({
-                            "key": key, "model": p["model"], "rank": rank + 1, "class_index": idx,
-                            "score": score, "hit": p["hit"]})
-                if m.get("kept"):
-                    batch["reviews"].append({"key": key, "status": initial_status, "label": m.get("label"),
-                                             "reviewer": None, "time": None, "note": None})
-                added += 1
-            if len(batch["samples"]) >= BATCH:
-                flush()
-        flush()
-        con.execute("DELETE FROM settings WHERE name = ?", [QUEUE])  # new rows: the page's tables are stale
+    for unit, row in sorted(todo.items()):
+        batch["units"].append({"unit": unit, "shard": row["shard"], "sha256": row["sha256"], "n": row["n"]})
+        batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]}
+                             for r in row.get("skipped") or []]
+        for d in iter_index(shard_path(row["shard"])):
+            key, m = d["__key__"], json.loads(d["json"])
+            batch["images"].append(_image_row(d, row["shard"]))
+            batch["samples"].append({
+                "key": key, "unit": unit, "shard": row["shard"], "config": config_of(m),
+                "label": m.get("label"), "label_index": int(d["cls"].decode()), "nuisance": m.get("nuisance"),
+                "prompt": m.get("prompt"), "seed": m.get("seed"),
+                "surrogate_failures": m.get("surrogate_failures"), "kept": bool(m.get("kept")),
+                "meta": json.dumps(m, sort_keys=True),
+            })
+            for p in m.get("surrogates") or []:
+                for rank, (idx, score) in enumerate(zip(p["top5"], p["scores"], strict=True)):
+                    batch["surrogate_predictions"].append({
+                        "key": key, "model": p["model"], "rank": rank + 1, "class_index": idx,
+                        "score": score, "hit": p["hit"]})
+            if m.get("kept"):
+                batch["reviews"].append({"key": key, "status": initial_status, "label": m.get("label"),
+                                         "reviewer": None, "time": None, "note": None})
+            added += 1
+        if len(batch["samples"]) >= BATCH:
+            flush()
+    flush()
     return added
 
 
