@@ -150,6 +150,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
     ingest(ws)
     con = state.connect(ws.state_path)
+    metas = con.cursor()  # the provenance of one output shard at a time, by key, beside the sorted stream
     try:
         double = review.is_double(con)
         verdicts = review.verdicts(con) if double else {}
@@ -169,8 +170,10 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
 
         def flush(config: str, i: int, rows: list[tuple]) -> None:
             samples = []
-            for key, shard, offset, size, ext, cls, meta, status, label, reviewer, time, label_before in rows:
-                s = Sample(key, read_at(ws.candidates / shard, offset, size), ext, cls, json.loads(meta))
+            meta = dict(metas.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)",
+                                      [[r[0] for r in rows]]).fetchall())
+            for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before in rows:
+                s = Sample(key, read_at(ws.candidates / shard, offset, size), ext, cls, json.loads(meta[key]))
                 time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
                 decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
                 if status == "relabeled" and label != label_before:
@@ -197,6 +200,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
             if rows:
                 flush(config, (counts[config] - 1) // cfg.shard_size, rows)
     finally:
+        metas.close()
         con.close()
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards}
@@ -215,8 +219,8 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
 
 def _published(con, config: str, statuses: list[str], verdicts: dict):
     """The samples of ``config`` that go into the dataset, in key order, a batch at a time: ``(key, shard, byte
-    offset, size, ext, class index, meta, status, label, reviewer, time, label before)``; in double review the
-    status, label, reviewer and time are the image's verdict's (``verdicts``)."""
+    offset, size, ext, class index, status, label, reviewer, time, label before)``; in double review the status,
+    label, reviewer and time are the image's verdict's (``verdicts``). (No provenance: DuckDB sorts narrow rows.)"""
     import pyarrow as pa
 
     con.register("_verdicts", pa.table({
@@ -228,7 +232,7 @@ def _published(con, config: str, statuses: list[str], verdicts: dict):
     try:
         reader = con.sql("""
             SELECT * FROM (
-                SELECT s.key, i.shard, i.byte_offset, i.nbytes, i.ext, s.label_index, s.meta,
+                SELECT s.key, i.shard, i.byte_offset, i.nbytes, i.ext, s.label_index,
                        CASE WHEN v.key IS NULL THEN r.status ELSE v.status END AS status,
                        CASE WHEN v.key IS NULL THEN r.label ELSE v.label END AS label,
                        CASE WHEN v.key IS NULL THEN r.reviewer ELSE v.reviewer END AS reviewer,
