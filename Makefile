@@ -54,12 +54,14 @@ build-vqa: $(STAMP)
 # GenBench at paper scale, one (dataset, strategy) per workspace: configs/genbench.yaml with `dataset`
 # and `strategies` (and RA's `reference.source` when REFERENCE is given) overridden by `gensets build --set`,
 # validated like the file (errors name the override) and frozen into the workspace's config.yaml.
-# DATASET: a packaged GenBench name, hf:<repo> or folder:<path>; STRATEGY: ST DT CE RD NP RA.
-GB_NAME = genbench-$(subst /,-,$(subst :,-,$(DATASET)))-$(STRATEGY)
+# DATASET: a packaged GenBench name, hf:<repo> or folder:<path>; STRATEGY: ST DT CE RD NP RA, or several joined
+# by + (NP+RD); REFERENCE: RA's retrieved images; ALLOW_DATASET_SPLIT=1 lets RA take the dataset's own images.
+GB_NAME = genbench-$(subst /,-,$(subst :,-,$(DATASET)))-$(subst +,-,$(STRATEGY))
 build-genbench: $(STAMP)
-	@test -n "$(DATASET)" -a -n "$(STRATEGY)" || { echo "usage: make build-genbench DATASET=cifar-10 STRATEGY=ST [REFERENCE=hf:<dataset>]"; exit 2; }
+	@test -n "$(DATASET)" -a -n "$(STRATEGY)" || { echo "usage: make build-genbench DATASET=cifar-10 STRATEGY=ST [REFERENCE=hf:<retrieved images>]"; exit 2; }
 	@$(BIN)/gensets build configs/genbench.yaml --out out/$(GB_NAME) --set 'dataset=$(DATASET)' \
-	  --set 'strategies=[$(STRATEGY)]' $(if $(REFERENCE),--set 'reference.source=$(REFERENCE)')
+	  --set 'strategies=[$(STRATEGY)]' $(if $(REFERENCE),--set 'reference.source=$(REFERENCE)') \
+	  $(if $(ALLOW_DATASET_SPLIT),--set 'reference.allow_dataset_split=true')
 	@$(BIN)/gensets finalize out/$(GB_NAME)
 	@echo "score it: gensets report genbench out/$(GB_NAME) --test <real test images: a folder of class folders, or hf:dataset>"
 

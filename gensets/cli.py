@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import GensetsError
-from .registry import PROTOCOLS, REPORTS
+from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 
 
 def _build(a) -> int:
@@ -31,7 +31,8 @@ def _finalize(a) -> int:
     print(f"{r['dataset']}: {r['shards']} shards; images per config: "
           + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     for config, f in r["funnel"].items():
-        print(f"  {config}: generated {f['generated']} -> kept by the filters {f['kept']} -> "
+        below = f" -> below quality {f['below_quality']}" if "below_quality" in f else ""
+        print(f"  {config}: generated {f['generated']} -> kept by the filters {f['kept']}{below} -> "
               f"accepted {f['accepted']} (pending {f['pending']}, rejected {f['rejected']})")
     first = next((k for k, v in r["counts"].items() if v), None)
     if first:
@@ -102,7 +103,7 @@ def _eval(a) -> int:
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
                                   templates=a.templates))
     if a.json:
-        print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "n", "metrics")}
+        print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n", "metrics")}
                           for r in results], indent=1))
     else:
         for r in results:
@@ -110,8 +111,28 @@ def _eval(a) -> int:
             lo, hi = r["intervals"].get("top1", (None, None))
             top1 = "-" if m["top1"] is None else f"{m['top1']:.4f}" + (f" ({lo:.4f}-{hi:.4f})" if lo is not None else "")
             extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k != "top1" and v is not None)
-            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['protocol']}]  n={r['n']}  top1 {top1}{extra}")
+            print(f"{r['model']}  {r['config']}/{r['split']}  [{r['variant']}]  n={r['n']}  top1 {top1}{extra}")
         print(f"results in {a.db}: gensets leaderboard --db {a.db}", file=sys.stderr)
+    return 0
+
+
+def _score(a) -> int:
+    from .evaluation.scoring import ScoreConfig, parse_models, score
+
+    summaries = score(ScoreConfig(a.dataset, tuple(a.metric), a.db, models=parse_models(a.model, a.metric),
+                                  reference=a.reference, pairs=a.pairs, config=a.config, split=a.split,
+                                  batch_size=a.batch_size, limit=a.limit, quiet=a.quiet or a.json,
+                                  allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, seed=a.seed))
+    if a.json:
+        keep = ("dataset", "revision", "config", "split", "metric", "name", "level", "variant", "models", "commits",
+                "reference", "n", "value", "lo", "hi", "details")
+        print(json.dumps([{k: json.loads(r[k]) if k in ("models", "commits", "details") else r[k] for k in keep}
+                          for r in summaries], indent=1))
+        return 0
+    for r in summaries:
+        ci = f" ({r['lo']:.4f}-{r['hi']:.4f})" if r["lo"] is not None else ""
+        print(f"{r['config']}/{r['split']}  {r['name']}  {r['value']:.4f}{ci}  n={r['n']}  [{r['variant']}]")
+    print(f"scores in {a.db}: gensets query --db {a.db} 'SELECT * FROM score_summaries'", file=sys.stderr)
     return 0
 
 
@@ -219,13 +240,17 @@ def _review_exchange(a) -> int:
 def _card(a) -> int:
     from .cards.card import rerender
 
-    board = None
+    board = scores = None
     if a.db:
+        from .evaluation.scoring import build_scores
         from .evaluation.store import build_leaderboard
 
         def board(configs, build_id):
             return build_leaderboard(a.db, configs, build_id)
-    files = rerender(a.workspace, leaderboard=board)
+
+        def scores(configs, build_id):
+            return build_scores(a.db, configs, build_id)
+    files = rerender(a.workspace, leaderboard=board, scores=scores)
     print("wrote " + ", ".join(files) + f" in {Path(a.workspace) / 'dataset'}")
     return 0
 
@@ -290,7 +315,8 @@ def parser() -> argparse.ArgumentParser:
     rsub = r.add_subparsers(dest="action", required=True, metavar="ACTION")
     rl = rsub.add_parser("list", help="list samples in the queue")
     rl.add_argument("workspace")
-    rl.add_argument("--status", default="pending", choices=["pending", "accepted", "rejected", "relabeled", "all"])
+    rl.add_argument("--status", default="pending",
+                    choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "all"])
     rl.add_argument("--label", help="only this class")
     rl.add_argument("--config", help="only this config (nuisance kind)")
     rl.add_argument("--limit", type=int)
@@ -315,18 +341,23 @@ def parser() -> argparse.ArgumentParser:
                        "dataset and the model unless given, and is always reported.")
     e.add_argument("dataset")
     e.add_argument("--model", action="append", required=True, metavar="SPEC",
-                   help="a model spec (repeatable): timm:..., open_clip:..., hf:..., tiny:...")
+                   help="a model spec (repeatable): timm:..., open_clip:..., hf:..., torchvision:ARCH@WEIGHTS, "
+                   "tiny:...")
     e.add_argument("--db", required=True, help="the results database (DuckDB file)")
     e.add_argument("--config", help="only this config")
     e.add_argument("--split", help="only this split")
     e.add_argument("--protocol", choices=list(PROTOCOLS),
                    help="two-way: ImageNet-D's VLM protocol as the authors' code runs it (their question, true "
-                   "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant")
+                   "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant; "
+                   "zero-shot: on ImageNet-D the authors' names and 'A photo of a {}'; zero-shot-readable: "
+                   "readable names and the default templates on every dataset; "
+                   "wordset: Borji's rule, the category word is one of the predicted label's words; "
+                   "wordset-plural: a trailing s/es may differ")
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
-                   help="zero-shot prompt template with {} for the class name (repeatable; default: "
-                   "'a photo of a {}.')")
+                   help="zero-shot prompt template with {} for the class name (repeatable; default: the "
+                   "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")
     e.add_argument("--batch-size", type=int, default=32)
     e.add_argument("--workers", type=int, default=2, help="batches decoded ahead in the background (0: none)")
     e.add_argument("--limit", type=int, help="only the first N images of each split")
@@ -335,6 +366,35 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (unsafe)")
     e.add_argument("--trust-remote-code", action="store_true", help="run the model repo's own code (unsafe)")
     e.set_defaults(func=_eval)
+
+    sc = sub.add_parser("score", help="image-quality and alignment scores of a dataset; into a DuckDB file",
+                        description="Score the images of DATASET (a workspace, a local repo folder, a hub id or a "
+                        "WebDataset glob) with each --metric: per-image values (CLIPScore, CLIP-IQA, aesthetic, "
+                        "PickScore, HPS v2, VQAScore, PSNR / SSIM) into the `scores` table and a summary per (config, "
+                        "metric) with a bootstrap interval into `score_summaries`; set-level metrics (FID, KID, IS, "
+                        "precision / recall, LPIPS diversity) per config, against --reference where they need real "
+                        "images. A second run replaces the rows it scores.")
+    sc.add_argument("dataset")
+    sc.add_argument("--metric", action="append", required=True, choices=list(QUALITY_METRICS), metavar="NAME",
+                    help=f"a metric (repeatable): {', '.join(QUALITY_METRICS)}")
+    sc.add_argument("--model", action="append", metavar="METRIC[.ROLE]=SPEC",
+                    help="a model instead of a metric's default (repeatable), e.g. clip_score=tiny:hf-clip, "
+                    "aesthetic.head=tiny:aesthetic-head, fid=tiny:inception")
+    sc.add_argument("--db", default="results.duckdb", help="the results database (default results.duckdb)")
+    sc.add_argument("--reference", metavar="SOURCE", help="real images for fid, kid, precision_recall: a folder of "
+                    "images, a workspace, a dataset folder, a shard glob or a hub id")
+    sc.add_argument("--pairs", metavar="FOLDER", help="psnr, ssim: the folder holding each image's init image "
+                    "(json.prompting.init_image: GenBench RA's reference folder)")
+    sc.add_argument("--config", help="only this config")
+    sc.add_argument("--split", help="only this split")
+    sc.add_argument("--batch-size", type=int, default=16)
+    sc.add_argument("--limit", type=int, help="only the first N images of each split")
+    sc.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    sc.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    sc.add_argument("--quiet", action="store_true", help="no progress bar")
+    sc.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (unsafe)")
+    sc.add_argument("--trust-remote-code", action="store_true", help="run a model repo's own code (unsafe)")
+    sc.set_defaults(func=_score)
 
     lb = sub.add_parser("leaderboard", help="the leaderboard of a results database")
     lb.add_argument("--db", required=True)
@@ -352,7 +412,8 @@ def parser() -> argparse.ArgumentParser:
         rk.set_defaults(func=r.run)
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
-                       description="Tables: runs, predictions, metrics. The connection is read-only.")
+                       description="Tables: runs, predictions, metrics (gensets eval), scores, score_summaries "
+                       "(gensets score). The connection is read-only.")
     q.add_argument("--db", required=True)
     q.add_argument("sql")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
@@ -395,7 +456,8 @@ def parser() -> argparse.ArgumentParser:
                         description="Write WORKSPACE/dataset/README.md (YAML header with configs and features, "
                         "how it was built, curation funnel, figures, how to load, citation) and figures/.")
     cd.add_argument("workspace")
-    cd.add_argument("--db", help="a results database (gensets eval): adds a baseline leaderboard")
+    cd.add_argument("--db", help="a results database: adds a baseline leaderboard (gensets eval) and the quality "
+                    "scores of this build (gensets score)")
     cd.set_defaults(func=_card)
 
     pb = sub.add_parser("publish", help="upload a finalized dataset to the Hugging Face Hub",

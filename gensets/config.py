@@ -143,6 +143,9 @@ class _Loader:
             if not isinstance(v, dict):
                 self.fail(node, key, f"expected a mapping, got {_describe(v)}")
             vt = args[1] if len(args) == 2 else Any
+            if args and typing.get_origin(args[0]) is typing.Annotated:  # keys named in a registry
+                for k in v:
+                    self.build(args[0], _Node(k, node.key_lines.get(k, node.line)), f"{key}.{k}")
             return types.MappingProxyType({k: self.build(vt, n, f"{key}.{k}") for k, n in v.items()})
         if tp is float:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -254,8 +257,10 @@ def load_config(cls: type, path: str | Path, data: _Node | None = None, *, froze
 
 def to_dict(obj: Any) -> Any:
     """A config object as plain data (for writing the resolved config and fingerprinting)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if dataclasses.is_dataclass(obj):  # a field marked omit_default is left out while at its default: adding
+        # such an optional key to a config class keeps the fingerprints of the builds that do not use it
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not (f.metadata.get("omit_default") and getattr(obj, f.name) == f.default)}
     if isinstance(obj, (tuple, list)):
         return [to_dict(v) for v in obj]
     if isinstance(obj, (dict, types.MappingProxyType)):

@@ -31,6 +31,25 @@ COMMON_TAIL = [("prompt", "string"), ("negative_prompt", "string"), ("seed", "in
                ("versions", ("struct", [(name, "string") for name in LIBRARIES]))]
 
 
+# what a builder config's ``quality:`` thresholds add to each sample (gensets.quality.thresholds), declared on the card
+# of such a build only
+QUALITY = ("quality", ("struct", [
+    ("passed", "bool"),
+    ("scores", ("list", ("struct", [("metric", "string"), ("value", "float64"), ("min", "float64"),
+                                    ("max", "float64"), ("passed", "bool")]))),
+    ("scorers", ("list", ("struct", [("metric", "string"), ("variant", "string"), ("role", "string"),
+                                     ("spec", "string"), ("commit", "string")])))]))
+
+
+def generator_label(meta: dict) -> str:
+    """Which generator made a sample, for tables by generator: its spec and step count (two configs of one
+    pipeline at different step counts are two generators), or the source of an imported image."""
+    g = meta.get("generator") or {}
+    if not g.get("spec"):
+        return str(meta.get("source") or "unknown")
+    return f"{g['spec']} ({meta['steps']} steps)" if meta.get("steps") else g["spec"]
+
+
 def schema(fields=()) -> list[tuple[str, Any]]:
     """The provenance fields of a builder's samples: the common ones with the builder's ``fields`` inside."""
     out = [*COMMON_HEAD, *fields, *COMMON_TAIL]

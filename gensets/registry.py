@@ -1,5 +1,5 @@
 """Registries of every extension point: builders, prompt strategies, evaluation protocols, reports, tiny
-models. Entries register themselves where they are defined, with a decorator (the way timm's
+models, image-quality metrics. Entries register themselves where they are defined, with a decorator (the way timm's
 ``@register_model`` does), e.g.::
 
     @BUILDERS.register("imagenet-d")
@@ -32,8 +32,8 @@ class Registry:
         def add(o: Any) -> Any:
             if name in self._entries and self._entries[name] is not o:
                 raise KeyError(f"{self.kind} '{name}' is registered twice")
-            if isinstance(o, type) and not getattr(o, "name", None):
-                o.name = name  # a registered class knows its name (builders, protocols, strategies, reports)
+            if isinstance(o, type) and not vars(o).get("name"):
+                o.name = name  # a registered class knows its name, a subclass of one too (builders, protocols, strategies, reports)
             self._entries[name] = o
             return o
 
@@ -80,3 +80,4 @@ STRATEGIES = Registry("prompt strategy", "gensets.builders.genbench")
 PROTOCOLS = Registry("protocol", "gensets.evaluation.protocols")
 REPORTS = Registry("report", "gensets.evaluation.reports")
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
+QUALITY_METRICS = Registry("quality metric", "gensets.quality")

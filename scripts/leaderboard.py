@@ -7,7 +7,7 @@ MODELS.yaml::
 
     dataset: out/demo/imagenet-d        # a workspace, a repo folder, a hub id or a shard glob
     db: out/leaderboard/results.duckdb
-    split: test                          # optional; also config, protocol, batch_size, limit
+    split: test                          # optional; also config, protocol, batch_size, limit, allow_pickle
     models:
       - spec: timm:hf-hub:timm/resnet50.a1_in1k
         hub_id: timm/resnet50.a1_in1k    # optional: where the .eval_results entry belongs
@@ -51,6 +51,7 @@ class LeaderboardConfig:
     protocol: str | None = None
     batch_size: int = 32
     limit: int | None = None
+    allow_pickle: bool = False  # pickle weights (e.g. torchvision's), as gensets eval --allow-pickle
     dataset_hub_id: str | None = None  # the dataset's id on the Hub, for .eval_results
 
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             raise GensetsError(f"{a.models_yaml}: no models (give models: or models_from:)")
         results = evaluate(EvalConfig(cfg.dataset, [m.spec for m in cfg.models], cfg.db, config=cfg.config,
                                       split=cfg.split, protocol=cfg.protocol, batch_size=cfg.batch_size,
-                                      limit=cfg.limit, quiet=a.quiet))
+                                      limit=cfg.limit, quiet=a.quiet, allow_pickle=cfg.allow_pickle))
         con = store.connect(cfg.db, read_only=True)
         cols, rows = store.leaderboard(con, split=cfg.split, config=cfg.config)
         con.close()
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     # only the runs just made: a shared database also holds these models on other datasets or protocols
     # (the dataset as the runner records it: open_source(cfg.dataset).id)
     ident = ("dataset", "revision", "config", "split", "model", "protocol")
-    done = {tuple(r[k] for k in ident) for r in results}
+    # (a run row's protocol names the variant: the summary's "variant")
+    done = {tuple(r["variant" if k == "protocol" else k] for k in ident) for r in results}
     rows = [d for d in (dict(zip(cols, r, strict=True)) for r in rows) if tuple(d[k] for k in ident) in done]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

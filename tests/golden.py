@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden.json"
-SMOKE = ["imagenet_d", "genbench", "recognition", "vqa", "failure_modes"]
+SMOKE = ["imagenet_d", "genbench", "recognition", "vqa", "failure_modes", "imagenet_d.quality"]
 
 # measured seconds and what is computed from them: masked, everything else is hashed as written
 _MEASURED = [

@@ -144,3 +144,30 @@ def test_card_config_shows_no_local_paths_and_cuts_long_lists():
     assert out["questions_data"][:8] == [{"q": i} for i in range(8)]
     assert out["questions_data"][8:] == ["... (241 in all)"]
     assert out["url"] == "https://example.org/a/b" and out["n"] == 3
+
+
+@pytest.mark.parametrize("paths, pattern", [
+    (["background/test-00000.tar"], "background/test-00000.tar"),
+    (["b/test-00001.tar", "b/test-00000.tar"], "b/test-{00000..00001}.tar"),
+    ([f"b/train-{i:05d}.tar" for i in range(12)], "b/train-{00000..00011}.tar"),
+    (["b/test-00000.tar", "b/test-00002.tar"], "{b/test-00000.tar,b/test-00002.tar}"),  # a gap: listed
+])
+def test_shard_pattern(paths, pattern):
+    from gensets.cards.card import shard_pattern
+
+    assert shard_pattern(paths) == pattern
+
+
+def test_card_names_the_real_shards(reference):
+    """The smoke build's background config has two shards, texture and material one each (manifest.json):
+    the card's webdataset line names them, and webdataset reads every sample of the config from it."""
+    import webdataset as wds
+
+    card = (reference / "dataset" / "README.md").read_text()
+    assert ('`webdataset.WebDataset("background/test-{00000..00001}.tar").decode("pil")` (the shards of each '
+            'config: `background/test-{00000..00001}.tar`, `texture/test-00000.tar`, `material/test-00000.tar`)'
+            ) in card
+    manifest = json.loads((reference / "dataset" / "manifest.json").read_text())
+    n = sum(s["n"] for s in manifest["shards"] if s["config"] == "background")
+    url = str(reference / "dataset" / "background" / "test-{00000..00001}.tar")
+    assert sum(1 for _ in wds.WebDataset(url, shardshuffle=False)) == n

@@ -6,10 +6,11 @@ here use two models made to fail by design, both loaded through the real library
   the prompt far more than on the seed;
 - a timm ViT (one 32 px patch, no blocks, average pool: its features are a LayerNorm of a random
   projection of the image, so they have a fixed norm) whose head predicts tench when an image's features
-  are close to those of "a realistic photograph of a tench" images (cosine above the 30th percentile of
+  are close to those of "a realistic photograph of a tench" images (cosine above the 40th percentile of
   such images) and "toilet paper" otherwise; goldfish is never predicted, so that label fails always.
-Images regenerated from any caption move away from the tench images: tench modes fail far more often
-than tench's baseline (discovered), goldfish modes cannot beat a 100% baseline (not discovered).
+Images regenerated from the baseline prompt + a description move away from the tench images: tench modes fail
+far more often than tench's baseline (discovered), goldfish modes cannot beat a 100% baseline (not discovered).
+The head always ranks tench and toilet paper first and second, so these builds count failures at top-1.
 """
 
 import hashlib
@@ -25,14 +26,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gensets.builders.failure_modes.prompts import description
 from gensets.curation import failure_modes as fm
+from gensets.labels.hits import hit
 from gensets.records import derive_seed
 
 from .conftest import ROOT, run_cli
 
 SMOKE = ROOT / "configs" / "failure_modes.smoke.yaml"
 TENCH, GOLDFISH, DECOY = 0, 1, 999  # ImageNet indices; 999 is "toilet paper"
-BASE_PROMPT = "a realistic photograph of a tench"
+BASE_PROMPT = "a realistic photograph of a tench (cypriniform fish)."  # the paper's template, WordNet's superclass
+PERSIAN_CAT, TABBY_CAT, SNOW_LEOPARD = 283, 281, 289
 
 
 # ------------------------------------------------------------------ statistics on fixed counts
@@ -101,7 +105,6 @@ def test_compare_flags_the_modes_that_survive_the_correction():
 
 def test_with_top_k_2_only_failed_images_count_as_confusions():
     from gensets.builders.failure_modes import tally
-    from gensets.labels.hits import hit
 
     def image(top5):  # a classified image of tench; with top_k = 2 it fails when tench is not in its top 2
         return {"kept": not hit(top5, [TENCH], 2), "surrogates": [{"top5": top5}]}
@@ -170,6 +173,129 @@ def test_transfer_by_hand_with_several_target_ids(tmp_path):
         {"model": "other", "config": "modes", "n": 2, "failed": 2, "transfer": 1.0, "under_test": False}]
     assert [t["failed"] for t in transfer(db, "build-1", "clf", 2)] == [1, 1]
     assert [t["failed"] for t in transfer(db, "build-1", "clf", 5)] == [1, 0]
+
+
+# ------------------------------------------------------------------ prompts (Wiles et al. 2022 and the named variants)
+def _cfg(*sets):
+    from gensets.workspace import load_build_config
+
+    return load_build_config(SMOKE, ["labels=[Persian cat, ladybug, tench]", *sets])[1]
+
+
+def test_paper_prompts_for_persian_cat_and_ladybug():
+    from gensets.builders.failure_modes import prompts
+
+    cfg = _cfg()
+    assert (cfg.template, cfg.mode_template, cfg.top_k) == ("wiles2022", "wiles2022", 3)  # the defaults
+    # the paper's examples, written out by hand: the label, its superclass in parentheses, a full stop
+    assert prompts.baseline_prompt(cfg, "Persian cat") == "a realistic photograph of a Persian cat (domestic animal)."
+    assert prompts.baseline_prompt(cfg, "ladybug") == "a realistic photograph of a ladybug (insect)."
+    # regeneration: baseline prompt + " " + the caption as a lower-case sentence ending in a full stop
+    assert (prompts.regeneration_prompt(cfg, "ladybug", "It is in a plastic bag")
+            == "a realistic photograph of a ladybug (insect). it is in a plastic bag.")
+    assert (prompts.regeneration_prompt(cfg, "Persian cat", "a cat lying in the snow ")
+            == "a realistic photograph of a Persian cat (domestic animal). a cat lying in the snow.")
+    # BLIP repeats the prompt it was given: it is not part of the description
+    blip = _cfg("captioner.prompt=a photography of")
+    assert (prompts.regeneration_prompt(blip, "Persian cat", "a photography of a cat lying in the snow")
+            == "a realistic photograph of a Persian cat (domestic animal). a cat lying in the snow.")
+
+
+def test_description_rule_by_hand():
+    from gensets.builders.failure_modes.prompts import description
+
+    assert description("It is in a plastic bag") == "it is in a plastic bag."
+    assert description("  a dog   on a beach . ") == "a dog on a beach."  # whitespace collapsed, one full stop
+    assert description("A dog?!") == "a dog."  # trailing punctuation replaced
+    assert description("a photography of a dog", "a photography of") == "a dog."
+    assert description("a photography ofa dog", "a photography of") == "a photography ofa dog."  # whole words only
+    assert description("a photography of", "a photography of") == "" and description(" . ") == ""
+
+
+def test_default_and_earlier_variants_give_different_prompts():
+    from gensets.builders.failure_modes import prompts
+
+    paper, old = _cfg(), _cfg("template=label-only", "mode_template=caption", "top_k=1")
+    caption = "a cat lying in the snow"
+    assert prompts.baseline_prompt(old, "Persian cat") == "a realistic photograph of a Persian cat"
+    assert prompts.regeneration_prompt(old, "Persian cat", caption) == caption  # the bare caption
+    assert prompts.baseline_prompt(paper, "Persian cat") != prompts.baseline_prompt(old, "Persian cat")
+    assert prompts.regeneration_prompt(paper, "Persian cat", caption) != caption
+    assert prompts.variant(paper) == {"template": "wiles2022", "regeneration": "wiles2022", "top_k": 3}
+    assert prompts.variant(old) == {"template": "label-only", "regeneration": "caption", "top_k": 1}
+    # a superclass named in the config replaces WordNet's (label matched case-insensitively)
+    own = _cfg("superclasses={persian cat: cat}")
+    assert own.superclasses == {"Persian cat": "cat"}
+    assert prompts.baseline_prompt(own, "Persian cat") == "a realistic photograph of a Persian cat (cat)."
+    assert prompts.baseline_prompt(own, "ladybug") == "a realistic photograph of a ladybug (insect)."
+    # a template of one's own, named by itself
+    custom = _cfg("template='a photo of a {label}, a kind of {superclass}'", "mode_template='{baseline} {caption}'")
+    assert prompts.regeneration_prompt(custom, "ladybug", "On a leaf.") == "a photo of a ladybug, a kind of insect On a leaf."
+    assert prompts.variant(custom)["template"] == "a photo of a {label}, a kind of {superclass}"
+
+
+def test_packaged_superclasses_are_wordnet_grandparents():
+    from gensets.labels.imagenet import imagenet_names
+    from gensets.sources.packaged import imagenet_superclasses
+
+    sup, names = imagenet_superclasses(), imagenet_names()
+    assert len(sup) == len(names) == 1000
+    # read off WordNet 3.0's data.noun by hand: Persian cat -> domestic cat -> {cat, domestic animal} (the last
+    # listed is taken); ladybug -> beetle -> insect; snow leopard -> big cat -> feline; tench -> cyprinid ->
+    # cypriniform fish
+    assert [sup[i] for i in (PERSIAN_CAT, 301, SNOW_LEOPARD, TENCH)] == [
+        "domestic animal", "insect", "feline", "cypriniform fish"]
+    assert names[PERSIAN_CAT] == "Persian cat" and names[301] == "ladybug" and names[SNOW_LEOPARD] == "snow leopard"
+
+
+# ------------------------------------------------------------------ top-k and target labels on fixed counts
+def test_top1_and_top3_failure_rates_differ_on_fixed_predictions():
+    from gensets.builders.failure_modes import tally
+
+    # six Persian cat images: the classifier's top-5 (only the first three matter at k = 3)
+    top5s = [[PERSIAN_CAT, 1, 2, 3, 4],              # right at any k
+             [SNOW_LEOPARD, PERSIAN_CAT, 2, 3, 4],   # fails at top-1 only
+             [TABBY_CAT, 5, PERSIAN_CAT, 3, 4],      # fails at top-1 only (3rd)
+             [SNOW_LEOPARD, 5, 6, PERSIAN_CAT, 4],   # fails at both (4th)
+             [SNOW_LEOPARD, TABBY_CAT, 6, 7, 8],     # fails at both
+             [TABBY_CAT, 5, 6, 7, 8]]                # fails at both
+
+    def rate(k):
+        t = tally([{"kept": not hit(t5, [PERSIAN_CAT], k), "surrogates": [{"top5": t5}]} for t5 in top5s])
+        return t["failures"] / t["n"], dict(t["confusions"])
+
+    # by hand: top-1 fails images 2-6 (5/6), confused with their top-1; top-3 fails images 4-6 (3/6)
+    assert rate(1) == (5 / 6, {SNOW_LEOPARD: 3, TABBY_CAT: 2})
+    assert rate(3) == (3 / 6, {SNOW_LEOPARD: 2, TABBY_CAT: 1})
+
+
+def test_target_labels_against_the_baseline_rate_of_the_same_confusion():
+    from scipy.stats import hypergeom
+
+    baseline = {"Persian cat": {"n": 20, "failures": 5, "confusions": {SNOW_LEOPARD: 1, TABBY_CAT: 4}}}
+    mode = {"id": "persian_cat_00", "label": "Persian cat", "n": 10, "failures": 9,
+            "confusions": {TABBY_CAT: 3, SNOW_LEOPARD: 6}}
+    rows = fm.compare_targets([mode], baseline, test="fisher", correction="holm", alpha=0.05)
+    assert [(r["target"], r["confused"], r["n"], r["baseline_confused"], r["baseline_n"]) for r in rows] == [
+        (SNOW_LEOPARD, 6, 10, 1, 20), (TABBY_CAT, 3, 10, 4, 20)]  # most confused first
+    # Persian cat -> snow leopard: 6 of 10 against 1 of 20. One-sided Fisher = P(X >= 6), X hypergeometric:
+    # 30 images, 7 of them snow leopards, 10 drawn (the mode's): [C(7,6) C(23,4) + C(7,7) C(23,3)] / C(30,10)
+    leopard = (math.comb(7, 6) * math.comb(23, 4) + math.comb(7, 7) * math.comb(23, 3)) / math.comb(30, 10)
+    assert rows[0]["p"] == pytest.approx(leopard, rel=1e-12)
+    assert rows[0]["p"] == pytest.approx(hypergeom.sf(5, 30, 7, 10), rel=1e-9)  # scipy, independently
+    # Persian cat -> tabby: 3 of 10 against 4 of 20: P(X >= 3), 30 images, 7 tabbies, 10 drawn
+    tabby = sum(math.comb(7, x) * math.comb(23, 10 - x) for x in range(3, 8)) / math.comb(30, 10)
+    assert rows[1]["p"] == pytest.approx(tabby, rel=1e-12)
+    # Holm over the two pairs: 2 * the smaller, then max(that, the larger)
+    assert rows[0]["p_adjusted"] == pytest.approx(2 * leopard)
+    assert rows[1]["p_adjusted"] == pytest.approx(min(1.0, max(2 * leopard, tabby)))
+    assert [r["significant"] for r in rows] == [True, False]  # 2 * 0.0021 <= 0.05 < 0.43
+    assert leopard == pytest.approx(0.002122, abs=1e-6) and tabby == pytest.approx(0.4288, abs=1e-4)
+    # a confusion the baseline never shows is still tested (against 0 of 20), and no mode gives no rows
+    [only] = fm.compare_targets([{**mode, "confusions": {5: 2}}], baseline)
+    assert only["baseline_confused"] == 0 and only["p"] == pytest.approx(
+        math.comb(2, 2) * math.comb(28, 8) / math.comb(30, 10))
+    assert fm.compare_targets([], baseline) == []
 
 
 # ------------------------------------------------------------------ clustering and medoids
@@ -257,7 +383,7 @@ def _tench_band_classifier(folder: Path, generator: str) -> str:
 
     centre = features(list(range(10_000, 10_016))).mean(0)
     centre = centre / centre.norm()
-    threshold = torch.quantile(features(list(range(20_000, 20_016))) @ centre, 0.3)  # other seeds: unbiased
+    threshold = torch.quantile(features(list(range(20_000, 20_016))) @ centre, 0.4)  # other seeds: unbiased
     head = model.get_classifier()
     with torch.no_grad():
         head.weight.zero_()
@@ -293,6 +419,7 @@ captioner: {{model: tiny:blip-caption, max_new_tokens: 12}}
 images_per_label: 16
 images_per_mode: 12
 clustering: {{max_k: 3, min_size: 2}}
+top_k: 1
 image: {{format: jpg, quality: 90}}
 unit_size: 8
 """)
@@ -342,7 +469,10 @@ def _assert_traceable(modes: dict, m: dict, samples: dict) -> None:
     assert set(captions) == set(m["members"]) and captions[m["medoid"]] == m["caption"]
     config, record = samples[m["record"]]
     assert config == "clusters" and record["failure_mode"]["caption"] == m["caption"]
-    assert record["prompt"] == m["prompt"] == m["caption"]  # mode_template "{caption}"
+    # the paper's regeneration prompt: the label's baseline prompt, a space, the caption's description
+    assert m["description"] == description(m["caption"]) != ""
+    assert record["prompt"] == m["prompt"] == f"{base['prompt']} {m['description']}"
+    assert record["variant"] == {k: modes["variant"][k] for k in ("template", "regeneration", "top_k")}
     # the regenerated images: prompt, seeds derived from content, counts
     assert len(m["images"]) == m["n"] > 0 and m["seeds"] == [
         derive_seed(0, "regenerate", m["id"], m["caption"], i) for i in range(m["n"])]
@@ -350,6 +480,9 @@ def _assert_traceable(modes: dict, m: dict, samples: dict) -> None:
         config, meta = samples[key]
         assert config == "modes" and meta["failure_mode"]["id"] == m["id"]
         assert meta["prompt"] == m["prompt"] and meta["seed"] == seed
+        assert meta["variant"] == record["variant"] and meta["surrogate_top_k"] == modes["top_k"]
+        # failed: the label's class not among the classifier's top-k (k of the build)
+        assert meta["kept"] == (not hit(meta["surrogates"][0]["top5"], meta["imagenet_ids"], modes["top_k"]))
     assert m["failures"] == len(m["failed"]) == sum(samples[k][1]["kept"] for k in m["images"])
     # confused: failed regenerated images whose top-1 is the cluster's confusion (as the baseline counts them)
     assert m["confused"] == sum(samples[k][1]["surrogates"][0]["top5"][0] == m["confusion"] for k in m["failed"])
@@ -361,6 +494,9 @@ def _assert_traceable(modes: dict, m: dict, samples: dict) -> None:
 def test_a_build_discovers_modes_and_each_traces_to_its_images_caption_seeds_and_counts(reference):
     modes = json.loads((reference / "modes.json").read_text())
     assert modes["test"] == "fisher" and modes["correction"] == "holm" and modes["top_k"] == 1
+    assert modes["variant"] == {"template": "wiles2022", "regeneration": "wiles2022", "top_k": 1}
+    assert modes["baseline"]["tench"]["prompt"] == BASE_PROMPT
+    assert modes["baseline"]["goldfish"]["superclass"] == "cypriniform fish"
     assert modes["baseline"]["goldfish"]["failures"] == modes["baseline"]["goldfish"]["n"] == 16
     assert 0 < modes["baseline"]["tench"]["failures"] < 16
     found = [m for m in modes["modes"] if m["discovered"]]
@@ -379,6 +515,22 @@ def test_a_build_discovers_modes_and_each_traces_to_its_images_caption_seeds_and
         assert m["n"] == 12 and m["p_failure_adjusted"] <= 0.05
     assert [m["p_failure_adjusted"] for m in tested] == pytest.approx(fm.holm([m["p_failure"] for m in tested]))
 
+    # target labels: each discovered mode's confusions, each against the baseline's count of the same one
+    targets = modes["targets"]
+    assert targets and {t["mode"] for t in targets} == {m["id"] for m in found}
+    for m in found:
+        base_conf = {c["class"]: c["count"] for c in modes["baseline"][m["label"]]["confusions"]}
+        assert m["targets"] == [t for t in targets if t["mode"] == m["id"]]
+        assert sum(t["confused"] for t in m["targets"]) == m["failures"]  # every failed image has a top-1
+        for t in m["targets"]:
+            assert t["target_name"] == "toilet paper" and t["baseline_confused"] == base_conf.get(t["target"], 0)
+            assert t["p"] == pytest.approx(fm.fisher_greater(t["confused"], t["n"], t["baseline_confused"],
+                                                             t["baseline_n"]))
+            assert (t["template"], t["regeneration"], t["top_k"]) == ("wiles2022", "wiles2022", 1)
+    assert [t["p_adjusted"] for t in targets] == pytest.approx(fm.holm([t["p"] for t in targets]))
+    assert _state(reference, "SELECT mode, target, confused, p_adjusted, significant, top_k FROM failure_mode_targets") == [
+        (t["mode"], t["target"], t["confused"], t["p_adjusted"], t["significant"], 1) for t in targets]
+
     # the same in state.duckdb
     rows = _state(reference, "SELECT id, caption, n, failures, p_failure_adjusted, discovered FROM failure_modes "
                              "ORDER BY id")
@@ -390,9 +542,13 @@ def test_a_build_discovers_modes_and_each_traces_to_its_images_caption_seeds_and
         images = _state(reference, f"SELECT key, seed FROM failure_mode_images WHERE mode = '{m['id']}' ORDER BY key")
         assert images == list(zip(m["images"], m["seeds"], strict=True))
 
-    # the report: markdown and figures, one per discovered mode
+    # the report: markdown, JSON and figures, one per discovered mode; it names the variant and the pairs
     report = (reference / "report" / "report.md").read_text()
     assert f"**{len(found)} mode(s) discovered.**" in report
+    assert "Variant: baseline template `wiles2022`, regeneration `wiles2022`, top-1 failures" in report
+    assert "## Target labels" in report and "| tench -> toilet paper |" in report
+    assert "## Published numbers" in report and "no published number" in report
+    assert json.loads((reference / "report" / "report.json").read_text())["targets"] == targets
     for m in found:
         assert m["caption"] in report and (reference / "report" / f"mode_{m['id']}.png").stat().st_size > 0
     assert (reference / "report" / "rates.png").exists() and (reference / "report" / "confusions.png").exists()
@@ -464,10 +620,14 @@ def test_smoke_config_runs_offline_and_every_tested_mode_is_traceable(tmp_path):
     tested = [m for m in modes["modes"] if m["regenerated"]]
     assert tested and modes["discovered"] == [m["id"] for m in modes["modes"] if m["discovered"]]
     samples = _samples(ws)
+    assert modes["variant"] == {"template": "wiles2022", "regeneration": "wiles2022", "top_k": 3}  # the paper's
     for m in tested:
         _assert_traceable(modes, m, samples)
     assert [m["p_failure_adjusted"] for m in tested] == pytest.approx(fm.holm([m["p_failure"] for m in tested]))
     assert all(m["discovered"] == (m["p_failure_adjusted"] <= modes["alpha"]) for m in tested)
+    for config, meta in samples.values():  # the top-3 rule, on every classified image
+        if config != "clusters":
+            assert meta["kept"] == (not hit(meta["surrogates"][0]["top5"], meta["imagenet_ids"], 3))
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, config):
@@ -480,7 +640,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path, config):
     r = run_cli("build", bad, "--out", tmp_path / "b", check=2)
     assert len(r.stderr.strip().splitlines()) == 1 and f"{bad}:" in r.stderr and "captioner.model" in r.stderr
     r = run_cli("build", SMOKE, "--out", tmp_path / "c", "--set", "mode_template=no caption", check=2)
-    assert "mode_template: must contain {caption}" in r.stderr
+    assert "mode_template: must be one of wiles2022, caption or contain {caption} or {description}" in r.stderr
+    r = run_cli("build", SMOKE, "--out", tmp_path / "c", "--set", "superclasses={gldfish: fish}", check=2)
+    assert r.stderr.strip() == "gensets: error: --set: superclasses: 'gldfish' is not one of labels"
+    r = run_cli("build", SMOKE, "--out", tmp_path / "c", "--set", "template='a {label} ({kind})'", check=2)
+    assert len(r.stderr.strip().splitlines()) == 1 and "template: bad template" in r.stderr
     r = run_cli("report", "failure-modes", tmp_path / "nowhere", "--out", tmp_path / "r", check=2)
     assert len(r.stderr.strip().splitlines()) == 1 and "not a gensets workspace" in r.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -54,44 +54,47 @@ def fake_expand(calls):
 
 
 @pytest.mark.parametrize("dataset, cls", CASES)
-def test_each_strategy_yields_the_papers_prompts(tmp_path, dataset, cls):
+def test_each_strategy_yields_the_authors_prompts(tmp_path, dataset, cls):
+    """The authors' code's strategies on any dataset (the exact strings for two classes: test_genbench_prompts.py)."""
     templates = genbench_datasets()[dataset]["templates"]
-    others = {c if isinstance(c, str) else c[0] for c in genbench_datasets()[dataset]["classes"]} - {cls}
-    shots = len(templates) * max(1, 4 // len(templates))  # whole rounds of the DT pool, at least 4 shots
-    cfg = config(tmp_path, dataset, cls, ["ST", "DT", "CE", "RD", "NP", "RA"], shots=shots,
+    others = [c if isinstance(c, str) else c[0] for c in genbench_datasets()[dataset]["classes"] if c != cls]
+    cfg = config(tmp_path, dataset, cls, ["ST", "DT", "CE", "RD", "NP", "RA"], shots=8,
                  extra="""\
-                 expansion: {model: "tiny:t5", input: "Write a short sentence describing a photo of a {}.", prompts: 3}
+                 images_per_prompt: 2
+                 expansion: {model: "tiny:t5", draws: 6}
                  reference: {source: "folder:refs"}
                  """.replace("folder:refs", f"folder:{ROOT / 'configs' / 'genbench.smoke-refs'}"))
-    # ST: the simple template
-    assert {r["prompt"] for r in rows_of(cfg, "ST")} == {f"a photo of a {cls}"}
-    # DT: every one of the dataset's CLIP templates, once per round of len(templates) shots
-    dt = [r["prompt"] for r in rows_of(cfg, "DT")]
-    assert sorted(dt) == sorted(t.format(cls) for t in templates * (shots // len(templates)))
-    # RD: the simple template with the restrictive description
-    assert RESTRICTIVE == "((sharp focus)), ((highly detailed)), ((hires))"
-    assert {r["prompt"] for r in rows_of(cfg, "RD")} == {f"a photo of a {cls}, {RESTRICTIVE}"}
-    # CE: the seq2seq expansion of the class name is the prompt; the pool is 3 sentences, drawn again per round
+    # 8 shots, 2 images per prompt: 4 prompts per class, shots 2j and 2j + 1 share prompt j
+    def prompts(strategy, **kw):
+        got = rows_of(cfg, strategy, **kw)
+        assert len(got) == 8 and all(got[i]["prompt"] == got[i + 1]["prompt"] for i in range(0, 8, 2))
+        return got
+    # ST: the bare class name
+    assert {r["prompt"] for r in prompts("ST")} == {cls}
+    # DT: the dataset's templates, repeated 4 // n + 1 times, shuffled, the first 4
+    dt = [r["prompt"] for r in prompts("DT")]
+    assert set(dt) <= {t.format(cls) for t in templates} and len(set(dt)) == min(4, len(templates))
+    # RD: DT with the restrictive description appended as is
+    assert RESTRICTIVE == ",highly detailed,hires,8k,sharp focus"
+    assert {r["prompt"] for r in prompts("RD")} <= {t.format(cls) + RESTRICTIVE for t in templates}
+    # CE: the model reads the class name as keytotext gives it; 6 draws, 4 distinct kept, one per prompt
     calls = []
-    ce = rows_of(cfg, "CE", expand=fake_expand(calls))
-    assert {i for i, _ in calls} == {f"Write a short sentence describing a photo of a {cls}."}
-    assert all(r["prompt"] == f"an {r['prompting']['expansion_input'].lower()} seen from close by "
-               f"(seed {r['prompting']['expansion_seed']})" for r in ce)
-    assert len({r["prompting"]["expansion_seed"] for r in ce}) == min(3, len(ce))
-    # NP: the simple template; negatives = other classes of the same dataset, then quality negatives
-    for r in rows_of(cfg, "NP"):
-        assert r["prompt"] == f"a photo of a {cls}"
-        assert r["negative_prompt"].endswith(QUALITY_NEGATIVES)
-        names = r["negative_prompt"][: -len(QUALITY_NEGATIVES)].rstrip(", ").split(", ")
-        assert len(names) == min(10, len(others)) == len(set(names)) and set(names) <= others
-    # RA: the simple template, image-to-image from one of the class's reference images
-    ra = rows_of(cfg, "RA", references=["ref0", "ref1"])
-    assert {r["prompt"] for r in ra} == {f"a photo of a {cls}"}
-    assert [r["reference"] for r in ra[:2]] in ([0, 1], [1, 0]) and all(r["prompting"]["strength"] == 0.75 for r in ra)
+    ce = prompts("CE", expand=fake_expand(calls))
+    assert {i for i, _ in calls} == {f"{cls} </s>"} and len({s for _, s in calls}) == 6
+    assert len({r["prompt"] for r in ce}) == 4
+    # NP: DT; negatives = every other class of the same dataset, in its order, then the quality negatives
+    for r in prompts("NP"):
+        assert r["prompt"] in {t.format(cls) for t in templates}
+        assert r["negative_prompt"] == ", ".join([*others, QUALITY_NEGATIVES])
+    # RA: ST, image-to-image from one of the class's reference images, each once per round
+    ra = prompts("RA", references=["ref0", "ref1"])
+    assert {r["prompt"] for r in ra} == {cls}
+    assert [r["reference"] for r in ra[:2]] in ([0, 1], [1, 0]) and all(r["prompting"]["strength"] == 0.8 for r in ra)
 
 
 def test_shots_beyond_the_pool_are_drawn_again_with_recorded_seeds(tmp_path):
-    cfg = config(tmp_path, "fgvc-aircraft", "737-400", ["DT"], shots=5)  # 2 templates, K = 5
+    # the named option sampling: rounds (gensets' earlier reading): every shot draws its own prompt
+    cfg = config(tmp_path, "fgvc-aircraft", "737-400", ["DT"], shots=5, extra="sampling: rounds\n")  # 2 templates
     rows = rows_of(cfg, "DT")
     templates = [r["prompting"]["template"] for r in rows]
     seeds = [r["prompting"]["draw_seed"] for r in rows]
@@ -113,8 +116,8 @@ def test_tiny_t5_expands_class_names_deterministically(tmp_path):
     a = model.generate(["airplane", "airplane"], [1, 2], max_new_tokens=8)
     assert a == model.generate(["airplane", "airplane"], [1, 2], max_new_tokens=8)
     assert all(a) and a[0] != a[1]
-    cfg = config(tmp_path, "cifar-10", "airplane", ["CE"], shots=2,
-                 extra='expansion: {model: "tiny:t5", input: "{}", prompts: 2, max_new_tokens: 8}\n')
+    cfg = config(tmp_path, "cifar-10", "airplane", ["CE"], shots=2,  # gensets-v1: one expansion per shot
+                 extra='variant: gensets-v1\nexpansion: {model: "tiny:t5", input: "{}", prompts: 2, max_new_tokens: 8}\n')
     rows = rows_of(cfg, "CE", expand=Context(cfg).expand)
     assert [r["prompt"] for r in rows] == model.generate(
         ["airplane"] * 2, [r["prompting"]["expansion_seed"] for r in rows], max_new_tokens=8)
@@ -170,7 +173,7 @@ def _hf_folder(root: Path, names: list[str]) -> Path:
 def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
     hf = _hf_folder(tmp_path / "hfds", ["Airbus A380", "British Shorthair", "737-400"])
     cfg = config(tmp_path, f"hf:{hf}", "737-400", ["ST", "RA"], shots=3,
-                 extra=f"reference: {{source: 'hf:{hf}', per_class: 2}}\n")
+                 extra=f"reference: {{source: 'hf:{hf}', per_class: 2, allow_dataset_split: true}}\n")
     assert cfg.class_names == ("Airbus A380", "British Shorthair", "737-400") and cfg.dataset_name == "hfds"
     assert [u.payload["label_index"] for u in plan(cfg)] == [2, 2]
     assert cfg.templates == tuple(genbench_datasets()["imagenet-1k"]["templates"])  # DT default: CLIP's ImageNet set
@@ -206,7 +209,7 @@ def test_hf_classes_match_by_position_when_as_many_else_by_name(tmp_path, capfd)
     # RA references of the repeated name go to the right class (not both to one of them)
     cfg = config(tmp_path, f"hf:{hub}", "missile (2)", ["RA"], shots=2, extra=f"""\
         class_names: [tench, missile, missile (2)]
-        reference: {{source: "hf:{hub}", per_class: 2}}
+        reference: {{source: "hf:{hub}", per_class: 2, allow_dataset_split: true}}
         """)
     refs = Context(cfg).references
     assert list(refs) == ["missile (2)"] and [r.id for r in refs["missile (2)"]] == ["hf:hub/train#2", "hf:hub/train#5"]
@@ -347,7 +350,6 @@ def test_smoke_build_loads_with_load_dataset(gb_reference):
 
     folder = gb_reference / "dataset"
     assert datasets.get_dataset_config_names(str(folder)) == CONFIGS
-    assert float((gb_reference / "build-seconds").read_text()) < 60
     names = genbench_datasets()["cifar-10"]["classes"]
     for config in CONFIGS:
         ds = datasets.load_dataset(str(folder), config, split="train")
@@ -364,7 +366,9 @@ def test_smoke_build_loads_with_load_dataset(gb_reference):
     assert ra["generator"]["pipeline"] == "StableDiffusionImg2ImgPipeline"
     assert ra["prompting"]["init_image_sha256"] == hashlib.sha256(ref.read_bytes()).hexdigest()
     ce = datasets.load_dataset(str(folder), "cifar-10-ce", split="train")[0]["json"]["prompting"]
-    assert ce["expansion_model"] == "tiny:t5" and ce["expansion_input"] in ("airplane", "cat", "ship")
+    assert ce["expansion_model"] == "tiny:t5" and ce["expansion_input"] in ("airplane </s>", "cat </s>", "ship </s>")
+    assert ra["prompting"]["variant"] == "authors" and ra["prompting"]["prompt_source"] == "ST"
+    assert datasets.load_dataset(str(folder), "cifar-10-st", split="train")[0]["jpg"].size == (32, 32)  # resize
     card = (folder / "README.md").read_text()
     assert "### Cost" in card and "generator seconds per image" in card and "cifar-10-np" in card
 
@@ -408,18 +412,30 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
                 "--features", "tiny:vit", "--out", out, check=0)
     assert "CLER" in r.stdout
+    assert "variants: cler_centres normalised, cler_ensemble code, metric dataset, probe clip" in r.stdout
     rep = json.loads((out / "report.json").read_text())
     assert rep["clip"] == "tiny:clip" and rep["features"] == "tiny:vit"
+    # the defaults: the authors' code for CLER and the metric, the CLIP paper's probe; each named with its meaning
+    assert {k: v["name"] for k, v in rep["variants"].items()} == {
+        "cler_centres": "normalised", "cler_ensemble": "code", "metric": "dataset", "probe": "clip"}
+    assert "evaluation_utils.py" in rep["variants"]["cler_centres"]["means"]
+    assert rep["datasets"]["cifar-10"]["metric"] == "accuracy"
+    assert "resources/datasets/cifar-10.yaml" in rep["datasets"]["cifar-10"]["metric_source"]
     assert [row["strategy"] for row in rep["rows"]] == ["ST", "DT", "CE", "RD", "NP", "RA"]
     for row in rep["rows"]:
         assert row["test_images"] == 6 and row["generated"] == 9
+        assert (row["metric"], row["cler_centres"], row["cler_ensemble_variant"], row["probe"]) == \
+            ("accuracy", "normalised", "code", "clip")
+        assert set(row["probe_params"]) == {"C"} and row["probe_params"]["C"] > 0  # the C the sweep chose
         assert 0 <= row["cler"] <= 1 and 0 <= row["cler_ensemble"] <= 1
         assert row["cler_minus_zero_shot"] == pytest.approx(row["cler"] - row["zero_shot"])
         assert row["linear_probe"] is not None and row["fd"] is not None and row["clip_score"] >= 0
         assert row["seconds_per_image"] > 0 and row["cost_per_image"] == pytest.approx(
             row["seconds_per_image"] * 0.10 / 3600)
     md = (out / "report.md").read_text()
-    table_row = next(line for line in md.splitlines() if line.startswith("| cifar-10 |"))
+    assert "| CLER centres | `normalised` |" in md and "| linear probe | `clip` |" in md
+    assert f"(clip, C={rep['rows'][0]['probe_params']['C']:.3g})" in md
+    table_row = next(line for line in md.splitlines() if line.startswith("| cifar-10 | accuracy |"))
     best = max(row["cler"] for row in rep["rows"])
     assert f"**{100 * best:.1f}**" in table_row
     assert (out / "cler.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -437,8 +453,27 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     local = {0: 0, 3: 1, 8: 2}
     test = clf.embed(clf.preprocess([images[i] for i in keep])).numpy()
     gen = clf.embed(clf.preprocess([decode_image(s.image) for s in by_config["cifar-10-st"]])).numpy()
-    want = M.cler(gen, [local[s.cls] for s in by_config["cifar-10-st"]], test, [local[labels[i]] for i in keep])
+    gen_y, test_y = [local[s.cls] for s in by_config["cifar-10-st"]], [local[labels[i]] for i in keep]
+    want = M.cler(gen, gen_y, test, test_y)
     assert rep["rows"][0]["cler"] == pytest.approx(want)
+    # the other variants, asked for by name, land in the report under their names with their own numbers
+    out2 = tmp_path / "report-variants"
+    r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
+                "--cler-centres", "mean", "--cler-ensemble", "paper", "--metric", "accuracy", "--probe", "fixed-c",
+                "--probe-c", "0.5", "--out", out2, check=0)
+    rep2 = json.loads((out2 / "report.json").read_text())
+    assert {k: v["name"] for k, v in rep2["variants"].items()} == {
+        "cler_centres": "mean", "cler_ensemble": "paper", "metric": "accuracy", "probe": "fixed-c"}
+    st = rep2["rows"][0]
+    assert (st["cler_centres"], st["cler_ensemble_variant"], st["probe"], st["probe_params"]) == \
+        ("mean", "paper", "fixed-c", {"C": 0.5})
+    text = clf.text_classifier.T.float().numpy()
+    assert st["cler"] == pytest.approx(M.cler(gen, gen_y, test, test_y, centres="mean"))
+    assert st["cler_ensemble"] == pytest.approx(M.cler(gen, gen_y, test, test_y, text, centres="mean",
+                                                       ensemble="paper"))
+    assert "(fixed-c, C=0.5)" in (out2 / "report.md").read_text()
+    bad = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--probe", "svm", "--out", out2)
+    assert bad.returncode == 2 and "invalid choice: 'svm'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_report_without_a_test_set_fails_in_one_line(gb_reference, tmp_path):

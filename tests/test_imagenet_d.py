@@ -232,3 +232,72 @@ def test_surrogates_load_on_the_default_device_or_the_given_one():
     assert [m.device for m in f.models] == [want, want] and f.device == want
     given = SurrogateFilter(["tiny:resnet"], device="cpu").models[0]
     assert given.device == "cpu" and {p.device.type for p in given.model.parameters()} == {"cpu"}
+
+
+# ---------------------------------------------------------------- zero-shot CLIP as the authors evaluate it
+def test_zero_shot_prompting_follows_the_authors_on_imagenet_d_only():
+    from gensets.evaluation.data import Split
+    from gensets.registry import PROTOCOLS
+
+    names = ["coffee/french press", "t-shirt", "binder_(closed)"]
+    imagenet_d = Split("background", "test", names, lambda: iter(()), builder="imagenet-d")
+    other = Split("default", "test", names, lambda: iter(()), builder="genbench")
+    official, readable = PROTOCOLS.get("zero-shot"), PROTOCOLS.get("zero-shot-readable")
+    # evaluate_vlm.py: replace('_', ' ').replace('-', ' ').replace('/', ' or ').lower(), "A photo of a {c}"
+    assert official.prompting(imagenet_d) == (["coffee or french press", "t shirt", "binder (closed)"],
+                                              ["A photo of a {}"])
+    # gensets' readable names ('_' -> ' '), the loaders' default template (None)
+    assert readable.prompting(imagenet_d) == (["coffee/french press", "t-shirt", "binder (closed)"], None)
+    assert official.prompting(other) == readable.prompting(other)
+    imagenet_d.templates = ["a sketch of a {}"]  # --template replaces the prompt, not the names
+    assert official.prompting(imagenet_d) == (["coffee or french press", "t shirt", "binder (closed)"],
+                                              ["a sketch of a {}"])
+
+
+def test_zero_shot_eval_equals_the_authors_computation(reference, tmp_path):
+    """gensets eval --protocol zero-shot on the smoke ImageNet-D set against evaluate_vlm.py's arithmetic,
+    written out here with open_clip on the same tiny model: text features of "A photo of a {c}" normalised,
+    image features normalised, argmax of their product. The readable variant prompts "a photo of a {}."."""
+    import duckdb
+    import open_clip
+    import torch
+    from PIL import Image
+
+    from gensets.evaluation.data import open_source
+    from gensets.models.tiny import tiny_path
+
+    db = tmp_path / "r.duckdb"
+    for protocol in ("zero-shot", "zero-shot-readable"):
+        r = run_cli("eval", reference / "dataset", "--model", "tiny:clip", "--protocol", protocol, "--db", db,
+                    "--config", "texture", "--json", "--quiet", check=0)
+        (row,) = json.loads(r.stdout)
+        assert row["variant"] == {"zero-shot": "zero-shot (imagenet-d official)",
+                                  "zero-shot-readable": "zero-shot-readable"}[protocol]
+    con = duckdb.connect(str(db), read_only=True)
+    got = {p: dict(con.execute("SELECT p.key, p.top5[1] FROM predictions p JOIN runs r USING (run_id) "
+                               "WHERE r.protocol = ?", [p]).fetchall())
+           for p in ("zero-shot (imagenet-d official)", "zero-shot-readable")}
+    con.close()
+
+    folder = tiny_path("clip")
+    model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{folder}")
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
+    model.eval()
+    (split,) = open_source(str(reference / "dataset"), "texture", "test").splits
+    records = list(split.records())
+    with torch.no_grad():
+        images = torch.stack([preprocess(r["image"].convert("RGB") if isinstance(r["image"], Image.Image)
+                                         else r["image"]) for r in records])
+        img = model.encode_image(images)
+        img = img / img.norm(dim=-1, keepdim=True)
+        expected = {}
+        official = [c.replace("_", " ").replace("-", " ").replace("/", " or ").lower() for c in split.class_names]
+        readable = [c.replace("_", " ") for c in split.class_names]
+        for protocol, prompts in (("zero-shot (imagenet-d official)", [f"A photo of a {c}" for c in official]),
+                                  ("zero-shot-readable", [f"a photo of a {c}." for c in readable])):
+            text = model.encode_text(tokenizer(prompts))
+            text = text / text.norm(dim=-1, keepdim=True)
+            expected[protocol] = dict(zip([r["key"] for r in records], (img @ text.T).argmax(-1).tolist(),
+                                          strict=True))
+    assert got == expected
+    assert len(records) == 12 and got["zero-shot (imagenet-d official)"] != got["zero-shot-readable"]

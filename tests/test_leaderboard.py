@@ -42,7 +42,7 @@ def test_leaderboard_script(reference, tmp_path):
     assert len(rows) == 2 * 3  # two models x three configs, on this dataset only
     assert {r["dataset"] for r in rows} == {str(reference / "dataset")}  # the id the runner records
     assert {r["model"] for r in rows} == {"tiny:resnet", "tiny:clip"}
-    assert {r["protocol"] for r in rows if r["model"] == "tiny:clip"} == {"zero-shot"}
+    assert {r["protocol"] for r in rows if r["model"] == "tiny:clip"} == {"zero-shot (imagenet-d official)"}
     assert {r["protocol"] for r in rows if r["model"] == "tiny:resnet"} == {"imagenet"}
     assert len({r["revision"] for r in rows}) == 1 and "an-older-build" not in {r["revision"] for r in rows}
     assert {r["n"] for r in rows if r["config"] == "material"} == {"12"}

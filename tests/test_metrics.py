@@ -15,6 +15,9 @@ from gensets.metrics import (
     accuracy,
     average_precision_11pt,
     bootstrap_ci,
+    class_balanced_split,
+    genbench_metric,
+    l2_sweep,
     mean_average_precision_11pt,
     mean_per_class_accuracy,
     normalize_yes_no,
@@ -225,6 +228,84 @@ def test_ap_11pt_orders_like_sklearn():
         theirs.append(average_precision_score(pos, s))
     assert np.argsort(ours).tolist() == np.argsort(theirs).tolist() == [0, 1, 2]
     assert average_precision_11pt(pos + 0.1 * noise, pos) == average_precision_score(pos, pos + 0.1 * noise) == 1.0
+
+
+def test_ap_11pt_vision_evaluation_variant_hand():
+    """GenBench scores VOC 2007 with vision-evaluation's 11-point AP, which reads sklearn's precision-recall curve
+    and its closing point (recall 0, precision 1): the value at t = 0 is then 1, where the devkit's is the best
+    precision reached."""
+    # ranking - + - +, 2 positives. (recall, precision): (0, 0), (.5, .5), (.5, 1/3), (1, .5)
+    # devkit: every t in 0 .. 1 has max precision .5 -> AP = 0.5
+    # vision-evaluation: t = 0 also sees (0, 1) -> (1 + 10 * .5) / 11 = 6/11
+    scores, pos = [0.9, 0.8, 0.7, 0.6], [0, 1, 0, 1]
+    assert average_precision_11pt(scores, pos) == pytest.approx(0.5)
+    assert average_precision_11pt(scores, pos, variant="vision-evaluation") == pytest.approx(6 / 11)
+    # a top-ranked positive reaches precision 1 anyway: the two agree (the + - + - - ranking: 28/33)
+    top = [0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 0, 0]
+    assert average_precision_11pt(*top, variant="vision-evaluation") == average_precision_11pt(*top) == \
+        pytest.approx(28 / 33)
+    with pytest.raises(ValueError, match="variant"):
+        average_precision_11pt(scores, pos, variant="voc2012")
+
+
+# ------------------------------------------------------------------ GenBench: each dataset's own metric
+def test_genbench_metric_accuracy_and_mean_per_class_hand():
+    probs = [[0.6, 0.3, 0.1],   # true 0 -> 0
+             [0.5, 0.4, 0.1],   # true 0 -> 0
+             [0.7, 0.2, 0.1],   # true 0 -> 0
+             [0.6, 0.3, 0.1],   # true 1 -> 0 (wrong)
+             [0.2, 0.3, 0.5]]   # true 1 -> 2 (wrong); among the classes with targets (0, 1): 1 (right)
+    y = [0, 0, 0, 1, 1]
+    # accuracy: 3 of 5 right
+    assert genbench_metric("accuracy", probs, y) == pytest.approx(0.6)
+    # mean per class as vision-evaluation's BalancedAccuracyScoreEvaluator: class 2 has no target, its column is
+    # dropped before the argmax; class 0: 3/3, class 1: 1/2 -> 0.75 (with column 2 kept it would be 0.5)
+    assert genbench_metric("mean-per-class", probs, y) == pytest.approx(0.75)
+    assert balanced_accuracy_score(y, [0, 0, 0, 0, 1]) == pytest.approx(0.75)  # sklearn on those predictions
+
+
+def test_genbench_metric_11_point_map_and_roc_auc_hand():
+    # class 1's column ranks the samples - + - + (targets 0 1 0 1); class 0's column (1 - it) ranks samples
+    # 3, 2, 1, 0: - + - + as well. vision-evaluation's AP of that ranking is 6/11 (above): mAP = 6/11
+    probs = [[0.1, 0.9], [0.2, 0.8], [0.3, 0.7], [0.4, 0.6]]
+    assert genbench_metric("11-point-map", probs, [0, 1, 0, 1]) == pytest.approx(6 / 11)
+    # ROC AUC of class 1's probability: positives {0.9, 0.35} vs negatives {0.4, 0.1}: 0.9 beats both, 0.35
+    # beats 0.1 only -> 3 of 4 pairs
+    probs = [[0.1, 0.9], [0.6, 0.4], [0.65, 0.35], [0.9, 0.1]]
+    assert genbench_metric("roc-auc", probs, [1, 0, 1, 0]) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="two classes"):
+        genbench_metric("roc-auc", [[0.2, 0.3, 0.5]] * 2, [0, 1])
+    with pytest.raises(ValueError, match="both classes"):
+        genbench_metric("roc-auc", probs, [1, 1, 1, 1])
+    with pytest.raises(ValueError, match="metric must be one of"):
+        genbench_metric("top-5", probs, [1, 0, 1, 0])
+
+
+def test_class_balanced_split_holds_out_the_first_fifth_of_each_class():
+    labels = [1, 0, 1, 1, 0, 2, 1, 1, 0, 1, 1]
+    # class 0 at 1, 4, 8: ceil(0.6) = 1 -> 1; class 1 at 0, 2, 3, 6, 7, 9, 10: ceil(1.4) = 2 -> 0, 2;
+    # class 2 at 5: ceil(0.2) = 1 -> 5
+    train, val = class_balanced_split(labels)
+    assert val.tolist() == [0, 1, 2, 5]
+    assert train.tolist() == [3, 4, 6, 7, 8, 9, 10]
+
+
+def test_l2_sweep_follows_the_parametric_binary_search():
+    asked = []
+
+    def score(value):  # peaks at 10**1.375, a point of the 97-point grid (8 per decade)
+        asked.append(round(math.log10(value), 3))
+        return 10 - abs(math.log10(value) - 1.375)
+
+    value, best = l2_sweep(score)
+    # 7 coarse points: 10**2 scores best (9.375); steps of 8 grid points (a decade): 10**1 (9.625) beats it,
+    # 10**3 does not; 4: 10**1.5 (9.875) wins over 10**0.5; 2: 10**1.25 ties (not strictly better), 10**1.75
+    # is worse; 1: 10**1.375 (10) wins, 10**1.625 (the old peak's other neighbour) does not
+    assert asked == [-6, -4, -2, 0, 2, 4, 6, 1, 3, 0.5, 1.5, 1.25, 1.75, 1.375, 1.625]
+    assert value == pytest.approx(10 ** 1.375) and best == 10
+    # as Elevater: a peak must score above 0, else the last grid value; ties keep the earlier peak
+    assert l2_sweep(lambda v: 0.0) == (1e6, 0.0)
+    assert l2_sweep(lambda v: 0.5) == (1e-6, 0.5)
 
 
 def test_map_11pt_hand_and_absent_class():

@@ -84,6 +84,9 @@ def _images(n=2):
         ),
         ("tiny:sd", "tiny", "sd", None),
         ("tiny:hf-clip", "tiny", "hf-clip", None),
+        ("torchvision:alexnet@IMAGENET1K_V1", "torchvision", "alexnet", "IMAGENET1K_V1"),
+        ("torchvision:resnext101_32x8d@DEFAULT", "torchvision", "resnext101_32x8d", "DEFAULT"),
+        ("tiny:torchvision-googlenet", "tiny", "torchvision-googlenet", None),
         ("timm:x'; DROP TABLE runs; --", "timm", "x'; DROP TABLE runs; --", None),
     ],
 )
@@ -109,6 +112,12 @@ def test_parse_spec(s, kind, name, revision):
         "hf:org/repo@",
         "diffusers:@main",
         "timm:resnet50\nrm -rf /",
+        "torchvision:alexnet",
+        "torchvision:alexnet@",
+        "torchvision:@IMAGENET1K_V1",
+        "torchvision:alex net@IMAGENET1K_V1",
+        "torchvision:alexnet@IMAGENET1K_V1@x",
+        "torchvision:../alexnet@V1",
     ],
 )
 def test_parse_spec_errors(s):
@@ -202,17 +211,19 @@ def test_tiny_kinds_and_their_loaders_come_from_the_registry():
     from gensets.models.text import load_text2text
     from gensets.models.tiny import tiny_kinds
 
-    assert tiny_kinds() == ["blip-caption", "blip-vqa", "clip", "hf-clip", "resnet", "sd", "t5", "vilt-vqa",
-                            "vit", "vlm"]
-    assert {loader: tiny_kinds(loader) for loader in ("timm", "hf", "open_clip", "diffusers", "vqa", "caption",
-                                                       "text")} == {
-        "timm": ["resnet"], "hf": ["hf-clip", "vit"], "open_clip": ["clip"], "diffusers": ["sd"],
-        "vqa": ["blip-vqa", "vilt-vqa", "vlm"], "caption": ["blip-caption", "vlm"], "text": ["t5"]}
+    assert tiny_kinds() == ["aesthetic-head", "blip-caption", "blip-vqa", "clip", "hf-clip", "inception", "lpips",
+                            "resnet", "sd", "t5", "torchvision-googlenet", "vilt-vqa", "vit", "vlm"]
+    assert {loader: tiny_kinds(loader) for loader in ("timm", "hf", "open_clip", "torchvision", "diffusers", "vqa",
+                                                       "caption", "text")} == {
+        "timm": ["resnet"], "hf": ["hf-clip", "vit"], "open_clip": ["clip"], "torchvision": ["torchvision-googlenet"],
+        "diffusers": ["sd"], "vqa": ["blip-vqa", "vilt-vqa", "vlm"], "caption": ["blip-caption", "vlm"],
+        "text": ["t5"]}
     # a loader asked for a tiny model it does not read says what the model is, or what it takes instead
     for spec, what in [("tiny:t5", "a text-to-text model (gensets.models.text.load_text2text)"),
                        ("tiny:vlm", "a visual question answering model (gensets.models.vlm.load_vqa)"),
                        ("tiny:blip-caption", "an image captioning model (gensets.models.captioner.load_captioner)"),
-                       ("tiny:sd", "an image generator")]:
+                       ("tiny:sd", "an image generator"),
+                       ("tiny:inception", "a quality metric's network (gensets.models.scorers.load_inception)")]:
         with pytest.raises(ModelError) as err:
             load_classifier(spec)
         assert str(err.value) == f"model {spec!r} is {what}, not a classifier"
@@ -291,6 +302,100 @@ def test_timm_classifier_tiny_resnet():
     logits = c.logits(batch)
     assert tuple(logits.shape) == (3, 1000)
     assert (c.predict(images) == logits).all()
+
+
+def _googlenet_checkpoint() -> Path:
+    return tiny_path("torchvision-googlenet") / "hub" / "checkpoints" / "googlenet-1378be20.pth"
+
+
+def test_torchvision_classifier_tiny_googlenet_loads_through_get_model_with_the_weights():
+    """The stand-in is torchvision:googlenet@IMAGENET1K_V1's checkpoint file with random weights: loaded by
+    get_model("googlenet", weights=IMAGENET1K_V1), it has what that path sets up and weights=None would not
+    (inputs re-normalised as the original weights expect: transform_input; no auxiliary heads), the saved
+    weights, the weights' own transforms, and the ImageNet-1k lemma lists as label names."""
+    import torch
+    from timm.data import ImageNetInfo
+    from torchvision.models import GoogLeNet_Weights
+
+    with pytest.raises(ModelError) as err:  # torchvision's format is a pickle: refused without the flag
+        load_classifier("tiny:torchvision-googlenet")
+    assert str(err.value) == ("model 'tiny:torchvision-googlenet': torchvision weights are a pickle file "
+                              "(googlenet-1378be20.pth); refusing pickle weights (pass allow_pickle=True to accept them)")
+    c = load_classifier("tiny:torchvision-googlenet", allow_pickle=True)
+    assert (c.kind, c.spec, c.model_id, c.revision) == ("torchvision", "tiny:torchvision-googlenet",
+                                                        "tiny:torchvision-googlenet", None)
+    assert c.model.transform_input is True and c.model.aux_logits is False and c.model.aux1 is None
+    saved = torch.load(_googlenet_checkpoint(), weights_only=True)
+    state = c.model.state_dict()
+    assert set(state) == {k for k in saved if not k.startswith(("aux1.", "aux2."))}
+    assert all((state[k] == saved[k]).all() for k in state)
+    assert c.label_names == ImageNetInfo("imagenet-1k").label_descriptions()
+    assert c.label_names[330] == "wood rabbit, cottontail, cottontail rabbit"  # torchvision's own: "wood rabbit"
+    images = _images(3)
+    batch = c.preprocess(images)
+    assert tuple(batch.shape) == (3, 3, 224, 224)
+    assert (batch[1] == GoogLeNet_Weights.IMAGENET1K_V1.transforms()(images[1])).all()
+    logits = c.logits(batch)
+    assert tuple(logits.shape) == (3, 1000) and (c.predict(images) == logits).all()
+    # embed: the input of the head (GoogLeNet's fc), as torchvision's own feature extractor (torch.fx) gives it
+    from torchvision.models.feature_extraction import create_feature_extractor
+
+    emb = c.embed(batch)
+    with torch.inference_mode():
+        expected = create_feature_extractor(c.model, return_nodes={"flatten": "emb"})(batch)["emb"]
+    assert tuple(emb.shape) == (3, 1024) and torch.equal(emb, expected) and emb.abs().sum() > 0
+
+
+def test_torchvision_real_weights_load_from_the_torch_hub_cache_offline(tmp_path, monkeypatch):
+    """A real spec loads from TORCH_HOME/hub/checkpoints/<the weights' file> without the network (the stand-in's
+    file put there); absent, offline, it fails at once in one line; a checkpoint holding more than tensors is
+    refused by the weights_only read before torchvision unpickles it."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    spec = "torchvision:googlenet@IMAGENET1K_V1"
+    t0 = time.perf_counter()
+    with pytest.raises(ModelError) as err:
+        load_classifier(spec, allow_pickle=True)
+    assert time.perf_counter() - t0 < 10
+    msg = str(err.value)
+    assert msg.startswith(f"model {spec!r} is not available: offline mode is set (HF_HUB_OFFLINE) and "
+                          f"googlenet-1378be20.pth is not in the torch hub cache ({tmp_path / 'torch' / 'hub' / 'checkpoints'})")
+    assert "\n" not in msg and not (tmp_path / "torch" / "hub" / "checkpoints").exists()  # nothing downloaded
+    checkpoints = tmp_path / "torch" / "hub" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    shutil.copy(_googlenet_checkpoint(), checkpoints / "googlenet-1378be20.pth")
+    with pytest.raises(ModelError, match="allow_pickle"):
+        load_classifier(spec)
+    c = load_classifier(spec, allow_pickle=True)
+    assert (c.kind, c.model_id, c.revision) == ("torchvision", "googlenet.IMAGENET1K_V1", "googlenet-1378be20.pth")
+    tiny = load_classifier("tiny:torchvision-googlenet", allow_pickle=True)
+    images = _images(2)
+    assert (c.predict(images) == tiny.predict(images)).all()  # the same file through the same path
+    assert os.environ["TORCH_HOME"] == str(tmp_path / "torch")  # the stand-in's TORCH_HOME was put back
+    # a hostile checkpoint under the real name: never unpickled by torchvision
+    import torch
+
+    marker = tmp_path / "pwned"
+
+    class Hostile:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    torch.save({"conv1.conv.weight": Hostile()}, checkpoints / "googlenet-1378be20.pth")
+    with pytest.raises(ModelError) as err:
+        load_classifier(spec, allow_pickle=True)
+    assert str(err.value).startswith(f"model {spec!r} cannot be loaded: UnpicklingError")
+    assert "\n" not in str(err.value) and not marker.exists()
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("torchvision:no_such_net@IMAGENET1K_V1", "unknown torchvision classification model 'no_such_net'"),
+    ("torchvision:alexnet@IMAGENET1K_V9", "has no weights 'IMAGENET1K_V9' for 'alexnet' (it has IMAGENET1K_V1, DEFAULT)"),
+    ("torchvision:fasterrcnn_resnet50_fpn@COCO_V1", "unknown torchvision classification model"),
+])
+def test_torchvision_unknown_names_are_one_line(spec, match):
+    with pytest.raises(ModelError) as err:
+        load_classifier(spec, allow_pickle=True)
+    assert match in str(err.value) and repr(spec) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_hf_classifier_tiny_vit():

@@ -38,6 +38,7 @@ def test_cler_follows_genbench_normalisation_where_it_changes_the_answer():
     test_y = [0, 1]
     assert M.cler(gen, gen_y, test, test_y) == 1.0
     # centres not renormalised: m0.t1 = 0.5 * 1.4 = 0.7 < m1.t1 = 0.8 -> 1 (wrong): 0.5
+    assert M.cler(gen, gen_y, test, test_y, centres="mean") == 0.5
     text = [[-4, 3],  # normalised u0 = (-0.8, 0.6)
             [3, -4]]  # normalised u1 = (0.6, -0.8)
     # GenBench: e0 = normalise(c0 + u0) = normalise(-0.0929, 1.3071) = (-0.0709, 0.9975)
@@ -61,6 +62,39 @@ def test_cler_follows_genbench_normalisation_where_it_changes_the_answer():
     for other in (unit(m + u), unit(c + np.asarray(text, dtype=float)), c + u):
         assert (np.argmax(t @ other.T, axis=1) == test_y).mean() == 0.5  # the alternatives, as computed above
     assert (np.argmax(t @ m.T, axis=1) == test_y).mean() == 0.5
+
+
+def test_cler_ensemble_code_and_paper_disagree_where_computed_by_hand():
+    """The code's ensemble normalises centre + text; the paper's averages the CLER probabilities (softmax of the
+    cosines to the centres) and CLIP's zero-shot ones (softmax of 100 x the cosines to the text embeddings)."""
+    gen, gen_y = [[2, 0], [0, 3], [5, 0]], [0, 0, 1]  # centres c0 = (0.7071, 0.7071), c1 = (1, 0) (above)
+    test, test_y = [[4, 3], [2, 0]], [0, 1]           # t1 = (0.8, 0.6), t2 = (1, 0)
+    text = [[-4, 3], [3, -4]]                         # u0 = (-0.8, 0.6), u1 = (0.6, -0.8)
+    assert M.cler(gen, gen_y, test, test_y, text_emb=text) == 1.0  # the code's: both right (worked out above)
+    # paper, t1: CLER cosines 0.9899 / 0.8 -> p0 = 1 / (1 + e^-(0.9899 - 0.8)) = 0.5473; CLIP cosines
+    # u0.t1 = -0.28, u1.t1 = 0 -> p0 = 1 / (1 + e^28) ~ 7e-13; mean p0 = 0.2737 < 0.5 -> class 1 (wrong)
+    # t2: CLER 0.7071 / 1 -> p0 = 0.4273; CLIP -0.8 / 0.6 -> p0 = 1 / (1 + e^140) ~ 0; mean 0.2137 -> 1 (right)
+    assert M.cler(gen, gen_y, test, test_y, text_emb=text, ensemble="paper") == 0.5
+    classes, probs = M.cler_scores(gen, gen_y, test, text_emb=text, ensemble="paper")
+    cos0 = 1.4 / math.sqrt(2)  # c0.t1 = (0.8 + 0.6) / sqrt(2)
+    want = (1 / (1 + math.exp(-(cos0 - 0.8))) + 1 / (1 + math.exp(28))) / 2
+    assert classes.tolist() == [0, 1] and probs[0, 0] == pytest.approx(want, rel=1e-9)
+    assert probs.sum(axis=1) == pytest.approx([1, 1])
+    with pytest.raises(ValueError, match="ensemble must be"):
+        M.cler(gen, gen_y, test, test_y, text_emb=text, ensemble="mean")
+    with pytest.raises(ValueError, match="centres must be"):
+        M.cler(gen, gen_y, test, test_y, centres="median")
+
+
+def test_cler_with_the_datasets_metric_or_accuracy():
+    # GEN and TEST above, with one more test image of class 0, (3, 4) -> class 0 (right):
+    # predictions 0, 1, 1, 0, 0 for labels 0, 0, 1, 1, 0. accuracy 3/5; mean per class (2/3 + 1/2) / 2 = 7/12
+    test, test_y = TEST + [[3, 4]], TEST_Y + [0]
+    assert M.cler(GEN, GEN_Y, test, test_y) == pytest.approx(0.6)
+    assert M.cler(GEN, GEN_Y, test, test_y, metric="mean-per-class") == pytest.approx(7 / 12)
+    # ROC AUC of class 1's probability, i.e. of (c1 - c0).t: t1 -0.325, t2 0.502, t3 1.210, t4 -1.155, t5 -0.325;
+    # positives {t3, t4} vs negatives {t1, t2, t5}: t3 beats 3, t4 none -> 3 / 6
+    assert M.cler(GEN, GEN_Y, test, test_y, metric="roc-auc") == pytest.approx(0.5)
 
 
 def test_cler_accepts_tensors_and_checks_inputs():
@@ -192,3 +226,102 @@ def test_precision_recall_in_chunks_equals_full_distance_matrices():
             assert M.precision_recall(real, fake, k, chunk=chunk) == full, (k, chunk)
     with pytest.raises(ValueError, match="chunk"):
         M.precision_recall(real, fake, 3, chunk=0)
+
+
+# ------------------------------------------------------------------ the linear probes
+# A fixed 3-class set in 3-D (generated: 5 per class; test: 3 per class) on which the three probes disagree.
+PX = [[1.3, 0.7, 0.3], [-0.2, 0.8, 0.4], [0.5, 0.5, 0.3], [1.3, 0.0, 0.5], [0.3, -0.1, -0.4],
+      [0.5, 1.0, -0.3], [-0.7, 0.8, 0.0], [-0.2, 2.2, 0.9], [-2.4, -0.7, -0.2], [-0.4, 1.2, 0.2],
+      [1.9, -1.0, 0.7], [1.8, 0.6, 1.6], [-0.5, -1.5, 1.2], [0.1, -1.1, 0.4], [-0.1, -0.9, 0.9]]
+PY = [0] * 5 + [1] * 5 + [2] * 5
+PXT = [[1.1, 0.0, -0.5], [1.5, 0.8, 0.3], [0.3, 0.7, -0.5], [0.8, 0.0, 0.8], [0.0, -0.1, -0.3],
+       [0.0, 1.2, -0.9], [-1.0, 0.2, 0.6], [0.2, 0.7, -0.5], [0.2, 1.1, 0.7]]
+PYT = [0] * 3 + [1] * 3 + [2] * 3
+HEAD = [[0.6, 0.4, 0.1], [0.4, 0.8, -0.7], [-0.1, -0.2, 1.4]]
+# Elevater's class-balanced split, by hand: the first ceil(0.2 x 5) = 1 image of each class is held out
+FIT, HELD = [1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14], [0, 5, 10]
+
+
+def _sk_accuracy(fit, c, max_iter, x_eval, y_eval):
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=c, max_iter=max_iter).fit(np.asarray(PX)[fit], np.asarray(PY)[fit])
+    return float((clf.predict(np.asarray(x_eval)) == np.asarray(y_eval)).mean())
+
+
+def test_fixed_c_and_clip_probes_differ_as_their_protocols_say():
+    every = list(range(15))
+    fixed = M.linear_probe(PX, PY, PXT, PYT, probe="fixed-c")
+    assert fixed == {"probe": "fixed-c", "C": 1.0, "value": _sk_accuracy(every, 1.0, 2000, PXT, PYT)}
+    # the CLIP paper's protocol, replayed with scikit-learn on the hand-made split: C = 1 / lambda chosen on the
+    # held-out images, then a fit on all 15 scored on the test images once
+    lam, _ = M.l2_sweep(lambda lam: _sk_accuracy(FIT, 1 / lam, 1000, np.asarray(PX)[HELD], np.asarray(PY)[HELD]))
+    clip = M.linear_probe(PX, PY, PXT, PYT, probe="clip")
+    assert clip == {"probe": "clip", "C": 1 / lam, "value": _sk_accuracy(every, 1 / lam, 1000, PXT, PYT)}
+    assert clip["C"] != 1.0 and clip["value"] != fixed["value"]  # 3/9 vs 4/9 here
+    assert M.linear_probe(PX, [0] * 15, PXT, PYT) is None  # one class: nothing to separate
+
+
+def _torch_epochs(x, y, x_eval, head, lr, wd, epochs, seed=0):
+    """Elevater's Classifier as torch modules: BatchNorm1d(affine=False) -> Linear (text-initialised head, bias 0),
+    cross-entropy, SGD (momentum 0.9, weight decay), batches of 64 in numpy's order, a batch of one skipped."""
+    torch = pytest.importorskip("torch")
+    x, x_eval, y = torch.tensor(x, dtype=torch.float64), torch.tensor(x_eval, dtype=torch.float64), torch.tensor(y)
+    bn = torch.nn.BatchNorm1d(x.shape[1], affine=False).double()
+    lin = torch.nn.Linear(x.shape[1], head.shape[0]).double()
+    lin.weight.data, lin.bias.data = torch.tensor(head, dtype=torch.float64), torch.zeros(head.shape[0],
+                                                                                            dtype=torch.float64)
+    opt = torch.optim.SGD(lin.parameters(), lr=lr, momentum=0.9, weight_decay=wd, nesterov=False)
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        bn.train()
+        order = rng.permutation(len(y))
+        for a in range(0, len(y), 64):
+            idx = torch.tensor(order[a : a + 64])
+            if len(idx) == 1:
+                continue
+            loss = torch.nn.functional.cross_entropy(lin(bn(x[idx])), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        bn.eval()
+        with torch.no_grad():
+            yield lin(bn(x_eval)).softmax(-1).numpy()
+
+
+def test_elevater_epochs_are_torch_batchnorm_linear_sgd():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(129, 4)), rng.integers(0, 3, 129)  # batches of 64, 64 and 1 (skipped)
+    x_eval, head = rng.normal(size=(7, 4)), rng.normal(size=(3, 4))
+    ours = list(M.elevater_epochs(x, y, x_eval, head, 0.05, 1e-2, 3))
+    theirs = list(_torch_epochs(x, y, x_eval, head, 0.05, 1e-2, 3))
+    assert len(ours) == 3
+    for a, b in zip(ours, theirs, strict=True):
+        assert np.abs(a - b).max() < 1e-10
+    assert np.abs(ours[0] - ours[2]).max() > 1e-3  # it does train
+
+
+def test_elevater_probe_reports_the_best_test_epoch_and_the_last():
+    head = np.asarray(HEAD) / np.linalg.norm(HEAD, axis=1, keepdims=True)
+    x, y = np.asarray(PX), np.asarray(PY)
+
+    def curve(epochs_of, fit, x_eval, y_eval, lr, wd, epochs):  # accuracy after each epoch
+        return [float((p.argmax(1) == y_eval).mean()) for p in epochs_of(x[fit], y[fit], x_eval, head, lr, wd, epochs)]
+
+    # Elevater's sweep, replayed (its epochs are torch's, test above): per learning rate the weight decay by
+    # l2_sweep on the best of 10 held-out epochs; a learning rate replaces the best only when strictly better
+    best, chosen = 0.0, (0.0, 0.0)
+    for lr in np.logspace(-6, -1, 6).tolist():
+        wd, score = M.l2_sweep(lambda wd, lr=lr: max(0.0, *curve(M.elevater_epochs, FIT, x[HELD], y[HELD], lr, wd, 10)))
+        if best < score:
+            best, chosen = score, (lr, wd)
+    # the final 50 epochs on all generated images, scored on the test images, with the torch reference
+    final = curve(_torch_epochs, list(range(15)), np.asarray(PXT), np.asarray(PYT), *chosen, 50)
+    got = M.linear_probe(PX, PY, PXT, PYT, probe="elevater", text_emb=HEAD)
+    assert (got["lr"], got["weight_decay"]) == chosen
+    assert got["value"] == max(final) and got["last_epoch"] == final[-1]
+    assert got["value"] > got["last_epoch"]  # 5/9 at its best test epoch, 3/9 after the 50th
+    assert "test-set selection" in got["selection"]
+    with pytest.raises(ValueError, match="text_emb"):
+        M.linear_probe(PX, PY, PXT, PYT, probe="elevater")
+

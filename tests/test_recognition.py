@@ -70,10 +70,17 @@ def test_import_skips_exactly_the_bad_files(import_folder, tmp_path):
     assert skipped_db == [{"n": 3}]
 
 
-def test_report_equals_sql_over_predictions(tmp_path):
-    ws = tmp_path / "ws"
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """configs/recognition.smoke.yaml built and finalized once: 4 categories x 3 images x 2 configs."""
+    ws = tmp_path_factory.mktemp("smoke") / "ws"
     run_cli("build", ROOT / "configs" / "recognition.smoke.yaml", "--out", ws, "--quiet", check=0)
     run_cli("finalize", ws, check=0)
+    return ws
+
+
+def test_report_equals_sql_over_predictions(smoke, tmp_path):
+    ws = smoke
     db = tmp_path / "r.duckdb"
     wall_clock, hare, pizza = 892, 331, 963
     models = ["tiny:resnet", fixed_classifier(tmp_path / "clock", [wall_clock, pizza]),
@@ -83,34 +90,138 @@ def test_report_equals_sql_over_predictions(tmp_path):
     out = tmp_path / "report"
     run_cli("report", "recognition", "--db", db, "--out", out, check=0)
     md = (out / "report.md").read_text()
-    for png in ("per_model.png", "best_per_category.png", "all_fail_all_succeed.png", "images_per_category.png"):
+    for png in ("per_model.png", "best_per_category.png", "all_fail_all_succeed.png", "images_per_category.png",
+                "per_model_category.png"):
         assert (out / png).stat().st_size > 1000 and png in md
 
     from gensets.evaluation.reports.recognition import compute
 
     rep = compute(db)
-    # per model: the same numbers from a differently written query
+    assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(rep))
+    # per model, over images: the same numbers from a differently written query
     rows = query(db, """SELECT r.model, r.config, sum(CASE WHEN correct1 THEN 1 ELSE 0 END) / count(*) AS top1,
                                sum(CASE WHEN correct5 THEN 1 ELSE 0 END) / count(*) AS top5
                         FROM predictions JOIN runs r USING (run_id) GROUP BY 1, 2""")
-    got = {(r["model"], r["config"]): (r["top1"], r["top5"]) for r in rep["per_model"]}
+    got = {(r["model"], r["config"]): (r["top1_images"], r["top5_images"]) for r in rep["per_model"]}
     assert got == {(r["model"], r["config"]): (pytest.approx(r["top1"]), pytest.approx(r["top5"])) for r in rows}
+    # per model, over categories (the default): the runner's mean_per_class metric (numpy, gensets.metrics)
+    mpc = query(db, """SELECT r.model, r.config, m.value FROM metrics m JOIN runs r USING (run_id)
+                       WHERE m.name = 'mean_per_class'""")
+    got = {(r["model"], r["config"]): r["top1"] for r in rep["per_model"]}
+    assert got == {(r["model"], r["config"]): pytest.approx(r["value"]) for r in mpc}
     by_cat = {r["category"]: r for r in rep["per_category"]}
     # the fixed models: clock images hit by the "wall clock" model only at top-1; rabbit by the "hare" model
     assert by_cat["clock"]["best_top1"] == 1.0 and by_cat["rabbit"]["best_top1"] == 1.0
     assert by_cat["pizza"]["best_top1"] == 0.0 and by_cat["umbrella"]["best_top1"] == 0.0
     for cat in ("clock", "rabbit", "pizza", "umbrella"):
         assert by_cat[cat]["images"] == 6 and by_cat[cat]["models"] == 3
-    # all-fail / all-succeed from per-image counts of correct models
-    counts = query(db, """SELECT p.target, p.key, sum(p.correct1::INT) AS ok, count(*) AS m
-                          FROM predictions p GROUP BY ALL""")
+    # all-fail / all-succeed from per-image counts of correct models, at top-1 and top-5
+    counts = query(db, """SELECT p.target, p.key, sum(p.correct1::INT) AS ok1, sum(p.correct5::INT) AS ok5,
+                                 count(*) AS m FROM predictions p GROUP BY ALL""")
     names = ["clock", "rabbit", "pizza", "umbrella"]
     for cat_index, cat in enumerate(names):
         mine = [c for c in counts if c["target"] == cat_index]
-        assert by_cat[cat]["all_fail"] == pytest.approx(sum(c["ok"] == 0 for c in mine) / len(mine))
-        assert by_cat[cat]["all_succeed"] == pytest.approx(sum(c["ok"] == c["m"] for c in mine) / len(mine))
-    assert by_cat["pizza"]["all_fail"] == 1.0 and by_cat["clock"]["all_fail"] == 0.0
+        for k in (1, 5):
+            assert by_cat[cat][f"all_fail_top{k}"] == pytest.approx(sum(c[f"ok{k}"] == 0 for c in mine) / len(mine))
+            assert by_cat[cat][f"all_succeed_top{k}"] == pytest.approx(
+                sum(c[f"ok{k}"] == c["m"] for c in mine) / len(mine))
+    # pizza is the clock model's second guess: every model fails it at top-1, not at top-5
+    assert by_cat["pizza"]["all_fail_top1"] == 1.0 and by_cat["pizza"]["all_fail_top5"] == 0.0
+    assert by_cat["clock"]["all_fail_top1"] == 0.0
     assert "| clock | 6 |" in md
+    # the per-model x per-category table (top-1 and top-5) is SQL over predictions too
+    cells = query(db, """SELECT r.model, r.config, p.target, avg(p.correct1::INT) AS t1, avg(p.correct5::INT) AS t5
+                         FROM predictions p JOIN runs r USING (run_id) GROUP BY ALL""")
+    got = {(r["model"], r["config"], r["category"]): (r["top1"], r["top5"]) for r in rep["per_model_category"]}
+    assert got == {(c["model"], c["config"], names[c["target"]]): (pytest.approx(c["t1"]), pytest.approx(c["t5"]))
+                   for c in cells}
+    assert "## Per model and category, top-1" in md and "| model | clock | rabbit | pizza | umbrella |" in md
+    # every number is named: the protocol's rule, the averages, and the published numbers with their source
+    assert "protocol `wordset` (Borji 2022's rule" in md and "mean over categories" in md
+    assert "about 60.0" in md and "about 80.0" in md and "arXiv:2208.10760" in md
+    assert [(p["metric"], p["value"]) for p in rep["published"]["numbers"]] == [("top1", 0.60), ("top5", 0.80)]
+
+
+def test_torchvision_model_scores_the_smoke_set_through_eval(smoke, tmp_path):
+    """tiny:torchvision-googlenet (torchvision's GoogLeNet, random weights in the torch hub checkpoint of
+    googlenet@IMAGENET1K_V1) through `gensets eval`: the run rows name the protocol, the predictions are what
+    torchvision's googlenet gives on the decoded images, the targets are the word sets by hand."""
+    import torch
+    import torchvision
+    from torchvision.models import GoogLeNet_Weights
+
+    from gensets.images import decode_image
+    from gensets.models import tiny_path
+    from gensets.shards import iter_shard
+
+    db = tmp_path / "r.duckdb"
+    r = run_cli("eval", smoke, "--model", "tiny:torchvision-googlenet", "--db", db, "--protocol", "wordset")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "allow_pickle" in r.stderr, r.stderr
+    res = json.loads(run_cli("eval", smoke, "--model", "tiny:torchvision-googlenet", "--allow-pickle", "--db", db,
+                             "--protocol", "wordset", "--json", "--quiet", check=0).stdout)
+    assert [(x["model"], x["config"], x["protocol"], x["n"]) for x in res] == [
+        ("tiny:torchvision-googlenet", "sd_2_steps", "wordset", 12), ("tiny:torchvision-googlenet", "sd_4_steps",
+                                                                      "wordset", 12)]
+    # the word sets over the model's ImageNet-1k lemma lists, by hand: clock -> analog / digital / wall clock;
+    # rabbit -> "wood rabbit, cottontail, cottontail rabbit", "hare" (synonym), "Angora, Angora rabbit"
+    expected = {0: [409, 530, 892], 1: [330, 331, 332], 2: [963], 3: [879]}
+    preds = query(db, "SELECT key, target, target_ids, top5, correct1, correct5 FROM predictions ORDER BY key")
+    assert len(preds) == 24
+    for p in preds:
+        assert p["target_ids"] == expected[p["target"]]
+        assert p["correct1"] == (p["top5"][0] in p["target_ids"])
+        assert p["correct5"] == any(i in p["target_ids"] for i in p["top5"])
+    # an independent reading of the same checkpoint: torchvision's GoogLeNet built by hand (the arguments its
+    # builder uses for these weights), the checkpoint loaded by hand, the weights' own transforms
+    weights = GoogLeNet_Weights.IMAGENET1K_V1
+    model = torchvision.models.GoogLeNet(num_classes=1000, aux_logits=True, transform_input=True, init_weights=False)
+    model.load_state_dict(torch.load(tiny_path("torchvision-googlenet") / "hub" / "checkpoints" /
+                                     "googlenet-1378be20.pth", weights_only=True))
+    model.aux_logits, model.aux1, model.aux2 = False, None, None
+    model.eval()
+    samples = {d["__key__"]: d for f in sorted((smoke / "dataset").rglob("*.tar")) for d in iter_shard(f)}
+    for p in preds[:4]:
+        image = decode_image(samples[p["key"]]["jpg"]).convert("RGB")
+        with torch.inference_mode():
+            logits = model(weights.transforms()(image)[None])
+        assert p["top5"] == logits.topk(5).indices[0].tolist(), p["key"]
+
+
+def test_per_category_and_per_image_means_differ_by_hand(tmp_path):
+    """One model, 2 cat images (both right) and 4 dog images (1 right): over categories (Borji's averaging, the
+    default) (2/2 + 1/4) / 2 = 0.625; over images 3/6 = 0.5."""
+    from gensets.evaluation.reports.recognition import compute
+
+    _scored(tmp_path / "r.duckdb", [[1, 1, 1, 0, 0, 0]], [0, 0, 1, 1, 1, 1], ["cat", "dog"])
+    (row,) = compute(tmp_path / "r.duckdb")["per_model"]
+    assert (row["n"], row["categories"]) == (6, 2)
+    assert row["top1"] == pytest.approx(0.625) and row["top1_images"] == pytest.approx(0.5)
+    cells = {r["category"]: (r["n"], r["hits1"], r["top1"]) for r in compute(tmp_path / "r.duckdb")["per_model_category"]}
+    assert cells == {"cat": (2, 2, 1.0), "dog": (4, 1, 0.25)}
+
+
+def test_wordset_and_wordset_plural_differ_through_eval(tmp_path):
+    """Class "glass" against a model whose top-1 is "sunglasses, dark glasses, shades" (837): its words are
+    sunglasses, dark, glasses, shades, so the paper's rule misses ("glass" is none of them) and the plural
+    rule hits ("glasses" = "glass" + "es"). Class "clock": "wall clock" (892) at rank 2 under both."""
+    from .test_eval import _wordset_folder
+
+    folder = _wordset_folder(tmp_path, ["glass", "clock"])  # 4 images: glass, clock, glass, clock
+    spec = fixed_classifier(tmp_path / "m", [837, 892, 0, 1, 2])  # then tench, goldfish, great white shark
+    db = tmp_path / "r.duckdb"
+    got = {}
+    for protocol in ("wordset", "wordset-plural"):
+        (row,) = json.loads(run_cli("eval", folder, "--model", spec, "--db", db, "--protocol", protocol, "--json",
+                                    "--quiet", check=0).stdout)
+        got[row["protocol"]] = (row["metrics"]["top1"], row["metrics"]["top5"])
+    # wordset: glass (miss, miss) x2, clock (miss, hit) x2; wordset-plural: glass (hit, hit) x2, clock (miss, hit)
+    assert got == {"wordset": (0.0, 0.5), "wordset-plural": (0.5, 1.0)}
+    assert query(db, "SELECT protocol FROM runs ORDER BY 1") == [{"protocol": "wordset"},
+                                                                 {"protocol": "wordset-plural"}]
+    # the report is per protocol and says which rule
+    run_cli("report", "recognition", "--db", db, "--protocol", "wordset-plural", "--out", tmp_path / "rep", check=0)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "protocol `wordset-plural` (gensets' lenient reading" in md and "| glass | 2 |" in md
 
 
 def _dataset_samples(ws, config):
@@ -247,7 +358,7 @@ def test_report_counts_one_revision(tmp_path):
     latest = compute(db)
     assert latest["revision"] == "new"
     assert [(r["model"], r["n"], r["top1"]) for r in latest["per_model"]] == [("m", 2, 0.5)]
-    assert [(r["category"], r["images"], r["all_fail"]) for r in latest["per_category"]] == [
+    assert [(r["category"], r["images"], r["all_fail_top1"]) for r in latest["per_category"]] == [
         ("clock", 1, 1.0), ("rabbit", 1, 0.0)]
     old = compute(db, revision="old")
     assert [(r["model"], r["n"], r["top1"]) for r in old["per_model"]] == [("m", 2, 1.0)]
@@ -258,15 +369,18 @@ def test_report_counts_one_revision(tmp_path):
         compute(db, revision="nope")
 
 
-def _scored(db, correct, targets, class_names, keys=None):
-    """One wordset run per row of ``correct`` (models x images) in a results database, as gensets eval writes it."""
+def _scored(db, correct, targets, class_names, keys=None, correct5=None):
+    """One wordset run per row of ``correct`` (models x images; ``correct5`` the same at top-5, default the
+    top-1 values) in a results database, as gensets eval writes it."""
     from gensets.evaluation import store
 
     con = store.connect(db)
     for m, row in enumerate(correct):
         ks = keys[m] if keys else [f"i{j:03d}" for j in range(len(row))]
+        row5 = correct5[m] if correct5 else row
         preds = [{"key": k, "target": int(targets[int(k[1:])]), "target_ids": [int(targets[int(k[1:])])],
-                  "top5": [0], "scores": [1.0], "correct1": bool(c), "correct5": bool(c)} for k, c in zip(ks, row, strict=True)]
+                  "top5": [0], "scores": [1.0], "correct1": bool(c), "correct5": bool(c5)}
+                 for k, c, c5 in zip(ks, row, row5, strict=True)]
         store.write_run(con, {"dataset": "d", "dataset_revision": "b1", "config": "sd", "split": "test",
                               "model": f"m{m}", "protocol": "wordset", "n": len(preds), "class_names": class_names},
                         preds, [])
@@ -281,15 +395,20 @@ def test_report_all_fail_all_succeed_by_hand(tmp_path):
                [1, 0, 0, 1, 1]]
     # per image: all right, all wrong, mixed, all right, mixed
     # cat (images 0, 1): all_fail 1/2, all_succeed 1/2; dog (2, 3, 4): all_fail 0, all_succeed 1/3
-    _scored(tmp_path / "r.duckdb", correct, [0, 0, 1, 1, 1], ["cat", "dog"])
-    got = [(r["category"], r["images"], r["all_fail"], r["all_succeed"], r["models"])
-           for r in compute(tmp_path / "r.duckdb")["per_category"]]
-    assert got == [("cat", 2, 0.5, 0.5, 3), ("dog", 3, 0.0, pytest.approx(1 / 3), 3)]
+    correct5 = [[1, 1, 0, 1, 1],
+                [1, 0, 1, 1, 1],
+                [1, 1, 1, 1, 1]]
+    # top-5, per image: all right, mixed, mixed, all right, all right
+    # cat: all_fail 0, all_succeed 1/2; dog: all_fail 0, all_succeed 2/3
+    _scored(tmp_path / "r.duckdb", correct, [0, 0, 1, 1, 1], ["cat", "dog"], correct5=correct5)
+    got = [(r["category"], r["images"], r["all_fail_top1"], r["all_succeed_top1"], r["all_fail_top5"],
+            r["all_succeed_top5"], r["models"]) for r in compute(tmp_path / "r.duckdb")["per_category"]]
+    assert got == [("cat", 2, 0.5, 0.5, 0.0, 0.5, 3), ("dog", 3, 0.0, pytest.approx(1 / 3), 0.0, pytest.approx(2 / 3), 3)]
     # a fourth model that scored image 0 only (wrong): image 0 is no longer all right; cat counts its images
     # over the models that scored each one, and says the fewest
     _scored(tmp_path / "r2.duckdb", [*correct, [0]], [0, 0, 1, 1, 1], ["cat", "dog"],
             keys=[[f"i{j:03d}" for j in range(5)]] * 3 + [["i000"]])
-    got = [(r["category"], r["all_fail"], r["all_succeed"], r["models"])
+    got = [(r["category"], r["all_fail_top1"], r["all_succeed_top1"], r["models"])
            for r in compute(tmp_path / "r2.duckdb")["per_category"]]
     assert got == [("cat", 0.5, 0.0, 3), ("dog", 0.0, pytest.approx(1 / 3), 3)]
 
@@ -307,26 +426,39 @@ def test_report_all_fail_all_succeed_against_a_loop(tmp_path):
         fail = sum(all(not correct[m, j] for m in range(4)) for j in cols) / len(cols)
         succeed = sum(all(correct[m, j] for m in range(4)) for j in cols) / len(cols)
         r = by_cat[f"c{lab}"]
-        assert (r["images"], r["all_fail"], r["all_succeed"], r["models"]) == (
+        assert (r["images"], r["all_fail_top1"], r["all_succeed_top1"], r["models"]) == (
             len(cols), pytest.approx(fail), pytest.approx(succeed), 4)
 
 
-def test_recognition_config_lists_ten_timm_pretrained_classifiers():
-    """configs/recognition.yaml carries the paper's ten classifiers; the leaderboard reads them from it."""
+def test_recognition_config_lists_the_papers_ten_classifiers_pinned():
+    """configs/recognition.yaml carries Borji (2022)'s ten classifiers: eight torchvision weights (whose enum
+    member names the weights file) and DeiT / ResNeXt-WSL from timm's Hub repos at a full commit; the
+    leaderboard reads them from it and allows torchvision's pickle weights."""
+    import re
+
     import timm
+    from torchvision.models import get_model_weights
 
     from gensets.models.spec import parse_spec
     from gensets.workspace import load_build_config
 
     _, cfg = load_build_config(ROOT / "configs" / "recognition.yaml")
     specs = [parse_spec(m) for m in cfg.eval.models]
-    assert {s.kind for s in specs} == {"timm"} and all(s.name.startswith("hf-hub:timm/") for s in specs)
-    tags = [s.name.removeprefix("hf-hub:timm/") for s in specs]
-    assert len(tags) == len(set(tags)) == 10
-    assert set(tags) <= set(timm.list_pretrained())
-    assert "resnext101_32x8d.fb_wsl_ig1b_ft_in1k" in tags  # weakly supervised (Instagram)
+    assert [s.name for s in specs if s.kind == "torchvision"] == [
+        "alexnet", "mobilenet_v2", "googlenet", "densenet161", "resnext101_32x8d", "resnet101", "resnet152",
+        "inception_v3"]
+    for s in specs:
+        if s.kind == "torchvision":  # the weights exist in this torchvision (no download: the enum only)
+            assert s.revision == "IMAGENET1K_V1" and get_model_weights(s.name)[s.revision].url.endswith(".pth")
+    hub = [s for s in specs if s.kind == "timm"]
+    assert [s.name for s in hub] == ["hf-hub:timm/deit_base_patch16_224.fb_in1k",
+                                     "hf-hub:timm/resnext101_32x8d.fb_wsl_ig1b_ft_in1k"]
+    assert all(re.fullmatch(r"[0-9a-f]{40}", s.revision) for s in hub)
+    assert {s.name.removeprefix("hf-hub:timm/") for s in hub} <= set(timm.list_pretrained())
+    assert len(specs) == 10
     board = yaml.safe_load((ROOT / "configs" / "leaderboard.recognition.yaml").read_text())
     assert board["models_from"] == "recognition.yaml" and "models" not in board  # listed once
+    assert board["protocol"] == "wordset" and board["allow_pickle"] is True
 
 
 def test_jpeg_segments_pil_does_not_name_and_trailing_bytes_are_not_published(tmp_path):

@@ -199,3 +199,30 @@ def test_vqa_build_does_not_depend_on_where_its_files_lie(tmp_path):
         assert str(tmp_path) not in (ws / "config.yaml").read_text()
         assert not any(str(tmp_path).encode() in b for b in shards[d].values())
     assert shards["here"] == shards["somewhere/else"]  # shard names (unit ids), bytes and the manifest
+
+
+def test_vqa_report_averages_over_questions_and_over_images_by_hand(tmp_path):
+    """Two images: a with 3 questions (yes right, yes right, no wrong), b with 1 question (no right).
+    Over questions 3/4 = 0.75 (the default); over images (2/3 + 1/1) / 2 = 5/6; yes 2/2, no 1/2. OFA's published
+    77.3% (Borji 2022's abstract) is shown beside, with its source."""
+    from gensets.evaluation import store
+    from gensets.evaluation.reports.vqa import compute
+
+    db = tmp_path / "r.duckdb"
+    con = store.connect(db)
+    rows = [("a/q0", 1, True), ("a/q1", 1, True), ("a/q2", 0, False), ("b/q0", 0, True)]
+    preds = [{"key": k, "target": t, "target_ids": [t], "top5": [t if c else 1 - t], "scores": [], "correct1": c,
+              "correct5": c} for k, t, c in rows]
+    store.write_run(con, {"dataset": "d", "dataset_revision": "b1", "config": "vqa", "split": "test", "model": "m",
+                          "protocol": "vqa", "n": 4, "class_names": ["no", "yes"]}, preds, [])
+    con.close()
+    (row,) = compute(db)["per_model"]
+    assert (row["questions"], row["images"]) == (4, 2)
+    assert row["accuracy"] == pytest.approx(0.75) and row["accuracy_images"] == pytest.approx(5 / 6)
+    assert row["yes_accuracy"] == pytest.approx(1.0) and row["no_accuracy"] == pytest.approx(0.5)
+    run_cli("report", "vqa", "--db", db, "--out", tmp_path / "rep", check=0)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| m | vqa | 4 | 2 | 75.0 | 83.3 | 100.0 | 50.0 |" in md
+    assert "| OFA | 241 questions, 50 images | 77.3 |" in md and "arXiv:2208.10760" in md
+    assert "protocol `vqa`" in md and "the mean over images" in md
+    assert json.loads((tmp_path / "rep" / "report.json").read_text())["published"]["numbers"][0]["value"] == 0.773

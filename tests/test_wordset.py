@@ -65,20 +65,30 @@ def test_apostrophe_stays_in_word():
 @pytest.mark.parametrize("target, name", [("sunglass", "sunglasses"), ("sunglasses", "sunglass"),
                                           ("clock", "clocks"), ("bus", "buses"), ("buses", "school bus"),
                                           ("parallel bar", "parallel bars")])
-def test_trailing_s_or_es_is_optional(target, name):
-    assert wordset_hit(target, [name])
+def test_trailing_s_or_es_counts_only_under_the_plural_rule(target, name):
+    """The paper's rule (the default): the target is exactly one of the words; wordset-plural's rule: a trailing
+    "s" / "es" is optional on either side."""
+    assert not wordset_hit(target, [name])
+    assert wordset_hit(target, [name], plural=True)
+    assert wordset_targets(target, ["wall", name]) == [] and wordset_targets(target, ["wall", name], plural=True) == [1]
+
+
+def test_exact_rule_still_matches_the_same_word():
+    assert wordset_hit("sunglass", ["sunglass"]) and wordset_hit("bus", ["school bus"])
+    assert wordset_hit("sunglasses", ["sunglasses, dark glasses, shades"])
 
 
 def test_plural_rule_is_only_s_or_es():
-    assert not wordset_hit("sunglass", ["sunglassy"])
-    assert not wordset_hit("clock", ["clockss"])
-    assert not wordset_hit("mouse", ["mice"])
+    assert not wordset_hit("sunglass", ["sunglassy"], plural=True)
+    assert not wordset_hit("clock", ["clockss"], plural=True)
+    assert not wordset_hit("mouse", ["mice"], plural=True)
 
 
 def test_phrase_is_contiguous_within_one_name():
     assert wordset_hit("toilet seat", ["a toilet seat cover"])
     assert wordset_hit("toilet-seat", ["toilet seat"])
-    assert wordset_hit("toilet seats", ["toilet seat"])
+    assert not wordset_hit("toilet seats", ["toilet seat"])
+    assert wordset_hit("toilet seats", ["toilet seat"], plural=True)
     assert not wordset_hit("toilet seat", ["toilet paper seat"])
     assert not wordset_hit("toilet seat", ["seat toilet"])
     assert not wordset_hit("wall clock", ["clock"])
@@ -90,7 +100,9 @@ def test_synonyms():
     assert not wordset_hit("teddy", ["e"], syn)
     assert not wordset_hit("hare", ["cottontail rabbit"], syn)  # not symmetric
     assert not wordset_hit("clock", ["hare"], syn)              # only synonyms[target] apply
-    assert wordset_hit("rabbit", ["arctic hares"], syn)         # synonyms follow the same rules
+    assert wordset_hit("rabbit", ["arctic hare"], syn)          # synonyms follow the same rules
+    assert not wordset_hit("rabbit", ["arctic hares"], syn)
+    assert wordset_hit("rabbit", ["arctic hares"], syn, plural=True)
 
 
 def test_empty_target_rejected():
@@ -177,6 +189,21 @@ def test_category_ids_returns_a_copy():
 
 def test_category_ids_custom_label_names():
     assert borji_category_ids("rabbit", ["hare", "tench", "Angora, Angora rabbit"]) == [0, 2]
+
+
+def test_category_ids_exact_and_plural_differ_on_plural_names():
+    # by hand: "clock" is a word of "wall clock" only; "clocks" and "cuckoo clocks" end in "s" (plural rule);
+    # "clockwork" is another word under both rules
+    names = ["clocks", "wall clock", "clockwork", "cuckoo clocks"]
+    assert borji_category_ids("clock", names) == [1]
+    assert borji_category_ids("clock", names, plural=True) == [0, 1, 3]
+
+
+def test_paper_categories_hit_the_same_imagenet_classes_under_both_rules(names):
+    """On ImageNet-1k's CLIP names no Borji category needs the plural rule (sunglass gets 836/837 "sunglasses"
+    through its synonym), so the recognition sets' imagenet_ids are the same under both rules."""
+    for category in BORJI_CATEGORIES:
+        assert borji_category_ids(category) == borji_category_ids(category, plural=True), category
 
 
 def test_kite_documented():

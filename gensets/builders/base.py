@@ -110,10 +110,11 @@ class Builder:
 
 def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts: list[str], seeds: list[int], *,
                      negative_prompts: list[str] | None = None, init_images: list | None = None,
-                     strength: float = 0.75) -> tuple[list[bytes], float]:
+                     strength: float = 0.75, resize: int | None = None) -> tuple[list[bytes], float]:
     """Generate one image per (prompt, seed) in batches of ``g.batch_size`` and encode each as ``image`` says;
     returns the encoded images and the generator's seconds. ``negative_prompts`` defaults to the config's
-    negative prompt for every image; a batch whose negative prompts are all empty passes none."""
+    negative prompt for every image; a batch whose negative prompts are all empty passes none. ``resize``: each
+    image is resized to ``resize`` x ``resize`` (bicubic, as PIL's ``Image.resize`` by default) before encoding."""
     from ..images import encode_image
 
     n = len(prompts)
@@ -129,5 +130,7 @@ def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts:
                                  init_images=init_images[start:end] if init_images is not None else None,
                                  strength=strength)
         seconds += time.perf_counter() - t0
+        if resize:
+            pil = [im.resize((resize, resize), resample=3) for im in pil]  # 3: bicubic
         out += [encode_image(im, image.format, image.quality) for im in pil]
     return out, seconds

@@ -15,6 +15,7 @@ from typing import Literal
 from ..config import to_dict
 from ..curation import surrogates
 from ..curation.surrogates import SurrogateFilter
+from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
@@ -104,7 +105,7 @@ class FilterConfig:
 
 
 @dataclass(frozen=True)
-class ImageNetDConfig:
+class ImageNetDConfig(QualityFields):
     builder: Literal["imagenet-d"]
     generator: GeneratorConfig
     name: str = "imagenet-d"

@@ -22,6 +22,7 @@ from typing import ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import DataError
+from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.imports import check_max_pixels
@@ -91,7 +92,7 @@ class EvalModels:
 
 
 @dataclass(frozen=True)
-class RecognitionConfig:
+class RecognitionConfig(QualityFields):
     builder: Literal["recognition"]
     name: str = "recognition"
     pretty_name: str = "Generated-image recognition set (gensets)"
@@ -337,7 +338,7 @@ class RecognitionBuilder(base.Builder):
                     for c in cfg.categories]
         specs = cfg.eval.models if cfg.eval else ()
         models = ("\nThe classifiers that score it (`eval.models`; `gensets eval DATASET --model SPEC ... --protocol "
-                  "imagenet`, then `--protocol wordset`):\n\n" + "\n".join(f"- `{m}`" for m in specs) + "\n"
+                  "imagenet`, then `--protocol wordset`; `--allow-pickle` for `torchvision:` weights):\n\n" + "\n".join(f"- `{m}`" for m in specs) + "\n"
                   ) if specs else ""
         return f"""
 {table(["config", "kind", "generator / source", "images", "settings"], src_rows)}

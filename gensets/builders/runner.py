@@ -69,6 +69,11 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     manifest = Manifest(ws.manifest_path)
     ctx = builder.Context(cfg)
     ctx.workspace = ws  # staged builders read the shards of earlier stages
+    quality = None  # the config's quality: thresholds (gensets.quality.thresholds), scored after each unit
+    if getattr(cfg, "quality", None):
+        from ..quality.thresholds import QualityFilter
+
+        quality = QualityFilter(cfg.quality)
     # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
     # shards of the stages before it, once every process has finished them; committed units are skipped
     # as always, so a resumed build re-plans the same units and runs only the missing ones.
@@ -88,12 +93,16 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
             if not torch.cuda.is_available():
                 torch.set_num_threads(threads)
             ctx.load()  # every model up front: a missing one fails now, in one line, before any work
+            if quality:
+                quality.load()
             loaded = True
         desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
         desc += f" {stage}" if stage else ""
         for unit in progress(mine, len(mine), desc, disable=quiet):
             ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
             samples = builder.run_unit(unit, ctx, build_id)
+            if quality:
+                quality.apply(samples)
             name = f"{unit.id}.tar"
             info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
             manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
@@ -154,7 +163,8 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     try:
         double = review.is_double(con)
         verdicts = review.verdicts(con) if double else {}
-        funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()})
+        funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()},
+                              quality=bool(getattr(cfg, "quality", None)))
         disputed = sum(v[0] == "disputed" for v in verdicts.values())
         held = sum(v[0] == "held" for v in verdicts.values())
         if double:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import ConfigError, DataError
+from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.imports import check_max_pixels
@@ -64,10 +65,11 @@ class PromptSpec:
 
 
 def _mentions(text: str, phrase: str) -> bool:
-    """``phrase`` is among the words of ``text``, by the word-set rules (case, plural "s" / "es")."""
+    """``phrase`` is among the words of ``text``, by the word-set rules with plurals (case, plural "s" / "es":
+    a prompt about "buses" mentions a bus; gensets' question generation, not a score of the paper)."""
     from ..labels.wordset import wordset_hit
 
-    return wordset_hit(phrase, [text])
+    return wordset_hit(phrase, [text], plural=True)
 
 
 def read_questions(path: Path) -> list[dict]:
@@ -93,7 +95,7 @@ def read_questions(path: Path) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class VQAConfig:
+class VQAConfig(QualityFields):
     builder: Literal["vqa"]
     name: str = "vqa"
     pretty_name: str = "Binary VQA on generated images (gensets)"

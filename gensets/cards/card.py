@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ..config import to_dict
-from ..records import features
+from ..records import QUALITY, features
 from .markdown import table
 
 
@@ -35,7 +35,8 @@ def size_category(n: int) -> str:
 
 def header(builder, cfg, manifest: dict) -> dict:
     class_names = builder.class_names(cfg)
-    feats = features(class_names, cfg.image.format, builder.fields)._to_yaml_list()
+    fields = builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
+    feats = features(class_names, cfg.image.format, fields)._to_yaml_list()
     configs, infos = [], []
     for config, n in manifest["counts"].items():
         if not n:
@@ -124,14 +125,18 @@ def _leaderboard_md(board) -> str:
     return table(head, out)
 
 
-def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None) -> list[str]:
+def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None,
+          scores=None) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
     ``samples`` is re-iterable (:class:`gensets.shards.ShardSamples`: each pass reads the provenance again,
     one sample at a time); the figures read the images of the few samples they show, nothing else.
     ``leaderboard(configs, build_id) -> (columns, rows)``, when given, adds a baseline leaderboard (the CLI
-    passes :func:`gensets.evaluation.store.build_leaderboard` of a results database)."""
+    passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
+    build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
+    (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``."""
     from . import figures
+    from . import quality as q
 
     folder = Path(folder)
     configs = [c for c, n in manifest["counts"].items() if n]
@@ -154,14 +159,18 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
         if path.exists():
             written.append(rel)
     board = leaderboard(configs, build_id) if leaderboard else None
-    text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board)
+    rows = scores(configs, build_id) if scores else q.rows_of_samples(samples, builder.config_of)
+    quality_figures = q.write_figures(folder, rows, configs, getattr(cfg, "quality", None))
+    written += quality_figures
+    text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board,
+                  quality=q.section(rows, quality_figures, cfg, samples))
     tmp = folder / f".README.md.tmp-{os.getpid()}"
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, folder / "README.md")
     return [*written, "README.md"]
 
 
-def rerender(workspace, *, leaderboard=None) -> list[str]:
+def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder."""
     import json
 
@@ -180,11 +189,28 @@ def rerender(workspace, *, leaderboard=None) -> list[str]:
     manifest["counts"] = {c: counts[c] for c in order}
     samples = ShardSamples([ws.dataset / sh["path"] for sh in manifest["shards"]],
                            n=sum(sh["n"] for sh in manifest["shards"]))
-    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard)
+    return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard,
+                 scores=scores)
+
+
+def shard_pattern(paths: list[str]) -> str:
+    """The brace pattern webdataset expands to exactly ``paths`` (one config's shards): "background/test-00000.tar"
+    and "background/test-00001.tar" -> "background/test-{00000..00001}.tar"; a single shard is its path; shards
+    not numbered one after the other from a common prefix are listed ("{a,b}")."""
+    paths = sorted(paths)
+    if len(paths) == 1:
+        return paths[0]
+    parsed = [re.fullmatch(r"(.*-)(\d+)(\.tar)", p) for p in paths]
+    if all(parsed) and len({(m[1], m[3], len(m[2])) for m in parsed}) == 1:
+        nums = [int(m[2]) for m in parsed]
+        if nums == list(range(nums[0], nums[0] + len(nums))):
+            m0, m1 = parsed[0], parsed[-1]
+            return f"{m0[1]}{{{m0[2]}..{m1[2]}}}{m0[3]}"
+    return "{" + ",".join(paths) + "}"
 
 
 def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
-           leaderboard: tuple | None = None) -> str:
+           leaderboard: tuple | None = None, quality: str = "") -> str:
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
 
     ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
@@ -192,14 +218,20 @@ def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
     """
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]
-    funnel_rows = [[c, f["generated"], f["kept"], f["accepted"], f["pending"], f["rejected"]]
-                   for c, f in funnel.items()]
+    below = any("below_quality" in f for f in funnel.values())  # a build with quality: thresholds
+    funnel_rows = [[c, f["generated"], f["kept"], *([f["below_quality"]] if below else []), f["accepted"],
+                    f["pending"], f["rejected"]] for c, f in funnel.items()]
     per_class = Counter(s.meta["label"] for s in samples)
     class_rows = [[name, n] for name, n in sorted(per_class.items(), key=lambda kv: (-kv[1], kv[0]))]
     reviewed = "accepted and pending (a smoke build)" if manifest["include_pending"] else "accepted"
     included = f"{reviewed} by review" if builder.needs_review else "all kept"
     first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "default")
     configs = ", ".join(f"`{c}`" for c in builder.config_names(cfg))
+    by_config: dict[str, list[str]] = {}
+    for sh in manifest["shards"]:
+        by_config.setdefault(sh["config"], []).append(sh["path"])
+    patterns = {c: shard_pattern(p) for c, p in by_config.items()}
+    pattern_list = "the shards of each config: " + ", ".join(f"`{p}`" for p in patterns.values())
     models = models_md(builder, cfg, samples)
     models = f"\nModels (ids and revisions):\n\n{models}" if models else ""
     figs = {"classes": "", "samples": ""}
@@ -227,8 +259,9 @@ each with a `{builder.split}` split. Every sample carries its provenance in its 
 {models}
 ## Curation funnel
 
-{table(["config", "generated", "kept by the filters", "accepted", "pending", "rejected"], funnel_rows)}
-
+{table(["config", "generated", "kept by the filters", *(["below quality"] if below else []), "accepted", "pending",
+        "rejected"], funnel_rows)}
+{quality}
 ## Images per class
 
 {figs["classes"]}{table(["class", "images"], class_rows) if class_rows else "(no images)"}
@@ -242,7 +275,7 @@ ds = load_dataset("path/or/org/name", "{first}", split="{builder.split}")
 ds[0]["{cfg.image.format}"], ds.features["cls"].int2str(ds[0]["cls"]), ds[0]["json"]["prompt"]
 ```
 
-With `webdataset`: `webdataset.WebDataset("{first}/{builder.split}-{{00000..N}}.tar").decode("pil")`.
+With `webdataset`: `webdataset.WebDataset("{patterns.get(first, first)}").decode("pil")` ({pattern_list}).
 Evaluate a model on it with `gensets eval`.
 
 ## Citation

@@ -124,3 +124,29 @@ def sample_grid(picks: dict[str, list], path: Path) -> None:
                 ax.text(-0.08, 0.5, config, transform=ax.transAxes, rotation=90, ha="right", va="center",
                         fontsize=10, fontweight="bold")
     save(fig, path)
+
+
+def quality_histograms(config: str, values: dict[str, list[float]], path: Path, thresholds=None) -> None:
+    """One histogram per metric of a config's per-image scores (20 bins over the values' range), a dashed line
+    at each quality: threshold (``thresholds``: metric -> an object with ``min`` / ``max``)."""
+    metrics = sorted(values)
+    fig = figure(2.8 * len(metrics) + 0.4, 2.6)
+    for i, metric in enumerate(metrics):
+        ax = fig.add_subplot(1, len(metrics), i + 1)
+        v = values[metric]
+        ax.hist(v, bins=20, color=PALETTE[i % len(PALETTE)])
+        t = (thresholds or {}).get(metric)
+        lo, hi = min(v), max(v)
+        far = []  # a threshold far outside the values is named in the title instead of squashing the bars
+        for sign, bound in ((">=", getattr(t, "min", None)), ("<=", getattr(t, "max", None))):
+            if bound is not None and lo - (hi - lo) <= bound <= hi + (hi - lo):
+                ax.axvline(bound, color="black", linestyle="dashed", linewidth=1)
+            elif bound is not None:
+                far.append(f"{sign} {bound:g}")
+        ax.set_title(f"{metric} (n={len(v)})" + (f", kept {' '.join(far)}" if far else ""), fontsize=9)
+        ax.set_xlabel(metric, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.suptitle(f"Quality scores: {config}", fontsize=10)
+    fig.tight_layout()
+    save(fig, path)

@@ -18,6 +18,11 @@ mode's specific confusion (images predicted as the cluster's most frequent wrong
 corrected across all tested modes of a build with Holm (family-wise error, default) or
 Benjamini-Hochberg (false discovery rate); a mode is *discovered* when its corrected failure p-value
 is at most ``alpha``.
+
+Target labels (Wiles et al. 2022's true -> target pairs, e.g. Persian cat -> snow leopard). For each mode
+given (the builder gives its discovered ones), every class its failed images are confused with (their top-1)
+is tested against the baseline rate of that same confusion, by the same one-sided test; the p-values are
+corrected together over all the pairs given (:func:`compare_targets`).
 """
 
 from __future__ import annotations
@@ -189,3 +194,23 @@ def compare(modes: list[dict], baseline: dict[str, dict], *, test: str = "fisher
     for m in out:
         m["discovered"] = bool(m["p_failure_adjusted"] <= alpha)
     return out
+
+
+def compare_targets(modes: list[dict], baseline: dict[str, dict], *, test: str = "fisher", correction: str = "holm",
+                    alpha: float = 0.05) -> list[dict]:
+    """True -> target pairs: for each mode (``id``, ``label``, ``n``, ``confusions``: {class: count of its
+    failed images with that top-1}), each class it is confused with, tested against its label's baseline
+    count of the same confusion (``n``, ``confusions``). Rows in mode order, then most confused first (ties:
+    smaller class); p-values corrected over all rows; ``significant`` when the corrected p is at most ``alpha``."""
+    rows = []
+    for m in modes:
+        b = baseline[m["label"]]
+        for target, count in sorted(m["confusions"].items(), key=lambda kv: (-kv[1], kv[0])):
+            base = b["confusions"].get(target, 0)
+            rows.append({"mode": m["id"], "label": m["label"], "target": int(target), "n": m["n"], "confused": count,
+                         "baseline_n": b["n"], "baseline_confused": base,
+                         "p": p_greater(test, count, m["n"], base, b["n"])})
+    for r, adj in zip(rows, correct([r["p"] for r in rows], correction), strict=True):
+        r["p_adjusted"] = adj
+        r["significant"] = bool(adj <= alpha)
+    return rows

@@ -217,17 +217,19 @@ def refresh(con, keys) -> None:
 
 
 # ------------------------------------------------------------------------------------------- the page
-VIEWS = ("todo", *STATUSES, "flagged", "all")  # what a page can show
+BELOW = state.BELOW_QUALITY  # out of the queue (nobody decided it yet: a decision replaces the status)
+VIEWS = ("todo", *STATUSES, BELOW, "flagged", "all")  # what a page can show
 
 
 def _view(g: Counter, m: Counter, double: bool) -> dict:
     """The page's counts from summed global counters ``g`` and the reviewer's own ``m``: in double review a
-    reviewer sees their own decisions (pending: not decided by them) and still has to review the images fewer
-    than two reviewers decided, except those they alone decided."""
+    reviewer sees their own decisions (pending: not decided by them, unless below quality) and still has to
+    review the images fewer than two reviewers decided, except those they alone decided and those below
+    quality (which nobody decided)."""
     if double:
         out = {s: m[s] for s in STATUSES[1:]}
-        out = {"pending": g["total"] - sum(out.values()), **out}
-        flagged, todo = m["flagged"], g["lt2"] - m["sole"]
+        out = {"pending": g["total"] - sum(out.values()) - g[BELOW], **out}
+        flagged, todo = m["flagged"], g["lt2"] - m["sole"] - g[BELOW]
     else:
         out = {s: g[s] for s in STATUSES}
         flagged, todo = g["flagged"], g["pending"]
@@ -251,7 +253,8 @@ def summary(con, reviewer: str, double: bool, *, label: str | None = None, confi
             classes[lb] += n
             configs[c] += n
     counts, matching = _view(*whole, double), _view(*chosen, double)
-    return {"counts": counts, "matching": matching["total" if view == "all" else view],
+    matching = chosen[0][BELOW] if view == BELOW else matching["total" if view == "all" else view]
+    return {"counts": counts, "matching": matching,
             "classes": sorted(classes.items()), "configs": sorted(configs.items())}
 
 
@@ -266,12 +269,15 @@ def _filter(reviewer: str, double: bool, label: str | None, config: str | None, 
     mine = "SELECT key FROM review_latest WHERE reviewer = ? AND "
     if view == "all":
         pass
+    elif view == BELOW:
+        where.append("status = ?")
+        args.append(BELOW)
     elif double and view == "todo":
-        where.append("(n = 0 OR (n = 1 AND sole <> ?))")
-        args.append(reviewer)
+        where.append("(n = 0 OR (n = 1 AND sole <> ?)) AND status <> ?")
+        args += [reviewer, BELOW]
     elif double and view == "pending":
-        where.append(f"key NOT IN ({mine} status <> 'pending')")
-        args.append(reviewer)
+        where.append(f"key NOT IN ({mine} status <> 'pending') AND status <> ?")
+        args += [reviewer, BELOW]
     elif double:
         where.append(f"key IN ({mine} flagged)" if view == "flagged" else f"key IN ({mine} status = ?)")
         args += [reviewer] if view == "flagged" else [reviewer, view]
@@ -315,9 +321,9 @@ def page(con, reviewer: str, double: bool, *, label: str | None = None, config: 
             [[it["key"] for it in items]]).fetchall() if who == reviewer}
         for it in items:
             s, lb, note, fl = own.get(it["key"], (None, None, None, False))
-            mine = s not in (None, "pending")
-            it.update(status=s if mine else "pending", review_label=lb if mine else it["label"], note=note,
-                      flagged=fl, todo=not mine and it["n"] < 2)
+            mine, below = s not in (None, "pending"), it["status"] == BELOW
+            it.update(status=s if mine else BELOW if below else "pending", review_label=lb if mine else it["label"],
+                      note=note, flagged=fl, todo=not mine and not below and it["n"] < 2)
     for it in items:
         it.setdefault("todo", it["status"] == "pending")
     return {"items": items, "before": items[0]["pos"] if items and more_before else None,

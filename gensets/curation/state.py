@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ..db import transaction
 
+BELOW_QUALITY = "below-quality"  # the review status of a kept image below a quality: threshold
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (
     unit VARCHAR PRIMARY KEY, shard VARCHAR, sha256 VARCHAR, n INTEGER);
@@ -174,8 +176,9 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
                     batch["surrogate_predictions"].append({
                         "key": key, "model": p["model"], "rank": rank + 1, "class_index": idx,
                         "score": score, "hit": p["hit"]})
-            if m.get("kept"):
-                batch["reviews"].append({"key": key, "status": initial_status, "label": m.get("label"),
+            if m.get("kept"):  # below a quality: threshold: out of the queue (a reviewer may still accept it)
+                status = BELOW_QUALITY if (m.get("quality") or {}).get("passed") is False else initial_status
+                batch["reviews"].append({"key": key, "status": status, "label": m.get("label"),
                                          "reviewer": None, "time": None, "note": None})
             added += 1
         if len(batch["samples"]) >= BATCH:
@@ -222,11 +225,12 @@ def images_of(con, keys: list[str], shard_path) -> dict[str, tuple[Path, int, in
     return found
 
 
-def funnel(con, statuses: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
+def funnel(con, statuses: dict[str, str] | None = None, quality: bool = False) -> dict[str, dict[str, int]]:
     """Per config: generated -> failed the surrogates (kept) -> accepted / pending / rejected.
 
     ``statuses`` (key -> status) replaces the status in ``reviews`` of those keys (double review's
-    verdicts); an image still ``disputed`` or ``held`` counts as pending.
+    verdicts); an image still ``disputed`` or ``held`` counts as pending. ``quality``: the build has quality:
+    thresholds; each config also counts its kept images ``below_quality`` (never queued, not accepted).
     """
     import pyarrow as pa
 
@@ -237,12 +241,13 @@ def funnel(con, statuses: dict[str, str] | None = None) -> dict[str, dict[str, i
             SELECT s.config, count(*) AS generated, count(*) FILTER (WHERE s.kept) AS kept,
                    count(*) FILTER (WHERE r.status IN ('accepted', 'relabeled')) AS accepted,
                    count(*) FILTER (WHERE r.status IN ('pending', 'disputed', 'held')) AS pending,
-                   count(*) FILTER (WHERE r.status = 'rejected') AS rejected
+                   count(*) FILTER (WHERE r.status = 'rejected') AS rejected,
+                   count(*) FILTER (WHERE r.status = 'below-quality') AS below_quality
             FROM samples s
             LEFT JOIN (SELECT key, coalesce(v.status, r.status) AS status
                        FROM reviews r LEFT JOIN _status v USING (key)) r USING (key)
             GROUP BY s.config ORDER BY s.config""").fetchall()
     finally:
         con.unregister("_status")
-    names = ("generated", "kept", "accepted", "pending", "rejected")
-    return {r[0]: dict(zip(names, r[1:], strict=True)) for r in rows}
+    names = ("generated", "kept", "accepted", "pending", "rejected", "below_quality")
+    return {r[0]: dict(zip(names, r[1:] if quality else r[1:-1], strict=False)) for r in rows}

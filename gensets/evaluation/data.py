@@ -28,6 +28,7 @@ class Split:
     records: Callable[[], Iterator[dict]]
     templates: list[str] | None = None
     n: int | None = None  # when known up front (for the progress bar)
+    builder: str | None = None  # the gensets builder that wrote it (its samples' provenance), when known
 
 
 @dataclass

@@ -136,6 +136,7 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
     first = next(batches, None)  # read before the models are bound: it tells the protocol
     if first is None:
         return []
+    sp.builder = sp.builder or first[0]["meta"].get("builder")  # a protocol may follow its builder's paper
     bound = {spec: _bind(cfg, models, spec, sp, first[0]) for spec in cfg.models}
     rows = {spec: [] for spec in bound}
     extra = {spec: {} for spec in bound}
@@ -173,7 +174,7 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
                "versions": versions, "class_names": p.class_names, "sample_limit": _cut(cfg.limit, images, sp.n)}
         store.write_run(con, run, rows[spec], mets)
         out.append({"model": spec, "dataset": source.id, "revision": source.revision, "config": sp.config,
-                    "split": sp.split, "protocol": p.name, "n": n,
+                    "split": sp.split, "protocol": p.name, "variant": p.run_protocol, "n": n,
                     "metrics": {m["name"]: m["value"] for m in mets},
                     "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
     return out

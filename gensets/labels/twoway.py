@@ -42,6 +42,7 @@ _LETTER = re.compile(
 
 OFFICIAL_QUESTION = "What is the main object in this image? Choose from the following list: {}, {}."
 OFFICIAL_TEMPLATE = "A photo of a {}"  # the authors' CLIP prompt (no full stop)
+IMAGENET_D_BUILDER = "imagenet-d"  # the builder name in an ImageNet-D sample's provenance
 # option pairs whose names nest: the authors test the longer name's side first
 _NESTED = {("pen", "can opener"), ("plate", "drying rack for plates")}
 

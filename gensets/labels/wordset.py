@@ -3,25 +3,34 @@
 Borji, "How good are deep models in understanding the generated images?"
 (arXiv:2208.10760, 2022) scores ImageNet classifiers on generated images of
 everyday categories that are not ImageNet classes one-to-one.  A prediction
-counts as correct for a target category when the target word appears among the
-words of a predicted label name: "clock" is recognised by "wall clock".
+counts as correct for a target category when the target word is one of the
+words of the predicted label's word set (many ImageNet labels to one category):
+"clock" is recognised by "wall clock".
 
-Rules used here (all matching is case-insensitive):
+Two rules for comparing words (``plural=``):
+
+* ``plural=False`` (the default; the paper's rule, protocol ``wordset``): the
+  target must be exactly one of the words.  "sunglass" does not hit
+  "sunglasses", "clock" does not hit "clocks".
+* ``plural=True`` (gensets' lenient reading, the named protocol
+  ``wordset-plural``): two words also match when one is the other plus a
+  trailing "s" or "es" ("sunglass" ~ "sunglasses", "bus" ~ "buses").  Nothing
+  else is stemmed ("mouse" never matches "mice").
+
+Rules used under both (all matching is case-insensitive):
 
 * Words.  A label name (or a target) is split into words on whitespace, commas,
   hyphens, underscores, slashes, parentheses and periods.  Apostrophes stay
   inside a word ("lady's" is one word).  "clockwork" is one word, so "clock"
   does not hit it.
-* Plurals.  Two words match when they are equal or when one is the other plus
-  a trailing "s" or "es" ("sunglass" ~ "sunglasses", "clock" ~ "clocks",
-  "bus" ~ "buses").  Nothing else is stemmed ("mouse" does not match "mice").
 * Names.  A predicted label is first split on commas into names: a timm label
   "toilet tissue, toilet paper, bathroom tissue" is three names.
-* Phrases.  A target of several words hits a label only when its words
-  appear as one contiguous run of words of ONE name, word by word under
-  the plural rule ("toilet seat" hits "toilet seat", not "toilet tissue" and
-  "seat belt" together; "paper bathroom" does not hit "toilet paper, bathroom
-  tissue").  A single-word target is just the one-word case.
+* Phrases.  A target of several words (a category of a config, never one of
+  the paper's) hits a label only when its words appear as one contiguous run of
+  words of ONE name, word by word under the rule in force ("toilet seat" hits
+  "toilet seat", not "toilet tissue" and "seat belt" together; "paper
+  bathroom" does not hit "toilet paper, bathroom tissue").  A single-word
+  target is the paper's case: one of the label's words.
 * Top-k.  ``wordset_hit`` takes the top-k predicted names (the caller picks k)
   and hits when any of them is hit.
 * Synonyms.  ``synonyms[target]`` lists alternative targets; each is checked
@@ -50,24 +59,26 @@ def _words(text: str) -> tuple[str, ...]:
     return tuple(w for w in _SEPARATORS.split(text.lower()) if w)
 
 
-def _same_word(a: str, b: str) -> bool:
-    """Equal, or one is the other plus a trailing "s" or "es"."""
+def _same_word(a: str, b: str, plural: bool) -> bool:
+    """Equal; with ``plural``, also when one is the other plus a trailing "s" or "es"."""
     if a == b:
         return True
+    if not plural:
+        return False
     short, long = sorted((a, b), key=len)
     return long in (short + "s", short + "es")
 
 
-def _phrase_in(phrase: tuple[str, ...], words: tuple[str, ...]) -> bool:
-    """``phrase`` occurs as a contiguous run of ``words`` (word-wise plural rule)."""
+def _phrase_in(phrase: tuple[str, ...], words: tuple[str, ...], plural: bool) -> bool:
+    """``phrase`` occurs as a contiguous run of ``words`` (word by word, by ``_same_word``)."""
     n = len(phrase)
-    return any(all(_same_word(p, w) for p, w in zip(phrase, words[i:i + n], strict=True))
+    return any(all(_same_word(p, w, plural) for p, w in zip(phrase, words[i:i + n], strict=True))
                for i in range(len(words) - n + 1))
 
 
-def _hits(phrases: list[tuple[str, ...]], label: str) -> bool:
+def _hits(phrases: list[tuple[str, ...]], label: str, plural: bool) -> bool:
     """One of ``phrases`` occurs within one comma-separated name of ``label``."""
-    return any(_phrase_in(p, _words(name)) for name in label.split(",") for p in phrases)
+    return any(_phrase_in(p, _words(name), plural) for name in label.split(",") for p in phrases)
 
 
 def _alternatives(target: str, synonyms: Mapping[str, Iterable[str]] | None) -> list[tuple[str, ...]]:
@@ -83,39 +94,43 @@ def _alternatives(target: str, synonyms: Mapping[str, Iterable[str]] | None) -> 
     return [w for w in map(_words, phrases) if w]
 
 
-def wordset_hit(target: str, predicted: list[str], synonyms: Mapping[str, Iterable[str]] | None = None) -> bool:
+def wordset_hit(target: str, predicted: list[str], synonyms: Mapping[str, Iterable[str]] | None = None, *,
+                plural: bool = False) -> bool:
     """Whether ``target`` (or one of ``synonyms[target]``) is among the words of a predicted name.
 
     ``predicted`` is the list of top-k predicted label names.  A single-word
     target hits a name containing that word; a multi-word target must appear as
     a contiguous phrase within one name.  Case-insensitive; words split on
-    whitespace, ``, - _ / ( ) .``; a trailing "s"/"es" is optional on either
-    side.  See the module docstring for the full rules.
+    whitespace, ``, - _ / ( ) .``; with ``plural`` a trailing "s"/"es" is
+    optional on either side (the default is the paper's exact rule).  See the
+    module docstring for the full rules.
 
     >>> wordset_hit("clock", ["wall clock"])
     True
+    >>> wordset_hit("sunglass", ["sunglasses"]), wordset_hit("sunglass", ["sunglasses"], plural=True)
+    (False, True)
     >>> wordset_hit("toilet seat", ["toilet tissue", "seat belt"])
     False
     """
     if isinstance(predicted, str):
         predicted = [predicted]
     phrases = _alternatives(target, synonyms)
-    return any(_hits(phrases, label) for label in predicted)
+    return any(_hits(phrases, label, plural) for label in predicted)
 
 
 def wordset_targets(target: str, label_names: Sequence[str],
-                    synonyms: Mapping[str, Iterable[str]] | None = None) -> list[int]:
+                    synonyms: Mapping[str, Iterable[str]] | None = None, *, plural: bool = False) -> list[int]:
     """Indices (ascending) of every name in ``label_names`` that ``target`` hits, by ``wordset_hit``'s rules."""
     phrases = _alternatives(target, synonyms)
-    return [i for i, label in enumerate(label_names) if _hits(phrases, label)]
+    return [i for i, label in enumerate(label_names) if _hits(phrases, label, plural)]
 
 
-# Hand-curated alternatives, only where an ImageNet-1k class name (CLIP names)
-# uses a different word for the same everyday object.
+# Hand-curated alternatives (gensets' curation, not the paper's; applied under both rules), only where an
+# ImageNet-1k class name uses a different word for the same everyday object.
 SYNONYMS: dict[str, list[str]] = {
     "rabbit": ["hare"],           # 331 "hare"; the rabbits are 330 "cottontail rabbit", 332 "Angora rabbit"
     "teddy": ["teddy bear"],      # 850 "teddy bear" (already hit by "teddy"; kept explicit)
-    "sunglass": ["sunglasses"],   # 836/837 are both "sunglasses" (already hit by the plural rule)
+    "sunglass": ["sunglasses"],   # 836/837 are both "sunglasses" in CLIP's names: the exact rule needs this
 }
 
 _KITE_NOTE = ("The toy kite is not an ImageNet-1k class; the word hits only class 21 'kite (bird of prey)', "
@@ -136,29 +151,30 @@ BORJI_CATEGORIES["kite"]["note"] = _KITE_NOTE
 BORJI_CATEGORIES["squirrel"]["note"] = _SQUIRREL_NOTE
 
 
-def _category_ids(name: str, label_names: Sequence[str]) -> list[int]:
+def _category_ids(name: str, label_names: Sequence[str], plural: bool) -> list[int]:
     spec = BORJI_CATEGORIES[name]
     ids: set[int] = set()
     for word in spec["words"]:
-        ids.update(wordset_targets(word, label_names, {word: spec["synonyms"]}))
+        ids.update(wordset_targets(word, label_names, {word: spec["synonyms"]}, plural=plural))
     return sorted(ids)
 
 
 @cache
-def _imagenet_category_ids(name: str) -> tuple[int, ...]:
+def _imagenet_category_ids(name: str, plural: bool) -> tuple[int, ...]:
     from .imagenet import imagenet_names  # lazy: only read the class list when asked
-    return tuple(_category_ids(name, imagenet_names()))
+    return tuple(_category_ids(name, imagenet_names(), plural))
 
 
-def borji_category_ids(name: str, label_names: Sequence[str] | None = None) -> list[int]:
+def borji_category_ids(name: str, label_names: Sequence[str] | None = None, *, plural: bool = False) -> list[int]:
     """ImageNet-1k indices that count as correct for Borji category ``name``.
 
     The union of ``wordset_targets`` over the category's words, each with the
     category's synonyms, over ``label_names`` (default: ``imagenet_names()``,
-    computed once and cached).  Raises ``KeyError`` for an unknown category.
+    computed once and cached), by the exact rule or, with ``plural``, the
+    plural-lenient one.  Raises ``KeyError`` for an unknown category.
     """
     if name not in BORJI_CATEGORIES:
         raise KeyError(f"unknown Borji category {name!r}; known: {sorted(BORJI_CATEGORIES)}")
     if label_names is None:
-        return list(_imagenet_category_ids(name))
-    return _category_ids(name, label_names)
+        return list(_imagenet_category_ids(name, plural))
+    return _category_ids(name, label_names, plural)

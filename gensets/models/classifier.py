@@ -1,12 +1,13 @@
-"""Image classifiers behind one interface: timm, transformers image-classification, zero-shot CLIP.
+"""Image classifiers behind one interface: timm, transformers image-classification, torchvision, zero-shot CLIP.
 
 Every classifier preprocesses with its model's OWN config (timm data config, the HF image processor,
-open_clip's eval transform) and returns logits over `label_names`. Zero-shot CLIP models (open_clip,
+torchvision's `weights.transforms()`, open_clip's eval transform) and returns logits over `label_names`. Zero-shot CLIP models (open_clip,
 transformers CLIPModel) take the label space and prompt templates from the caller and build the
 standard text classifier: per class, embed each template, L2-normalise, mean, renormalise;
 logits = 100 * normalised image features @ classifier.
 Weights are loaded from safetensors only, unless allow_pickle=True (pickle files are then still read with
-torch.load(weights_only=True) by timm and open_clip).
+torch.load(weights_only=True) by timm and open_clip, and by gensets before torchvision loads them).
+torchvision's weights are pickle files only: a `torchvision:` spec always needs allow_pickle=True.
 """
 
 from __future__ import annotations
@@ -20,19 +21,23 @@ from gensets.errors import ModelError
 from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
-from gensets.models.tiny import tiny_loaders
+from gensets.models.tiny import tiny_loaders, tiny_path
+from gensets.registry import TINY_MODELS
 
 if TYPE_CHECKING:
     import torch
     from PIL import Image
 
 DEFAULT_TEMPLATES = ["a photo of a {}."]
-LOADERS = ("timm", "hf", "open_clip")  # the spec kinds, and the tiny models' loaders, that are classifiers
+LOADERS = ("timm", "hf", "open_clip", "torchvision")  # the spec kinds, and the tiny models' loaders, that are classifiers
 NOT_A_CLASSIFIER = {  # what a model read by another loader is
     "text": "a text-to-text model (gensets.models.text.load_text2text)",
     "vqa": "a visual question answering model (gensets.models.vlm.load_vqa)",
     "caption": "an image captioning model (gensets.models.captioner.load_captioner)",
     "diffusers": "an image generator",
+    "inception": "a quality metric's network (gensets.models.scorers.load_inception)",
+    "lpips": "a quality metric's network (gensets.models.scorers.load_lpips)",
+    "aesthetic-head": "a quality metric's network (gensets.models.scorers.load_aesthetic_head)",
 }
 
 
@@ -126,6 +131,35 @@ class HFClassifier(Classifier):
             hidden = out.last_hidden_state
             pooled = hidden[:, 0] if hidden.ndim == 3 else hidden.mean(dim=(2, 3))
         return pooled.flatten(1)
+
+
+class TorchvisionClassifier(Classifier):
+    kind = "torchvision"
+
+    def __init__(self, *, transform, **kw):
+        super().__init__(**kw)
+        import torch
+
+        self.transform = transform  # the weights' own: weights.transforms()
+        self.head = [m for m in self.model.modules() if isinstance(m, torch.nn.Linear)][-1]
+
+    def preprocess(self, images):
+        import torch
+
+        return torch.stack([self.transform(im.convert("RGB")) for im in images])
+
+    def _forward(self, batch):
+        return self.model(batch)
+
+    def _embed(self, batch):
+        """The input of the last linear layer (the classification head), as it sees it."""
+        seen = []
+        hook = self.head.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0]))
+        try:
+            self.model(batch)
+        finally:
+            hook.remove()
+        return seen[0].flatten(1)
 
 
 class OpenClipClassifier(Classifier):
@@ -364,6 +398,57 @@ def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remot
     return HFClassifier(image_processor=image_processor, label_names=names, **common)
 
 
+# ---------------------------------------------------------------- torchvision
+def _torchvision_label_names(weights) -> list[str]:
+    """ImageNet-1k weights (IMAGENET1K_*, 1000 categories): the synsets' WordNet lemma lists, as timm models
+    carry them ("wood rabbit, cottontail, cottontail rabbit"), so the word sets of the wordset protocol are
+    the same for every classifier; torchvision's own categories are their first lemmas ("wood rabbit").
+    Other weights: their categories."""
+    categories = list(weights.meta["categories"])
+    if weights.name.startswith("IMAGENET1K_") and len(categories) == 1000:
+        from timm.data import ImageNetInfo
+
+        return list(ImageNetInfo("imagenet-1k").label_descriptions())
+    return categories
+
+
+def _load_torchvision(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
+    """`torchvision:<arch>@<WEIGHTS>` through torchvision.models.get_model(arch, weights=WEIGHTS) (the weights'
+    own transforms and categories), its checkpoint found in the torch hub cache first (offline and absent: one
+    line) and read with weights_only=True before torchvision loads it. A tiny stand-in (`stands_for` a
+    torchvision spec) is the same architecture and weights enum, its random checkpoint in its own folder."""
+    import torch
+    import torchvision
+    from torchvision.models import get_model, get_model_weights, list_models
+
+    real = parse_spec(TINY_MODELS.get(spec.name).stands_for) if spec.is_tiny else spec
+    arch, name = real.name, real.revision
+    if arch not in list_models(module=torchvision.models):
+        raise ModelError(f"model {spec.raw!r}: unknown torchvision classification model {arch!r}")
+    members = get_model_weights(arch).__members__
+    if name not in members:
+        raise ModelError(f"model {spec.raw!r}: torchvision {torchvision.__version__} has no weights {name!r} for "
+                         f"{arch!r} (it has {', '.join(members)})")
+    weights = members[name]
+    home = tiny_path(spec.name) if spec.is_tiny else None
+    checkpoint = loading.torch_checkpoint(spec, weights.url, home)
+    if not allow_pickle:
+        raise _refuse_pickle(spec, f"torchvision weights are a pickle file ({checkpoint.name})")
+    with loading.load_errors(spec), loading.torch_home(home):
+        # tensors only (downloaded and hash-checked when not cached), then torchvision's own loading path
+        torch.hub.load_state_dict_from_url(weights.url, map_location="cpu", check_hash=True, weights_only=True)
+        model = get_model(arch, weights=weights)
+    return TorchvisionClassifier(
+        spec=spec.raw,
+        model_id=spec.raw if spec.is_tiny else f"{arch}.{weights.name}",
+        revision=None if spec.is_tiny else checkpoint.name,  # the file name carries its sha256's first digits
+        label_names=_torchvision_label_names(weights),
+        model=model,
+        device=device,
+        transform=weights.transforms(),
+    )
+
+
 # ---------------------------------------------------------------- open_clip
 def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, device: str) -> Classifier:
     if not (spec.is_tiny or spec.name.startswith("local-dir:")):
@@ -473,4 +558,6 @@ def load_classifier(
         return _load_hf(s, labels, templates, allow_pickle, trust_remote_code, device)
     if kind == "open_clip":
         return _load_open_clip(s, labels, templates, allow_pickle, device)
+    if kind == "torchvision":
+        return _load_torchvision(s, allow_pickle, device)
     raise ModelError(f"model {spec!r} is {NOT_A_CLASSIFIER.get(kind, 'another kind of model')}, not a classifier")

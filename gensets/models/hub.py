@@ -92,9 +92,10 @@ def _probe(endpoint: str, timeout: float, answer: list[bool]) -> None:
         answer.append(False)
 
 
-def start_probe(timeout: float = PROBE_TIMEOUT) -> None:
-    """Start the Hub probe in the background (e.g. while a library is being imported)."""
-    endpoint = hub_endpoint()
+def start_probe(timeout: float = PROBE_TIMEOUT, endpoint: str | None = None) -> None:
+    """Start the probe of `endpoint` (default: the Hub's) in the background (e.g. while a library is being
+    imported)."""
+    endpoint = endpoint or hub_endpoint()
     if offline_env() or endpoint in _probes or endpoint in _probe_results:
         return
     answer: list[bool] = []
@@ -103,21 +104,26 @@ def start_probe(timeout: float = PROBE_TIMEOUT) -> None:
     _probes[endpoint] = (thread, answer, time.monotonic())
 
 
-def hub_reachable(timeout: float = PROBE_TIMEOUT) -> bool:
-    """One HEAD request to the Hub endpoint, no retries, bounded by `timeout` from its start (DNS included).
+def reachable(endpoint: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """One HEAD request to `endpoint`, no retries, bounded by `timeout` from its start (DNS included); False at
+    once in offline mode (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE: gensets' one offline switch).
 
     The answer is remembered for the life of the process.
     """
     if offline_env():
         return False
-    endpoint = hub_endpoint()
     if endpoint not in _probe_results:
-        start_probe(timeout)
+        start_probe(timeout, endpoint)
         thread, answer, started = _probes[endpoint]
         thread.join(max(0.0, timeout - (time.monotonic() - started)))
         _probe_results[endpoint] = bool(answer and answer[0])
         _probes.pop(endpoint, None)
     return _probe_results[endpoint]
+
+
+def hub_reachable(timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the Hub endpoint answers (:func:`reachable`)."""
+    return reachable(hub_endpoint(), timeout)
 
 
 def ensure_reachable(spec: ModelSpec, repo_id: str | None = None) -> bool:

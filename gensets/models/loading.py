@@ -8,11 +8,15 @@
     Source.commit()     the revision recorded after loading
     load_errors(spec)   a library's exception while loading -> one ModelError line naming the spec
     expect(spec, ...)   refuses a spec the loader does not read, naming the specs it does
+    torch_checkpoint()  torchvision weights: the torch hub checkpoint file (a tiny model's folder, else
+                        TORCH_HOME's), offline and not cached: one ModelError line before any download
+    torch_home(folder)  a context in which torch.hub reads checkpoints from `folder` (a tiny model's)
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,3 +129,50 @@ def expect(spec: ModelSpec, kind: str, loader: str, what: str) -> None:
     options = [f"{kind}:<repo or path>", *(f"tiny:{k}" for k in tiny_kinds(loader))]
     use = " or ".join(filter(None, [", ".join(options[:-1]), options[-1]]))
     raise ModelError(f"model {spec.raw!r} is not {what} (use {use})")
+
+
+def torch_checkpoint(spec: ModelSpec, url: str, home: Path | None = None) -> Path:
+    """The torch hub checkpoint file that torchvision loads `url` from: under `home`/hub/checkpoints (a tiny
+    model's folder) or torch.hub's own folder (TORCH_HOME). When it is not there and the download server
+    cannot be reached (or offline mode is set), one ModelError line, before anything tries the network; when
+    it can be, the path (torchvision then downloads it and checks its hash)."""
+    from urllib.parse import urlparse
+
+    import torch
+
+    folder = home / "hub" / "checkpoints" if home is not None else Path(torch.hub.get_dir()) / "checkpoints"
+    where = urlparse(url)
+    path = folder / Path(where.path).name
+    if path.is_file():
+        return path
+    if home is not None:
+        raise ModelError(f"model {spec.raw!r}: {path.name} is missing from {folder}")
+    server = f"{where.scheme}://{where.netloc}"
+    if hub.reachable(server):
+        return path
+    reason = "offline mode is set (HF_HUB_OFFLINE)" if hub.offline_env() else f"no network access to {server}"
+    raise ModelError(
+        f"model {spec.raw!r} is not available: {reason} and {path.name} is not in the torch hub cache ({folder})"
+        " (offline); offline, `make demo` runs the same pipeline on tiny: models"
+    )
+
+
+@contextlib.contextmanager
+def torch_home(home: Path | None):
+    """Inside, torch.hub reads (and would write) checkpoints under `home`/hub (TORCH_HOME); None: unchanged."""
+    if home is None:
+        yield
+        return
+    import torch
+
+    old = os.environ.get("TORCH_HOME")
+    os.environ["TORCH_HOME"] = str(home)
+    try:
+        if Path(torch.hub.get_dir()) != home / "hub":  # torch.hub.set_dir() was called: TORCH_HOME is not read
+            raise ModelError(f"torch.hub reads {torch.hub.get_dir()}, not {home / 'hub'} (torch.hub.set_dir)")
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TORCH_HOME", None)
+        else:
+            os.environ["TORCH_HOME"] = old

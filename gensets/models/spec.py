@@ -4,6 +4,8 @@
     open_clip:<arch>/<pretrained>[@revision] | open_clip:hf-hub:org/repo[@revision] | open_clip:local-dir:PATH
     hf:<org/repo | local path>[@revision]          (transformers; the task is read from the config)
     diffusers:<org/repo | local path>[@revision]
+    torchvision:<architecture>@<WEIGHTS>            (torchvision.models, e.g. alexnet@IMAGENET1K_V1: the weights
+                                                    enum's member is required, it names the weights file)
     tiny:<kind>                                     (small random models built offline: gensets.models.tiny)
 
 The revision is the text after the last `@` when that text holds no `/` (a path may contain `@`)
@@ -13,12 +15,14 @@ parse_spec validates the grammar only: whether the name exists is found out when
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from gensets.errors import ModelError
 from gensets.registry import TINY_MODELS
 
-KINDS = ("timm", "open_clip", "hf", "diffusers", "tiny")
+KINDS = ("timm", "open_clip", "hf", "diffusers", "torchvision", "tiny")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,11 @@ def parse_spec(s: str) -> ModelSpec:
             name, revision = _split_revision(s, name)
             if name.startswith("hf-hub:") and not name[len("hf-hub:") :].strip():
                 raise ModelError(f"bad model spec {s!r}: empty repo after 'hf-hub:'")
+    elif kind == "torchvision":
+        name, sep, revision = name.partition("@")
+        if not (sep and _IDENTIFIER.match(name) and _IDENTIFIER.match(revision)):
+            raise ModelError(f"bad model spec {s!r}: expected torchvision:<architecture>@<WEIGHTS>, "
+                             "e.g. torchvision:alexnet@IMAGENET1K_V1 (a torchvision.models weights enum member)")
     else:  # hf, diffusers
         name, revision = _split_revision(s, name)
     return ModelSpec(kind=kind, name=name, revision=revision, raw=s)

@@ -29,8 +29,9 @@ class Text2Text:
         return f"Text2Text(spec={self.spec!r}, model={type(self.model).__name__})"
 
     def generate(self, inputs: list[str], seeds: list[int], *, max_new_tokens: int = 40, do_sample: bool = True,
-                 top_p: float = 0.95, temperature: float = 1.0) -> list[str]:
-        """One text per (input, seed): sampled when ``do_sample`` (else greedy, the seed unused)."""
+                 top_p: float = 0.95, temperature: float = 1.0, top_k: int = 0, min_new_tokens: int = 2) -> list[str]:
+        """One text per (input, seed): sampled when ``do_sample`` (else greedy, the seed unused); ``top_k`` 0
+        keeps every token."""
         import torch
 
         if len(inputs) != len(seeds):
@@ -38,9 +39,9 @@ class Text2Text:
         out = []
         for text, seed in zip(inputs, seeds, strict=True):
             enc = self.tokenizer([text], return_tensors="pt", truncation=True).to(self.device)
-            kwargs = dict(max_new_tokens=max_new_tokens, min_new_tokens=2, do_sample=do_sample)
+            kwargs = dict(max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, do_sample=do_sample)
             if do_sample:
-                kwargs.update(top_p=top_p, temperature=temperature, top_k=0)
+                kwargs.update(top_p=top_p, temperature=temperature, top_k=top_k)
             with torch.inference_mode(), torch.random.fork_rng(devices=[]):
                 torch.manual_seed(int(seed))
                 ids = self.model.generate(**enc, **kwargs)

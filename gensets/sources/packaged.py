@@ -1,5 +1,6 @@
 """The class lists packaged with gensets (gensets/data/): ImageNet-D's 113 classes and nuisances, and the
-22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them."""
+22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them; Borji (2022)'s
+published numbers; the WordNet superclass of each ImageNet-1k class."""
 
 from __future__ import annotations
 
@@ -16,8 +17,15 @@ def _data_text(package: str, name: str) -> str:
 
 @cache
 def genbench_datasets() -> dict:
-    """The 22 GenBench datasets (+ ImageNet-1k): name -> {classes, templates, group, metric}."""
+    """The 22 GenBench datasets (+ ImageNet-1k): name -> {classes, templates, group, metric, metric_source}
+    (metric_source: the authors' Elevater dataset config that sets the metric)."""
     return json.loads(_data_text("genbench", "datasets.json"))["datasets"]
+
+
+@cache
+def genbench_hub_copies() -> dict[str, list[str]]:
+    """Hub repos known to hold a packaged GenBench dataset's own images: name -> [repo id] (hub_copies.json)."""
+    return json.loads(_data_text("genbench", "hub_copies.json"))["copies"]
 
 
 @cache
@@ -48,3 +56,20 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
     """The packaged nuisance names of one kind (background, texture, material), in file order."""
     rows = csv.DictReader(_data_text("imagenet_d", f"{kind}.csv").splitlines())
     return [r["name"] for r in rows]
+
+
+@cache
+def borji_published() -> dict:
+    """Borji (2022)'s published numbers for what gensets can run (recognition, VQA), with their source:
+    {"source", "url", "checked", "recognition": [...], "vqa": [...]}, each number {"what", "metric", "value",
+    "approximate", "note", ...}."""
+    return json.loads(_data_text("borji", "published.json"))
+
+
+@cache
+def imagenet_superclasses() -> tuple[str, ...]:
+    """The WordNet 3.0 superclass of each ImageNet-1k class, in class-index order: the grandparent rule of
+    gensets/data/wordnet/imagenet_superclasses.json (WordNet 3.0 licence, see its LICENSE)."""
+    rows = json.loads(_data_text("wordnet", "imagenet_superclasses.json"))["classes"]
+    assert [r["index"] for r in rows] == list(range(1000))
+    return tuple(r["superclass"] for r in rows)

@@ -1,11 +1,13 @@
-"""After the build: every mode against its label's baseline (Fisher or binomial, Holm or BH), modes.json and
-the failure_* tables of state.duckdb."""
+"""After the build: every mode against its label's baseline (Fisher or binomial, Holm or BH), the target labels
+of each discovered mode (true -> target pairs against the baseline rate of the same confusion), modes.json and
+the failure_* tables of state.duckdb. Every mode and pair row names the variant behind it (prompts.variant)."""
 
 from __future__ import annotations
 
 import json
 
 from ...db import transaction
+from . import prompts
 from .config import CLUSTER_RULE
 from .stages import top1
 
@@ -56,9 +58,12 @@ def analyze(ws) -> dict:
             t = tally([r for _, r in images])
             tested.append({"id": mode["id"], "label": m["label"], "record": key, "n": t["n"],
                            "failures": t["failures"], "confusion": mode["confusion"],
-                           "confused": t["confusions"][mode["confusion"]]})
-        compared = {c["id"]: c for c in fm.compare(tested, base, test=cfg.test, correction=cfg.correction,
-                                                   alpha=cfg.alpha)}
+                           "confused": t["confusions"][mode["confusion"]], "confusions": t["confusions"]})
+        stats = dict(test=cfg.test, correction=cfg.correction, alpha=cfg.alpha)
+        compared = {c["id"]: c for c in fm.compare(tested, base, **stats)}
+        variant = prompts.variant(cfg)
+        targets = [{**r, "target_name": names[r["target"]], **variant} for r in
+                   fm.compare_targets([c for c in compared.values() if c["discovered"]], base, **stats)]
         modes = []
         for key, _, m in clusters:
             mode = m["failure_mode"]
@@ -69,7 +74,8 @@ def analyze(ws) -> dict:
                 "silhouette": mode["silhouette"], "size": mode["size"], "record": key,
                 "medoid": mode["medoid"], "members": mode["members"],
                 "member_seeds": [seeds[k] for k in mode["members"]], "captions": mode["captions"],
-                "caption": mode["caption"], "prompt": m["prompt"], "confusion": mode["confusion"],
+                "caption": mode["caption"], "description": mode["description"], "prompt": m["prompt"],
+                "superclass": m["superclass"], "confusion": mode["confusion"],
                 "confusion_name": names[mode["confusion"]] if mode["confusion"] is not None else None,
                 "regenerated": bool(images), "images": [k for k, _ in images],
                 "seeds": [r["seed"] for _, r in images],
@@ -78,18 +84,22 @@ def analyze(ws) -> dict:
                                          "baseline_confused", "p_failure", "p_failure_adjusted",
                                          "p_confusion", "p_confusion_adjusted")},
                 "discovered": bool(c.get("discovered", False)),
+                "targets": [t for t in targets if t["mode"] == mode["id"]], **variant,
             })
-        baseline = {label: {"n": b["n"], "failures": b["failures"],
+        baseline = {label: {"superclass": prompts.superclass(cfg, label),
+                            "superclass_source": "config" if label in cfg.superclasses else "WordNet 3.0",
+                            "prompt": prompts.baseline_prompt(cfg, label), "n": b["n"], "failures": b["failures"],
                             "rate": b["failures"] / b["n"] if b["n"] else None,
                             "confusions": [{"class": c, "name": names[c], "count": n}
                                            for c, n in sorted(b["confusions"].items(), key=lambda kv: (-kv[1], kv[0]))]}
                     for label, b in base.items()}
         report = {"builder": "failure-modes", "build": ws.fingerprint, "classifier": cfg.classifier,
                   "embedder": cfg.embedder, "captioner": cfg.captioner.model, "generator": cfg.generator.model,
-                  "template": cfg.template, "mode_template": cfg.mode_template, "test": cfg.test,
-                  "correction": cfg.correction, "alpha": cfg.alpha, "top_k": cfg.top_k, "cluster_rule": CLUSTER_RULE,
-                  "labels": list(cfg.labels), "baseline": baseline, "modes": modes,
-                  "discovered": [m["id"] for m in modes if m["discovered"]]}
+                  "variant": variant, "template": cfg.template, "template_text": prompts.template_text(cfg),
+                  "mode_template": cfg.mode_template, "mode_template_text": prompts.mode_template_text(cfg),
+                  "test": cfg.test, "correction": cfg.correction, "alpha": cfg.alpha, "top_k": cfg.top_k,
+                  "cluster_rule": CLUSTER_RULE, "labels": list(cfg.labels), "baseline": baseline, "modes": modes,
+                  "discovered": [m["id"] for m in modes if m["discovered"]], "targets": targets}
         _write_tables(con, report)
     finally:
         con.close()
@@ -99,11 +109,13 @@ def analyze(ws) -> dict:
 
 # the failure_* tables of state.duckdb: name -> "column:type ..." (S string, I int64, F float64, B bool)
 TABLES = {
-    "failure_baseline": "label:S n:I failures:I rate:F",
-    "failure_modes": "id:S label:S cluster:I k:I silhouette:F size:I medoid:S caption:S prompt:S confusion:I "
-                     "confusion_name:S n:I failures:I confused:I baseline_n:I baseline_failures:I "
+    "failure_baseline": "label:S superclass:S prompt:S n:I failures:I rate:F",
+    "failure_modes": "id:S label:S cluster:I k:I silhouette:F size:I medoid:S caption:S description:S prompt:S "
+                     "confusion:I confusion_name:S n:I failures:I confused:I baseline_n:I baseline_failures:I "
                      "baseline_confused:I p_failure:F p_failure_adjusted:F p_confusion:F p_confusion_adjusted:F "
-                     "discovered:B",
+                     "discovered:B template:S regeneration:S top_k:I",
+    "failure_mode_targets": "mode:S label:S target:I target_name:S n:I confused:I baseline_n:I baseline_confused:I "
+                            "p:F p_adjusted:F significant:B template:S regeneration:S top_k:I",
     "failure_mode_members": "mode:S key:S seed:I caption:S medoid:B",
     "failure_mode_images": "mode:S key:S seed:I failed:B",
 }
@@ -119,6 +131,7 @@ def _write_tables(con, report: dict) -> None:
     data = {
         "failure_baseline": [{"label": k, **v} for k, v in report["baseline"].items()],
         "failure_modes": modes,
+        "failure_mode_targets": report["targets"],
         "failure_mode_members": [{"mode": m["id"], "key": c["key"], "caption": c["caption"],
                                   "seed": m["member_seeds"][m["members"].index(c["key"])],
                                   "medoid": c["key"] == m["medoid"]} for m in modes for c in m["captions"]],

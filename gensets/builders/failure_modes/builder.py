@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...registry import BUILDERS
 from .. import base
+from . import prompts
 from .analysis import analyze
 from .config import CLUSTER_RULE, STAGES, FailureModesConfig
 from .stages import FIELDS, NAME, Context, plan, run_unit
@@ -54,11 +55,14 @@ Every image here is misclassified by `{cfg.classifier}` (its label's ImageNet cl
 top-{cfg.top_k}): an adversarial set for that classifier. Score other classifiers on it with
 `gensets eval` to see whether the failures transfer.
 
-- `baseline`: images of {len(cfg.labels)} label(s) from `{cfg.template}` ({cfg.images_per_label} per label),
+- Variant: baseline template `{cfg.template}`, regeneration `{cfg.mode_template}`, top-{cfg.top_k} failures
+  (each sample's `json.variant`).
+- `baseline`: images of {len(cfg.labels)} label(s) from `{prompts.template_text(cfg)}` (superclass: WordNet 3.0
+  grandparent unless the config names one; each sample's `json.superclass`), {cfg.images_per_label} per label,
   generator `{g.model}`, {g.steps} steps, guidance {g.guidance}, {g.width}x{g.height}.
-- `modes`: images regenerated ({cfg.images_per_mode} per mode) from `{cfg.mode_template}`, the caption
-  (by `{cfg.captioner.model}`) of the medoid of a cluster of misclassified images (embedded with
-  `{cfg.embedder}`; {CLUSTER_RULE}). Each sample's `json.failure_mode` names its mode.
+- `modes`: images regenerated ({cfg.images_per_mode} per mode) from `{prompts.mode_template_text(cfg)}`, with
+  the description (or caption, by `{cfg.captioner.model}`) of the medoid of a cluster of misclassified images
+  (embedded with `{cfg.embedder}`; {CLUSTER_RULE}). Each sample's `json.failure_mode` names its mode.
 - Modes are compared with their label's baseline by a one-sided {cfg.test} test, {cfg.correction}-corrected,
   alpha {cfg.alpha}: see `modes.json` and `gensets report failure-modes` in the build's workspace.
 

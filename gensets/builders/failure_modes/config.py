@@ -3,11 +3,13 @@ captioning and statistics settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from ...quality.thresholds import QualityFields
 from ..common import GeneratorConfig, ImageConfig, check_spec
+from .prompts import MODE_TEMPLATES, TEMPLATES
 
 STAGES = ("baseline", "clusters", "regenerate")
 CLUSTER_RULE = ("KMeans (n_init=10, random_state=seed) on L2-normalised embeddings; k in "
@@ -45,7 +47,7 @@ class CaptionConfig:
 
 
 @dataclass(frozen=True)
-class FailureModesConfig:
+class FailureModesConfig(QualityFields):
     builder: Literal["failure-modes"]
     classifier: str  # the model under test, over the ImageNet-1k label space
     labels: tuple[str, ...]  # ImageNet class names (as gensets.labels.imagenet.imagenet_names)
@@ -56,11 +58,16 @@ class FailureModesConfig:
     pretty_name: str = "Discovered failure modes (gensets)"
     license: str = "cc-by-4.0"
     seed: int = 0
-    template: str = "a realistic photograph of a {label}"
+    # the baseline prompt: a name in prompts.TEMPLATES (the paper's "wiles2022", gensets' earlier "label-only")
+    # or a template with {label} (and {superclass})
+    template: str = "wiles2022"
+    superclasses: dict[str, str] = field(default_factory=dict)  # label -> superclass (default: WordNet 3.0's)
     images_per_label: int = 100
     images_per_mode: int | None = None  # default: images_per_label
-    mode_template: str = "{caption}"  # the regeneration prompt; {caption} and {label} are filled in
-    top_k: int = 1  # an image fails when its label's class is not in the classifier's top-k
+    # the regeneration prompt: a name in prompts.MODE_TEMPLATES (the paper's "wiles2022": baseline prompt +
+    # " " + description; gensets' earlier "caption") or a template with {caption} or {description}
+    mode_template: str = "wiles2022"
+    top_k: int = 3  # an image fails when its label's class is not in the classifier's top-k (the paper's: 3)
     classifier_templates: tuple[str, ...] = ("a photo of a {}.",)  # for a zero-shot CLIP classifier
     batch_size: int = 16  # classifier batch
     clustering: ClusterConfig = ClusterConfig()
@@ -79,14 +86,24 @@ class FailureModesConfig:
         canonical = _canonical_labels(self.labels)
         if len(set(canonical)) != len(canonical):
             raise ValueError("labels: a class is listed twice")
-        for key, text, need in (("template", self.template, "{label}"),
-                                ("mode_template", self.mode_template, "{caption}")):
+        for key, text, presets, need in (("template", self.template, TEMPLATES, ["{label}"]),
+                                         ("mode_template", self.mode_template, MODE_TEMPLATES,
+                                          ["{caption}", "{description}"])):
+            if text in presets:
+                continue
+            names = ", ".join(presets)
             try:
-                text.format(label="x", caption="x")
+                text.format(label="x", superclass="x", caption="x", description="x", baseline="x")
             except (IndexError, KeyError, ValueError) as e:
-                raise ValueError(f"{key}: bad template {text!r} ({e}); use {{label}} and {{caption}}") from None
-            if need not in text:
-                raise ValueError(f"{key}: must contain {need}")
+                raise ValueError(f"{key}: bad template {text!r} ({e}); give one of {names} or a template with "
+                                 f"{' or '.join(need)}") from None
+            if not any(n in text for n in need):
+                raise ValueError(f"{key}: must be one of {names} or contain {' or '.join(need)}")
+        unknown = [k for k in self.superclasses if k.lower() not in {c.lower() for c in canonical}]
+        if unknown:
+            raise ValueError(f"superclasses: {unknown[0]!r} is not one of labels")
+        if not all(str(v).strip() for v in self.superclasses.values()):
+            raise ValueError("superclasses: a superclass is empty")
         if self.images_per_label < 1 or (self.images_per_mode is not None and self.images_per_mode < 1):
             raise ValueError("images_per_label and images_per_mode must be at least 1")
         if not 1 <= self.top_k <= 5:
@@ -97,8 +114,10 @@ class FailureModesConfig:
             raise ValueError("unit_size, shard_size and batch_size must be at least 1")
 
     def resolved(self, base_dir: Path) -> FailureModesConfig:
-        return replace(self, labels=tuple(_canonical_labels(self.labels)),
-                       images_per_mode=self.images_per_mode or self.images_per_label)
+        labels = _canonical_labels(self.labels)
+        by_lower = {label.lower(): label for label in labels}
+        return replace(self, labels=tuple(labels), images_per_mode=self.images_per_mode or self.images_per_label,
+                       superclasses={by_lower[k.lower()]: v for k, v in self.superclasses.items()})
 
 
 def _canonical_labels(labels) -> list[str]:

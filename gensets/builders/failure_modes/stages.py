@@ -10,6 +10,7 @@ from ...errors import DataError, GensetsError
 from ...records import Sample, content_id, derive_seed, provenance_of, slug
 from .. import base
 from ..common import Unit
+from . import prompts
 from .config import STAGES, FailureModesConfig, label_ids
 
 NAME = "failure-modes"
@@ -18,9 +19,12 @@ NAME = "failure-modes"
 FAILURE_MODE = [("id", "string"), ("cluster", "int64"), ("k", "int64"), ("silhouette", "float64"),
                 ("size", "int64"), ("medoid", "string"), ("members", ("list", "string")),
                 ("captions", ("list", ("struct", [("key", "string"), ("caption", "string")]))),
-                ("caption", "string"), ("confusion", "int64")]
+                ("caption", "string"), ("description", "string"), ("confusion", "int64")]
+# what names the numbers of a build (prompts.variant): baseline template, regeneration form, k of the top-k rule
+VARIANT = [("template", "string"), ("regeneration", "string"), ("top_k", "int64")]
 # the provenance fields failure-mode builds add to the common provenance (records.schema)
-FIELDS = (("imagenet_ids", ("list", "int64")), *surrogates.FIELDS, ("failure_mode", ("struct", FAILURE_MODE)))
+FIELDS = (("imagenet_ids", ("list", "int64")), ("superclass", "string"), ("variant", ("struct", VARIANT)),
+          *surrogates.FIELDS, ("failure_mode", ("struct", FAILURE_MODE)))
 
 
 def plan(cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> list[Unit]:
@@ -36,7 +40,8 @@ def plan(cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> li
         for label in cfg.labels:
             n = cfg.images_per_label
             for start in range(0, n, cfg.unit_size):
-                payload = {**base, **models, "label": label, "imagenet_id": ids[label], "template": cfg.template,
+                payload = {**base, **models, "label": label, "imagenet_id": ids[label],
+                           "prompt": prompts.baseline_prompt(cfg, label),
                            "images": [start, min(n, start + cfg.unit_size)]}
                 units.append(Unit(content_id(payload), payload))
         return units
@@ -54,7 +59,8 @@ def plan(cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> li
                 continue
             payload = {**base, "label": label, "imagenet_id": ids[label], "failures": rows,
                        "embedder": cfg.embedder, "captioner": to_dict(cfg.captioner),
-                       "clustering": to_dict(cfg.clustering)}
+                       "clustering": to_dict(cfg.clustering), "baseline_prompt": prompts.baseline_prompt(cfg, label),
+                       "mode_template": prompts.mode_template_text(cfg)}
             units.append(Unit(content_id(payload), payload))
         return units
     records = [s for _, s in _committed(workspace, plan(cfg, "clusters", workspace))]
@@ -66,6 +72,7 @@ def plan(cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> li
         for start in range(0, n, cfg.unit_size):
             payload = {**base, **models, "label": s.meta["label"], "imagenet_id": ids[s.meta["label"]],
                        "mode": mode["id"], "cluster": mode["cluster"], "caption": mode["caption"],
+                       "description": mode["description"],
                        "medoid": mode["medoid"], "confusion": mode["confusion"], "prompt": s.meta["prompt"],
                        "images": [start, min(n, start + cfg.unit_size)]}
             units.append(Unit(content_id(payload), payload))
@@ -153,7 +160,7 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     rows = []
     for i in range(*p["images"]):
         if p["stage"] == "baseline":
-            rows.append({"key": f"base_{slug(label)}_{i:04d}", "prompt": p["template"].format(label=label),
+            rows.append({"key": f"base_{slug(label)}_{i:04d}", "prompt": p["prompt"],
                          "seed": derive_seed(p["seed"], "baseline", label, i)})
         else:
             rows.append({"key": f"mode_{p['mode']}_{i:04d}", "prompt": p["prompt"],
@@ -165,12 +172,14 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     generator = g.provenance(gen)
     config = "baseline" if p["stage"] == "baseline" else "modes"
     mode = None if config == "baseline" else mode_meta(id=p["mode"], cluster=p["cluster"], caption=p["caption"],
-                                                        medoid=p["medoid"], confusion=p["confusion"])
+                                                        description=p["description"], medoid=p["medoid"],
+                                                        confusion=p["confusion"])
     index = list(cfg.labels).index(label)
     out = []
     for r, data, v in zip(rows, images, verdicts, strict=True):
         meta = provenance_of(FIELDS, builder=NAME, key=r["key"], build=build_id, unit=unit.id, config=config,
                           label=label, label_index=index, imagenet_ids=[p["imagenet_id"]], prompt=r["prompt"],
+                          superclass=prompts.superclass(cfg, label), variant=prompts.variant(cfg),
                           negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
                           width=g.width, height=g.height, generator=generator, source=g.model,
                           surrogate_top_k=cfg.top_k, surrogates=v.surrogates, surrogate_failures=v.failures,
@@ -225,11 +234,13 @@ def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         mode = mode_meta(id=mode_id, cluster=j, k=result.k, silhouette=result.silhouette, size=len(members),
                          medoid=rows[m]["key"], members=[rows[i]["key"] for i in members],
                          captions=[{"key": rows[i]["key"], "caption": captions[i]} for i in members],
-                         caption=caption, confusion=fm.most_common([rows[i]["top1"] for i in members]))
+                         caption=caption, description=prompts.description(caption, cc.prompt),
+                         confusion=fm.most_common([rows[i]["top1"] for i in members]))
         key = f"cluster_{mode_id}"
         meta = provenance_of(FIELDS, builder=NAME, key=key, build=build_id, unit=unit.id, config="clusters",
                           label=label, label_index=index, imagenet_ids=[p["imagenet_id"]],
-                          prompt=cfg.mode_template.format(caption=caption, label=label),
+                          superclass=prompts.superclass(cfg, label), variant=prompts.variant(cfg),
+                          prompt=prompts.regeneration_prompt(cfg, label, caption),
                           source=rows[m]["key"], kept=False, failure_mode=mode)
         out.append(Sample(key, samples[m].image, samples[m].ext, index, meta))
     return out

@@ -2,26 +2,38 @@
 
 Classes come from one of the 22 packaged GenBench datasets (gensets/data/genbench/datasets.json: class
 names, CLIP templates, group, metric), from any Hugging Face image-classification dataset (the names of
-its ClassLabel feature) or from a local folder (one sub-folder per class). The six prompt strategies:
+its ClassLabel feature) or from a local folder (one sub-folder per class). The strategies, as the authors' code
+(Luodian/GenBench, generation_utils.py) makes them by default (``variant: authors``; strategies.py cites each
+line, and where the paper's text differs):
 
-    ST  simple template          "a photo of a {class}"
+    ST  simple template          the bare class name ("{}")
     DT  defined templates        the dataset's CLIP prompt templates
-    CE  category enhancement     a seq2seq model expands the class name into a sentence (the prompt)
-    RD  restrictive description  "a photo of a {class}, ((sharp focus)), ((highly detailed)), ((hires))"
-    NP  negative prompts         ST, with a seeded sample of the dataset's other class names plus quality
-                                 negatives ("((deformed)), blurry, lowres, ...") as the negative prompt
-    RA  retrieval augmented      ST, image-to-image from a real reference image of the class
+    CE  category enhancement     mrm8488/t5-base-finetuned-common_gen expands the class name (keytotext style),
+                                 sampled; the distinct sentences are the prompts
+    RD  restrictive description  DT + ",highly detailed,hires,8k,sharp focus"
+    NP  negative prompts         DT, with every other class name of the dataset plus quality negatives
+                                 ("((disfigured)), ((bad art)), ...") as the negative prompt
+    RA  retrieval augmented      ST, image-to-image from retrieved reference images of the class (a retrieval
+                                 source the user names; the evaluated dataset's own images only with
+                                 ``reference.allow_dataset_split``, recorded in every sample)
 
-Every strategy yields a pool of prompts per class (ST, RD, NP, RA: one; DT: the templates; CE: N
-expansions, each sampled under its own seed). Shot i of a class takes entry ``order_r[i mod n]`` of the
-pool, where ``order_r`` is a shuffle of the pool drawn with the seed of round ``r = i div n``: K <= n gives
-a seeded subset without repeats, and when K exceeds the pool the prompts are drawn again, round after
-round, each round's seed recorded in the sample (``prompting.draw_seed``). RA draws its init image from
-the class's reference images the same way. One published config per (dataset, strategy), split ``train``;
-a work unit is one (strategy, class, chunk of shots).
+Two data types that are not generated are registered like strategies (baselines.py): ``original`` (K images per
+class of the dataset's own training split, a seeded draw) and ``retrieval`` (K per class from a user's pool of
+captioned images, ranked by CLIP similarity with the class's queries); they combine with nothing.
+
+Strategies compose: ``NP+RD`` (Table 2's "w/ NP, RD": DT with both), ``CE+RD``, ``ST+NP``: one prompt source (ST,
+DT, CE) and modifiers (RD, NP, RA); a modifier alone builds on ``builds_on`` (DT). ``variant: gensets-v1`` keeps
+gensets' earlier readings ("a photo of a {}", RD and NP on it, 10 sampled other names, flan-t5 CE, a prompt per shot).
+
+Prompts per class (``sampling: authors``): K / images_per_prompt (16 x 4 at paper scale) prompts, the pool repeated,
+shuffled and cut, each prompt giving images_per_prompt images; CE draws its sentences (prompts + 50 samples, the
+distinct ones, a seeded sample of them). ``sampling: rounds``: shot i takes entry ``order_r[i mod n]`` of the pool,
+a shuffle per round ``r = i div n``. Every seed is recorded (``prompting.draw_seed``, ``expansion_seed``). RA draws
+its init image from the class's reference images round by round. One published config per (dataset, strategy),
+split ``train``; a work unit is one (strategy, class, chunk of shots).
 
 The package: ``config.py`` (the config), ``strategies.py`` (one registered class per strategy),
-``references.py`` (RA's images), ``builder.py`` (plan, prompts, run), ``card.py`` and ``cost.py``.
+``references.py`` (RA's images), ``baselines.py`` (original and retrieved data), ``builder.py`` (plan, prompts, run), ``card.py`` and ``cost.py``.
 
 Where the files lie never enters a build: paths in the config stay as written (relative to the config file),
 seeds and unit ids know a local dataset or reference folder by its name (:func:`source_name`) and RA's
@@ -30,8 +42,9 @@ and files copied to another directory (paths written relative to the config) bui
 """
 
 from .builder import Context, GenBenchBuilder, plan, run_unit, unit_prompts
-from .config import GenBenchConfig, config_name, selected
-from .strategies import QUALITY_NEGATIVES, RESTRICTIVE, Strategy, draw, fill
+from .config import VARIANTS, GenBenchConfig, config_name, selected
+from .strategies import QUALITY_NEGATIVES, RESTRICTIVE, Strategy, draw, fill, keytotext_inputs, parts_of
 
-__all__ = ["Context", "GenBenchBuilder", "GenBenchConfig", "QUALITY_NEGATIVES", "RESTRICTIVE", "Strategy",
-           "config_name", "draw", "fill", "plan", "run_unit", "selected", "unit_prompts"]
+__all__ = ["VARIANTS", "Context", "GenBenchBuilder", "GenBenchConfig", "QUALITY_NEGATIVES", "RESTRICTIVE", "Strategy",
+           "config_name", "draw", "fill", "keytotext_inputs", "parts_of", "plan", "run_unit", "selected",
+           "unit_prompts"]

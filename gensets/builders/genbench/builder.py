@@ -7,14 +7,15 @@ import time
 from ...config import to_dict
 from ...errors import DataError
 from ...records import Sample, content_id, derive_seed, slug
-from ...registry import BUILDERS, STRATEGIES
+from ...registry import BUILDERS
 from ...sources.classes import source_name
 from ...timings import record_timing
 from .. import base
 from ..common import Unit
 from .card import card_body
-from .config import GenBenchConfig, config_name, selected
+from .config import GenBenchConfig, config_name, prompts_per_class, selected
 from .references import Reference, load_references, reference_files
+from .strategies import compose
 
 CITATION = """
 @article{li2023genbench,
@@ -23,25 +24,37 @@ CITATION = """
   journal = {arXiv preprint arXiv:2307.13697},
   year    = {2023}
 }"""
-# the provenance fields GenBench adds to the common provenance (records.schema): the strategy, and how the prompt was made (the template,
-# the seeded draw from the strategy's prompt pool, a seq2seq expansion (CE), an init image (RA))
-PROMPTING = [("template", "string"), ("draw_seed", "int64"), ("expansion_model", "string"),
-             ("expansion_revision", "string"), ("expansion_input", "string"), ("expansion_seed", "int64"),
-             ("init_image", "string"), ("init_image_sha256", "string"), ("strength", "float64")]
-FIELDS = (("strategy", "string"), ("prompting", ("struct", PROMPTING)))
+# the provenance fields GenBench adds to the common provenance (records.schema): the strategy as the config names
+# it, and how the prompt was made: the variant of readings, the prompt source (ST, DT, CE), the template, the
+# seeded draw from the strategy's prompt pool, a seq2seq expansion (CE), an init image and where it came from (RA)
+PROMPTING = [("variant", "string"), ("prompt_source", "string"), ("template", "string"), ("draw_seed", "int64"),
+             ("expansion_model", "string"), ("expansion_revision", "string"), ("expansion_input", "string"),
+             ("expansion_seed", "int64"), ("init_image", "string"), ("init_image_sha256", "string"),
+             ("strength", "float64"), ("reference_source", "string"), ("allow_dataset_split", "bool")]
+# the data types that are not generated (baselines.py: original, retrieval): where each image came from
+DATA = [("type", "string"), ("item", "string"), ("sha256", "string"), ("caption", "string"), ("query", "string"),
+        ("score", "float64"), ("draw_seed", "int64")]
+FIELDS = (("strategy", "string"), ("prompting", ("struct", PROMPTING)), ("data", ("struct", DATA)))
 
 
-def strategy(name: str):
-    """The registered strategy ``name`` (an instance)."""
-    return STRATEGIES.get(name)()
+def key_of(p: dict, i: int) -> str:
+    """Shot ``i``'s sample key in unit payload ``p``: the shot index last, so a K-shot subset is ``shot < K``."""
+    return f"{slug(p['strategy'])}_{p['label_index']:04d}_{slug(p['class'])}_{i:04d}"
+
+
+def shot_of(key: str) -> int:
+    """The shot index of a GenBench sample key (:func:`key_of`)."""
+    return int(key.rsplit("_", 1)[1])
 
 
 def plan(cfg: GenBenchConfig) -> list[Unit]:
     """Deterministic work units: (strategy, class, chunk of shots), ids from content (the dataset by
     :func:`source_name`, RA's folder references by path in the folder and sha256)."""
     gen, image = to_dict(cfg.generator), to_dict(cfg.image)
-    strategies = {name: strategy(name) for name in cfg.strategies}
+    parts = {name: cfg.parts(name) for name in cfg.strategies}
+    strategies = {name: compose(p) for name, p in parts.items()}
     files = reference_files(cfg) if any("references" in s.needs for s in strategies.values()) else None
+    sampling = {"mode": cfg.sampling, "prompts": prompts_per_class(cfg), "images_per_prompt": cfg.images_per_prompt}
     units = []
     for name_of_strategy, st in strategies.items():
         for index, name in selected(cfg):
@@ -50,9 +63,10 @@ def plan(cfg: GenBenchConfig) -> list[Unit]:
                 payload = {
                     "builder": "genbench", "dataset": source_name(cfg.dataset), "dataset_name": cfg.dataset_name,
                     "config": config_name(cfg.dataset_name, name_of_strategy), "strategy": name_of_strategy,
+                    "parts": parts[name_of_strategy], "variant": cfg.variant, "sampling": sampling,
                     "class": name, "label_index": index,
                     "shots": list(range(start, min(start + cfg.unit_size, cfg.shots))),
-                    "seed": cfg.seed, "generator": gen, "image": image, **pool}
+                    "seed": cfg.seed, "generator": gen, "image": image, "resize": cfg.resize, **pool}
                 units.append(Unit(id=content_id(payload), payload=payload))
     return units
 
@@ -65,13 +79,14 @@ def unit_prompts(unit: Unit, expand=None, references: list | None = None) -> lis
     """
     p = unit.payload
     s, name = p["strategy"], p["class"]
-    st = strategy(s)
+    st = compose(p["parts"])
     base_seed = (p["seed"], p["dataset"], s, name)
     rows = []
     for i in p["shots"]:
-        row = {"key": f"{s.lower()}_{p['label_index']:04d}_{slug(name)}_{i:04d}", "shot": i,
+        row = {"key": key_of(p, i), "shot": i,
                "seed": derive_seed(*base_seed, i), "negative_prompt": p["generator"]["negative_prompt"],
-               "prompting": {"template": None, "draw_seed": None}}
+               "prompting": {"variant": p["variant"], "prompt_source": p["parts"][0], "template": None,
+                             "draw_seed": None}}
         st.shot(p, i, base_seed, row, references)
         rows.append(row)
     st.finish(rows, expand)
@@ -84,9 +99,11 @@ class Context(base.Context):
 
     def __init__(self, cfg: GenBenchConfig):
         super().__init__(cfg)
-        self.needs = {n for name in cfg.strategies for n in strategy(name).needs}
+        self.needs = {n for name in cfg.strategies for n in compose(cfg.parts(name)).needs}
         self._text = None
         self._references = None
+        self._retrieval = None
+        self._expansions: dict[tuple[str, int], str] = {}  # (input, seed) -> text: CE draws, shared by units
 
     def load(self) -> None:
         super().load()
@@ -94,6 +111,8 @@ class Context(base.Context):
             self.text  # noqa: B018
         if "references" in self.needs:
             self.references  # noqa: B018
+        if "retrieval" in self.needs:
+            self.retrieval  # noqa: B018
 
     @property
     def text(self):
@@ -109,17 +128,36 @@ class Context(base.Context):
             self._references = load_references(self.cfg)
         return self._references
 
+    @property
+    def retrieval(self) -> dict[str, dict]:
+        """The retrieval baseline's ranked pool items per selected class, and each class's query seconds."""
+        if self._retrieval is None:
+            from .baselines import retrieve
+
+            self._retrieval = retrieve(self.cfg, [n for _, n in selected(self.cfg)])
+        return self._retrieval
+
     def expand(self, inputs: list[str], seeds: list[int]) -> list[str]:
+        """One text per (input, seed), each computed once per process (every unit of a class draws the same
+        sentences under the authors' sampling)."""
         e = self.cfg.expansion
-        return self.text.generate(inputs, seeds, max_new_tokens=e.max_new_tokens, do_sample=e.do_sample,
-                                  top_p=e.top_p, temperature=e.temperature)
+        todo = list(dict.fromkeys(k for k in zip(inputs, seeds, strict=True) if k not in self._expansions))
+        if todo:
+            texts = self.text.generate([t for t, _ in todo], [s for _, s in todo], max_new_tokens=e.max_new_tokens,
+                                       min_new_tokens=e.min_new_tokens, do_sample=e.do_sample, top_p=e.top_p,
+                                       top_k=e.top_k, temperature=e.temperature)
+            self._expansions.update(zip(todo, texts, strict=True))
+        return [self._expansions[k] for k in zip(inputs, seeds, strict=True)]
 
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Make the unit's prompts, generate its images (timed), encode them, record their provenance."""
     p = unit.payload
     cfg, g = ctx.cfg, ctx.cfg.generator
-    needs = strategy(p["strategy"]).needs
+    st = compose(p["parts"])
+    if st.kind == "data":  # original or retrieved images (baselines.py)
+        return st.run(unit, ctx, build_id)
+    needs = st.needs
     ra = "references" in needs
     refs = ctx.references[p["class"]] if ra else None
     if ra and p["reference"].get("files") not in (None, [[r.id, r.sha256] for r in refs]):
@@ -131,7 +169,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     images, seconds = base.generate_encoded(
         ctx.generator, g, cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows],
         negative_prompts=[r["negative_prompt"] for r in rows],
-        init_images=[refs[r["reference"]].image() for r in rows] if ra else None, strength=cfg.reference.strength)
+        init_images=[refs[r["reference"]].image() for r in rows] if ra else None, strength=cfg.reference.strength,
+        resize=cfg.resize)
     record_timing(build_id, unit.id, len(rows), seconds, expansion_seconds)
     gen = ctx.generator
     generator = g.provenance(gen, gen.img2img_pipe().__class__.__name__ if ra else None)
@@ -159,7 +198,8 @@ class GenBenchBuilder(base.Builder):
     description = (
         "Generated training images for image classification: K shots per class of a downstream dataset, "
         "one config per prompt strategy (simple template, defined templates, category enhancement, "
-        "restrictive description, negative prompts, retrieval augmented), after GenBench (Li et al., 2023). "
+        "restrictive description, negative prompts, retrieval augmented, and their combinations), after "
+        "GenBench (Li et al., 2023), as the authors' code makes them. "
         "Score them with CLER: `gensets report genbench`.")
     citation = CITATION
     Config = GenBenchConfig

@@ -1,68 +1,115 @@
-"""GenBench's config: the dataset and its classes, the strategies, CE's expansion model, NP's negatives, RA's
-references, the cost figures."""
+"""GenBench's config: the dataset and its classes, the strategies and how their prompts are made (a ``variant``
+of readings: the authors' code by default), CE's expansion model, NP's negatives, RA's references, the cost."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
-from ...registry import STRATEGIES
+from ...quality.thresholds import QualityFields
 from ...sources.classes import DatasetInfo, dataset_info, split_rev
-from ...sources.packaged import genbench_datasets
+from ...sources.packaged import genbench_datasets, genbench_hub_copies
 from ..common import GeneratorConfig, ImageConfig, check_spec
-from .strategies import QUALITY_NEGATIVES, RESTRICTIVE
+from . import strategies as S
+from .strategies import STRATEGY_NAMES, parts_of
 
 METRICS = ("accuracy", "mean-per-class", "11-point-map", "roc-auc")
+
+# The readings of how prompts are made; a config key left out (null) takes its variant's value. "authors" is
+# the authors' code (Luodian/GenBench generation_utils.py and pipeline.py, see strategies.py for each line);
+# "gensets-v1" is what gensets did before issue #12, kept as a named option.
+VARIANTS: dict[str, dict] = {
+    "authors": {
+        "simple_template": "{}",  # sampling_images: language_enc == "simple_template" -> ["{}"]
+        "restrictive": S.RESTRICTIVE,  # sharp_focus: template + ",highly detailed,hires,8k,sharp focus"
+        "builds_on": "DT",  # RD and NP act on the lang_enc (CLIP) templates: Table 6, Table 2 "w/ NP, RD"
+        "sampling": "authors",  # total_num_temps prompts per class, sample_num images each
+        "images_per_prompt": 4,  # pipeline.py: --sample_num 4 (num_images_per_prompt)
+        "negative": {"classes": "all", "quality": S.QUALITY_NEGATIVES},  # neg_prompts
+        "expansion": {  # process_classnames: keytotext_pipeline("mrm8488/t5-base-finetuned-common_gen")
+            "model": "hf:mrm8488/t5-base-finetuned-common_gen", "input": S.KEYTOTEXT, "prompts": None,
+            "draws": None,  # None: prompts per class + 50 (num + 50)
+            # nlp([n], num_return_sequences=1, do_sample=True): transformers' generation defaults otherwise
+            "max_new_tokens": 19, "min_new_tokens": 0, "do_sample": True, "top_p": 1.0, "top_k": 50,
+            "temperature": 1.0},
+        # tools/prep_retrieval.py: --ref_shot=20; sampling_images_i2i is not published: diffusers' default strength
+        "reference": {"per_class": 20, "strength": 0.8},
+    },
+    "gensets-v1": {
+        "simple_template": "a photo of a {}", "restrictive": S.V1_RESTRICTIVE, "builds_on": "ST", "sampling": "rounds",
+        "images_per_prompt": 1,
+        "negative": {"classes": 10, "quality": S.V1_QUALITY_NEGATIVES},
+        "expansion": {"model": "hf:google/flan-t5-base", "input": "Write a short sentence describing a photo of a {}.",
+                      "prompts": 8, "draws": None, "max_new_tokens": 40, "min_new_tokens": 2, "do_sample": True,
+                      "top_p": 0.95, "top_k": 0, "temperature": 1.0},
+        "reference": {"per_class": 5, "strength": 0.75},
+    },
+}
 
 
 def _config_slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "dataset"
 
 
+def _letters(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
 @dataclass(frozen=True)
 class ExpansionConfig:
-    """CE: the seq2seq model that expands a class name into a sentence, and how."""
+    """CE: the seq2seq model that expands a class name into a sentence, and how (null: the variant's value)."""
 
-    model: str = "hf:google/flan-t5-base"  # any transformers seq2seq model spec, or tiny:t5
-    input: str = "Write a short sentence describing a photo of a {}."  # {} is the class name
-    prompts: int = 8  # expansions per class: the CE prompt pool
-    max_new_tokens: int = 40
-    do_sample: bool = True
-    top_p: float = 0.95
-    temperature: float = 1.0
+    model: str | None = None  # any transformers seq2seq model spec, or tiny:t5
+    input: str | None = None  # "keytotext" (the class name as keytotext gives it) or a template with {}
+    prompts: int | None = None  # sampling rounds: the CE pool (sentences per class, each under its own seed)
+    draws: int | None = None  # sampling authors: sentences sampled per class (null: prompts per class + 50)
+    max_new_tokens: int | None = None
+    min_new_tokens: int | None = None
+    do_sample: bool | None = None
+    top_p: float | None = None
+    top_k: int | None = None  # 0: no top-k filtering
+    temperature: float | None = None
 
     def validate(self, base_dir: Path) -> None:
-        check_spec(self.model, "model")
-        if "{}" not in self.input:
-            raise ValueError("input: must contain {} for the class name")
-        if self.prompts < 1 or self.max_new_tokens < 1:
-            raise ValueError("prompts and max_new_tokens must be at least 1")
+        if self.model is not None:
+            check_spec(self.model, "model")
+        if self.input is not None and self.input != S.KEYTOTEXT and "{}" not in self.input:
+            raise ValueError(f"input: {S.KEYTOTEXT!r} or a template that contains {{}} for the class name")
+        for key in ("prompts", "draws", "max_new_tokens"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1")
+        if (self.min_new_tokens or 0) < 0 or (self.top_k or 0) < 0:
+            raise ValueError("min_new_tokens and top_k must be at least 0")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError("top_p: must be in (0, 1]")
 
 
 @dataclass(frozen=True)
 class NegativeConfig:
-    """NP: other class names of the dataset (a seeded sample per image) plus quality negatives."""
+    """NP: other class names of the dataset (all, or a seeded sample of N per image) plus quality negatives."""
 
-    classes: int = 10
-    quality: str = QUALITY_NEGATIVES
+    classes: Literal["all"] | int | None = None
+    quality: str | None = None
 
     def validate(self, base_dir: Path) -> None:
-        if self.classes < 0:
-            raise ValueError("classes: must be at least 0")
+        if isinstance(self.classes, int) and self.classes < 0:
+            raise ValueError("classes: 'all' or at least 0")
 
 
 @dataclass(frozen=True)
 class ReferenceConfig:
-    """RA: real reference images of each class, the init images of image-to-image generation."""
+    """RA: retrieved reference images of each class, the init images of image-to-image generation."""
 
-    source: str | None = None  # folder:<path> (class_name/*.jpg) or hf:<repo or path>[@rev]
+    source: str | None = None  # folder:<path> (class_name/*.jpg) or hf:<repo or path>[@rev] of retrieved images
     split: str = "train"  # hf: the split to take references from
     hf_config: str | None = None
     label_column: str | None = None  # hf: the ClassLabel column (default: the first)
-    per_class: int = 5  # the first N images of each class
-    strength: float = 0.75  # image-to-image strength (1.0 ignores the reference)
+    per_class: int | None = None  # the first N images of each class (null: the variant's)
+    strength: float | None = None  # image-to-image strength (1.0 ignores the reference; null: the variant's)
+    allow_dataset_split: bool = False  # take the evaluated dataset's own images anyway (recorded in every sample)
 
     def validate(self, base_dir: Path) -> None:
         if self.source is not None:
@@ -71,10 +118,54 @@ class ReferenceConfig:
                 raise ValueError(f"source: expected folder:<path> or hf:<repo or path>, got {self.source!r}")
             # a folder is looked for where the config lies: GenBenchConfig.validate (a workspace's frozen
             # copy keeps the path as written, relative to the config it was built from)
-        if self.per_class < 1:
+        if self.per_class is not None and self.per_class < 1:
             raise ValueError("per_class: must be at least 1")
-        if not 0 < self.strength <= 1:
+        if self.strength is not None and not 0 < self.strength <= 1:
             raise ValueError("strength: must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class OriginalConfig:
+    """The original-data baseline (strategy ``original``, GenBench Sec. 2.4, Fig. 3): K images per class drawn
+    with a recorded seed from the dataset's own training split."""
+
+    source: str | None = None  # folder:<path> (class_name/*.jpg) or hf:<repo or path>[@rev]; null: the dataset
+    split: str = "train"  # hf: the split
+    hf_config: str | None = None
+    label_column: str | None = None  # hf: the ClassLabel column (default: the first)
+
+    def validate(self, base_dir: Path) -> None:
+        if self.source is not None:
+            kind, sep, rest = self.source.partition(":")
+            if not sep or kind not in ("folder", "hf") or not rest:
+                raise ValueError(f"source: expected folder:<path> or hf:<repo or path>, got {self.source!r}")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The retrieval baseline (strategy ``retrieval``, GenBench Sec. 2.4, Table 1; MTS Sec. 3.3): images of a
+    pool the user provides, ranked per class by CLIP similarity with the class's queries (its templates filled
+    in). Defaults: the authors' retrieval (``t2t_sep_prompt_30nn`` in tools/prep_retrieval.py: text-to-text, one
+    query per template, 30 nearest neighbours each) and MTS over the best 10 (tools/text_similarity.py,
+    ``ref_shot = 10``)."""
+
+    pool: str | None = None  # folder:<path> (images, each with a <stem>.txt caption) or hf:<repo or path>[@rev]
+    split: str = "train"  # hf: the split
+    hf_config: str | None = None
+    caption_column: str = "caption"  # hf: the text column
+    clip: str = "open_clip:ViT-B-32/openai"  # the CLIP model that embeds queries and captions (or images)
+    mode: Literal["text-to-text", "text-to-image"] = "text-to-text"
+    neighbours: int = 30  # nearest pool items per query
+    mts_shot: int = 10  # MTS: the mean over each class's best N retrieved images
+
+    def validate(self, base_dir: Path) -> None:
+        if self.pool is not None:
+            kind, sep, rest = self.pool.partition(":")
+            if not sep or kind not in ("folder", "hf") or not rest:
+                raise ValueError(f"pool: expected folder:<path> or hf:<repo or path>, got {self.pool!r}")
+        check_spec(self.clip, "clip")
+        if self.neighbours < 1 or self.mts_shot < 1:
+            raise ValueError("neighbours and mts_shot must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -89,6 +180,9 @@ class CostConfig:
     currency: str = "USD"
     hardware: str = ""  # what the price is for, e.g. "1x A100 80GB, on demand"
     reference: dict[str, ReferenceCost] = field(default_factory=dict)  # other ways to get an image
+    # the original-data baseline's price per labelled image, with its source: required with `original` (the
+    # paper's Amazon Turk figure could not be verified, so gensets sets no default)
+    labelling: ReferenceCost | None = None
 
     def validate(self, base_dir: Path) -> None:
         if self.price_per_hour < 0:
@@ -96,7 +190,7 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
-class GenBenchConfig:
+class GenBenchConfig(QualityFields):
     builder: Literal["genbench"]
     generator: GeneratorConfig
     name: str = "genbench"
@@ -111,13 +205,21 @@ class GenBenchConfig:
     classes: Literal["all"] | tuple[str, ...] = "all"  # the classes to generate
     metric: Literal["accuracy", "mean-per-class", "11-point-map", "roc-auc"] | None = None  # default: packaged
     shots: int = 16  # K images per class and strategy
-    strategies: tuple[Annotated[str, STRATEGIES], ...] = ("ST",)  # registered names (strategies.py)
-    simple_template: str = "a photo of a {}"
+    # registered names (strategies.py), or several joined by "+": NP+RD (Table 2's "w/ NP, RD")
+    strategies: tuple[Annotated[str, STRATEGY_NAMES], ...] = ("ST",)
+    variant: Literal["authors", "gensets-v1"] = "authors"  # the readings the keys left out take (VARIANTS)
+    sampling: Literal["authors", "rounds"] | None = None  # how shots get prompts from a strategy's pool
+    images_per_prompt: int | None = None  # sampling authors: K / images_per_prompt prompts per class
+    simple_template: str | None = None  # ST
     templates: tuple[str, ...] = ()  # DT; default: the dataset's own CLIP templates (others: ImageNet's)
-    restrictive: str = RESTRICTIVE
+    restrictive: str | None = None  # RD: appended to each prompt as it is
+    builds_on: Literal["ST", "DT", "CE"] | None = None  # the prompt source of RD and NP when a strategy names none
     expansion: ExpansionConfig = ExpansionConfig()
     negative: NegativeConfig = NegativeConfig()
     reference: ReferenceConfig = ReferenceConfig()
+    original: OriginalConfig = OriginalConfig()  # the original-data baseline (strategy `original`)
+    retrieval: RetrievalConfig = RetrievalConfig()  # the retrieval baseline (strategy `retrieval`)
+    resize: int | None = None  # the stored images' side, resized (bicubic) after generation; null: as generated
     cost: CostConfig = CostConfig()
     image: ImageConfig = ImageConfig()
     unit_size: int = 8  # shots per work unit
@@ -132,23 +234,55 @@ class GenBenchConfig:
                                d.get("group", "custom"))
         return dataset_info(self.dataset, base_dir, self.hf_config, self.label_column)
 
+    def parts(self, strategy: str) -> list[str]:
+        """The registered strategies ``strategy`` is made of, its prompt source first."""
+        return parts_of(strategy, self.builds_on or VARIANTS[self.variant]["builds_on"])
+
     def validate(self, base_dir: Path | None) -> None:
         if not self.strategies:
-            raise ValueError("strategies: give at least one of " + ", ".join(STRATEGIES.names()))
-        if len(set(self.strategies)) != len(self.strategies):
-            raise ValueError("strategies: each strategy at most once")
+            raise ValueError("strategies: give at least one of " + ", ".join(STRATEGY_NAMES.names()))
+        seen: dict = {}
+        for s in self.strategies:
+            try:
+                parts = self.parts(s)
+            except ValueError as e:
+                raise ValueError(f"strategies: {e}") from None
+            key = (parts[0], frozenset(parts[1:]))
+            if key in seen:
+                raise ValueError(f"strategies: {s!r} is {seen[key]!r} again")
+            seen[key] = s
         if self.shots < 1 or self.unit_size < 1 or self.shard_size < 1:
             raise ValueError("shots, unit_size and shard_size must be at least 1")
-        for key, t in [("simple_template", self.simple_template)] + [("templates", t) for t in self.templates]:
-            if "{}" not in t and "{c}" not in t:
+        if (self.images_per_prompt is not None and self.images_per_prompt < 1) or (self.resize or 1) < 1:
+            raise ValueError("images_per_prompt and resize must be at least 1")
+        checked = [("simple_template", self.simple_template)] + [("templates", t) for t in self.templates]
+        for key, t in checked:
+            if t is not None and "{}" not in t and "{c}" not in t:
                 raise ValueError(f"{key}: {t!r} must contain {{}} for the class name")
-        if "RA" in self.strategies and not self.reference.source:
-            raise ValueError("reference.source: RA needs reference images: folder:<path> (class_name/*.jpg) "
-                             "or hf:<dataset>")
+        if self.restrictive is not None and ("{" in self.restrictive or "}" in self.restrictive):
+            raise ValueError("restrictive: no braces: it is appended to the prompt as it is")
+        if any("RA" in mods for _, mods in seen) and not self.reference.source:
+            raise ValueError("reference.source: RA needs reference images of each class, e.g. retrieved ones "
+                             "(the paper: LAION-400M): folder:<path> (class_name/*.jpg) or hf:<dataset>")
+        if any(p == "original" for p, _ in seen):
+            if not (self.original.source or self.dataset.startswith(("hf:", "folder:"))):
+                raise ValueError(f"original.source: the original-data baseline needs the images of {self.dataset}: "
+                                 "folder:<path> (class_name/*.jpg) or hf:<dataset>")
+            if self.cost.labelling is None:
+                raise ValueError("cost.labelling: the original-data baseline needs a price per labelled image and "
+                                 "its source ({per_image: ..., source: ...})")
+        if any(p == "retrieval" for p, _ in seen) and not self.retrieval.pool:
+            raise ValueError("retrieval.pool: the retrieval baseline needs a pool of images with captions: "
+                             "folder:<path> (image + <stem>.txt) or hf:<dataset>")
         src = self.reference.source or ""
         # the folder is checked where the config lies (base_dir None: a workspace's frozen copy, see gensets.config)
         if src.startswith("folder:") and base_dir is not None and not (base_dir / src[len("folder:"):]).is_dir():
             raise ValueError(f"reference: source: folder not found: {base_dir / src[len('folder:'):]}")
+        own = self.own_data(base_dir) if src and not self.reference.allow_dataset_split else None
+        if own:
+            raise ValueError(f"reference: source: {src} is the evaluated dataset's own data ({own}); RA starts from "
+                             "retrieved images (the paper: LAION-400M): name a retrieval source, or set "
+                             "reference.allow_dataset_split: true to take it anyway")
         names = self.info(base_dir).classes
         if len(set(names)) != len(names):
             raise ValueError("class_names: class names must be unique")
@@ -158,21 +292,68 @@ class GenBenchConfig:
                 raise ValueError(f"classes: unknown class {unknown[0]!r} of {self.dataset} "
                                  f"(e.g. {', '.join(names[:5])})")
 
+    def own_data(self, base_dir: Path | None) -> str | None:
+        """Why RA's reference source is the evaluated dataset's own data (any split of it), or None: the same
+        hf: repo or folder as ``dataset``, or, for a packaged dataset, a Hub copy of it (hub_copies.json, or a
+        repo named like it: ``uoft-cs/cifar10`` for cifar-10)."""
+        kind, _, rest = (self.reference.source or "").partition(":")
+        dkind, dsep, drest = self.dataset.partition(":")
+        rest, drest = split_rev(rest.rstrip("/"))[0], split_rev(drest.rstrip("/"))[0]
+        if not dsep and kind == "hf":
+            copies = [c.lower() for c in genbench_hub_copies().get(self.dataset, [])]
+            if rest.lower() in copies or _letters(rest.split("/")[-1]) == _letters(self.dataset):
+                return f"hf:{rest} holds the {self.dataset} images"
+            return None
+        if kind != dkind:
+            return None
+        if kind == "folder" and base_dir is not None:
+            a, b = (base_dir / rest).resolve(), (base_dir / drest).resolve()
+            return f"the dataset is {self.dataset}" if a == b or a in b.parents or b in a.parents else None
+        return f"the dataset is {self.dataset}" if rest.lower() == drest.lower() else None
+
     def resolved(self, base_dir: Path) -> GenBenchConfig:
-        """Class names, templates and metric read into the config, so the frozen copy stands alone. Paths
-        stay as written (the frozen copy and the card hold no absolute path of this machine);
-        ``base_dir`` is kept beside the config (not in it) to read the reference folder from."""
+        """Class names, templates and metric read into the config, and the keys left out filled in from the
+        variant, so the frozen copy stands alone. Paths stay as written (the frozen copy and the card hold no
+        absolute path of this machine); ``base_dir`` is kept beside the config (not in it) to read the reference
+        folder from."""
         info = self.info(base_dir)
         name = self.dataset_name or (self.dataset if self.dataset in genbench_datasets()
                                      else split_rev(self.dataset.partition(":")[2].rstrip("/"))[0].split("/")[-1])
         from ...labels.imagenet import imagenet_templates
 
-        return replace(self, dataset_name=_config_slug(name), class_names=info.classes, metric=self.metric or info.metric,
+        v = VARIANTS[self.variant]
+
+        def fill(obj, preset: dict) -> dict:
+            return {k: val for k, val in preset.items() if getattr(obj, k) is None}
+
+        nested = {k: replace(getattr(self, k), **fill(getattr(self, k), v[k]))
+                  for k in ("negative", "expansion", "reference")}
+        top = fill(self, {k: val for k, val in v.items() if k not in nested})
+        return replace(self, **top, **nested, dataset_name=_config_slug(name), class_names=info.classes,
+                       metric=self.metric or info.metric,
                        templates=self.templates or info.templates or tuple(imagenet_templates()))
 
 
+def custom_keys(cfg: GenBenchConfig) -> list[str]:
+    """The prompt settings of a resolved config that differ from its variant's (the card names them)."""
+    v = VARIANTS[cfg.variant]
+    out = []
+    for k, val in v.items():
+        if isinstance(val, dict):
+            out += [f"{k}.{s}" for s, x in val.items() if getattr(getattr(cfg, k), s) != x]
+        elif getattr(cfg, k) != val:
+            out.append(k)
+    return out
+
+
+def prompts_per_class(cfg: GenBenchConfig) -> int:
+    """sampling authors: the prompts of a class (the code's total_num_temps): K / images_per_prompt, rounded up."""
+    return math.ceil(cfg.shots / cfg.images_per_prompt)
+
+
 def config_name(dataset_name: str, strategy: str) -> str:
-    return f"{dataset_name}-{strategy.lower()}"
+    """The published config of a strategy: ``cifar-10-np``, ``cifar-10-np-rd`` for NP+RD."""
+    return f"{dataset_name}-{strategy.lower().replace('+', '-')}"
 
 
 def selected(cfg: GenBenchConfig) -> list[tuple[int, str]]:

@@ -1,16 +1,47 @@
-"""GenBench's prompt strategies, one class each, registered in the paper's table order (ST, DT, CE, RD, NP, RA).
+"""GenBench's prompt strategies as the authors' code runs them, one class each, registered in the paper's table
+order (ST, DT, CE, RD, NP, RA).
 
-A strategy says what its prompts for a class are made of (``pool``: all of it goes into the unit's id), how
-shot ``i`` of a unit gets its prompt, negative prompt and init image (``shot``, seeded by ``draw``), what the
-build must load for it (``needs``: ``expansion`` for CE's text model, ``references`` for RA's images), and
-its line on the card (``details``). A new strategy is one class here (or in any module) with
-``@STRATEGIES.register("XX")``; the config then accepts ``strategies: [XX]``.
+The authors' code: github.com/Luodian/GenBench, ``generation_utils.py`` (``sampling_images``, ``process_classnames``,
+``textual_inversion_prepare_images``), ``pipeline.py`` (its arguments and defaults), ``tools/prep_retrieval.py``.
+Where it and the paper (arXiv 2307.13697) disagree, the code is the default and the other reading a named option
+(``variant: gensets-v1`` in the config: what gensets did before, see config.VARIANTS):
 
-Every strategy draws from a pool of prompts per class (ST, RD, NP, RA: one template; DT: the dataset's
-templates; CE: N expansions, each sampled under its own seed). Shot i of a class takes entry
-``order_r[i mod n]`` of the pool, where ``order_r`` is a shuffle of the pool drawn with the seed of round
-``r = i div n``: K <= n gives a seeded subset without repeats, and when K exceeds the pool the prompts are
-drawn again, round after round, each round's seed recorded in the sample (``prompting.draw_seed``).
+- ST: the paper's section 2.3 writes "a photo of {}"; the code (``language_enc == "simple_template"``:
+  ``template_list = ["{}"]``) and the appendix's Table 6 prompt with the bare class name.
+- DT: the dataset's CLIP templates (``template_map[dataset]``, vision_benchmark/datasets/prompts.py).
+- CE: ``process_classnames``: ``keytotext.pipeline("mrm8488/t5-base-finetuned-common_gen")`` called
+  ``num + 50`` times on ``[class name]`` with ``do_sample=True`` (transformers' default sampling otherwise:
+  top-k 50, top-p 1, temperature 1, at most 20 tokens with the decoder's start), ``list(set(...))``, then
+  ``random.sample(..., num)``; keytotext's NMPipeline (gagan3012/keytotext, keytotext/models.py) feeds the
+  model ``"<name> </s>"``, the name as ``str([name])`` with "," -> " " and "'", "[", "]" removed, cut at each "."
+  (each piece expanded on its own, the texts concatenated): :func:`keytotext_inputs`.
+- RD: ``template + ",highly detailed,hires,8k,sharp focus"`` (``sharp_focus``), appended to the templates of
+  whatever prompt source is used; Table 6 builds RD on DT.
+- NP: ``", ".join(every other class name of the dataset) + ", ((disfigured)), ..., censorship,"``
+  (``neg_prompts``, on DT in Table 6). A ``random.sample(names, 10)`` just above it is assigned to a variable that
+  the next line overwrites: dead code. (The paper's text, per issue #12, speaks of a few random other classes.)
+- RA: the paper's RA starts from retrieved images (LAION-400M, via REACT); the code keeps the 20 best
+  retrieved images per class (``tools/prep_retrieval.py``: ``--ref_image=retrieval --ref_shot=20``, output
+  ``SD_i2i_ret20``; ``textual_inversion_prepare_images`` sorts them by ``avg_dist`` and saves them at 224x224) for
+  ``sampling_images_i2i``, image-to-image, which ``pipeline.py`` imports but the published code does not contain:
+  its prompt and strength are unknown. gensets prompts with ST and uses diffusers' default strength, 0.8.
+- How prompts are drawn: ``sampling_images`` makes ``total_num_temps`` (16) prompts per class, the template list
+  repeated ``16 // n + 1`` times, shuffled, cut to 16 (CE: the 16 sampled sentences), and generates
+  ``sample_num`` (4) images per prompt: 64 images per class (``sampling: authors``, :func:`authors_slots`).
+  gensets' other reading (``sampling: rounds``): every shot draws its own prompt, the pool shuffled once per round.
+  (As published, ``sampling_images`` raises NameError whatever the mode: ``sampled_dict`` is only set for CE,
+  ``template_list`` only for the others; gensets follows what each branch evidently means.)
+
+Two kinds of strategy. A *prompt source* says what a prompt is made of (ST, DT, CE); a *modifier* changes the
+images of a source (RD appends the restrictive description, NP sets the negative prompt, RA starts from a reference
+image). A config's strategy is a registered name or several joined by "+": ``NP+RD`` is Table 2's "w/ NP, RD"
+(DT with both), ``CE+RD``, ``ST+NP``; at most one source and each modifier once (:func:`parts_of`). A modifier
+named without a source builds on the config's ``builds_on`` (the authors: DT); RA on ST.
+
+A new strategy is one class here (or in any module) with ``@STRATEGIES.register("XX")``: ``pool`` (what its prompts
+for a class are made of: all of it goes into the unit's id), ``shot`` (shot ``i``'s prompt, negative prompt, init
+image), ``finish`` (after every shot of a unit), ``needs`` (what the build loads: ``expansion``, ``references``),
+``details`` (its line on the card); ``kind = "modifier"`` for one that changes another's images.
 """
 
 from __future__ import annotations
@@ -24,10 +55,18 @@ from ...records import derive_seed
 from ...registry import STRATEGIES
 from ...sources.classes import plain_name, source_name
 
-RESTRICTIVE = "((sharp focus)), ((highly detailed)), ((hires))"
+# the authors' strings, generation_utils.py, sampling_images (RD: appended as is; NP: after ", ".join(other names))
+RESTRICTIVE = ",highly detailed,hires,8k,sharp focus"
 QUALITY_NEGATIVES = ("((disfigured)), ((bad art)), ((deformed)), ((poorly drawn)), ((extra limbs)), ((close up)), "
-                     "((b&w)), weird colors, blurry, lowres, worst quality, low quality, jpeg artifacts, "
-                     "signature, watermark, text")
+                     "((b&w)), weird colors, blurry, lowres, bad anatomy, bad hands, text, error, missing fingers, "
+                     "extra digit, fewer digits, cropped, worst quality, low quality, normal quality, jpeg artefacts, "
+                     "signature, watermark, username, blurry, out of focus, censorship,")
+# gensets' readings before issue #12 (variant gensets-v1)
+V1_RESTRICTIVE = ", ((sharp focus)), ((highly detailed)), ((hires))"
+V1_QUALITY_NEGATIVES = ("((disfigured)), ((bad art)), ((deformed)), ((poorly drawn)), ((extra limbs)), ((close up)), "
+                        "((b&w)), weird colors, blurry, lowres, worst quality, low quality, jpeg artifacts, "
+                        "signature, watermark, text")
+KEYTOTEXT = "keytotext"  # expansion.input: the class name as keytotext's NMPipeline gives it to the model
 
 
 def fill(template: str, name: str) -> str:
@@ -35,9 +74,17 @@ def fill(template: str, name: str) -> str:
     return template.format(plain_name(name), c=plain_name(name))
 
 
+def keytotext_inputs(name: str) -> list[str]:
+    """What keytotext's NMPipeline feeds the model for ``nlp([name])`` (keytotext/models.py,
+    ``_prepare_inputs_for_nm`` and ``__call__``): ``str([name])`` with "," -> " ", "'", "[" and "]" removed, cut at
+    every ".", each piece followed by " </s>". ``'airplane'`` -> ``['airplane </s>']``."""
+    text = str([plain_name(name)]).replace(",", " ").replace("'", "").replace("[", "").replace("]", "")
+    return [f"{piece} </s>" for piece in text.split(".")]
+
+
 def draw(n: int, i: int, *parts) -> tuple[int, int]:
-    """Shot ``i``'s entry of a pool of ``n``: ``(index, seed of its round)``. The pool is shuffled once per
-    round of ``n`` shots, each round with its own seed, so every entry is used once per round."""
+    """``sampling: rounds``: shot ``i``'s entry of a pool of ``n`` and the seed of its round. The pool is shuffled
+    once per round of ``n`` shots, each round with its own seed, so every entry is used once per round."""
     r, j = divmod(i, n)
     seed = derive_seed(*parts, "round", r)
     order = list(range(n))
@@ -45,11 +92,32 @@ def draw(n: int, i: int, *parts) -> tuple[int, int]:
     return order[j], seed
 
 
+def authors_slots(n: int, prompts: int, seed: int) -> list[int]:
+    """``sampling: authors``: a class's ``prompts`` prompts as indices into a pool of ``n``: the pool repeated
+    ``prompts // n + 1`` times, shuffled, the first ``prompts`` (sampling_images: ``expand_ratio``,
+    ``random.shuffle``, ``[:total_num_temps]``)."""
+    order = list(range(n)) * (prompts // n + 1)
+    random.Random(seed).shuffle(order)
+    return order[:prompts]
+
+
+def pick(p: dict, n: int, i: int, *parts) -> tuple[int, int]:
+    """Shot ``i``'s entry of a pool of ``n`` and the seed of the draw, as the unit's ``sampling`` says (authors:
+    shot i takes prompt ``i // images_per_prompt`` of the class's list)."""
+    s = p["sampling"]
+    if s["mode"] == "rounds":
+        return draw(n, i, *parts)
+    seed = derive_seed(*parts, "prompts")
+    return authors_slots(n, s["prompts"], seed)[i // s["images_per_prompt"]], seed
+
+
 class Strategy:
-    """The simple-template behaviour every strategy starts from; subclasses change what they need to."""
+    """A prompt source with the simple template's behaviour; subclasses change what they need to."""
 
     name: ClassVar[str] = ""  # set by @STRATEGIES.register
     description: ClassVar[str] = ""  # the card's "what" column
+    kind: ClassVar[str] = "source"  # or "modifier": changes a source's images; "data": images not generated
+    source: ClassVar[str | None] = None  # a modifier's prompt source when none is named (None: cfg.builds_on)
     needs: ClassVar[tuple[str, ...]] = ()  # what the build loads for it: "expansion", "references"
 
     def pool(self, cfg, name: str, files: dict | None = None) -> dict[str, Any]:
@@ -59,13 +127,13 @@ class Strategy:
     def shot(self, p: dict, i: int, base: tuple, row: dict, references: list | None = None) -> None:
         """Shot ``i`` of the unit ``p``: its prompt and how it was made, into ``row``. ``base`` seeds the
         draws: (seed, dataset, strategy, class)."""
-        j, draw_seed = draw(len(p["templates"]), i, *base)
+        j, draw_seed = pick(p, len(p["templates"]), i, *base)
         template = p["templates"][j]
         row["prompt"] = fill(template, p["class"])
         row["prompting"].update(template=template, draw_seed=draw_seed)
 
     def finish(self, rows: list[dict], expand=None) -> None:
-        """After every shot of a unit (CE expands all of its inputs in one call)."""
+        """After every shot of a unit (CE expands, RD appends)."""
 
     def details(self, cfg) -> str | None:
         """The card's line on how this strategy's prompts were made."""
@@ -77,7 +145,7 @@ class SimpleTemplate(Strategy):
     description = "simple template"
 
     def details(self, cfg) -> str:
-        return f"- ST: `{cfg.simple_template}`."
+        return f"- ST: `{cfg.simple_template}` (`{fill(cfg.simple_template, 'airplane')}` for airplane)."
 
 
 @STRATEGIES.register("DT")
@@ -97,77 +165,209 @@ class CategoryEnhancement(Strategy):
     needs = ("expansion",)
 
     def pool(self, cfg, name, files=None):
-        return {"templates": [], "expansion": to_dict(cfg.expansion)}
+        e = cfg.expansion
+        inputs = keytotext_inputs(name) if e.input == KEYTOTEXT else [fill(e.input, name)]
+        return {"expansion": {**to_dict(e), "inputs": inputs}}
 
     def shot(self, p, i, base, row, references=None):
-        e, name = p["expansion"], p["class"]
-        j, row["prompting"]["draw_seed"] = draw(e["prompts"], i, *base)
-        row["prompting"].update(expansion_model=e["model"], expansion_input=fill(e["input"], name),
-                                expansion_seed=derive_seed(p["seed"], p["dataset"], "CE", name, j))
+        e, name, s = p["expansion"], p["class"], p["sampling"]
+        seeds = (p["seed"], p["dataset"], "CE", name)  # shared by every strategy with CE: the same sentences
+        row["prompting"].update(expansion_model=e["model"], expansion_input="".join(e["inputs"]))
+        if s["mode"] == "rounds":  # a pool of e["prompts"] sentences, each sampled under its own seed
+            j, row["prompting"]["draw_seed"] = draw(e["prompts"] or s["prompts"], i, *base)
+            row["_ce"] = {"inputs": e["inputs"], "draws": [derive_seed(*seeds, j)], "keep": None}
+        else:  # the authors: `draws` samples, the distinct ones, `prompts` of them drawn; shot i takes i // m
+            n = e["draws"] or s["prompts"] + 50
+            row["prompting"]["draw_seed"] = derive_seed(*seeds, "sample")
+            row["_ce"] = {"inputs": e["inputs"], "draws": [derive_seed(*seeds, "draw", k) for k in range(n)],
+                          "keep": (s["prompts"], i // s["images_per_prompt"], row["prompting"]["draw_seed"])}
 
     def finish(self, rows, expand=None):
         if expand is None:
             raise GensetsError("CE prompts need the expansion model (expand=)")
-        texts = expand([r["prompting"]["expansion_input"] for r in rows],
-                       [r["prompting"]["expansion_seed"] for r in rows])
-        for r, text in zip(rows, texts, strict=True):
-            r["prompt"] = text
+        for r in rows:
+            ce = r.pop("_ce")
+            texts = expand([t for _ in ce["draws"] for t in ce["inputs"]],
+                           [s for s in ce["draws"] for _ in ce["inputs"]])
+            k = len(ce["inputs"])
+            sentences = [" ".join(texts[d * k:(d + 1) * k]).strip() for d in range(len(ce["draws"]))]
+            if ce["keep"] is None:
+                r["prompt"], r["prompting"]["expansion_seed"] = sentences[0], ce["draws"][0]
+                continue
+            prompts, slot, seed = ce["keep"]
+            first = {}
+            for d, text in enumerate(sentences):
+                first.setdefault(text, d)
+            if len(first) < prompts:
+                raise GensetsError(f"CE: {len(first)} distinct expansions of {r['prompting']['expansion_input']!r} "
+                                   f"in {len(sentences)} draws, {prompts} needed: raise expansion.draws")
+            kept = random.Random(seed).sample(list(first), prompts)
+            r["prompt"] = kept[slot]
+            r["prompting"]["expansion_seed"] = ce["draws"][first[kept[slot]]]
 
     def details(self, cfg) -> str:
         e = cfg.expansion
-        return (f"- CE: `{e.model}` expands `{e.input}` into {e.prompts} sentences per class, each "
-                f"sampled under its own seed (top-p {e.top_p}, temperature {e.temperature}, at most "
-                f"{e.max_new_tokens} new tokens); the sentence is the prompt.")
+        what = ("the class name as keytotext's pipeline gives it (`airplane </s>`)" if e.input == KEYTOTEXT
+                else f"`{e.input}`")
+        if cfg.sampling == "rounds":
+            n = e.prompts or -(-cfg.shots // cfg.images_per_prompt)  # the prompts per class
+            how = f"into {n} sentences per class, each sampled under its own seed"
+        else:
+            how = (f"{e.draws or 'prompts + 50'} times per class (sampled); the distinct sentences, of which "
+                   f"one per prompt is drawn")
+        return (f"- CE: `{e.model}` expands {what} {how} (top-k {e.top_k}, top-p {e.top_p}, temperature "
+                f"{e.temperature}, at most {e.max_new_tokens} new tokens); the sentence is the prompt.")
+
+
+class Modifier(Strategy):
+    """Changes the images of a prompt source; adds nothing to its prompts unless it says so."""
+
+    kind = "modifier"
+
+    def pool(self, cfg, name, files=None):
+        return {}
+
+    def shot(self, p, i, base, row, references=None):
+        pass
 
 
 @STRATEGIES.register("RD")
-class RestrictiveDescription(Strategy):
-    description = "restrictive description appended to the simple template"
+class RestrictiveDescription(Modifier):
+    description = "restrictive description appended to the prompt"
 
     def pool(self, cfg, name, files=None):
-        return {"templates": [f"{cfg.simple_template}, {cfg.restrictive}"]}
+        return {"restrictive": cfg.restrictive}
+
+    def shot(self, p, i, base, row, references=None):
+        row["_restrictive"] = p["restrictive"]
+
+    def finish(self, rows, expand=None):
+        for r in rows:  # after the source's prompt (CE: its sentence); the code appends to the template before
+            suffix = r.pop("_restrictive")  # filling it in, which gives the same text
+            r["prompt"] += suffix
+            if r["prompting"].get("template"):
+                r["prompting"]["template"] += suffix
 
     def details(self, cfg) -> str:
-        return f"- RD: `{cfg.simple_template}, {cfg.restrictive}`."
+        return f"- RD: `{cfg.restrictive}` appended to each prompt."
 
 
 @STRATEGIES.register("NP")
-class NegativePrompts(Strategy):
-    description = "simple template; negative prompt of other class names of the dataset plus quality negatives"
+class NegativePrompts(Modifier):
+    description = "negative prompt: other class names of the dataset plus quality negatives"
 
     def pool(self, cfg, name, files=None):
         others = [c for c in dict.fromkeys(map(plain_name, cfg.class_names)) if c != plain_name(name)]
-        return {**super().pool(cfg, name), "negatives": others, "negative_classes": cfg.negative.classes,
-                "quality": cfg.negative.quality}
+        return {"negatives": others, "negative_classes": cfg.negative.classes, "quality": cfg.negative.quality}
 
     def shot(self, p, i, base, row, references=None):
-        super().shot(p, i, base, row)
-        rng = random.Random(derive_seed(*base, i, "negatives"))
-        others = rng.sample(p["negatives"], min(p["negative_classes"], len(p["negatives"])))
+        others = p["negatives"]
+        if p["negative_classes"] != "all":  # gensets-v1: a seeded sample of them per image
+            rng = random.Random(derive_seed(*base, i, "negatives"))
+            others = rng.sample(others, min(p["negative_classes"], len(others)))
         row["negative_prompt"] = ", ".join([*others, p["quality"]] if p["quality"] else others)
 
     def details(self, cfg) -> str:
-        return (f"- NP: negative prompt = {cfg.negative.classes} other class names of the dataset "
-                f"(a seeded sample per image) + `{cfg.negative.quality}`.")
+        n = cfg.negative.classes
+        which = ("every other class name of the dataset, in its order" if n == "all"
+                 else f"{n} other class names of the dataset (a seeded sample per image)")
+        return f"- NP: negative prompt = {which}, then `{cfg.negative.quality}`."
 
 
 @STRATEGIES.register("RA")
-class RetrievalAugmented(Strategy):
-    description = "retrieval augmented: image-to-image from a real reference image of the class"
+class RetrievalAugmented(Modifier):
+    description = "retrieval augmented: image-to-image from a retrieved reference image of the class"
+    source = "ST"
     needs = ("references",)
 
     def pool(self, cfg, name, files=None):
         ref = {**to_dict(cfg.reference), "source": source_name(cfg.reference.source)}
-        return {**super().pool(cfg, name), "reference": ref if files is None else {**ref, "files": files[name]}}
+        return {"reference": ref if files is None else {**ref, "files": files[name]}}
 
     def shot(self, p, i, base, row, references=None):
-        super().shot(p, i, base, row)
         if not references:
             raise GensetsError(f"RA: no reference images for class {p['class']!r}")
-        row["reference"], row["prompting"]["draw_seed"] = draw(len(references), i, *base, "references")
-        row["prompting"]["strength"] = p["reference"]["strength"]
+        row["reference"], _ = draw(len(references), i, *base, "references")
+        r = p["reference"]
+        where = r["source"] + (f"/{r['split']}" if r["source"].startswith("hf:") else "")
+        row["prompting"].update(strength=r["strength"], reference_source=where,
+                                allow_dataset_split=r["allow_dataset_split"])
 
     def details(self, cfg) -> str:
         r = cfg.reference
-        return (f"- RA: image-to-image (strength {r.strength}) from the first {r.per_class} reference "
-                f"images of each class in `{r.source}`; each image records its init image and sha256.")
+        own = (" The source may be the evaluated dataset's own data (`reference.allow_dataset_split: true`)."
+               if r.allow_dataset_split else "")
+        return (f"- RA: image-to-image (strength {r.strength}) from the first {r.per_class} reference images of each "
+                f"class in `{r.source}`; each image records its init image and sha256.{own}")
+
+
+# ------------------------------------------------------------------ composition: "NP+RD" and friends
+class StrategyNames:
+    """What a config's ``strategies:`` accepts: a registered name, or several joined by "+" (checked further by
+    :func:`parts_of`)."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and all(p.strip() in STRATEGIES for p in name.split("+"))
+
+    def names(self) -> list[str]:
+        return [*STRATEGIES.names(), "NP+RD"]
+
+
+STRATEGY_NAMES = StrategyNames()
+
+
+def parts_of(name: str, builds_on: str) -> list[str]:
+    """The registered strategies ``name`` is made of, its prompt source first: ``parts_of("NP+RD", "DT")`` ->
+    ``["DT", "NP", "RD"]``. A ValueError says why a combination makes no sense."""
+    parts = [p.strip() for p in name.split("+")]
+    if len(set(parts)) != len(parts):
+        raise ValueError(f"{name!r} names a strategy twice")
+    data = [p for p in parts if STRATEGIES.get(p).kind == "data"]
+    if data and len(parts) > 1:
+        raise ValueError(f"{name!r}: {data[0]} is a data type of its own (no prompts), it combines with nothing")
+    if data:
+        return parts
+    sources = [p for p in parts if STRATEGIES.get(p).kind == "source"]
+    if len(sources) > 1:
+        raise ValueError(f"{name!r} combines {len(sources)} prompt sources ({', '.join(sources)}); give at most one")
+    modifiers = [p for p in parts if p not in sources]
+    if sources:
+        return sources + modifiers
+    implied = {p: STRATEGIES.get(p).source or builds_on for p in modifiers}
+    if len(set(implied.values())) > 1:
+        said = ", ".join(f"{p} on {s}" for p, s in implied.items())
+        raise ValueError(f"{name!r}: its parts build on different prompt sources ({said}); name one, e.g. "
+                         f"{'+'.join([next(iter(implied.values())), *modifiers])!r}")
+    return [next(iter(implied.values())), *modifiers]
+
+
+class Composed(Strategy):
+    """A prompt source and its modifiers, acting in that order."""
+
+    def __init__(self, parts: list[str]):
+        self.parts = [STRATEGIES.get(p)() for p in parts]
+        self.needs = tuple(dict.fromkeys(n for s in self.parts for n in s.needs))
+
+    def pool(self, cfg, name, files=None):
+        out: dict[str, Any] = {}
+        for s in self.parts:
+            out.update(s.pool(cfg, name, files))
+        return out
+
+    def shot(self, p, i, base, row, references=None):
+        for s in self.parts:
+            s.shot(p, i, base, row, references)
+
+    def finish(self, rows, expand=None):
+        for s in self.parts:
+            s.finish(rows, expand)
+
+
+def compose(parts: list[str]) -> Strategy:
+    """The strategy made of ``parts`` (from :func:`parts_of`): a registered one alone as it is."""
+    return STRATEGIES.get(parts[0])() if len(parts) == 1 else Composed(parts)
+
+
+def describe(parts: list[str]) -> str:
+    """The card's "what" of a strategy made of ``parts``."""
+    return "; ".join(STRATEGIES.get(p).description for p in parts)

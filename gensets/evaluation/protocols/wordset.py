@@ -1,5 +1,12 @@
-"""``wordset`` (Borji 2022): a prediction hits when the target word, or one of its synonyms, appears among the
-words of the predicted label name (the rules of :mod:`gensets.labels.wordset`)."""
+"""``wordset`` (Borji 2022): a prediction hits when the target word, or one of its synonyms, is one of the
+words of the predicted label name (the rules of :mod:`gensets.labels.wordset`).
+
+- ``wordset`` (default) is the paper's rule: the target must be exactly one of the label's words.
+- ``wordset-plural`` (gensets' lenient reading, a named option): a trailing "s" / "es" is optional on either
+  side ("sunglass" hits "sunglasses", "clock" hits "clocks").
+
+The run row's protocol names the variant.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ from ...registry import PROTOCOLS
 from .base import ClassifierProtocol, class_names_of
 
 
-@PROTOCOLS.register("wordset")
 class WordSet(ClassifierProtocol):
+    plural = False
+
     def __init__(self, model, split, **kw):
         super().__init__(model, split, **kw)
         from ...labels.wordset import SYNONYMS
@@ -26,5 +34,15 @@ class WordSet(ClassifierProtocol):
             word = readable(self.names[int(t)])
             syn = dict(self.synonyms)  # and the dataset's own synonyms of the label (json.synonyms)
             syn[word] = [*syn.get(word, []), *(record["meta"].get("synonyms") or [])]
-            self._targets[t] = wordset_targets(word, self.model.label_names, syn)
+            self._targets[t] = wordset_targets(word, self.model.label_names, syn, plural=self.plural)
         return self._targets[t]
+
+
+@PROTOCOLS.register("wordset")
+class WordSetExact(WordSet):
+    plural = False
+
+
+@PROTOCOLS.register("wordset-plural")
+class WordSetPlural(WordSet):
+    plural = True

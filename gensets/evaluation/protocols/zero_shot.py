@@ -1,16 +1,52 @@
-"""``zero-shot``: a CLIP model's text classifier over the dataset's own class names and templates."""
+"""``zero-shot``: a CLIP model's text classifier over the dataset's own class names.
+
+On an ImageNet-D dataset (its samples' provenance names the ``imagenet-d`` builder) ``zero-shot`` is the
+authors' CLIP evaluation (chenshuang-zhang/imagenet_d, ``evaluate_vlm.py``): class names normalised as
+:func:`gensets.labels.twoway.official_name` ("coffee/french press" -> "coffee or french press", "t-shirt" ->
+"t shirt", lower case) and the single prompt "A photo of a {}"; the run row's protocol reads
+``zero-shot (imagenet-d official)``. Any other dataset: readable names ("_" -> " ") and the dataset's
+templates, else the loaders' default ("a photo of a {}.").
+
+``zero-shot-readable`` is gensets' reading on every dataset, ImageNet-D included (a named option): readable
+names and the default templates. ``--template`` replaces the templates of either, and the run row says so.
+"""
 
 from __future__ import annotations
 
 from ...labels.names import readable
+from ...labels.twoway import IMAGENET_D_BUILDER, OFFICIAL_TEMPLATE, official_name
 from ...registry import PROTOCOLS
 from .base import DatasetClasses, class_names_of
 
 
 @PROTOCOLS.register("zero-shot")
 class ZeroShot(DatasetClasses):
+    follow_paper = True  # ImageNet-D: the authors' names and prompt
+
+    @classmethod
+    def official(cls, split) -> bool:
+        return cls.follow_paper and split.builder == IMAGENET_D_BUILDER
+
+    @classmethod
+    def prompting(cls, split) -> tuple[list[str], list[str] | None]:
+        """The labels and templates the model's text classifier is built from."""
+        names = class_names_of(split, cls.name)
+        if cls.official(split):
+            return [official_name(n) for n in names], split.templates or [OFFICIAL_TEMPLATE]
+        return [readable(n) for n in names], split.templates
+
     @classmethod
     def load(cls, models, spec, split):
-        """The dataset's class names (as prompts read them) and templates are the model's labels."""
-        names = class_names_of(split, cls.name)
-        return models.classifier(spec, labels=[readable(n) for n in names], templates=split.templates)
+        labels, templates = cls.prompting(split)
+        return models.classifier(spec, labels=labels, templates=templates)
+
+    @property
+    def run_protocol(self) -> str:
+        variant = [*(["imagenet-d official"] if self.official(self.split) else []),
+                   *(["--template"] if self.cfg.templates else [])]
+        return f"{self.name} ({', '.join(variant)})" if variant else self.name
+
+
+@PROTOCOLS.register("zero-shot-readable")
+class ZeroShotReadable(ZeroShot):
+    follow_paper = False

@@ -3,7 +3,9 @@
 Reads the workspace's ``modes.json`` (written at the end of ``gensets build``) and the images in its
 candidate shards. Figures: per label, the baseline failure rate beside every mode's regenerated
 failure rate (discovered modes highlighted); the top confusions of the baseline; per discovered mode, its
-cluster (medoid first) and misclassified regenerated images. With ``--db``, a transfer check: the
+cluster (medoid first) and misclassified regenerated images; per discovered mode, its target labels (true ->
+target pairs tested against the baseline rate of the same confusion). Every number is named by the build's
+variant: baseline template, regeneration form, k of the top-k failure rule. With ``--db``, a transfer check: the
 finalized set scored by other classifiers with ``gensets eval`` (the fraction of these failures that
 they fail too). PNGs are drawn with the object API and no metadata, so a rebuild gives the same bytes.
 """
@@ -17,6 +19,11 @@ from ...cards.markdown import table
 from ...errors import GensetsError
 from ...registry import REPORTS
 from .base import Report
+
+# Item 6 of issue #12: published numbers beside gensets' own, where a configuration of the paper can be run
+PUBLISHED = ("Wiles et al. (2022) publish failure rates of images generated with Imagen and described by their own "
+             "captioner; neither model is available, so gensets can run no configuration of the paper and packages "
+             "no published number to set beside its own.")
 
 # an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
 TRANSFER = """
@@ -40,6 +47,7 @@ def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
         raise GensetsError(f"{ws.root}: no modes.json yet; run `gensets build` on it to the end")
     rep = json.loads(path.read_text(encoding="utf-8"))
     rep["workspace"] = str(ws.root)
+    rep["published"] = {"numbers": [], "note": PUBLISHED}
     if db is not None:
         rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"], cfg.top_k)
     return rep
@@ -110,8 +118,8 @@ def _rates_figure(rep: dict, path: Path) -> None:
     ax.bar([b[0] for b in bars], [100 * b[1] for b in bars], color=[b[2] for b in bars], width=0.8)
     ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=8)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("failure rate (%)")
-    ax.set_title("Baseline vs regenerated failure rate per label", fontsize=10)
+    ax.set_ylabel(f"top-{rep['top_k']} failure rate (%)")
+    ax.set_title(f"Baseline vs regenerated top-{rep['top_k']} failure rate per label", fontsize=10)
     from matplotlib.patches import Patch
 
     ax.legend(handles=[Patch(color=PALETTE[0], label="baseline"), Patch(color=PALETTE[1], label="discovered mode"),
@@ -145,7 +153,7 @@ def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None
     cluster = [mode["medoid"]] + [k for k in mode["members"] if k != mode["medoid"]]
     rows = [("cluster (medoid first)", cluster[:per_row]), ("regenerated, misclassified", mode["failed"][:per_row])]
     fig = figure(1.4 * per_row, 3.6)
-    rates = (f"failure rate {mode['failures']}/{mode['n']} vs baseline {mode['baseline_failures']}/"
+    rates = (f"top-{mode['top_k']} failure rate {mode['failures']}/{mode['n']} vs baseline {mode['baseline_failures']}/"
              f"{mode['baseline_n']}, adjusted p = {_fmt(mode['p_failure_adjusted'])}")
     fig.suptitle(f"{mode['id']}: \"{mode['caption'][:70]}\"\n{rates}", fontsize=8)
     for r, (title, keys) in enumerate(rows):
@@ -159,6 +167,20 @@ def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None
     save(fig, path)
 
 
+def _targets_md(rep: dict) -> list[str]:
+    """The target labels of the discovered modes: true -> target pairs against the baseline's same confusion."""
+    rows = [[t["mode"], f"{t['label']} -> {t['target_name']}", t["confused"], t["n"], t["confused"] / t["n"],
+             t["baseline_confused"], t["baseline_n"], t["baseline_confused"] / t["baseline_n"], t["p"], t["p_adjusted"],
+             "**yes**" if t["significant"] else "no"] for t in rep.get("targets", [])]
+    head = ["## Target labels", "", f"Each discovered mode's regenerated images that failed (top-{rep['top_k']}), by "
+            "top-1 class: the true -> target pair's rate against the baseline rate of the same confusion, one-sided "
+            f"{rep['test']}, {rep['correction']}-corrected over the {len(rows)} pair(s), alpha {rep['alpha']}.", ""]
+    if not rows:
+        return [*head, "(no mode discovered: no pair tested)", ""]
+    return [*head, table(["mode", "true -> target", "confused", "images", "rate", "baseline confused",
+                          "baseline images", "baseline rate", "p", "adjusted p", "significant"], rows, _fmt), ""]
+
+
 def write(rep: dict, out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,27 +192,36 @@ def write(rep: dict, out: str | Path) -> Path:
                      sorted({k for m in discovered for k in [*m["members"], *m["failed"]]}))
     for m in discovered:
         _mode_figure(m, images, out / f"mode_{m['id']}.png")
-    base_rows = [[label, b["n"], b["failures"], b["rate"],
+    k = rep["top_k"]
+    base_rows = [[label, b.get("superclass"), b.get("prompt"), b["n"], b["failures"], b["rate"],
                   ", ".join(f"{c['name']} ({c['count']})" for c in b["confusions"][:3])]
                  for label, b in rep["baseline"].items()]
-    mode_rows = [[m["id"], m["label"], m["size"], m["caption"], m["n"], m["failures"],
+    mode_rows = [[m["id"], m["label"], m["size"], m.get("description", m["caption"]), m["n"], m["failures"],
                   m["failures"] / m["n"] if m["n"] else None, m["baseline_failures"], m["confusion_name"],
                   m["confused"], m["p_failure"], m["p_failure_adjusted"], m["p_confusion_adjusted"],
                   "**yes**" if m["discovered"] else "no"] for m in rep["modes"]]
     md = [f"# Failure modes of `{rep['classifier']}`", "",
           f"Build `{rep['build']}`. Generator `{rep['generator']}`, "
           f"embedder `{rep['embedder']}`, captioner `{rep['captioner']}`.", "",
-          f"- Baseline prompt: `{rep['template']}`; regeneration prompt: `{rep['mode_template']}`.",
+          f"Variant: baseline template `{rep['template']}`, regeneration `{rep['mode_template']}`, top-{k} failures "
+          "(every rate below).", "",
+          f"- Baseline prompt: `{rep.get('template_text', rep['template'])}` (superclass: WordNet 3.0 grandparent "
+          "unless the config names one); regeneration prompt: "
+          f"`{rep.get('mode_template_text', rep['mode_template'])}` (description: the medoid's caption without "
+          "the captioner's prompt, lower case, ending in one full stop).",
+          f"- An image fails when its label's class is not among the classifier's top {k}; it is confused with its "
+          "top-1 class.",
           f"- Clusters: {rep['cluster_rule']}.",
           f"- Test: one-sided {rep['test']} (mode's failure rate > its label's baseline), "
           f"{rep['correction']}-corrected over the {sum(m['regenerated'] for m in rep['modes'])} regenerated "
           f"mode(s), alpha {rep['alpha']}. **{len(discovered)} mode(s) discovered.**", "",
-          "## Baseline", "", table(["label", "images", "misclassified", "failure rate", "top confusions"], base_rows, _fmt),
+          "## Baseline", "", table(["label", "superclass", "prompt", "images", f"failed (top-{k})", "failure rate",
+                                    "top confusions"], base_rows, _fmt),
           "", "![rates](rates.png)", "", "![confusions](confusions.png)", "",
           "## Modes", "",
-          table(["mode", "label", "cluster size", "caption (medoid)", "images", "misclassified", "rate",
-                  "baseline misclassified", "confusion", "confused", "p", "adjusted p", "adjusted p (confusion)",
-                  "discovered"], mode_rows, _fmt), ""]
+          table(["mode", "label", "cluster size", "description (medoid)", "images", f"failed (top-{k})", "rate",
+                  "baseline failed", "confusion", "confused", "p", "adjusted p", "adjusted p (confusion)",
+                  "discovered"], mode_rows, _fmt), "", *_targets_md(rep)]
     for m in discovered:
         md += [f"### {m['id']}", "", f"Caption: \"{m['caption']}\" (prompt `{m['prompt']}`); cluster of "
                f"{m['size']} (medoid `{m['medoid']}`); {m['failures']}/{m['n']} regenerated images misclassified "
@@ -200,15 +231,19 @@ def write(rep: dict, out: str | Path) -> Path:
     if rep.get("transfer") is not None:
         rows = [[t["model"] + (" (under test)" if t["under_test"] else ""), t["config"], t["n"], t["failed"],
                  t["transfer"]] for t in rep["transfer"]]
-        k = rep.get("top_k", 1)
         md += ["## Transfer", "", "The finalized set (every image misclassified by the classifier under test) "
                f"scored by other classifiers with `gensets eval`: the fraction they fail too (label not in their "
                f"top-{k}, as for the classifier under test).", "",
                table(["model", "config", "images", "failed", "transfer"], rows, _fmt), ""]
-    md += ["Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
-           "`failure_modes`, `failure_mode_members`, `failure_mode_images` of `state.duckdb`."]
+    md += ["## Published numbers", "", rep["published"]["note"], "",
+           "Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
+           "`failure_modes`, `failure_mode_targets`, `failure_mode_members`, `failure_mode_images` of "
+           "`state.duckdb`."]
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    # everything but where the workspace lies, so two builds of one config give the same bytes
+    data = {k: v for k, v in rep.items() if k != "workspace"}
+    (out / "report.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
 
@@ -216,12 +251,13 @@ def write(rep: dict, out: str | Path) -> Path:
 class FailureModes(Report):
     help = "discovered failure modes of a failure-modes build"
     description = ("Per label the baseline failure rate and top confusions; per mode its cluster, caption, "
-                   "regenerated failure rate, p-values and whether it was discovered; sample images of each "
-                   "discovered mode. Markdown + PNG figures.")
+                   "regenerated failure rate, p-values and whether it was discovered; the target labels of each "
+                   "discovered mode; sample images of each discovered mode; every number named by the build's "
+                   "variant (template, regeneration, top-k). Markdown, JSON and PNG figures.")
 
     def add_arguments(self, parser):
         parser.add_argument("workspace", help="a failure-modes workspace (after gensets build)")
-        parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the figures")
+        parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json and the figures")
         parser.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
                             "transfer check (how often other classifiers fail these images too)")
 

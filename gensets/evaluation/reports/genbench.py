@@ -1,15 +1,19 @@
 """``gensets report genbench``: CLER per (dataset, strategy) against real test images, like GenBench's Table 2.
 
 For every GenBench workspace and every strategy in it, with one CLIP model (``--clip``):
-- CLER and its ensemble variant (:func:`gensets.metrics.cler`), CLIP zero-shot accuracy on
-  the same test images (the dataset's templates) and the differences;
-- a linear probe: scikit-learn logistic regression on the frozen CLIP features of the generated images,
-  scored on the real test images with the dataset's metric (accuracy, mean per class, 11-point mAP,
-  ROC AUC);
+- CLER and its text ensemble (:func:`gensets.metrics.cler`), CLIP zero-shot on the same test images (the
+  dataset's templates) and the differences, all with the dataset's own metric (GenBench's code:
+  :func:`gensets.metrics.genbench_metric`) or, with ``--metric accuracy``, top-1;
+- a linear probe on the frozen CLIP features of the generated images, scored on the real test images with the
+  same metric (:func:`gensets.metrics.linear_probe`: the CLIP paper's L2 sweep by default, ``elevater``
+  the paper's tuned probe, ``fixed-c`` logistic regression at one C);
 - quality: Fréchet distance, KID, precision / recall (k-NN manifolds) between the CLIP features of the
   generated and the real images, CLIP score of each generated image with its prompt, Inception Score of
   the CLIP zero-shot softmax on the generated images;
 - cost: measured generator seconds per image x price per hour.
+Every number names the variant behind it: the report's ``variants`` and each row's ``metric``,
+``cler_centres``, ``cler_ensemble_variant``, ``probe`` and ``probe_params`` (the chosen C, or Elevater's
+learning rate and weight decay).
 The real test set is a folder (one sub-folder of images per class, named like the class) or a Hugging Face
 dataset (``hf:<repo or path>[@rev]``: its ClassLabel matched to the classes by position when it has as many
 names, else by name; unmatched classes are named on stderr). Only test images of generated classes are
@@ -55,45 +59,6 @@ def read_workspace(path: str | Path):
 
 
 # ------------------------------------------------------------------ scoring
-def dataset_metric(metric: str, scores, targets) -> float:
-    """The dataset's own metric (GenBench Table 4) of class scores (N, C) against class ids (N,)."""
-    from ... import metrics as M
-
-    if metric == "accuracy":
-        return M.top1(scores, targets)
-    if metric == "mean-per-class":
-        return M.mean_per_class_accuracy(M.topk_correct(scores, targets, 1), targets)
-    if metric == "11-point-map":
-        return M.mean_average_precision_11pt(scores, targets)
-    if metric == "roc-auc":
-        return M.roc_auc(scores, targets)
-    raise GensetsError(f"unknown metric {metric!r}")
-
-
-def linear_probe(train_emb, train_labels, test_emb, test_labels, metric: str = "accuracy", c: float = 1.0):
-    """Logistic regression on frozen features of the generated images, scored on the real ones with ``metric``.
-
-    Returns None when the generated images hold a single class (nothing to separate). Class scores of the
-    classes the probe never saw are -inf (never predicted).
-    """
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-
-    train_labels, test_labels = np.asarray(train_labels), np.asarray(test_labels)
-    seen = np.unique(train_labels)
-    if seen.size < 2:
-        return None
-    clf = LogisticRegression(C=c, max_iter=2000)
-    clf.fit(np.asarray(train_emb, dtype=np.float64), train_labels)
-    n = int(max(seen.max(), test_labels.max())) + 1
-    scores = np.full((len(test_labels), n), -np.inf)
-    scores[:, clf.classes_] = clf.predict_log_proba(np.asarray(test_emb, dtype=np.float64))
-    try:
-        return dataset_metric(metric, np.maximum(scores, -1e300), test_labels)
-    except ValueError:  # e.g. ROC AUC without both positives and negatives
-        return None
-
-
 def _passes(images, batch_size: int, models: list) -> list:
     """For each ``(model, "embed" or "logits")`` of ``models``, that output over all ``images`` (N, D), computed
     batch by batch: each image is read (decoded) once, and only one batch of images is in memory at a time."""
@@ -114,22 +79,53 @@ def _safe(fn, *args, **kw):
         return None
 
 
+# What each variant means, written into report.json and report.md beside the numbers it produced.
+VARIANTS = {
+    "cler_centres": {
+        "normalised": "class centres = mean of the normalised CLIP image features, re-normalised (the authors' code: "
+                      "Luodian/GenBench evaluation_utils.py, zeroshot_metric)",
+        "mean": "class centres = mean of the normalised CLIP image features, not re-normalised (the paper's "
+                "Algorithm 1 as issue #12 reads it)"},
+    "cler_ensemble": {
+        "code": "ensemble centre = normalise(centre + text embedding) (the authors' code, zeroshot_metric)",
+        "paper": "ensemble = mean of the CLER and CLIP zero-shot probability matrices (the paper's ensemble as "
+                 "issue #12 reads it)"},
+    "metric": {
+        "dataset": "each dataset's own metric, as GenBench's code scores it (its Elevater dataset configs' "
+                   "TEST.METRIC: mean per class for Caltech-101, FGVC Aircraft, Oxford Flowers, Oxford Pets; "
+                   "11-point mAP for VOC 2007; ROC AUC for Hateful Memes; else top-1 accuracy)",
+        "accuracy": "top-1 accuracy for every dataset"},
+    "probe": {
+        "clip": "the CLIP paper's protocol (appendix A.3): logistic regression, L2 strength swept on a class-"
+                "balanced 20% held out of the generated images, refitted on all of them with the chosen C",
+        "elevater": "the paper's probe (Elevater via the authors' run_elevator): SGD, learning rate x weight decay "
+                    "swept on the same 20%, then 50 epochs; the value is the best TEST epoch (test-set selection, "
+                    "optimistic: kept to compare with the paper's numbers)",
+        "fixed-c": "logistic regression at one C (gensets' earlier probe), no search"},
+}
+
+
 def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "open_clip:ViT-B-32/openai",
             *, features: str | None = None, split: str = "test", batch_size: int = 32,
-            price_per_hour: float | None = None, probe_c: float = 1.0, k: int = 3) -> dict:
+            price_per_hour: float | None = None, centres: str = "normalised", ensemble: str = "code",
+            metric: str = "dataset", probe: str = "clip", probe_c: float = 1.0, k: int = 3,
+            shots: list[int] | None = None) -> dict:
     """Every number of the report, as plain data (also written as report.json).
 
     ``features``: the classifier spec whose image features (``embed``) FD, KID and precision / recall use
     and whose softmax the Inception Score uses (e.g. an Inception or DINOv2 timm model); default: the CLIP
-    model (its zero-shot softmax over the generated classes for IS)."""
+    model (its zero-shot softmax over the generated classes for IS). ``centres``, ``ensemble``, ``metric``
+    (``"dataset"``: each dataset's own; ``"accuracy"``), ``probe`` and ``probe_c`` (the C of ``fixed-c``) choose
+    the variants of :data:`VARIANTS`; the defaults are the authors' code (CLER, metric) and the CLIP paper's
+    probe (see :func:`gensets.metrics.linear_probe` for why not the paper's test-selected one)."""
+    for key, value in (("cler_centres", centres), ("cler_ensemble", ensemble), ("metric", metric), ("probe", probe)):
+        if value not in VARIANTS[key]:
+            raise GensetsError(f"{key}: {value!r} is not one of {', '.join(VARIANTS[key])}")
     import numpy as np
 
     from ... import metrics as M
-    from ...images import decode_image
     from ...models import load_classifier
-    from ...registry import STRATEGIES
     from ...sources.classes import plain_name
-    from ...timings import cost_per_image, measured
 
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
@@ -158,48 +154,116 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
         test_emb, test_logits, *test_feat = _passes(test_images, batch_size, [(clf, "embed"), (clf, "logits")]
                                                     + ([(feat, "embed")] if features else []))
         test_feat = test_feat[0] if features else test_emb
-        zero_shot = M.top1(test_logits, test_y)
-        datasets[name] = {"dataset": cfg.dataset, "metric": cfg.metric, "classes": len(generated),
+        scored_with = cfg.metric if metric == "dataset" else "accuracy"
+        zero_shot = _safe(M.genbench_metric, scored_with, _softmax(test_logits), test_y)
+        datasets[name] = {"dataset": cfg.dataset, "metric": scored_with, "dataset_metric": cfg.metric,
+                          "metric_source": _metric_source(cfg), "classes": len(generated),
                           "test_images": len(keep), "test_source": source, "test_class_match": info["match"],
                           "unmatched_test_classes": info["unmatched"],
                           "zero_shot": zero_shot, "clip": clip, "features": features or clip}
         for ws, wcfg, by_config in items:
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
-            for config, samples in sorted(by_config.items(), key=lambda kv: STRATEGIES.names().index(kv[1][0].meta["strategy"])):
-                gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
-                gen_y = np.array([local[s.cls] for s in samples])
-                gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
-                                                    + ([(feat, "embed")] if features else []))
-                gen_feat = gen_feat[0] if features else gen_emb
-                prompt_emb = np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
-                                             .cpu().numpy() for i in range(0, len(samples), batch_size)])
-                probs = np.exp(probs - probs.max(axis=1, keepdims=True))
-                probs /= probs.sum(axis=1, keepdims=True)
-                present = np.isin(test_y, gen_y)
-                cler = M.cler(gen_emb, gen_y, test_emb[present], test_y[present])
-                ens = M.cler(gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb)
-                timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
-                spi = timing["seconds_per_image"] if timing else None
-                rows.append({
-                    "dataset": name, "strategy": samples[0].meta["strategy"], "config": config,
-                    "workspace": str(ws.root), "build": ws.fingerprint, "generated": len(samples),
-                    "test_images": int(present.sum()),
-                    "cler": cler, "cler_ensemble": ens, "zero_shot": zero_shot,
-                    "cler_minus_zero_shot": cler - zero_shot, "ensemble_minus_zero_shot": ens - zero_shot,
-                    "linear_probe": linear_probe(gen_emb, gen_y, test_emb, test_y, cfg.metric, probe_c),
-                    "metric": cfg.metric,
-                    "fd": _safe(M.frechet_distance, test_feat, gen_feat),
-                    "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
-                    **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
-                               strict=True)),
-                    "clip_score": M.clip_score(gen_emb, prompt_emb),
-                    "inception_score": M.inception_score(probs),
-                    "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
-                    "cost_per_image": cost_per_image(spi, price) if spi is not None else None,
-                    "reference_costs": {k2: {"per_image": v.per_image, "source": v.source}
-                                        for k2, v in wcfg.cost.reference.items()},
-                })
-    return {"clip": clip, "features": features or clip, "datasets": datasets, "rows": rows}
+            for config, every in sorted(by_config.items(), key=lambda kv: strategy_order(kv[1][0].meta["strategy"])):
+                built = 1 + max(shot_of(x.key) for x in every)
+                for n_shots in [k for k in (shots or [built]) if k <= built]:
+                    samples = [x for x in every if shot_of(x.key) < n_shots]  # nested: the first K shots
+                    rows.append(_row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat,
+                                     text_emb, zero_shot, clf, feat, features, batch_size, local, centres, ensemble,
+                                     scored_with, probe, probe_c, k))
+    chosen = {"cler_centres": centres, "cler_ensemble": ensemble, "metric": metric, "probe": probe}
+    return {"clip": clip, "features": features or clip,
+            "variants": {key: {"name": v, "means": VARIANTS[key][v]} for key, v in chosen.items()},
+            "datasets": datasets, "rows": rows}
+
+
+def shot_of(key: str) -> int:
+    """A GenBench sample's shot index: the last part of its key (``st_0000_airplane_0003`` -> 3)."""
+    return int(key.rsplit("_", 1)[1])
+
+
+def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat, text_emb, zero_shot, clf, feat,
+         features, batch_size, local, centres, ensemble, scored_with, probe, probe_c, k) -> dict:
+    """One report row: a (dataset, config) at K shots per class, whatever its data type."""
+    import numpy as np
+
+    from ... import metrics as M
+    from ...images import decode_image
+    from ...timings import cost_per_image, measured
+
+    gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
+    gen_y = np.array([local[s.cls] for s in samples])
+    gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
+                                        + ([(feat, "embed")] if features else []))
+    gen_feat = gen_feat[0] if features else gen_emb
+    data = samples[0].meta.get("data")
+    data_type = data["type"] if data else "generated"
+    prompt_emb = None if data else np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
+                                                   .cpu().numpy() for i in range(0, len(samples), batch_size)])
+    probs = np.exp(probs - probs.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    present = np.isin(test_y, gen_y)
+    how = {"centres": centres, "ensemble": ensemble, "metric": scored_with}
+    cler = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], **how)
+    ens = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb, **how)
+    lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
+                        text_emb=text_emb, c=probe_c) or {}
+    timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
+    spi = timing["seconds_per_image"] if timing else None
+    if data_type == "original":  # a labelled image's price, as configured (cost.labelling), with its source
+        per_image, cost_source = wcfg.cost.labelling.per_image, wcfg.cost.labelling.source
+    else:  # measured seconds (generator, or retrieval queries) x price per hour
+        per_image = cost_per_image(spi, price) if spi is not None else None
+        cost_source = ("measured " + ("retrieval query" if data_type == "retrieval" else "generator")
+                       + f" seconds x {price:g} {wcfg.cost.currency}/hour")
+    mts = None
+    if data_type == "retrieval":
+        by_class: dict[str, list[float]] = defaultdict(list)
+        for s in samples:
+            by_class[s.meta["label"]].append(s.meta["data"]["score"])
+        mts = M.mean_text_similarity(by_class, wcfg.retrieval.mts_shot)
+    return {
+        "dataset": name, "strategy": samples[0].meta["strategy"], "config": config, "data_type": data_type,
+        "shots": n_shots,
+        "workspace": str(ws.root), "build": ws.fingerprint, "generated": len(samples),
+        "test_images": int(present.sum()),
+        "metric": scored_with, "cler_centres": centres, "cler_ensemble_variant": ensemble,
+        "cler": cler, "cler_ensemble": ens, "zero_shot": zero_shot,
+        "cler_minus_zero_shot": _minus(cler, zero_shot), "ensemble_minus_zero_shot": _minus(ens, zero_shot),
+        "linear_probe": lp.get("value"), "probe": probe,
+        "probe_params": {key: v for key, v in lp.items() if key not in ("value", "probe")},
+        "fd": _safe(M.frechet_distance, test_feat, gen_feat),
+        "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
+        **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
+                   strict=True)),
+        "clip_score": None if prompt_emb is None else M.clip_score(gen_emb, prompt_emb),
+        "inception_score": M.inception_score(probs),
+        "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
+        "cost_per_image": per_image, "cost_source": cost_source,
+        "cost_total": None if per_image is None else per_image * len(samples),
+        "mts": mts[1] if mts else None, "mts_per_class": mts[0] if mts else None,
+        "reference_costs": {k2: {"per_image": v.per_image, "source": v.source}
+                            for k2, v in wcfg.cost.reference.items()},
+    }
+
+
+def _softmax(logits):
+    from scipy.special import softmax
+
+    return softmax(logits, axis=1)
+
+
+def _minus(a, b):
+    return None if a is None or b is None else a - b
+
+
+def _metric_source(cfg) -> str:
+    """Where the dataset's metric comes from: the packaged GenBench table (with its source) or the config."""
+    from ...sources.packaged import genbench_datasets
+
+    packaged = genbench_datasets().get(cfg.dataset, {})
+    if packaged.get("metric") == cfg.metric:
+        return packaged.get("metric_source", "gensets/data/genbench/datasets.json")
+    return "the build config (metric:)"
 
 
 # ------------------------------------------------------------------ outputs
@@ -211,47 +275,80 @@ def _num(v, fmt=".3f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
+def _probe_cell(r: dict) -> str:
+    """The probe's value with its variant and what it chose, e.g. ``62.5 (clip, C=0.316)``."""
+    p = r["probe_params"]
+    if r["probe"] == "elevater":
+        how = (f"elevater: best test epoch, last {_pct(p.get('last_epoch'))}; lr {p.get('lr', 0):g}, "
+               f"wd {p.get('weight_decay', 0):g}") if p else "elevater"
+    else:
+        how = f"{r['probe']}, C={p['C']:.3g}" if p else r["probe"]
+    return f"{_pct(r['linear_probe'])} ({how})"
+
+
 def markdown(rep: dict) -> str:
     from ...cards.markdown import table
 
     strategies = _strategies(rep)
+    v = rep["variants"]
     lines = ["# GenBench report", "",
              f"CLER (%) of the generated training images of each strategy against real test images, with "
              f"`{rep['clip']}` (GenBench, Li et al. 2023, Table 2); the best strategy per dataset in bold. "
-             "Zero-shot: CLIP zero-shot accuracy (%) on the same test images with the dataset's templates. "
-             f"FD, KID, precision / recall and IS on the features of `{rep['features']}`.", ""]
+             "Zero-shot: CLIP zero-shot (%) on the same test images with the dataset's templates. CLER, zero-shot and "
+             f"the linear probe are scored with each dataset's `metric` column. FD, KID, precision / recall and IS on "
+             f"the features of `{rep['features']}`.", "",
+             "Variants behind the numbers:", "",
+             table(["what", "variant", "meaning"],
+                   [["CLER centres", f"`{v['cler_centres']['name']}`", v["cler_centres"]["means"]],
+                    ["CLER ensemble", f"`{v['cler_ensemble']['name']}`", v["cler_ensemble"]["means"]],
+                    ["metric", f"`{v['metric']['name']}`", v["metric"]["means"]],
+                    ["linear probe", f"`{v['probe']['name']}`", v["probe"]["means"]]]), ""]
     best_rows = []
     for name, d in rep["datasets"].items():
-        vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}
-        best = max(vals.values()) if vals else None
-        cells = [("**" + _pct(vals[s]) + "**" if vals[s] == best else _pct(vals[s])) if s in vals else "-"
-                 for s in strategies]
-        best_rows.append([name, *cells, _pct(d["zero_shot"])])
-    lines += [table(["dataset", *strategies, "zero-shot"], best_rows),
+        vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}  # at the largest K
+        best = max((x for x in vals.values() if x is not None), default=None)
+        cells = [("**" + _pct(vals[s]) + "**" if vals[s] is not None and vals[s] == best else _pct(vals[s]))
+                 if s in vals else "-" for s in strategies]
+        best_rows.append([name, d["metric"], *cells, _pct(d["zero_shot"])])
+    lines += [table(["dataset", "metric", *strategies, "zero-shot"], best_rows),
               "", "## Per (dataset, strategy)", ""]
-    rows = [[r["dataset"], r["strategy"], r["generated"], r["test_images"], _pct(r["cler"]), _pct(r["cler_ensemble"]),
-             _pct(r["zero_shot"]), _pct(r["cler_minus_zero_shot"]), _pct(r["ensemble_minus_zero_shot"]),
-             f"{_pct(r['linear_probe'])} ({r['metric']})", _num(r["fd"]), _num(r["kid"], ".4f"),
+    rows = [[r["dataset"], r["strategy"], r["data_type"], r["shots"], r["metric"], r["generated"], r["test_images"],
+             _pct(r["cler"]),
+             _pct(r["cler_ensemble"]), _pct(r["zero_shot"]), _pct(r["cler_minus_zero_shot"]),
+             _pct(r["ensemble_minus_zero_shot"]), _probe_cell(r), _num(r["fd"]), _num(r["kid"], ".4f"),
              _num(r["precision"], ".2f"), _num(r["recall"], ".2f"), _num(r["clip_score"], ".2f"),
              _num(r["inception_score"], ".2f"), _num(r["seconds_per_image"]),
-             "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}"] for r in rep["rows"]]
-    lines.append(table(["dataset", "strategy", "images", "test", "CLER", "CLER ens.", "zero-shot", "CLER - ZS",
-                        "ens. - ZS", "linear probe (metric)", "FD", "KID", "precision", "recall", "CLIP score", "IS",
-                        "s / image", "cost / image"], rows))
+             "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}",
+             "-" if r["cost_total"] is None else f"{r['cost_total']:.4f} {r['currency']}", _num(r["mts"])]
+            for r in rep["rows"]]
+    lines.append(table(["dataset", "strategy", "data", "K", "metric", "images", "test", "CLER", "CLER ens.", "zero-shot",
+                        "CLER - ZS", "ens. - ZS", "linear probe (variant)", "FD", "KID", "precision", "recall",
+                        "CLIP score", "IS", "s / image", "cost / image", "cost", "MTS"], rows))
     refs = {k: v for r in rep["rows"] for k, v in r["reference_costs"].items()}
     if refs:
         lines += ["", "Other ways to get an image, for comparison with the cost per image:", "",
                   table(["way", "per image", "source"], [[k, f"{v['per_image']:g}", v["source"]] for k, v in refs.items()])]
-    lines += ["", "Cost per image = measured generator seconds per image x price per hour / 3600 (timings are "
-              "recorded while building, per unit, on the building machine).", "", "![CLER per strategy](cler.png)", ""]
+    lines += ["", "Data: generated (a prompt strategy), original (the dataset's own training images, a seeded draw) or "
+              "retrieval (from a pool, ranked by CLIP similarity with the class's queries; MTS: the authors' mean text "
+              "similarity, tools/text_similarity.py). K: shots per class; a row at K takes the first K shots of each "
+              "class of its build (nested subsets: no image made twice). Cost per image = measured generator (or "
+              "retrieval query) seconds per image x price per hour / 3600 (timings are recorded while building, per "
+              "unit, on the building machine); original: the configured labelling price (cost.labelling, its source "
+              "in report.json); cost = cost per image x images.", "", "![CLER per strategy](cler.png)", ""]
     return "\n".join(lines)
 
 
-def _strategies(rep: dict) -> list[str]:
-    """The strategies of the report's rows, in the paper's order."""
+def strategy_order(name: str) -> tuple:
+    """Sort key of a strategy: the paper's table order of its first part, composed ones (NP+RD) after it."""
     from ...registry import STRATEGIES
 
-    return [s for s in STRATEGIES.names() if any(r["strategy"] == s for r in rep["rows"])]
+    names, parts = STRATEGIES.names(), name.split("+")
+    return (names.index(parts[0]) if parts[0] in names else len(names), len(parts), name)
+
+
+def _strategies(rep: dict) -> list[str]:
+    """The strategies of the report's rows, in the paper's order (NP, then NP+RD)."""
+    return sorted({r["strategy"] for r in rep["rows"]}, key=strategy_order)
 
 
 def plot(rep: dict, path: Path) -> None:
@@ -273,8 +370,9 @@ def plot(rep: dict, path: Path) -> None:
                 ys.append(100 * v)
         ax.bar(xs, ys, width, label=s, color=colors[j % len(colors)])
     for i, name in enumerate(names):
-        ax.hlines(100 * rep["datasets"][name]["zero_shot"], i - 0.45, i + 0.45, colors="black", linestyles="dashed",
-                  label="zero-shot" if i == 0 else None)
+        if rep["datasets"][name]["zero_shot"] is not None:
+            ax.hlines(100 * rep["datasets"][name]["zero_shot"], i - 0.45, i + 0.45, colors="black",
+                      linestyles="dashed", label="zero-shot" if i == 0 else None)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
     ax.set_ylabel("CLER (%)")
@@ -293,13 +391,25 @@ def write(rep: dict, out: str | Path) -> Path:
     return out / "report.md"
 
 
+def _shots(text: str) -> list[int]:
+    import argparse
+
+    try:
+        ks = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected shots per class like 10,20,50, got {text!r}") from None
+    if ks[0] < 1:
+        raise argparse.ArgumentTypeError("shots must be at least 1")
+    return ks
+
+
 @REPORTS.register("genbench")
 class GenBench(Report):
     help = "CLER of GenBench workspaces against real test images"
-    description = ("Per (dataset, strategy): CLER and its text ensemble, CLIP zero-shot accuracy on the same test "
-                   "images and the difference, a linear probe scored with the dataset's metric, FD / KID / precision "
+    description = ("Per (dataset, strategy): CLER and its text ensemble, CLIP zero-shot on the same test images and "
+                   "the difference, and a linear probe, all scored with the dataset's metric; FD / KID / precision "
                    "/ recall / CLIP score / IS, and the cost per image; a markdown table (datasets x strategies, best "
-                   "in bold) and a plot.")
+                   "in bold) and a plot. Every number names its variant (report.json: variants, and per row).")
 
     def add_arguments(self, parser):
         parser.add_argument("workspace", nargs="+", metavar="WORKSPACE", help="genbench workspaces (gensets build)")
@@ -314,17 +424,35 @@ class GenBench(Report):
                             "(default: --clip)")
         parser.add_argument("--price-per-hour", type=float,
                             help="generator device price per hour (default: the config's)")
-        parser.add_argument("--probe-c", type=float, default=1.0, help="inverse regularisation C of the linear probe")
+        parser.add_argument("--cler-centres", choices=list(VARIANTS["cler_centres"]), default="normalised",
+                            help="CLER class centres: normalised (default, the authors' code) or mean (the paper's "
+                            "Algorithm 1)")
+        parser.add_argument("--cler-ensemble", choices=list(VARIANTS["cler_ensemble"]), default="code",
+                            help="CLER text ensemble: code (default, normalise(centre + text)) or paper (mean of the "
+                            "CLER and CLIP zero-shot probabilities)")
+        parser.add_argument("--metric", choices=list(VARIANTS["metric"]), default="dataset",
+                            help="dataset (default: each dataset's own metric, as GenBench's code) or accuracy")
+        parser.add_argument("--probe", choices=list(VARIANTS["probe"]), default="clip",
+                            help="linear probe: clip (default: the CLIP paper's L2 sweep on a held-out 20%% of the "
+                            "generated images), elevater (the paper's tuned probe; reports the best test epoch), "
+                            "fixed-c (logistic regression at --probe-c)")
+        parser.add_argument("--probe-c", type=float, default=1.0, help="C of the fixed-c probe (default 1)")
+        parser.add_argument("--shots", type=_shots, metavar="K,K,...",
+                            help="also score nested subsets: the first K shots per class of each build, e.g. "
+                            "10,20,50,100,500 (a row per K; default: every shot built)")
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--out", default="out/report-genbench",
                             help="folder for report.md, report.json and cler.png")
 
     def run(self, args):
         rep = compute(args.workspace, args.test, args.clip, features=args.features, split=args.split,
-                      batch_size=args.batch_size, price_per_hour=args.price_per_hour, probe_c=args.probe_c)
+                      batch_size=args.batch_size, price_per_hour=args.price_per_hour, centres=args.cler_centres,
+                      ensemble=args.cler_ensemble, metric=args.metric, probe=args.probe, probe_c=args.probe_c,
+                      shots=args.shots)
         path = write(rep, args.out)
+        print("variants: " + ", ".join(f"{k} {v['name']}" for k, v in rep["variants"].items()))
         for r in rep["rows"]:
-            print(f"{r['dataset']}  {r['strategy']}  CLER {100 * r['cler']:.1f}  ensemble "
-                  f"{100 * r['cler_ensemble']:.1f}  zero-shot {100 * r['zero_shot']:.1f}")
+            print(f"{r['dataset']}  {r['strategy']} ({r['data_type']}, K={r['shots']})  ({r['metric']})  CLER {_pct(r['cler'])}  ensemble "
+                  f"{_pct(r['cler_ensemble'])}  zero-shot {_pct(r['zero_shot'])}  linear probe {_probe_cell(r)}")
         print(f"{path} (+ report.json, cler.png in {path.parent})")
         return 0

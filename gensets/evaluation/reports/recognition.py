@@ -1,10 +1,14 @@
 """``gensets report recognition``: Borji-style tables and plots, all SQL over the results database.
 
-Per model (and source config): top-1 / top-5. Per category: the best model's top-1, the fraction of
-images that every model fails and that every model gets right (Borji 2022, Fig. 2), images per
-category. Numbers are exactly what ``gensets query`` gives over ``predictions`` and ``runs`` of one
-dataset revision: by default the one scored last, so a rebuilt and re-scored set replaces the old one
-and no model counts twice.
+Per model (and source config): top-1 / top-5 averaged as Borji (2022) does, over its categories (each
+category's accuracy, then their mean: ``top1`` / ``top5``, the default), and over images (``top1_images`` /
+``top5_images``, a named second reading). Per category: the best model's top-1, the fraction of images that
+every model fails and that every model gets right at top-1 and at top-5 (Borji 2022, Fig. 2), images per
+category. Per model and category: the top-1 / top-5 table of the paper's appendix (markdown, JSON, heatmap).
+Beside them, Borji's published numbers (gensets/data/borji/published.json, with their source). Numbers are
+exactly what ``gensets query`` gives over ``predictions`` and ``runs`` of one dataset revision and one
+protocol (the report names it: ``wordset``, the paper's rule, or ``wordset-plural``): by default the
+revision scored last, so a rebuilt and re-scored set replaces the old one and no model counts twice.
 """
 
 from __future__ import annotations
@@ -13,16 +17,29 @@ import json
 from pathlib import Path
 
 from ...cards.markdown import table
-from ...errors import GensetsError
 from ...registry import REPORTS
 from .. import store
-from .base import Report
+from .base import Report, pick_run_set, rows
 
-PER_MODEL = """
-SELECT r.model, r.config, count(*) AS n, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
+PROTOCOLS = {  # the word-set readings, as the report states them
+    "wordset": "Borji 2022's rule: the category word is exactly one of the predicted label's words",
+    "wordset-plural": "gensets' lenient reading of the word-set rule: a trailing s/es is optional",
+}
+AVERAGES = ("`top1` / `top5`: each category's accuracy, then the mean over categories (Borji 2022's "
+            "averaging, the default); `top1_images` / `top5_images`: the mean over images")
+
+PER_MODEL_CATEGORY = """
+SELECT r.model, r.config, p.target, count(*) AS n, sum(p.correct1::INT)::INT AS hits1,
+       sum(p.correct5::INT)::INT AS hits5, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
 FROM predictions p JOIN runs r USING (run_id)
 WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
-GROUP BY ALL ORDER BY r.config, top1 DESC, r.model
+GROUP BY ALL ORDER BY r.config, r.model, p.target
+"""
+PER_MODEL = f"""
+WITH per_category AS ({PER_MODEL_CATEGORY})
+SELECT model, config, sum(n)::INT AS n, count(*)::INT AS categories, avg(top1) AS top1, avg(top5) AS top5,
+       sum(hits1) / sum(n) AS top1_images, sum(hits5) / sum(n) AS top5_images
+FROM per_category GROUP BY ALL ORDER BY config, top1 DESC, model
 """
 PER_CATEGORY_MODEL = """
 SELECT r.model, p.target, count(*) AS n, avg(p.correct1::INT) AS top1
@@ -33,52 +50,34 @@ GROUP BY ALL ORDER BY p.target, top1 DESC, r.model
 ALL_FAIL = """
 WITH per_image AS (
     SELECT r.config, p.key, any_value(p.target) AS target, count(*) AS models,
-           bool_and(NOT p.correct1) AS all_fail, bool_and(p.correct1) AS all_succeed
+           bool_and(NOT p.correct1) AS fail1, bool_and(p.correct1) AS succeed1,
+           bool_and(NOT p.correct5) AS fail5, bool_and(p.correct5) AS succeed5
     FROM predictions p JOIN runs r USING (run_id)
     WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
     GROUP BY r.config, p.key)
-SELECT target, count(*) AS images, avg(all_fail::INT) AS all_fail, avg(all_succeed::INT) AS all_succeed,
-       min(models) AS models
+SELECT target, count(*) AS images, avg(fail1::INT) AS all_fail_top1, avg(succeed1::INT) AS all_succeed_top1,
+       avg(fail5::INT) AS all_fail_top5, avg(succeed5::INT) AS all_succeed_top5, min(models) AS models
 FROM per_image GROUP BY target ORDER BY target
 """
-
-
-def _rows(con, sql: str, args: list) -> list[dict]:
-    cur = con.execute(sql, args)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset",
             revision: str | None = None) -> dict:
     """The report over one dataset revision: ``revision``, else the one of the latest finished run."""
+    from ...sources.packaged import borji_published
+
     con = store.connect(db, read_only=True)
     try:
-        datasets = [r[0] for r in con.execute(
-            "SELECT DISTINCT dataset FROM runs WHERE protocol = ? ORDER BY 1", [protocol]).fetchall()]
-        if dataset is None:
-            if len(datasets) != 1:
-                raise GensetsError(f"{db}: {len(datasets)} datasets scored with protocol {protocol!r}; "
-                                   f"name one with --dataset ({', '.join(datasets) or 'none'})")
-            dataset = datasets[0]
-        elif dataset not in datasets:
-            raise GensetsError(f"{db}: no runs of dataset {dataset!r} with protocol {protocol!r}")
-        revisions = [r[0] for r in con.execute(
-            "SELECT dataset_revision FROM runs WHERE dataset = ? AND protocol = ? GROUP BY 1 "
-            "ORDER BY max(finished) DESC, 1", [dataset, protocol]).fetchall()]
-        if revision is None:
-            revision = revisions[0]
-        elif revision not in revisions:
-            raise GensetsError(f"{db}: no runs of dataset {dataset!r} at revision {revision!r} with protocol "
-                               f"{protocol!r} (revisions: {', '.join(map(str, revisions))})")
+        dataset, revision = pick_run_set(con, db, dataset, protocol, revision)
         args = [dataset, protocol, revision]
         names_row = con.execute("SELECT class_names FROM runs WHERE dataset = ? AND protocol = ? AND "
                                 "dataset_revision IS NOT DISTINCT FROM ? AND class_names IS NOT NULL "
                                 "ORDER BY finished DESC, run_id LIMIT 1", args).fetchone()
         names = json.loads(names_row[0]) if names_row else None
-        per_model = _rows(con, PER_MODEL, args)
-        per_cat_model = _rows(con, PER_CATEGORY_MODEL, args)
-        fails = _rows(con, ALL_FAIL, args)
+        per_model = rows(con, PER_MODEL, args)
+        per_model_category = rows(con, PER_MODEL_CATEGORY, args)
+        per_cat_model = rows(con, PER_CATEGORY_MODEL, args)
+        fails = rows(con, ALL_FAIL, args)
     finally:
         con.close()
 
@@ -89,17 +88,51 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
     for r in per_cat_model:  # ordered by top-1 descending within a category
         best.setdefault(r["target"], r)
     per_category = [{"category": name(f["target"]), "images": f["images"], "best_model": best[f["target"]]["model"],
-                     "best_top1": best[f["target"]]["top1"], "all_fail": f["all_fail"],
-                     "all_succeed": f["all_succeed"], "models": f["models"]} for f in fails]
-    return {"dataset": dataset, "revision": revision, "protocol": protocol, "per_model": per_model,
-            "per_category": per_category}
+                     "best_top1": best[f["target"]]["top1"],
+                     **{k: f[k] for k in ("all_fail_top1", "all_succeed_top1", "all_fail_top5", "all_succeed_top5")},
+                     "models": f["models"]} for f in fails]
+    for r in per_model_category:
+        r["category"] = name(r.pop("target"))
+    published = borji_published()
+    return {"dataset": dataset, "revision": revision, "protocol": protocol,
+            "protocol_rule": PROTOCOLS.get(protocol, protocol), "averages": AVERAGES, "per_model": per_model,
+            "per_category": per_category, "per_model_category": per_model_category,
+            "published": {"source": published["source"], "url": published["url"], "checked": published["checked"],
+                          "numbers": published["recognition"]}}
 
 
-def _md_table(rows: list[dict], cols: list[str]) -> str:
-    def cell(v):
-        return f"{100 * v:.1f}" if isinstance(v, float) else str(v)
+def _pct(v) -> str:
+    return f"{100 * v:.1f}" if isinstance(v, float) else str(v)
 
-    return table(cols, [[r[c] for c in cols] for r in rows], cell)
+
+def _md_table(rows_: list[dict], cols: list[str]) -> str:
+    return table(cols, [[r[c] for c in cols] for r in rows_], _pct)
+
+
+def _matrix(rep: dict, metric: str) -> list[str]:
+    """The per-model x per-category table of ``metric``, one per config (the paper's appendix table)."""
+    cats = [r["category"] for r in rep["per_category"]]
+    out = []
+    for config in dict.fromkeys(r["config"] for r in rep["per_model"]):
+        cells = {(r["model"], r["category"]): r[metric] for r in rep["per_model_category"] if r["config"] == config}
+        models = [r["model"] for r in rep["per_model"] if r["config"] == config]
+        out += [f"Config `{config}`:", "",
+                table(["model", *cats], [[m, *(cells.get((m, c), "-") for c in cats)] for m in models], _pct), ""]
+    return out
+
+
+def _published(rep: dict) -> list[str]:
+    """Borji's published numbers beside the best model's here (under both averages)."""
+    pub = rep["published"]
+    lines = []
+    for p in pub["numbers"]:
+        m = p["metric"]
+        best = max(rep["per_model"], key=lambda r: r[m], default=None)
+        here = (f"{_pct(best[m])} (mean over categories, `{best['model']}` on `{best['config']}`); "
+                f"{_pct(max(r[f'{m}_images'] for r in rep['per_model']))} (best mean over images)") if best else "-"
+        lines.append([p["what"], m, ("about " if p["approximate"] else "") + _pct(p["value"]), here, p["note"]])
+    return [table(["published", "metric", "Borji 2022", f"gensets (protocol {rep['protocol']})", "note"], lines),
+            "", f"Source: {pub['source']} ({pub['url']}). {pub['checked']}", ""]
 
 
 def _plots(rep: dict, out: Path) -> list[str]:
@@ -114,7 +147,7 @@ def _plots(rep: dict, out: Path) -> list[str]:
     ax.bar([i - 0.2 for i in x], [100 * r["top1"] for r in pm], 0.4, label="top-1")
     ax.bar([i + 0.2 for i in x], [100 * r["top5"] for r in pm], 0.4, label="top-5")
     ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=7)
-    ax.set_ylabel("accuracy (%)")
+    ax.set_ylabel("accuracy (%), mean over categories")
     ax.set_ylim(0, 100)
     ax.legend()
     ax.set_title(f"Per-model accuracy ({rep['protocol']})")
@@ -125,7 +158,8 @@ def _plots(rep: dict, out: Path) -> list[str]:
     for fname, title, series in (
         ("best_per_category.png", "Best model's top-1 per category", [("best top-1", "best_top1")]),
         ("all_fail_all_succeed.png", "Images all models fail / all succeed",
-         [("all fail", "all_fail"), ("all succeed", "all_succeed")]),
+         [("all fail, top-1", "all_fail_top1"), ("all succeed, top-1", "all_succeed_top1"),
+          ("all fail, top-5", "all_fail_top5"), ("all succeed, top-5", "all_succeed_top5")]),
         ("images_per_category.png", "Images per category", [("images", "images")]),
     ):
         fig = figure(max(4, 0.5 * len(cats)), 3.2)
@@ -140,7 +174,26 @@ def _plots(rep: dict, out: Path) -> list[str]:
         if len(series) > 1:
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         files.append(_save(fig, out / fname))
+    files.append(_heatmap(rep, out / "per_model_category.png"))
     return files
+
+
+def _heatmap(rep: dict, path: Path) -> str:
+    """Top-1 per model (and config) and category, in %."""
+    from ...cards.figures import figure
+
+    cats = [r["category"] for r in rep["per_category"]]
+    runs = [(r["model"], r["config"]) for r in rep["per_model"]]
+    cells = {(r["model"], r["config"], r["category"]): r["top1"] for r in rep["per_model_category"]}
+    grid = [[100 * cells.get((m, c, k), float("nan")) for k in cats] for m, c in runs]
+    fig = figure(4 + 0.45 * len(cats), max(2.5, 1.5 + 0.35 * len(runs)))
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(cats)), cats, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(runs)), [f"{m} ({c})" for m, c in runs], fontsize=7)
+    fig.colorbar(im, ax=ax, label="top-1 (%)")
+    ax.set_title(f"Top-1 per model and category ({rep['protocol']})", fontsize=10)
+    return _save(fig, path)
 
 
 def _save(fig, path: Path) -> str:
@@ -156,13 +209,21 @@ def write(rep: dict, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     figures = _plots(rep, out)
     md = [f"# Recognition report: {rep['dataset']}", "",
-          f"Revision `{rep['revision']}`, protocol `{rep['protocol']}`; accuracies in %. Per-image detail: "
-          "`gensets query` over `predictions`.", "",
-          "## Per model", "", _md_table(rep["per_model"], ["model", "config", "n", "top1", "top5"]), "",
+          f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` ({rep['protocol_rule']}); accuracies in %. "
+          f"{rep['averages']}. Per-image detail: `gensets query` over `predictions`.", "",
+          "## Per model", "",
+          _md_table(rep["per_model"], ["model", "config", "n", "categories", "top1", "top5", "top1_images",
+                                       "top5_images"]), "",
+          "## Published numbers (Borji 2022)", "", *_published(rep),
           "## Per category", "",
-          _md_table(rep["per_category"], ["category", "images", "best_model", "best_top1", "all_fail",
-                                          "all_succeed", "models"]), ""]
+          "`all_fail_topK` / `all_succeed_topK`: the fraction of the category's images that every model gets wrong "
+          "/ right at top-K.", "",
+          _md_table(rep["per_category"], ["category", "images", "best_model", "best_top1", "all_fail_top1",
+                                          "all_succeed_top1", "all_fail_top5", "all_succeed_top5", "models"]), "",
+          "## Per model and category, top-1", "", *_matrix(rep, "top1"),
+          "## Per model and category, top-5", "", *_matrix(rep, "top5")]
     md += [f"![{f}]({f})" for f in figures]
+    (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
     path = out / "report.md"
     path.write_text("\n".join(md) + "\n")
     return path
@@ -171,18 +232,22 @@ def write(rep: dict, out: str | Path) -> Path:
 @REPORTS.register("recognition")
 class Recognition(Report):
     help = "Borji-style recognition report from a results database"
-    description = ("Per-model top-1/top-5, the best model per category and the fraction of images all models fail / "
-                   "all succeed per category, as markdown and PNG plots.")
+    description = ("Per-model top-1/top-5 (mean over categories, and over images), the best model per category, "
+                   "the fraction of images all models fail / all succeed per category at top-1 and top-5, the "
+                   "per-model x per-category table and Borji (2022)'s published numbers, as markdown, JSON and "
+                   "PNG plots.")
 
     def add_arguments(self, parser):
         parser.add_argument("--db", required=True, help="the results database of `gensets eval`")
         parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
-        parser.add_argument("--protocol", default="wordset", help="which protocol's runs (default: wordset)")
+        parser.add_argument("--protocol", default="wordset",
+                            help="which protocol's runs (default: wordset, the paper's rule; or wordset-plural)")
         parser.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
                             "(default: the one scored last)")
-        parser.add_argument("--out", default="out/report-recognition", help="folder for report.md and figures")
+        parser.add_argument("--out", default="out/report-recognition",
+                            help="folder for report.md, report.json and figures")
 
     def run(self, args):
         path = write(compute(args.db, args.dataset, args.protocol, args.revision), args.out)
-        print(f"{path} (+ figures in {path.parent})")
+        print(f"{path} (+ report.json and figures in {path.parent})")
         return 0

@@ -1,4 +1,5 @@
-"""Tiny random models, built offline from configs, identical on every build (seed 0), saved with safetensors.
+"""Tiny random models, built offline from configs, identical on every build (seed 0), saved with safetensors
+(a torchvision stand-in as the torch hub checkpoint of the weights it stands for: torchvision's own format).
 
 Every kind is a class in one module of this package (classifiers.py, diffusion.py, vqa.py, caption.py,
 text.py), registered where it is defined::
@@ -13,8 +14,8 @@ text.py), registered where it is defined::
 
 so a new tiny model is one new file here (the registry imports every module of this package on first use;
 torch and the model libraries are imported inside the build functions). `tiny:<kind>` names it, and
-`loaders` says which loaders read its folder: "timm", "hf" (transformers) and "open_clip" (load_classifier,
-as the spec kinds of those names), "diffusers" (load_generator), "vqa" (load_vqa), "caption"
+`loaders` says which loaders read its folder: "timm", "hf" (transformers), "open_clip" and "torchvision"
+(load_classifier, as the spec kinds of those names), "diffusers" (load_generator), "vqa" (load_vqa), "caption"
 (load_captioner), "text" (load_text2text). Each model is saved in its library's own format and loaded back
 through the same code path as a real model. transformer_config / vision_config give every tiny transformer
 its size.

@@ -4,6 +4,9 @@
     vit      transformers ViTForImageClassification + ViTImageProcessor (1000 ImageNet classes, 32 px)
     clip     open_clip `local-dir:` folder (open_clip_config.json + open_clip_model.safetensors, 32 px)
     hf-clip  transformers CLIPModel + CLIPProcessor (32 px)
+    torchvision-googlenet  torchvision GoogLeNet, random weights saved as the torch hub checkpoint of
+             torchvision:googlenet@IMAGENET1K_V1 (torchvision's own format, a pickle: loading it needs
+             allow_pickle, as the real weights do), loaded through get_model(..., weights=IMAGENET1K_V1)
 The CLIP tokenizer (rebuilt offline from open_clip's BPE file) and text config serve the tiny SD too.
 """
 
@@ -127,3 +130,30 @@ class TinyHFClip(TinyModel):
         CLIPModel(config).save_pretrained(folder, safe_serialization=True)
         image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
         CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(folder)
+
+
+@TINY_MODELS.register("torchvision-googlenet")
+class TinyTorchvisionGoogLeNet(TinyModel):
+    """GoogLeNet, one of the two classifiers of Borji (2022) that timm lacks: the full architecture (6.6M
+    parameters, 26 MB; AlexNet's 61M would be 244 MB), with the auxiliary heads the real checkpoint carries,
+    so `get_model("googlenet", weights=GoogLeNet_Weights.IMAGENET1K_V1)` loads it exactly as the real file."""
+
+    loaders = ("torchvision",)
+    stands_for = "torchvision:googlenet@IMAGENET1K_V1"  # the spec whose weights enum and file name it takes
+
+    @classmethod
+    def build(cls, folder: Path) -> None:
+        from urllib.parse import urlparse
+
+        import torch
+        from torchvision.models import get_model, get_model_weights
+
+        arch, _, name = cls.stands_for.removeprefix("torchvision:").partition("@")
+        weights = get_model_weights(arch)[name]
+        # PyTorch's default init (init_weights=False): torchvision's truncated normal (std 0.01) shrinks the
+        # activations of a random GoogLeNet towards subnormal floats, which CPUs compute very slowly
+        model = get_model(arch, weights=None, num_classes=len(weights.meta["categories"]), aux_logits=True,
+                          init_weights=False)
+        checkpoints = folder / "hub" / "checkpoints"
+        checkpoints.mkdir(parents=True)
+        torch.save(model.state_dict(), checkpoints / Path(urlparse(weights.url).path).name)

@@ -1,0 +1,99 @@
+"""``gensets report vqa``: binary VQA accuracy per model (protocol ``vqa``, Borji 2022), SQL over the results
+database, beside Borji's published number (OFA on the paper's 241 questions; gensets/data/borji/published.json).
+
+Per model (and config): ``accuracy``, the fraction of questions answered right (the protocol's top-1, the
+default); ``accuracy_images``, each image's fraction of right answers, then the mean over images (a named
+second reading: the abstract's 77.3% is no whole count out of 241, so the paper may average otherwise);
+``yes_accuracy`` / ``no_accuracy`` on the questions whose answer is yes / no. One dataset revision, by
+default the one scored last.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...cards.markdown import table
+from ...registry import REPORTS
+from .. import store
+from .base import Report, pick_run_set, rows
+
+PROTOCOL = "vqa"
+PER_MODEL = """
+WITH q AS (
+    SELECT r.model, r.config, regexp_replace(p.key, '/q[0-9]+$', '') AS image, p.target, p.correct1
+    FROM predictions p JOIN runs r USING (run_id)
+    WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?),
+per_image AS (SELECT model, config, image, avg(correct1::INT) AS accuracy FROM q GROUP BY ALL)
+SELECT q.model, q.config, count(*)::INT AS questions, count(DISTINCT q.image)::INT AS images,
+       avg(q.correct1::INT) AS accuracy,
+       (SELECT avg(i.accuracy) FROM per_image i WHERE i.model = q.model AND i.config = q.config) AS accuracy_images,
+       avg(q.correct1::INT) FILTER (WHERE q.target = 1) AS yes_accuracy,
+       avg(q.correct1::INT) FILTER (WHERE q.target = 0) AS no_accuracy
+FROM q GROUP BY ALL ORDER BY q.config, accuracy DESC, q.model
+"""
+COLUMNS = ("`accuracy`: the fraction of questions answered right (the default); `accuracy_images`: each image's "
+           "fraction, then the mean over images; `yes_accuracy` / `no_accuracy`: on the questions answered yes / no")
+
+
+def compute(db: str | Path, dataset: str | None = None, revision: str | None = None) -> dict:
+    from ...sources.packaged import borji_published
+
+    con = store.connect(db, read_only=True)
+    try:
+        dataset, revision = pick_run_set(con, db, dataset, PROTOCOL, revision)
+        per_model = rows(con, PER_MODEL, [dataset, PROTOCOL, revision])
+    finally:
+        con.close()
+    published = borji_published()
+    return {"dataset": dataset, "revision": revision, "protocol": PROTOCOL, "columns": COLUMNS,
+            "per_model": per_model,
+            "published": {"source": published["source"], "url": published["url"], "checked": published["checked"],
+                          "numbers": published["vqa"]}}
+
+
+def _pct(v) -> str:
+    return f"{100 * v:.1f}" if isinstance(v, float) else "-" if v is None else str(v)
+
+
+def write(rep: dict, out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cols = ["model", "config", "questions", "images", "accuracy", "accuracy_images", "yes_accuracy", "no_accuracy"]
+    pub = rep["published"]
+    best = max(rep["per_model"], key=lambda r: r["accuracy"])
+    published = [[p["what"], f"{p['questions']} questions, {p['images']} images", _pct(p["value"]),
+                  f"{_pct(best['accuracy'])} / {_pct(best['accuracy_images'])} (`{best['model']}` on "
+                  f"`{best['config']}`, {best['questions']} questions, {best['images']} images)", p["note"]]
+                 for p in pub["numbers"]]
+    md = [f"# VQA report: {rep['dataset']}", "",
+          f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` (binary questions, answers normalised to "
+          f"yes / no); accuracies in %. {rep['columns']}.", "",
+          "## Per model", "", table(cols, [[r[c] for c in cols] for r in rep["per_model"]], _pct), "",
+          "## Published numbers (Borji 2022)", "",
+          table(["published", "set", "Borji 2022", "gensets, best here: accuracy / accuracy_images", "note"],
+                published), "",
+          f"Source: {pub['source']} ({pub['url']}). {pub['checked']}"]
+    (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
+    path = out / "report.md"
+    path.write_text("\n".join(md) + "\n")
+    return path
+
+
+@REPORTS.register("vqa")
+class VQA(Report):
+    help = "Borji-style binary VQA report from a results database"
+    description = ("Per-model accuracy over questions and over images, on yes and on no questions, beside Borji "
+                   "(2022)'s published OFA accuracy, as markdown and JSON.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--db", required=True, help="the results database of `gensets eval --protocol vqa`")
+        parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
+        parser.add_argument("--revision", help="the dataset revision as recorded in runs (default: the one "
+                            "scored last)")
+        parser.add_argument("--out", default="out/report-vqa", help="folder for report.md and report.json")
+
+    def run(self, args):
+        path = write(compute(args.db, args.dataset, args.revision), args.out)
+        print(f"{path} (+ report.json in {path.parent})")
+        return 0
