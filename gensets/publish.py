@@ -18,7 +18,6 @@ printed or logged: messages of failed Hub calls are scrubbed of it before they a
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import re
@@ -46,9 +45,10 @@ class Target(Protocol):
         """The bytes of one file of the repo, None if it has no such file."""
         ...
 
-    def upload_folder(self, folder: Path, allow_patterns: list[str], commit_message: str,
-                      revision: str | None = None, delete_patterns: list[str] | None = None) -> str:
-        """Upload the files of ``folder`` that match ``allow_patterns`` in one commit; its URL."""
+    def upload_folder(self, folder: Path, files: list[str], commit_message: str,
+                      revision: str | None = None, delete: list[str] | None = None) -> str:
+        """Upload ``files`` (paths relative to ``folder``, exactly; no patterns) and delete the repo files
+        ``delete`` in one commit; its URL."""
         ...
 
     def tag(self, tag: str, revision: str | None = None) -> None: ...
@@ -82,10 +82,16 @@ class HubTarget:
             return None
         return Path(local).read_bytes()
 
-    def upload_folder(self, folder, allow_patterns, commit_message, revision=None, delete_patterns=None) -> str:
-        info = self.api.upload_folder(repo_id=self.repo_id, repo_type="dataset", folder_path=str(folder),
-                                      allow_patterns=list(allow_patterns), commit_message=commit_message,
-                                      revision=revision, delete_patterns=list(delete_patterns or []) or None)
+    def upload_folder(self, folder, files, commit_message, revision=None, delete=None) -> str:
+        """One ``create_commit`` with an operation per file: what ``HfApi.upload_folder`` sends, without its
+        matching of every file of the folder against every pattern (quadratic in the shards)."""
+        from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+        added = set(files)
+        ops = [CommitOperationDelete(path_in_repo=f, is_folder=False) for f in delete or () if f not in added]
+        ops += [CommitOperationAdd(path_in_repo=f, path_or_fileobj=str(Path(folder) / f)) for f in files]
+        info = self.api.create_commit(repo_id=self.repo_id, repo_type="dataset", operations=ops,
+                                      commit_message=commit_message, revision=revision)
         return info.commit_url
 
     def tag(self, tag: str, revision: str | None = None) -> None:
@@ -117,22 +123,24 @@ class LocalTarget:
         p = self.root / path
         return p.read_bytes() if p.is_file() else None
 
-    def upload_folder(self, folder, allow_patterns, commit_message, revision=None, delete_patterns=None) -> str:
+    def upload_folder(self, folder, files, commit_message, revision=None, delete=None) -> str:
         folder = Path(folder)
-        found = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-        # in the order of the patterns: copied one by one, README.md (last) lands when the rest is there
-        files = list(dict.fromkeys(f for pat in allow_patterns for f in found if fnmatch.fnmatch(f, pat)))
-        # the patterns publish passes are exact paths (see deletions): never a walk of the whole folder
-        deleted = [f for f in delete_patterns or () if f not in files and (self.root / f).is_file()]
+        missing = [f for f in files if not (folder / f).is_file()]
+        if missing:
+            raise GensetsError(f"{folder / missing[0]}: no such file to upload")
+        added = set(files)
+        # the paths publish passes are exact (see deletions): never a walk of the whole folder
+        deleted = [f for f in delete or () if f not in added and (self.root / f).is_file()]
         for rel in deleted:
             (self.root / rel).unlink()
-        for rel in files:
+        for rel in files:  # in the given order: README.md (last) lands when the rest is there
             dst = self.root / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
             shutil.copyfile(folder / rel, tmp)
             os.replace(tmp, dst)
-        self.commits.append({"message": commit_message, "files": files, "deleted": deleted, "revision": revision})
+        self.commits.append({"message": commit_message, "files": list(files), "deleted": deleted,
+                             "revision": revision})
         self._log({"commit": len(self.commits), **self.commits[-1]})
         return f"{self.url}#commit-{len(self.commits)}"
 

@@ -106,8 +106,12 @@ def test_hub_errors_are_scrubbed_of_the_token(reference, monkeypatch):
 
 
 def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
-    """HubTarget drives HfApi: repo + branch, one upload_folder per commit (the card last), then the tag."""
-    from gensets.publish import HubTarget, publish
+    """HubTarget drives HfApi: repo + branch, the earlier version's manifest.json read, one create_commit per
+    planned commit with exactly the planned files (the card last, the shard that manifest lists and this version
+    lacks deleted there), then the tag."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    from gensets.publish import HubTarget, plan, publish
 
     calls = []
 
@@ -124,8 +128,8 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
             path.write_text(json.dumps({"builder": "imagenet-d", "shards": [{"path": "background/test-00009.tar"}]}))
             return str(path)
 
-        def upload_folder(self, **kw):
-            calls.append(("upload_folder", kw["allow_patterns"], kw))
+        def create_commit(self, **kw):
+            calls.append(("create_commit", kw["operations"], kw))
 
             class Info:
                 commit_url = f"https://huggingface.co/datasets/{kw['repo_id']}/commit/{len(calls)}"
@@ -141,11 +145,16 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
     assert calls[0] == ("create_repo", "org/name", {"repo_type": "dataset", "private": True, "exist_ok": True})
     assert calls[1][0] == "create_branch" and calls[1][2]["branch"] == "dev"
     assert calls[2] == ("hf_hub_download", "manifest.json", {"repo_type": "dataset", "revision": "dev"})
-    uploads = [c for c in calls if c[0] == "upload_folder"]
-    assert [u[1][-1] for u in uploads][-1] == "README.md"
-    assert all(u[2]["repo_type"] == "dataset" and u[2]["revision"] == "dev" for u in uploads)
-    assert uploads[-1][2]["delete_patterns"] == ["background/test-00009.tar"]
-    assert all(u[2]["delete_patterns"] is None for u in uploads[:-1])
+    commits = [c for c in calls if c[0] == "create_commit"]
+    planned = plan(reference / "dataset")
+    added = [[op.path_in_repo for op in c[1] if isinstance(op, CommitOperationAdd)] for c in commits]
+    assert added == [p.files for p in planned] and added[-1][-1] == "README.md"
+    assert all(str(op.path_or_fileobj) == str(reference / "dataset" / op.path_in_repo)
+               for c in commits for op in c[1] if isinstance(op, CommitOperationAdd))
+    deleted = [[op.path_in_repo for op in c[1] if isinstance(op, CommitOperationDelete)] for c in commits]
+    assert deleted == [[]] * (len(commits) - 1) + [["background/test-00009.tar"]]
+    assert all(c[2]["repo_type"] == "dataset" and c[2]["revision"] == "dev" for c in commits)
+    assert [c[2]["commit_message"] for c in commits] == [p.message for p in planned]
     assert calls[-1] == ("create_tag", "org/name", {"tag": "v1", "revision": "dev", "repo_type": "dataset"})
     assert url.endswith(f"/commit/{len(calls) - 1}")
 

@@ -295,10 +295,13 @@ def test_page_guards_and_errors(reference, tmp_path, server_factory):
         code, out = s.post(payload)
         assert code == 400 and needle in out["error"], out
     assert s.get("/api/counts")["flagged"] == 0  # the string "false" did not set the flag
-    for query in ("page=%C2%B2", "page=abc", "page=-1"):  # "²".isdigit() is true, int("²") fails
+    for query in ("after=%C2%B2", "before=abc", "after=-1"):  # "²".isdigit() is true, int("²") fails
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(s.url + f"api/items?{query}", timeout=10)
-        assert e.value.code == 400 and "page" in json.loads(e.value.read())["error"]
+        assert e.value.code == 400 and "cursor" in json.loads(e.value.read())["error"]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(s.url + "api/items?status=maybe", timeout=10)
+    assert e.value.code == 400 and "maybe" in json.loads(e.value.read())["error"]
     with urllib.request.urlopen(s.url + f"image/{key}", timeout=10) as r:
         data = r.read()
         assert r.headers["Content-Type"] == "image/jpeg" and data[:2] == b"\xff\xd8"
@@ -600,26 +603,47 @@ def test_label_studio_export_and_import(reference, tmp_path):
 
 
 def test_pages_and_filters_in_process(reference, tmp_path, monkeypatch):
-    """The app without a server (Flask's test client): pagination, filters, the page's content."""
+    """The app without a server (Flask's test client): keyset pages forward and back, filters, the page's content."""
     from gensets.curation import review_server
 
     ws = _workspace(reference, tmp_path)
     monkeypatch.setattr(review_server, "PAGE_SIZE", 10)
+    con = _db(ws)
+    order = [k for (k,) in con.execute("SELECT r.key FROM reviews r JOIN samples s USING (key) "
+                                       "ORDER BY s.config, s.label, r.key").fetchall()]
+    con.close()
     rs = review_server.ReviewState(ws, reviewer="ana")
     try:
         client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
-        p = client.get("/api/items?status=all&page=5").get_json()
-        assert (p["matching"], p["page"], p["pages"], len(p["items"])) == (42, 5, 5, 2)
-        assert client.get("/api/items?status=all&page=99").get_json()["page"] == 5
+        # every key once, in page order (config, class, key), over 5 pages of 10, 10, 10, 10, 2
+        pages, cursor = [], ""
+        while cursor is not None:
+            p = client.get(f"/api/items?status=all{cursor}").get_json()
+            pages.append(p)
+            cursor = None if p["after"] is None else f"&after={p['after']}"
+        assert [len(p["items"]) for p in pages] == [10, 10, 10, 10, 2] and pages[0]["before"] is None
+        assert [it["key"] for p in pages for it in p["items"]] == order and {p["matching"] for p in pages} == {42}
+        back = client.get(f"/api/items?status=all&before={pages[-1]['before']}").get_json()  # back from the last
+        assert back["items"] == pages[-2]["items"] and back["after"] == pages[-2]["after"]
+        assert back["before"] == pages[-2]["before"]
+        first = client.get(f"/api/items?status=all&before={pages[1]['before']}").get_json()
+        assert first["items"] == pages[0]["items"] and first["before"] is None
         p = client.get("/api/items?class=mug&config=texture").get_json()
         assert p["matching"] == 4 and {it["label"] for it in p["items"]} == {"mug"}
         assert [c for c, _ in p["classes"]] == ["backpack", "chair", "mug"]
-        html = client.get("/?status=all&page=2").get_data(as_text=True)
-        assert html.count('class="card ') == 10 and "page 2 of 5" in html and "next ›" in html
+        html = client.get(f"/?status=all&after={pages[0]['after']}").get_data(as_text=True)
+        assert html.count('class="card ') == 10 and "next ›" in html and "‹ prev" in html and "42 images" in html
         assert 'option value="teapot"' in html  # the relabel picker offers every class of the dataset
         r = client.post("/api/decide", json={"key": p["items"][0]["key"], "action": "accept"})
         assert r.status_code == 200 and r.get_json()["counts"]["accepted"] == 1
         assert client.get("/api/items?status=accepted").get_json()["matching"] == 1
         assert client.get("/api/items").get_json()["matching"] == 41  # still to review
+        # a cursor survives decisions: the next page of "to review" neither skips nor repeats an image
+        todo = client.get("/api/items").get_json()
+        for it in todo["items"]:
+            assert client.post("/api/decide", json={"key": it["key"], "action": "reject"}).status_code == 200
+        nxt = client.get(f"/api/items?after={todo['after']}").get_json()
+        assert [it["key"] for it in nxt["items"]] == [k for k in order if k not in
+                                                      {p["items"][0]["key"], *(it["key"] for it in todo["items"])}][:10]
     finally:
         rs.close()

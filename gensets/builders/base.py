@@ -91,8 +91,10 @@ class Builder:
     def after_build(self, ws) -> None:
         """Called once on rank 0 after every unit is committed (e.g. statistics over the whole build)."""
 
-    def card_body(self, cfg, manifest: dict, samples: list) -> str:
-        """The card's "How it was built" section."""
+    def card_body(self, cfg, manifest: dict, samples) -> str:
+        """The card's "How it was built" section. ``samples``: the published samples, a sequence read from the
+        shards again at each pass (``len``, ``samples[0]``, iteration): count or collect what you need, never
+        a list of them all."""
         return ""
 
     def models(self, cfg) -> list[tuple[str, str]]:

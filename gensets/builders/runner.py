@@ -8,10 +8,10 @@ unit that is not. Under ``accelerate launch`` process i of n takes units i, i+n,
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,18 +56,14 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     process uses ``threads`` threads whatever the number of processes: one process or N give the same
     bytes. Throughput on CPU comes from processes (``accelerate launch``), not threads.
     """
-    import torch
-
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
-    if not torch.cuda.is_available():
-        torch.set_num_threads(threads)
     dist = distributed()
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
-        return _build(builder, cfg, out, dist, quiet)
+        return _build(builder, cfg, out, dist, quiet, threads)
 
 
-def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool) -> dict:
+def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int) -> dict:
     from ..shards import Manifest, clean_temp, write_shard
 
     if dist.rank == 0:
@@ -98,7 +94,11 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool) -> dict:
         n_units += len(units)
         n_done += sum(u.id in done for u in units)
         n_run += len(mine)
-        if mine and not loaded:
+        if mine and not loaded:  # torch and the models are imported only now, when there is work
+            import torch
+
+            if not torch.cuda.is_available():
+                torch.set_num_threads(threads)
             ctx.load()  # every model up front: a missing one fails now, in one line, before any work
             if quality:
                 quality.load()
@@ -128,16 +128,19 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool) -> dict:
 
 
 def ingest(ws: Workspace) -> int:
-    """Load committed candidate shards into state.duckdb (idempotent)."""
-    from ..curation import state
+    """Load committed candidate shards into state.duckdb (idempotent), with where each image lies and the
+    review page's tables, so that ``gensets review serve`` starts at once."""
+    from ..curation import queue, state
     from ..shards import Manifest
 
     builder, _ = ws.load()
     con = state.connect(ws.state_path)
     try:
-        return state.ingest(con, Manifest(ws.manifest_path).rows(),
-                            lambda shard: ws.read_candidates(shard), builder.config_of,
-                            initial_status="pending" if builder.needs_review else "accepted")
+        added = state.ingest(con, Manifest(ws.manifest_path).rows(), ws.candidate,
+                             builder.config_of, initial_status="pending" if builder.needs_review else "accepted")
+        state.index_images(con, ws.candidate)  # a database from before ``images``
+        queue.ensure(con)
+        return added
     finally:
         con.close()
 
@@ -147,10 +150,14 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
 
     In double review an image's decision is :func:`review.verdicts`'s, not the latest one: images whose
     two reviewers disagree and that nobody adjudicated are held back (counted on stderr).
+
+    Streams: the images of one output shard at a time are in memory. Each config's samples come from
+    state.duckdb in key order (their provenance and class as ingested), each image from its candidate shard
+    at its recorded offset; the card reads the written shards back (:class:`gensets.shards.ShardSamples`).
     """
     from ..cards import card
     from ..curation import review, state
-    from ..shards import write_json_atomic, write_shard
+    from ..shards import ShardSamples, read_at, write_json_atomic, write_shard
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
@@ -159,63 +166,64 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
     ingest(ws)
     con = state.connect(ws.state_path)
-    rows = con.execute("""SELECT s.key, s.shard, s.config, r.status, r.label, r.reviewer, r.time, s.label
-                          FROM samples s JOIN reviews r USING (key) ORDER BY s.config, s.key""").fetchall()
-    double = review.is_double(con)
-    verdicts = review.verdicts(con) if double else {}
-    funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()}, quality=bool(getattr(cfg, "quality", None)))
-    con.close()
-    disputed = sum(v[0] == "disputed" for v in verdicts.values())
-    held = sum(v[0] == "held" for v in verdicts.values())
-    if double:
-        print(f"double review: {disputed} image(s) held back because their two reviewers disagree "
-              "(`gensets review agreement` lists them; agreeing decisions under other names settle one), "
-              f"{held} rejected by their one reviewer so far", file=sys.stderr)
+    metas = con.cursor()  # the provenance of one output shard at a time, by key, beside the sorted stream
+    try:
+        double = review.is_double(con)
+        verdicts = review.verdicts(con) if double else {}
+        funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()},
+                              quality=bool(getattr(cfg, "quality", None)))
+        disputed = sum(v[0] == "disputed" for v in verdicts.values())
+        held = sum(v[0] == "held" for v in verdicts.values())
+        if double:
+            print(f"double review: {disputed} image(s) held back because their two reviewers disagree "
+                  "(`gensets review agreement` lists them; agreeing decisions under other names settle one), "
+                  f"{held} rejected by their one reviewer so far", file=sys.stderr)
+        statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
+        tmp = ws.root / f".dataset.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        shards, counts = [], {}
+        split = builder.split
 
-    statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
-    wanted = defaultdict(dict)  # shard -> key -> review row
-    for key, shard, config, status, label, reviewer, time, label_before in rows:
-        status, label, reviewer, time = verdicts.get(key, (status, label, reviewer, time))
-        if status in statuses:
-            time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
-            wanted[shard][key] = (key, shard, config, status, label, reviewer, time, label_before)
-    per_config: dict[str, list[Sample]] = defaultdict(list)
-    for shard in sorted(wanted):
-        for s in ws.read_candidates(shard):
-            row = wanted[shard].get(s.key)
-            if row is None:
-                continue
-            _, _, config, status, label, reviewer, time, label_before = row
-            review = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
-            if status == "relabeled" and label != label_before:
-                s.cls, fields = builder.relabel(s.meta, label)
-                s.meta.update(fields)
-                review["label_before"] = label_before
-            s.meta["review"] = review
-            per_config[config].append(s)
-
-    tmp = ws.root / f".dataset.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    shards, counts = [], {}
-    split = builder.split
-    configs = builder.config_names(cfg)
-    for config in configs:
-        samples = sorted(per_config.get(config, []), key=lambda s: s.key)
-        counts[config] = len(samples)
-        if not samples:
-            continue
-        (tmp / config).mkdir()
-        for i in range(0, len(samples), cfg.shard_size):
-            rel = f"{config}/{split}-{i // cfg.shard_size:05d}.tar"
-            info = write_shard(tmp / rel, [s.to_wds() for s in samples[i : i + cfg.shard_size]])
+        def flush(config: str, i: int, rows: list[tuple]) -> None:
+            samples = []
+            meta = dict(metas.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)",
+                                      [[r[0] for r in rows]]).fetchall())
+            for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before in rows:
+                s = Sample(key, read_at(ws.candidate(shard), offset, size), ext, cls, json.loads(meta[key]))
+                time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
+                decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
+                if status == "relabeled" and label != label_before:
+                    s.cls, fields = builder.relabel(s.meta, label)
+                    s.meta.update(fields)
+                    decision["label_before"] = label_before
+                s.meta["review"] = decision
+                samples.append(s)
+            rel = f"{config}/{split}-{i:05d}.tar"
+            (tmp / config).mkdir(exist_ok=True)
+            info = write_shard(tmp / rel, [s.to_wds() for s in samples])
             shards.append({"path": rel, "config": config, "split": split, "sha256": info.sha256,
                            "n": info.n, "nbytes": info.nbytes})
-    all_samples = [s for config in configs for s in sorted(per_config.get(config, []), key=lambda s: s.key)]
+
+        for config in builder.config_names(cfg):
+            counts[config] = 0
+            rows: list[tuple] = []
+            for row in _published(con, config, statuses, verdicts):
+                rows.append(row)
+                counts[config] += 1
+                if len(rows) == cfg.shard_size:
+                    flush(config, (counts[config] - 1) // cfg.shard_size, rows)
+                    rows = []
+            if rows:
+                flush(config, (counts[config] - 1) // cfg.shard_size, rows)
+    finally:
+        metas.close()
+        con.close()
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards}
     write_json_atomic(tmp / "manifest.json", manifest)
-    card.write(tmp, builder, cfg, manifest, all_samples, ws.fingerprint)  # README.md + figures/
+    samples = ShardSamples([tmp / s["path"] for s in shards], n=sum(counts.values()))
+    card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint)  # README.md + figures/
     # swap the new folder in: the old dataset stays whole until the new one is complete
     old = ws.root / f".dataset.old-{os.getpid()}"
     if ws.dataset.exists():
@@ -224,3 +232,32 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     shutil.rmtree(old, ignore_errors=True)
     return {"dataset": str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
+
+
+def _published(con, config: str, statuses: list[str], verdicts: dict):
+    """The samples of ``config`` that go into the dataset, in key order, a batch at a time: ``(key, shard, byte
+    offset, size, ext, class index, status, label, reviewer, time, label before)``; in double review the status,
+    label, reviewer and time are the image's verdict's (``verdicts``). (No provenance: DuckDB sorts narrow rows.)"""
+    import pyarrow as pa
+
+    con.register("_verdicts", pa.table({
+        "key": pa.array(list(verdicts), pa.string()),
+        "status": pa.array([v[0] for v in verdicts.values()], pa.string()),
+        "label": pa.array([v[1] for v in verdicts.values()], pa.string()),
+        "reviewer": pa.array([v[2] for v in verdicts.values()], pa.string()),
+        "time": pa.array([v[3] for v in verdicts.values()], pa.timestamp("us"))}))
+    try:
+        reader = con.sql("""
+            SELECT * FROM (
+                SELECT s.key, i.shard, i.byte_offset, i.nbytes, i.ext, s.label_index,
+                       CASE WHEN v.key IS NULL THEN r.status ELSE v.status END AS status,
+                       CASE WHEN v.key IS NULL THEN r.label ELSE v.label END AS label,
+                       CASE WHEN v.key IS NULL THEN r.reviewer ELSE v.reviewer END AS reviewer,
+                       CASE WHEN v.key IS NULL THEN r.time ELSE v.time END AS time, s.label AS label_before
+                FROM samples s JOIN reviews r USING (key) JOIN images i USING (key)
+                LEFT JOIN _verdicts v USING (key) WHERE s.config = ?)
+            WHERE list_contains(?, status) ORDER BY key""", params=[config, statuses]).to_arrow_reader(1024)
+        for batch in reader:
+            yield from zip(*(col.to_pylist() for col in batch.columns), strict=True)
+    finally:
+        con.unregister("_verdicts")

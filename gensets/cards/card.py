@@ -83,9 +83,10 @@ def _short_config(cfg) -> dict:
 
 
 FIGURES = {"classes": "figures/images_per_class.png", "samples": "figures/samples.png"}
+SAMPLES_PER_CONFIG = 4  # images of each config in the sample grid
 
 
-def models_md(builder, cfg, samples: list) -> str:
+def models_md(builder, cfg, samples) -> str:
     """Every model the build used (``builder.models``), with its id and revision (pinned in the spec, or
     recorded: the generator's, in the samples' provenance)."""
     from ..models.spec import parse_spec
@@ -125,10 +126,12 @@ def _leaderboard_md(board) -> str:
     return table(head, out)
 
 
-def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *, leaderboard=None,
+def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None,
           scores=None) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
+    ``samples`` is re-iterable (:class:`gensets.shards.ShardSamples`: each pass reads the provenance again,
+    one sample at a time); the figures read the images of the few samples they show, nothing else.
     ``leaderboard(configs, build_id) -> (columns, rows)``, when given, adds a baseline leaderboard (the CLI
     passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
     build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
@@ -138,13 +141,22 @@ def write(folder, builder, cfg, manifest: dict, samples: list, build_id: str, *,
 
     folder = Path(folder)
     configs = [c for c, n in manifest["counts"].items() if n]
-    by_config = {c: [s for s in samples if builder.config_of(s.meta) == c] for c in configs}
+    counts = {c: Counter() for c in configs}
+    pickers = {c: figures.Picker(SAMPLES_PER_CONFIG) for c in configs}
+    for s in samples:
+        c = builder.config_of(s.meta)
+        if c in counts:
+            counts[c][s.meta["label"]] += 1
+            pickers[c].add(s)
     written = []
     for name, rel in FIGURES.items():
         path = folder / rel
         path.unlink(missing_ok=True)
-        if samples:
-            (figures.class_counts if name == "classes" else figures.sample_grid)(by_config, path)
+        if len(samples):
+            if name == "classes":
+                figures.class_counts(counts, path)
+            else:
+                figures.sample_grid({c: p.picked() for c, p in pickers.items()}, path)
         if path.exists():
             written.append(rel)
     board = leaderboard(configs, build_id) if leaderboard else None
@@ -164,8 +176,7 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     import json
 
     from ..errors import GensetsError
-    from ..records import Sample
-    from ..shards import iter_shard
+    from ..shards import ShardSamples
     from ..workspace import Workspace
 
     ws = Workspace(workspace)
@@ -177,7 +188,8 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     counts = manifest["counts"]  # manifest.json has sorted keys: back to the builder's config order
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}
-    samples = [Sample.from_wds(d) for sh in manifest["shards"] for d in iter_shard(ws.dataset / sh["path"])]
+    samples = ShardSamples([ws.dataset / sh["path"] for sh in manifest["shards"]],
+                           n=sum(sh["n"] for sh in manifest["shards"]))
     return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard,
                  scores=scores)
 
@@ -206,7 +218,7 @@ def _fenced(text: str, lang: str) -> str:
     return f"{fence}{lang}\n{text}{fence}"
 
 
-def render(builder, cfg, manifest: dict, samples: list, build_id: str, *, figures=(),
+def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
            leaderboard: tuple | None = None, quality: str = "") -> str:
     """The card: the YAML header, then generic sections around the builder's own ``card_body``.
 

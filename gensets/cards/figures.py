@@ -28,12 +28,12 @@ def save(fig, path: Path) -> None:
     fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
 
 
-def class_counts(by_config: dict[str, list], path: Path) -> None:
-    """Horizontal bars: images per class, stacked by config, most frequent class on top."""
-    counts = {c: Counter(s.meta["label"] for s in samples) for c, samples in by_config.items()}
+def class_counts(counts: dict[str, Counter], path: Path) -> None:
+    """Horizontal bars: images per class (``counts``: config -> class -> images), stacked by config, most
+    frequent class on top."""
     totals = sum(counts.values(), Counter())
     classes = sorted(totals, key=lambda k: (-totals[k], k))
-    used = [c for c in by_config if counts[c]]
+    used = [c for c in counts if counts[c]]
     height = 1.2 + 0.22 * max(len(classes), 1)
     fig = figure(8, height)
     ax = fig.add_axes((0.24, 0.6 / height, 0.56, 1 - 1.0 / height))
@@ -55,26 +55,52 @@ def class_counts(by_config: dict[str, list], path: Path) -> None:
     save(fig, path)
 
 
-def pick_samples(samples: list, n: int) -> list:
+class Picker:
+    """Up to ``n`` samples, as varied as possible (a new class and a new nuisance first, then the smallest key),
+    chosen from a stream of samples seen once.
+
+    Which sample the greedy choice takes depends only on its (class, nuisance) and its key, so it only ever
+    takes one of the ``n`` smallest keys of a (class, nuisance) pair: those are all that is kept (memory grows
+    with the pairs, not with the samples), and :meth:`picked` makes the same choices over them as over all."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.first: dict[tuple, list] = {}  # (class, nuisance) -> its n samples of smallest key
+
+    def add(self, s) -> None:
+        kept = self.first.setdefault((s.meta["label"], s.meta.get("nuisance")), [])
+        if len(kept) < self.n or s.key < kept[-1].key:
+            kept.append(s)
+            kept.sort(key=lambda x: x.key)
+            del kept[self.n:]
+
+    def picked(self) -> list:
+        rest = sorted((s for kept in self.first.values() for s in kept), key=lambda s: s.key)
+        picked, classes, nuisances = [], set(), set()
+        while rest and len(picked) < self.n:
+            i, best = max(enumerate(rest), key=lambda t: (2 * (t[1].meta["label"] not in classes)
+                                                          + (t[1].meta.get("nuisance") not in nuisances), -t[0]))
+            del rest[i]
+            picked.append(best)
+            classes.add(best.meta["label"])
+            nuisances.add(best.meta.get("nuisance"))
+        return picked
+
+
+def pick_samples(samples, n: int) -> list:
     """Up to ``n`` samples, as varied as possible (a new class and a new nuisance first), deterministic."""
-    rest = sorted(samples, key=lambda s: s.key)
-    picked, classes, nuisances = [], set(), set()
-    while rest and len(picked) < n:
-        i, best = max(enumerate(rest), key=lambda t: (2 * (t[1].meta["label"] not in classes)
-                                                      + (t[1].meta.get("nuisance") not in nuisances), -t[0]))
-        del rest[i]
-        picked.append(best)
-        classes.add(best.meta["label"])
-        nuisances.add(best.meta.get("nuisance"))
-    return picked
+    picker = Picker(n)
+    for s in samples:
+        picker.add(s)
+    return picker.picked()
 
 
-def sample_grid(by_config: dict[str, list], path: Path, per_config: int = 4) -> None:
-    """A few images per config (one row each), each titled with its class and nuisance."""
+def sample_grid(picks: dict[str, list], path: Path) -> None:
+    """A few images per config (``picks``: config -> its samples, one row each), each titled with its class
+    and nuisance. Only these images are read."""
     from PIL import Image
 
-    rows = [(c, pick_samples(samples, per_config)) for c, samples in by_config.items()]
-    rows = [(c, picked) for c, picked in rows if picked]
+    rows = [(c, picked) for c, picked in picks.items() if picked]
     if not rows:
         return
     cols = max(len(p) for _, p in rows)

@@ -42,7 +42,7 @@ from xml.sax.saxutils import quoteattr
 
 from ..errors import GensetsError
 from . import review, state
-from .review_server import FLAG, has_flag, with_flag
+from .queue import FLAG, has_flag, with_flag
 
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
@@ -117,13 +117,12 @@ def label_config(class_names: list[str]) -> str:
 
 def export_label_studio(ws, con, path: Path, class_names: list[str], status: str | None = None) -> int:
     from ..labels.imagenet import imagenet_names
-    from .review_server import MIME, image_index
+    from ..shards import read_at
+    from .review_server import MIME
 
     rows = _queue(con, status)
     keys = [r["key"] for r in rows]
-    shards = [s for (s,) in con.execute(
-        "SELECT DISTINCT shard FROM samples WHERE list_contains(?, key) ORDER BY 1", [keys]).fetchall()]
-    index = image_index(ws, shards)
+    index = state.images_of(con, keys, ws.candidate)
     names = imagenet_names()
     top1 = {}
     for key, model, idx, score in con.execute(
@@ -133,9 +132,7 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
     tasks = []
     for r in rows:
         spath, offset, size, ext = index[r["key"]]
-        with open(spath, "rb") as f:
-            f.seek(offset)
-            data = base64.b64encode(f.read(size)).decode()
+        data = base64.b64encode(read_at(spath, offset, size)).decode()
         preds = top1.get(r["key"], [])
 
         def prediction(version, lines, score=None):

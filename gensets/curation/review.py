@@ -18,18 +18,13 @@ from collections.abc import Sequence
 
 from ..db import transaction
 from ..errors import GensetsError
-from . import state
+from . import queue, state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
 ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}  # what a reviewer does -> status
 MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double
 
-# every reviewer's latest decision per image; rowid orders decisions made within the same second
-LATEST = """
-    SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
-           arg_max(note, seq) AS note, arg_max(time, seq) AS time,
-           min(seq) AS first_seq, max(seq) AS last_seq
-    FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer"""
+LATEST = queue.LATEST.format(where="")  # every reviewer's latest decision per image
 
 
 def check_reviewer(name) -> str:
@@ -88,17 +83,21 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
 
 
 def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]]) -> None:
-    """Write checked decisions ``(key, status, label, reviewer, note)`` in one transaction: all or none."""
+    """Write checked decisions ``(key, status, label, reviewer, note)`` in one transaction: all or none, with
+    the review page's tables (:func:`queue.refresh`). Each statement finds its rows by key (indexed)."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    keys = list(dict.fromkeys(d[0] for d in decisions))
     with transaction(con):
+        labels = dict(con.execute("SELECT key, label FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
         for key, status, label, reviewer, note in decisions:
+            if not reviewer:
+                raise GensetsError(f"sample '{key}': a decision needs a reviewer name")
             new_label = label if status == "relabeled" else None
-            con.execute(
-                "UPDATE reviews SET status = ?, label = coalesce(?, (SELECT label FROM samples s "
-                "WHERE s.key = reviews.key)), reviewer = ?, time = ?, note = ? WHERE key = ?",
-                [status, new_label, reviewer, now, note, key])
+            con.execute("UPDATE reviews SET status = ?, label = ?, reviewer = ?, time = ?, note = ? WHERE key = ?",
+                        [status, labels.get(key) if new_label is None else new_label, reviewer, now, note, key])
             con.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note "
                         "FROM reviews WHERE key = ?", [key])
+        queue.refresh(con, keys)
 
 
 def category(status: str, label: str | None) -> str:

@@ -5,6 +5,11 @@ read-write DuckDB connection of the workspace while it runs (DuckDB allows one w
 request uses it under a lock, and every decision goes through :func:`review.decide`, so ``reviews``
 and ``review_log`` change together with the reviewer and the time.
 
+Nothing grows with the queue: a page reads its rows by keyset from ``queue`` and its counts from
+``queue_counts`` (:mod:`gensets.curation.queue`), a decision updates the rows of its image, and an image is
+read from its candidate shard at the byte offset recorded at ingest (``images``), when the browser asks for
+it. Starting the server reads the config and one settings row; no candidate shard is opened.
+
 "Several objects" is a flag kept in the decision's note (see :data:`FLAG`); a later decision by the
 same reviewer keeps it. In double-review mode (recorded in state.duckdb; the workspace stays in it) each
 image needs decisions from two reviewers: the page shows each reviewer their own decisions only (blind)
@@ -21,17 +26,14 @@ import ipaddress
 import json
 import signal
 import sys
-import tarfile
 import threading
 import time
-from collections import Counter
-from pathlib import Path
 
 from ..errors import GensetsError
-from ..images import IMAGE_EXTS
-from . import review, state
+from . import queue, review, state
+from .queue import FLAG, has_flag, with_flag
 
-FLAG = "several objects"
+__all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "create_app", "serve", "agreement"]
 PAGE_SIZE = 60
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
@@ -40,17 +42,6 @@ MAX_KEY = 200  # longer than any sample key: refused without being echoed
 # the page loads only its own script, style and images, and no other site may frame it (clickjacking)
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-
-
-def has_flag(note: str | None) -> bool:
-    return bool(note) and FLAG in [p.strip() for p in note.split(";")]
-
-
-def with_flag(note: str | None, on: bool) -> str | None:
-    """The note with the "several objects" flag set or cleared; other note text is kept."""
-    parts = [p.strip() for p in (note or "").split(";") if p.strip() and p.strip() != FLAG]
-    parts = ([FLAG] if on else []) + parts
-    return "; ".join(parts) or None
 
 
 def agreement(con) -> dict:
@@ -82,27 +73,6 @@ def agreement(con) -> dict:
     return out
 
 
-def image_index(ws, shards: list[str]) -> dict[str, tuple[Path, int, int, str]]:
-    """key -> (shard path, byte offset, size, ext) of each image member, read once from the tar headers."""
-    from ..errors import DataError
-    from ..shards.reader import member_problem, split_name
-
-    index = {}
-    for shard in shards:
-        path = ws.candidate(shard)
-        try:
-            with tarfile.open(path, mode="r:") as tf:
-                for info in tf:
-                    if member_problem(info) or not info.isfile():
-                        continue
-                    parts = split_name(info.name)
-                    if parts and parts[1] in IMAGE_EXTS:
-                        index[parts[0]] = (path, info.offset_data, info.size, parts[1])
-        except (tarfile.TarError, OSError) as e:
-            raise DataError(f"{path}: cannot index the shard ({e})") from None
-    return index
-
-
 class ReviewState:
     """The queue seen by the page: listing, counts and decisions over one locked connection."""
 
@@ -122,9 +92,7 @@ class ReviewState:
         self.double = double or review.is_double(self.con)  # recorded by keep_mode(), once serving
         self.class_names = list(self.builder.class_names(self.cfg))
         self.imagenet = imagenet_names()
-        shards = [r[0] for r in self.con.execute(
-            "SELECT DISTINCT s.shard FROM samples s JOIN reviews USING (key) ORDER BY 1").fetchall()]
-        self.index = image_index(self.ws, shards)
+        queue.ensure(self.con)  # up to date after every build: one settings lookup
 
     def keep_mode(self) -> None:
         """Record double review in state.duckdb: once double, always (finalize relies on it)."""
@@ -137,89 +105,41 @@ class ReviewState:
             self.con.close()
 
     # ---------------------------------------------------------------- reading
-    def _rows(self, reviewer: str) -> list[dict]:
-        q = f"""
-            WITH latest AS ({review.LATEST}),
-                 nrev AS (SELECT key, count(*) AS n FROM latest WHERE status <> 'pending' GROUP BY key)
-            SELECT s.key, s.config, s.label, s.nuisance, r.status, r.label AS review_label, r.note,
-                   m.status AS my_status, m.label AS my_label, m.note AS my_note, coalesce(n.n, 0) AS n
-            FROM reviews r JOIN samples s USING (key)
-            LEFT JOIN latest m ON m.key = r.key AND m.reviewer = ?
-            LEFT JOIN nrev n ON n.key = r.key
-            ORDER BY s.config, s.label, s.key"""
-        with self.lock:
-            cur = self.con.execute(q, [reviewer])
-            cols = [d[0] for d in cur.description]
-            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-        for r in rows:
-            if self.double:  # each reviewer sees their own decisions only
-                mine = r["my_status"] not in (None, "pending")
-                below = r["status"] == state.BELOW_QUALITY  # out of the queue until someone decides it
-                r["status"] = r["my_status"] if mine else state.BELOW_QUALITY if below else "pending"
-                r["review_label"] = r["my_label"] if mine else r["label"]
-                r["note"] = r["my_note"]
-                r["todo"] = not mine and not below and r["n"] < 2
-            else:
-                r["todo"] = r["status"] == "pending"
-            r["flagged"] = has_flag(r["note"])
-        return rows
-
-    @staticmethod
-    def _counts(rows: list[dict]) -> dict:
-        c = Counter(r["status"] for r in rows)
-        out = {s: c.get(s, 0) for s in review.STATUSES}
-        out.update(total=len(rows), flagged=sum(r["flagged"] for r in rows),
-                   todo=sum(r["todo"] for r in rows),
-                   double_reviewed=sum(r["n"] >= 2 for r in rows))
-        return out
-
     def counts(self, reviewer: str) -> dict:
-        return self._counts(self._rows(reviewer))
+        with self.lock:
+            return queue.summary(self.con, reviewer, self.double)["counts"]
 
     def page(self, reviewer: str, *, label: str | None = None, config: str | None = None,
-             status: str = "todo", page: int = 1) -> dict:
-        """One page of the queue with its details, the filter options and the progress counts."""
-        rows = self._rows(reviewer)
-        shown = [r for r in rows if (not label or r["label"] == label) and (not config or r["config"] == config)
-                 and (status == "all" or (r["todo"] if status == "todo" else
-                                          r["flagged"] if status == "flagged" else r["status"] == status))]
-        pages = max(1, -(-len(shown) // PAGE_SIZE))
-        page = min(max(1, page), pages)
-        items = shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-        self._details(items)
-        return {"items": items, "matching": len(shown), "page": page, "pages": pages,
-                "counts": self._counts(rows),
-                "classes": sorted(Counter(r["label"] for r in rows).items()),
-                "configs": sorted(Counter(r["config"] for r in rows).items())}
+             status: str = "todo", after: int | None = None, before: int | None = None) -> dict:
+        """One page of the queue with its details, the filter options, the progress counts and the cursors of
+        the pages before and after it (``after`` / ``before``: a cursor of a page shown before)."""
+        if status not in queue.VIEWS:
+            raise GensetsError(f"unknown status '{status[:40]}' (known: {', '.join(queue.VIEWS)})")
+        with self.lock:
+            p = queue.page(self.con, reviewer, self.double, label=label, config=config, view=status,
+                           after=after, before=before, size=PAGE_SIZE)
+            s = queue.summary(self.con, reviewer, self.double, label=label, config=config, view=status)
+            self._details(p["items"])
+        return {**p, **s}
 
     def _details(self, items: list[dict]) -> None:
-        """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items."""
+        """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items, from their provenance."""
         keys = [r["key"] for r in items]
         if not keys:
             return
-        with self.lock:
-            meta = dict(self.con.execute(
-                "SELECT key, meta FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
-            preds = self.con.execute(
-                """SELECT key, model, list(class_index ORDER BY rank), list(score ORDER BY rank), bool_or(hit)
-                   FROM surrogate_predictions WHERE list_contains(?, key)
-                   GROUP BY key, model ORDER BY key, model""", [keys]).fetchall()
-        by_key: dict[str, list] = {}
-        for key, model, idx, scores, hit in preds:
-            by_key.setdefault(key, []).append((model, idx, scores, hit))
+        meta = dict(self.con.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
         for r in items:
             m = json.loads(meta[r["key"]])
             ids = set(m.get("imagenet_ids") or [])
-            order = {s["model"]: i for i, s in enumerate(m.get("surrogates") or [])}
             r.update(prompt=m.get("prompt"), seed=m.get("seed"), nuisance_kind=m.get("nuisance_kind"),
                      failures=m.get("surrogate_failures"), imagenet_ids=sorted(ids))
             r["surrogates"] = [
-                {"model": model, "hit": bool(hit),
+                {"model": p["model"], "hit": bool(p["hit"]),
                  "top5": [{"name": self.imagenet[i] if 0 <= i < len(self.imagenet) else str(i),
-                           "score": round(float(s), 4), "target": i in ids} for i, s in zip(idx, sc, strict=True)]}
-                for model, idx, sc, hit in sorted(by_key.get(r["key"], []), key=lambda p: order.get(p[0], 99))]
-            for k in ("my_status", "my_label", "my_note", "note"):
-                r.pop(k, None)
+                           "score": round(float(sc), 4), "target": i in ids}
+                          for i, sc in zip(p["top5"], p["scores"], strict=True)]}
+                for p in m.get("surrogates") or []]
+            r.pop("note", None)
 
     # ---------------------------------------------------------------- writing
     def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
@@ -229,13 +149,14 @@ class ReviewState:
         if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
         with self.lock:
-            row = self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?", [key]).fetchone()
+            row = next(iter(self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
+                                             [key]).fetchall()), None)
             if row is None:
                 raise GensetsError(f"sample '{key}' is not in the review queue")
             if self.double:  # the reviewer's own latest decision, if any
-                row = self.con.execute(
-                    "SELECT status, label, note FROM review_log WHERE key = ? AND reviewer = ? "
-                    "ORDER BY time DESC, rowid DESC LIMIT 1", [key, reviewer]).fetchone() or ("pending", None, None)
+                row = next((r[1:] for r in self.con.execute(
+                    "SELECT reviewer, status, label, note FROM review_latest WHERE key = ?", [key]).fetchall()
+                    if r[0] == reviewer), ("pending", None, None))
             status, current_label, note = row
             if action == "flag":
                 if not isinstance(flagged, bool):
@@ -248,7 +169,7 @@ class ReviewState:
                 status = review.ACTIONS[action]
             review.decide(self.con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
-        counts = self.counts(reviewer)
+            counts = queue.summary(self.con, reviewer, self.double)["counts"]
         return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": counts}
 
     def agreement(self) -> dict:
@@ -258,12 +179,15 @@ class ReviewState:
         return {k: a[k] for k in SUMMARY}
 
     def image(self, key: str) -> tuple[bytes, str]:
-        if key not in self.index:
+        """An image's bytes, read at its offset in its candidate shard; KeyError if the key has none."""
+        from ..shards import read_at
+
+        with self.lock:
+            where = state.images_of(self.con, [key], self.ws.candidate).get(key)
+        if where is None:
             raise KeyError(key)
-        path, offset, size, ext = self.index[key]
-        with open(path, "rb") as f:
-            f.seek(offset)
-            return f.read(size), MIME.get(ext, "application/octet-stream")
+        path, offset, size, ext = where
+        return read_at(path, offset, size), MIME.get(ext, "application/octet-stream")
 
 
 def host_allowed(host: str, allowed: set[str]) -> bool:
@@ -316,11 +240,14 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     def _query():
         a = request.args
         reviewer = (a.get("reviewer") or rs.reviewer).strip()[:64] or rs.reviewer
-        page = a.get("page") or "1"
-        if not (page.isascii() and page.isdecimal()):
-            raise GensetsError(f"page must be a whole number, got {page[:20]!r}")
+        cursors = {}
+        for name in ("after", "before"):
+            value = a.get(name) or None
+            if value is not None and not (value.isascii() and value.isdecimal()):
+                raise GensetsError(f"{name} must be a whole number (a page cursor), got {value[:20]!r}")
+            cursors[name] = None if value is None else int(value)
         return reviewer, {"label": a.get("class") or None, "config": a.get("config") or None,
-                          "status": a.get("status") or "todo", "page": int(page)}
+                          "status": a.get("status") or "todo", **cursors}
 
     @app.get("/")
     def index():
@@ -412,7 +339,7 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     if not loopback:
         print(f"warning: {shown}:{port} is not loopback and the review page has no authentication: "
               "anyone who can reach it can see the images and change decisions", file=sys.stderr, flush=True)
-    announce(f"review page: http://{shown}:{port}/  ({len(rs.index)} images, {mode}, "
+    announce(f"review page: http://{shown}:{port}/  ({rs.counts(rs.reviewer)['total']} images, {mode}, "
              f"reviewer {rs.reviewer}; Ctrl-C to stop)", flush=True)
     try:
         server.serve_forever()  # returns on Ctrl-C (werkzeug swallows the KeyboardInterrupt)

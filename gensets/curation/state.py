@@ -32,6 +32,8 @@ CREATE TABLE IF NOT EXISTS review_log (
     key VARCHAR, status VARCHAR, label VARCHAR, reviewer VARCHAR, time TIMESTAMP, note VARCHAR);
 CREATE TABLE IF NOT EXISTS settings (
     name VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS images (
+    key VARCHAR PRIMARY KEY, shard VARCHAR, byte_offset BIGINT, nbytes BIGINT, ext VARCHAR);
 """
 
 
@@ -57,7 +59,7 @@ def setting(con, name: str, default: str | None = None) -> str | None:
     import duckdb
 
     try:
-        row = con.execute("SELECT value FROM settings WHERE name = ?", [name]).fetchone()
+        row = next(iter(con.execute("SELECT value FROM settings WHERE name = ?", [name]).fetchall()), None)
     except duckdb.CatalogException:
         return default
     return row[0] if row else default
@@ -67,15 +69,72 @@ def set_setting(con, name: str, value: str) -> None:
     con.execute("INSERT OR REPLACE INTO settings VALUES (?, ?)", [name, value])
 
 
-def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_status: str = "pending") -> int:
-    """Load the samples of every committed unit not yet in the database, in one transaction.
+BATCH = 1_000  # samples per Arrow batch fed to DuckDB (a key lookup of this many uses the index)
+QUEUE = "queue"  # the settings row that says the review page's tables (curation.queue) are up to date
+INDEXED = "image_index"  # the settings row that says every ingested unit's images are in ``images``
 
-    ``read_samples(shard)`` yields the Sample records of a shard; ``config_of(meta)`` names the
-    published config a sample belongs to. Kept samples enter the review queue as ``initial_status``
-    (``pending``; ``accepted`` for builders without a human review step).
+_SCHEMAS = {
+    "units": [("unit", "string"), ("shard", "string"), ("sha256", "string"), ("n", "int32")],
+    "samples": [("key", "string"), ("unit", "string"), ("shard", "string"), ("config", "string"),
+                ("label", "string"), ("label_index", "int32"), ("nuisance", "string"), ("prompt", "string"),
+                ("seed", "int64"), ("surrogate_failures", "int32"), ("kept", "bool_"), ("meta", "string")],
+    "surrogate_predictions": [("key", "string"), ("model", "string"), ("rank", "int32"),
+                              ("class_index", "int32"), ("score", "float64"), ("hit", "bool_")],
+    "reviews": [("key", "string"), ("status", "string"), ("label", "string"), ("reviewer", "string"),
+                ("time", "timestamp"), ("note", "string")],
+    "skipped": [("unit", "string"), ("path", "string"), ("reason", "string")],
+    "images": [("key", "string"), ("shard", "string"), ("byte_offset", "int64"), ("nbytes", "int64"),
+               ("ext", "string")],
+}
+
+
+def _arrow(name: str, rows: list[dict]):
+    import pyarrow as pa
+
+    types = {"timestamp": pa.timestamp("us")}
+    return pa.Table.from_pylist(rows, schema=pa.schema(
+        [(col, types.get(t) or getattr(pa, t)()) for col, t in _SCHEMAS[name]]))
+
+
+def _insert(con, name: str, rows: list[dict]) -> None:
+    """Append ``rows`` to table ``name`` through Arrow."""
+    if not rows:
+        return
+    con.register("_incoming", _arrow(name, rows))
+    try:
+        # a sample ingested again keeps its row (and review decisions stay); its predictions are replaced
+        if name in ("samples", "reviews", "images"):
+            con.execute(f"INSERT OR IGNORE INTO {name} SELECT * FROM _incoming")
+        else:
+            con.execute(f"INSERT INTO {name} SELECT * FROM _incoming")
+    finally:
+        con.unregister("_incoming")
+
+
+def _image_row(d: dict, shard: str) -> dict:
+    from ..errors import DataError
+    from ..images import IMAGE_EXTS
+
+    ext = next((e for e in IMAGE_EXTS if e in d["__members__"]), None)
+    if ext is None:
+        raise DataError(f"{shard}: {d['__key__']}: no image member")
+    offset, size = d["__members__"][ext]
+    return {"key": d["__key__"], "shard": shard, "byte_offset": offset, "nbytes": size, "ext": ext}
+
+
+def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_status: str = "pending") -> int:
+    """Load the samples of every committed unit not yet in the database.
+
+    ``shard_path(shard)`` is the file of a manifest row's shard; only its json and cls members are read
+    (:func:`gensets.shards.iter_index`: the images are skipped), and where each image lies (shard, byte
+    offset, size) goes into ``images`` for the review page. ``config_of(meta)`` names the published config
+    a sample belongs to. Kept samples enter the review queue as ``initial_status`` (``pending``;
+    ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of whole
+    units (about :data:`BATCH` samples), one transaction each, so memory does not grow with the number of
+    samples; a killed ingest keeps whole units and the next one adds the others.
     Returns the number of samples added.
     """
-    import pyarrow as pa
+    from ..shards import iter_index
 
     have = {r[0] for r in con.execute("SELECT unit FROM units").fetchall()}
     todo = {}
@@ -84,57 +143,86 @@ def ingest(con, manifest_rows: Iterable[dict], read_samples, config_of, initial_
             todo[row["unit"]] = row
     if not todo:
         return 0
-    units, samples, preds, reviews, skipped = [], [], [], [], []
+    added = 0
+    batch: dict[str, list[dict]] = {name: [] for name in _SCHEMAS}
+
+    def flush():
+        with transaction(con):
+            con.execute("DELETE FROM settings WHERE name = ?", [QUEUE])  # new rows: the page's tables are stale
+            keys = [r["key"] for r in batch["samples"]]  # samples seen before, found by key (indexed)
+            seen = [k for (k,) in con.execute("SELECT key FROM samples WHERE list_contains(?, key)", [keys]).fetchall()]
+            if seen:
+                con.execute("DELETE FROM surrogate_predictions WHERE list_contains(?, key)", [seen])
+            for name, rows in batch.items():
+                _insert(con, name, rows)
+                rows.clear()
+
     for unit, row in sorted(todo.items()):
-        units.append({"unit": unit, "shard": row["shard"], "sha256": row["sha256"], "n": row["n"]})
-        skipped += [{"unit": unit, "path": r["path"], "reason": r["reason"]} for r in row.get("skipped") or []]
-        for s in read_samples(row["shard"]):
-            m = s.meta
-            samples.append({
-                "key": s.key, "unit": unit, "shard": row["shard"], "config": config_of(m),
-                "label": m.get("label"), "label_index": s.cls, "nuisance": m.get("nuisance"),
+        batch["units"].append({"unit": unit, "shard": row["shard"], "sha256": row["sha256"], "n": row["n"]})
+        batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]}
+                             for r in row.get("skipped") or []]
+        for d in iter_index(shard_path(row["shard"])):
+            key, m = d["__key__"], json.loads(d["json"])
+            batch["images"].append(_image_row(d, row["shard"]))
+            batch["samples"].append({
+                "key": key, "unit": unit, "shard": row["shard"], "config": config_of(m),
+                "label": m.get("label"), "label_index": int(d["cls"].decode()), "nuisance": m.get("nuisance"),
                 "prompt": m.get("prompt"), "seed": m.get("seed"),
                 "surrogate_failures": m.get("surrogate_failures"), "kept": bool(m.get("kept")),
                 "meta": json.dumps(m, sort_keys=True),
             })
             for p in m.get("surrogates") or []:
                 for rank, (idx, score) in enumerate(zip(p["top5"], p["scores"], strict=True)):
-                    preds.append({"key": s.key, "model": p["model"], "rank": rank + 1,
-                                  "class_index": idx, "score": score, "hit": p["hit"]})
+                    batch["surrogate_predictions"].append({
+                        "key": key, "model": p["model"], "rank": rank + 1, "class_index": idx,
+                        "score": score, "hit": p["hit"]})
             if m.get("kept"):  # below a quality: threshold: out of the queue (a reviewer may still accept it)
                 status = BELOW_QUALITY if (m.get("quality") or {}).get("passed") is False else initial_status
-                reviews.append({"key": s.key, "status": status, "label": m.get("label"),
-                                "reviewer": None, "time": None, "note": None})
-    tables = {
-        "units": pa.Table.from_pylist(units),
-        "samples": pa.Table.from_pylist(samples, schema=pa.schema([
-            ("key", pa.string()), ("unit", pa.string()), ("shard", pa.string()), ("config", pa.string()),
-            ("label", pa.string()), ("label_index", pa.int32()), ("nuisance", pa.string()),
-            ("prompt", pa.string()), ("seed", pa.int64()), ("surrogate_failures", pa.int32()),
-            ("kept", pa.bool_()), ("meta", pa.string())])),
-        "surrogate_predictions": pa.Table.from_pylist(preds, schema=pa.schema([
-            ("key", pa.string()), ("model", pa.string()), ("rank", pa.int32()),
-            ("class_index", pa.int32()), ("score", pa.float64()), ("hit", pa.bool_())])),
-        "reviews": pa.Table.from_pylist(reviews, schema=pa.schema([
-            ("key", pa.string()), ("status", pa.string()), ("label", pa.string()),
-            ("reviewer", pa.string()), ("time", pa.timestamp("us")), ("note", pa.string())])),
-        "skipped": pa.Table.from_pylist(skipped, schema=pa.schema([
-            ("unit", pa.string()), ("path", pa.string()), ("reason", pa.string())])),
-    }
+                batch["reviews"].append({"key": key, "status": status, "label": m.get("label"),
+                                         "reviewer": None, "time": None, "note": None})
+            added += 1
+        if len(batch["samples"]) >= BATCH:
+            flush()
+    flush()
+    return added
+
+
+def index_images(con, shard_path) -> int:
+    """Record where the images of every ingested unit lie, for units ingested before ``images`` existed (once:
+    then the setting :data:`INDEXED` says so). Reads tar headers only. Returns the number of shards indexed."""
+    from ..shards import iter_index
+
+    if setting(con, INDEXED) == "1":
+        return 0
+    shards = [r[0] for r in con.execute(
+        "SELECT u.shard FROM units u WHERE u.n > 0 AND NOT EXISTS "
+        "(SELECT 1 FROM images i WHERE i.shard = u.shard) ORDER BY 1").fetchall()]
     with transaction(con):
-        for name, table in tables.items():
-            if table.num_rows:
-                con.register("_incoming", table)
-                # a sample re-generated by an identical unit replaces its row; review decisions stay
-                if name in ("samples", "reviews"):
-                    con.execute(f"INSERT OR IGNORE INTO {name} SELECT * FROM _incoming")
-                elif name == "surrogate_predictions":
-                    con.execute("DELETE FROM surrogate_predictions WHERE key IN (SELECT key FROM _incoming)")
-                    con.execute(f"INSERT INTO {name} SELECT * FROM _incoming")
-                else:
-                    con.execute(f"INSERT INTO {name} SELECT * FROM _incoming")
-                con.unregister("_incoming")
-    return len(samples)
+        for shard in shards:
+            _insert(con, "images", [_image_row(d, shard) for d in iter_index(shard_path(shard), read=())])
+        set_setting(con, INDEXED, "1")
+    return len(shards)
+
+
+def images_of(con, keys: list[str], shard_path) -> dict[str, tuple[Path, int, int, str]]:
+    """key -> (shard file, byte offset, size, ext) of the images of ``keys``, from ``images`` (indexed by key).
+    A sample ingested before ``images`` existed is found in its shard's tar headers (not recorded: a read-only
+    connection may ask; ``gensets finalize`` or the next build records them all)."""
+    from ..shards import iter_index
+
+    found = {k: (shard_path(sh), o, n, e) for k, sh, o, n, e in con.execute(
+        "SELECT key, shard, byte_offset, nbytes, ext FROM images WHERE list_contains(?, key)", [keys]).fetchall()}
+    missing = [k for k in keys if k not in found]
+    if missing:
+        shards = sorted({r[0] for r in con.execute(
+            "SELECT shard FROM samples WHERE list_contains(?, key)", [missing]).fetchall()})
+        wanted = set(missing)
+        for shard in shards:
+            for d in iter_index(shard_path(shard), read=()):
+                if d["__key__"] in wanted:
+                    r = _image_row(d, shard)
+                    found[r["key"]] = (shard_path(shard), r["byte_offset"], r["nbytes"], r["ext"])
+    return found
 
 
 def funnel(con, statuses: dict[str, str] | None = None, quality: bool = False) -> dict[str, dict[str, int]]:

@@ -4,7 +4,15 @@ Light to import: webdataset (which imports torch) is only loaded inside `write_s
 """
 
 from gensets.shards.manifest import Manifest, clean_temp, write_json_atomic
-from gensets.shards.reader import iter_shard, iter_shards
+from gensets.shards.reader import (
+    ShardSamples,
+    StoredSample,
+    iter_index,
+    iter_shard,
+    iter_shards,
+    read_at,
+    stored_samples,
+)
 from gensets.shards.verify import Problem, verify
 from gensets.shards.writer import ShardInfo, sha256_file, write_shard
 
@@ -17,6 +25,11 @@ __all__ = [
     "clean_temp",
     "iter_shard",
     "iter_shards",
+    "iter_index",
+    "read_at",
+    "ShardSamples",
+    "StoredSample",
+    "stored_samples",
     "verify",
     "Problem",
 ]

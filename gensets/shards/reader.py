@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from gensets.errors import DataError
+from gensets.images import IMAGE_EXTS
+from gensets.records import Sample
 
 
 def member_problem(info: tarfile.TarInfo) -> str | None:
@@ -83,6 +86,177 @@ def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
         yield sample
 
 
+_BLOCK = tarfile.BLOCKSIZE
+_ZEROS = bytes(_BLOCK)
+
+
+def _plain_members(fd: int) -> list[tuple[str, int, int]] | None:
+    """``(name, data offset, size)`` of every member, read header by header (the data is skipped), when every
+    header is a plain ustar regular file with a valid checksum and the end-of-archive marker is there, as
+    :func:`gensets.shards.writer.write_shard` writes them for ASCII names; None for anything else (PAX or GNU
+    headers, links, directories, a bad checksum, a cut), which tarfile then reads and judges. tarfile takes
+    about 30 us to parse a header; this takes a few."""
+    out, off = [], 0
+    while True:
+        buf = os.pread(fd, _BLOCK, off)
+        if len(buf) < _BLOCK:
+            return None
+        if buf == _ZEROS:
+            return out if os.pread(fd, _BLOCK, off + _BLOCK) == _ZEROS else None
+        if buf[156:157] not in (b"0", b"\0") or buf[345:346] != b"\0" or buf[124] & 0x80:
+            return None  # another member type, a ustar prefix, a base-256 size
+        try:
+            name = buf[:100].split(b"\0", 1)[0].decode("ascii")
+            size = int(buf[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+            chksum = int(buf[148:156].split(b"\0", 1)[0].strip() or b"-1", 8)
+        except (UnicodeDecodeError, ValueError):
+            return None
+        if chksum != sum(buf[:148]) + 256 + sum(buf[156:]):
+            return None
+        out.append((name, off + _BLOCK, size))
+        off += _BLOCK + -(-size // _BLOCK) * _BLOCK
+
+
+def _tar_members(shard: str) -> list[tuple[str, int, int]]:
+    """Every regular member of a tar as ``(name, data offset, size)``, by tarfile; DataError for an unsafe member
+    or a cut tar."""
+    out = []
+    with tarfile.open(shard, mode="r:") as tf:
+        for info in tf:
+            why = member_problem(info)
+            if why:
+                raise DataError(f"{shard}: {info.name}: {why}")
+            if not info.isdir():
+                out.append((info.name, info.offset_data, info.size))
+        end = tf.offset
+    if not end_marker_ok(shard, end):
+        raise DataError(f"{shard}: -: truncated or corrupt tar (no end-of-archive marker)")
+    return out
+
+
+def iter_index(path: str | os.PathLike, read: tuple[str, ...] = ("json", "cls")) -> Iterator[dict]:
+    """Like :func:`iter_shard`, from the tar headers: only the members whose extension is in ``read`` are read;
+    every member's ``(data offset, size)`` is under ``"__members__"`` (``{ext: (offset, size)}``).
+
+    The data of the other members (the images) is skipped, never read nor decoded, so indexing a shard
+    costs its headers. Same checks and errors as iter_shard.
+    """
+    shard = os.fspath(path)
+    try:
+        fd = os.open(shard, os.O_RDONLY)
+    except FileNotFoundError:
+        raise DataError(f"{shard}: -: no such file") from None
+    except OSError as e:
+        raise DataError(f"{shard}: -: cannot open ({e.strerror or e})") from None
+    try:
+        members = _plain_members(fd)
+        if members is None:
+            members = _tar_members(shard)
+        sample: dict | None = None
+        for name, offset, size in members:
+            why = member_problem(tarfile.TarInfo(name))
+            if why:
+                raise DataError(f"{shard}: {name}: {why}")
+            parts = split_name(name)
+            if parts is None:
+                raise DataError(f"{shard}: {name}: member name has no key.ext form")
+            key, ext = parts
+            if sample is not None and sample["__key__"] != key:
+                yield sample
+                sample = None
+            if sample is None:
+                sample = {"__key__": key, "__members__": {}}
+            if ext in sample["__members__"]:
+                raise DataError(f"{shard}: {name}: repeated member")
+            sample["__members__"][ext] = (offset, size)
+            if ext in read:
+                sample[ext] = os.pread(fd, size, offset)
+                if len(sample[ext]) != size:
+                    raise DataError(f"{shard}: {name}: truncated or corrupt tar (member cut short)")
+        if sample is not None:
+            yield sample
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise DataError(f"{shard}: -: truncated or corrupt tar ({e})") from None
+    finally:
+        os.close(fd)
+
+
+def read_at(path: str | os.PathLike, offset: int, size: int) -> bytes:
+    """``size`` bytes of ``path`` at ``offset`` (a member found by :func:`iter_index`); DataError if cut short."""
+    try:
+        with open(path, "rb") as f:
+            data = os.pread(f.fileno(), size, offset)
+    except OSError as e:
+        raise DataError(f"{os.fspath(path)}: -: cannot read ({e.strerror or e})") from None
+    if len(data) != size:
+        raise DataError(f"{os.fspath(path)}: -: truncated (wanted {size} bytes at offset {offset})")
+    return data
+
+
 def iter_shards(paths: Iterable[str | os.PathLike]) -> Iterator[dict]:
     for path in paths:
         yield from iter_shard(path)
+
+
+class StoredSample(Sample):
+    """A :class:`Sample` whose image stays in its shard: ``image`` reads it (``where``: path, offset, size) at each
+    access. Its provenance is ``meta`` when given, else read (and parsed) from ``meta_at`` at each access, so
+    that many of them hold no more than their locations."""
+
+    def __init__(self, key: str, ext: str, cls: int, meta: dict | None, where: tuple[str, int, int],
+                 meta_at: tuple[str, int, int] | None = None):
+        self.key, self.ext, self.cls, self.where, self.meta_at = key, ext, cls, where, meta_at
+        self._meta, self._image = meta, None
+
+    @property
+    def image(self) -> bytes:
+        return self._image if self._image is not None else read_at(*self.where)
+
+    @image.setter
+    def image(self, data: bytes) -> None:
+        self._image = data
+
+    @property
+    def meta(self) -> dict:
+        return self._meta if self._meta is not None else json.loads(read_at(*self.meta_at))
+
+    @meta.setter
+    def meta(self, value: dict) -> None:
+        self._meta = value
+
+
+def stored_samples(path: str | os.PathLike, keep_meta: bool = True) -> Iterator[StoredSample]:
+    """The samples of a shard as :class:`StoredSample`: the json and cls members are read, the image is not;
+    with ``keep_meta=False`` the provenance is parsed again at each access (see StoredSample)."""
+    path = os.fspath(path)
+    for d in iter_index(path):
+        members = d["__members__"]
+        ext = next((e for e in IMAGE_EXTS if e in members), None)
+        if ext is None or "json" not in d or "cls" not in d:
+            raise DataError(f"{path}: {d['__key__']}: a sample needs an image, json and cls member")
+        yield StoredSample(d["__key__"], ext, int(d["cls"].decode()), json.loads(d["json"]) if keep_meta else None,
+                           (path, *members[ext]), (path, *members["json"]))
+
+
+class ShardSamples(Sequence):
+    """The samples of some shard files, in order, read again at each pass: json and cls only, each image when it
+    is asked for (:class:`StoredSample`). A card or a report over N samples holds one sample at a time, and
+    the images it shows. ``n``: the number of samples, when known (a manifest's counts)."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike], n: int | None = None):
+        self.paths = [os.fspath(p) for p in paths]
+        self.n = n
+
+    def __iter__(self) -> Iterator[StoredSample]:
+        for path in self.paths:
+            yield from stored_samples(path)
+
+    def __len__(self) -> int:
+        if self.n is None:
+            self.n = sum(1 for _ in self)
+        return self.n
+
+    def __getitem__(self, i):
+        if not isinstance(i, int) or not 0 <= i < len(self):
+            raise IndexError(i)
+        return next(s for j, s in enumerate(self) if j == i)

@@ -79,9 +79,10 @@ def _fmt(v) -> str:
 
 
 def _images(ws_root: Path, keys: list[str]) -> dict:
-    """key -> PIL image, read from the candidate shards named in state.duckdb."""
+    """key -> PIL image, each read at its offset in its candidate shard (recorded in state.duckdb)."""
     from ...curation import state
     from ...images import decode_image
+    from ...shards import read_at
     from ...workspace import Workspace
 
     if not keys:
@@ -89,18 +90,10 @@ def _images(ws_root: Path, keys: list[str]) -> dict:
     ws = Workspace(ws_root)
     con = state.connect(ws.state_path, read_only=True)
     try:
-        shards = con.execute("SELECT key, shard FROM samples WHERE list_contains(?, key)", [keys]).fetchall()
+        where = state.images_of(con, keys, ws.candidate)
     finally:
         con.close()
-    by_shard: dict[str, set] = {}
-    for key, shard in shards:
-        by_shard.setdefault(shard, set()).add(key)
-    out = {}
-    for shard, wanted in sorted(by_shard.items()):
-        for s in ws.read_candidates(shard):
-            if s.key in wanted:
-                out[s.key] = decode_image(s.image)
-    return out
+    return {key: decode_image(read_at(path, offset, size)) for key, (path, offset, size, _) in sorted(where.items())}
 
 
 def _rates_figure(rep: dict, path: Path) -> None:

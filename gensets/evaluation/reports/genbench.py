@@ -35,9 +35,11 @@ from .base import Report
 
 # ------------------------------------------------------------------ inputs
 def read_workspace(path: str | Path):
-    """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards."""
-    from ...records import Sample
-    from ...shards import Manifest
+    """(config, {published config: [Sample]}) of a GenBench workspace, from its committed candidate shards.
+
+    The samples are :class:`gensets.shards.StoredSample`: their images and provenance stay in the shards
+    and are read when asked for, so a workspace of any size costs a few hundred bytes per image."""
+    from ...shards import Manifest, stored_samples
     from ...workspace import Workspace
 
     ws = Workspace(path)
@@ -45,9 +47,9 @@ def read_workspace(path: str | Path):
     if builder.name != "genbench":
         raise GensetsError(f"{ws.root}: a {builder.name} workspace, not a genbench one")
     rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()} if ws.manifest_path.exists() else {}
-    by_config: dict[str, list[Sample]] = defaultdict(list)
+    by_config: dict[str, list] = defaultdict(list)
     for row in sorted(rows.values(), key=lambda r: r["shard"]):
-        for s in ws.read_candidates(row["shard"]):
+        for s in stored_samples(ws.candidate(row["shard"]), keep_meta=False):
             by_config[s.meta["config"]].append(s)
     if not by_config:
         raise GensetsError(f"{ws.root}: no generated images yet; run `gensets build` first")
@@ -188,7 +190,7 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     from ...images import decode_image
     from ...timings import cost_per_image, measured
 
-    gen_images = Images([s.image for s in samples], lambda blobs: [decode_image(b) for b in blobs])
+    gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
     gen_y = np.array([local[s.cls] for s in samples])
     gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
                                         + ([(feat, "embed")] if features else []))
