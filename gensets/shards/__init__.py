@@ -4,7 +4,7 @@ Light to import: webdataset (which imports torch) is only loaded inside `write_s
 """
 
 from gensets.shards.manifest import Manifest, clean_temp, write_json_atomic
-from gensets.shards.reader import iter_shard, iter_shards
+from gensets.shards.reader import index_shard, iter_shard, iter_shards, read_members
 from gensets.shards.verify import Problem, verify
 from gensets.shards.writer import ShardInfo, sha256_file, write_shard
 
@@ -17,6 +17,8 @@ __all__ = [
     "clean_temp",
     "iter_shard",
     "iter_shards",
+    "index_shard",
+    "read_members",
     "verify",
     "Problem",
 ]
