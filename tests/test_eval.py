@@ -297,6 +297,28 @@ def test_bad_json_or_cls_member_is_one_line(tmp_path, member, value, where):
     assert f"{shard}: {where}" in line and "Traceback" not in r.stderr, line
 
 
+def test_a_bad_image_read_by_a_worker_process_is_one_line(tmp_path):
+    """The third of three images is not an image: batch 2 (batches of 1) fails in a worker process; the error
+    reaches the user as the one line the main process would print, no worker traceback."""
+    import numpy as np
+    from PIL import Image
+
+    from gensets.images import encode_image
+    from gensets.shards import write_shard
+
+    png = encode_image(Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)), "png")
+    samples = [{"__key__": f"s{i:03d}", "png": png, "cls": 0, "json": {"imagenet_ids": [0]}} for i in range(3)]
+    samples[2]["png"] = b"not a png"
+    shard = tmp_path / "data" / "test-00000.tar"
+    shard.parent.mkdir()
+    write_shard(shard, samples)
+    r = run_cli("eval", shard, "--model", "tiny:resnet", "--protocol", "imagenet", "--db", tmp_path / "r.duckdb",
+                "--batch-size", "1", "--workers", "2", "--quiet")
+    assert r.returncode == 1, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{shard}: s002.png: cannot decode image" in line and "worker" not in line, line
+
+
 def test_protocol_follows_the_loaded_classifier_not_its_name(reference, tmp_path):
     """An image classifier named like SigLIP is not zero-shot; a CLIP without "clip" in its name is."""
     from gensets.models import tiny_path

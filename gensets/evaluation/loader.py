@@ -93,8 +93,10 @@ class SplitBatches:
         return min(self.n, self.limit) if self.n and self.limit else (self.n or self.limit)
 
     def first(self) -> dict | None:
+        """The split's first record; the whole first batch is read and checked, so that bad data fails before the
+        models load (the loader reads it again: one batch more per split)."""
         if self.entries is not None:
-            return read_records(self.entries[:1])[0] if self.entries else None
+            return read_records(self.entries[:self.size])[0] if self.entries else None
         if not self._head:
             self._head = [b for b in [next(self._stream, None)] if b]
         return self._head[0][0] if self._head else None
