@@ -430,6 +430,14 @@ def test_batches_are_prepared_in_worker_processes_in_order(reference):
     assert [k for _, ks in keys(here) for k in ks] == [r["key"] for r in split.records()]  # the streamed order
     # process 1 of 2 takes batches 1, 3 (the loop of an accelerate launch, here in one process)
     assert keys(data.prepared([pid], rank=1, world=2, workers=2)) == [keys(here)[1], keys(here)[3]]
+    # a split without shards (a Hub dataset, streamed): read in this process, the same batches
+    import dataclasses
+
+    streamed = SplitBatches(dataclasses.replace(split, shards=None), 4, None)
+    assert streamed.first()["key"] == data.first()["key"]
+    assert keys(streamed.prepared([pid], workers=2)) == keys(here)
+    assert keys(SplitBatches(dataclasses.replace(split, shards=None), 4, None).prepared([pid], rank=1, world=2)) == [
+        keys(here)[1], keys(here)[3]]
 
 
 def test_precision_is_recorded_and_named(reference, tmp_path):
