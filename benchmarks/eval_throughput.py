@@ -1,18 +1,22 @@
 """Evaluation throughput of ``gensets eval`` against baselines measured in the same run (CPU).
 
 (a) timm resnet18 (random weights from its config, saved with save_for_hf, loaded as timm:local-dir:)
-    at 224 px: gensets evaluate() end to end (decode, preprocess, model, scoring, DuckDB) against a
-    bare ``model(batch)`` loop over tensors decoded and transformed beforehand. Target ratio >= 0.9.
+    at 224 px: gensets evaluate() end to end (decode, preprocess, model, scoring, DuckDB) with its default
+    worker processes, and with --workers 0 (decoding in the main process), against a bare ``model(batch)``
+    loop over tensors decoded and transformed beforehand. Target ratio >= 0.9.
 (b) a small open_clip model (random, from a config, local-dir:) zero-shot: gensets evaluate() against
     clip_benchmark 1.6.2's own ``main_eval`` (what ``clip_benchmark eval`` runs) on the same shards,
     in its own environment (tests/clip_benchmark_env.py); both timed without interpreter start-up and
     imports, fp32 (--no_amp). Target ratio >= 1.0.
 (c) four models (resnet18, a second resnet18, the small and the tiny open_clip) in ONE evaluate()
     pass (each image decoded once) against four separate passes.
+(d) decoding alone (read + decode + resnet18's preprocessing, no model: what gensets' workers do) with
+    0 (in this process), 1, 2, ... --max-workers worker processes: images/s, and 2 processes against 1
+    (target >= 1.6 on 2 cores).
 
-Every timing is the best of --repeats after one warm-up, torch threads = --threads (2).
-gensets runs in-process and quiet (``gensets.evaluation.runner.evaluate``), with the CLI's defaults
-(--workers 2: batches decoded ahead in a background thread).
+Every timing is the best of --repeats after one warm-up, torch threads = --threads (2). gensets runs
+in-process and quiet (``gensets.evaluation.runner.evaluate``), with the CLI's defaults (--workers: the
+machine's cores less one) unless --workers is given. Every figure is printed beside the machine's cores.
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 .venv/bin/python benchmarks/eval_throughput.py
     ... --n 256 --batch-size 32 --repeats 3 --profile     (also: where gensets eval spends its time)
@@ -32,40 +36,13 @@ for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_
     os.environ.setdefault(_k, "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import Load, cores, interleaved  # noqa: E402
+
 from tests import clip_benchmark_env as cbe  # noqa: E402
 
 CLASSES = ["tench", "goldfish", "church", "parachute"]
 TEMPLATE = "a photo of a {c}."
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all processes on the machine have used so far (from /proc/stat; 0 elsewhere)."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
-    except OSError:
-        return 0.0
-    user, nice, system, idle, iowait, irq, softirq = fields
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def own_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Best time of each fn over ``repeats`` rounds, the fns alternating within a round (after one
-    warm-up each): a burst of load from another process hits both sides, not one."""
-    for fn in fns.values():
-        if getattr(fn, "needs_warmup", True):
-            fn()  # warm-up: lazy imports, allocator, thread pools
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t = time.perf_counter()
-            r = fn()
-            times[k].append(r if isinstance(r, float) else time.perf_counter() - t)
-    return {k: min(v) for k, v in times.items()}
 
 
 def build(work: Path, n: int, size: int, shards: int, clip: str):
@@ -87,7 +64,7 @@ def build(work: Path, n: int, size: int, shards: int, clip: str):
     return data, images, models
 
 
-def gensets_eval(data: Path, specs: list[str], db: Path, batch_size: int, workers: int):
+def gensets_eval(data: Path, specs: list[str], db: Path, batch_size: int, workers: int | None):
     from gensets.evaluation.runner import EvalConfig, evaluate
 
     def run():
@@ -119,12 +96,31 @@ def bare_loop(model_dir: Path, images: list[bytes], batch_size: int):
     return run
 
 
+def decode_only(data: Path, model_dir: Path, batch_size: int, workers: int):
+    """gensets' batches of the dataset, read, decoded and preprocessed for resnet18 in ``workers`` processes (0:
+    in this process), handed to this process and dropped: the loader of an eval without its models."""
+    from gensets.evaluation.data import open_source
+    from gensets.models import load_classifier
+
+    (split,) = open_source(str(data)).splits
+    prepare = load_classifier(f"timm:local-dir:{model_dir}").preprocess
+
+    def run():
+        from gensets.evaluation.loader import SplitBatches
+
+        for _ in SplitBatches(split, batch_size, None).prepared([prepare], workers=workers):
+            pass
+
+    return run
+
+
 def clip_benchmark_run(py: Path, work: Path, data: Path, model: Path, args):
     """One timed run of clip_benchmark's main_eval (after a warm-up run in the same driver process);
     returns its seconds, which exclude the driver's start-up, imports and warm-up."""
+    workers = min(2 if args.workers is None else args.workers, args.shards)  # theirs must not exceed the shards
     argv = ["eval", "--task", "zeroshot_classification", "--model", f"local-dir:{model}", "--pretrained", "none",
             "--dataset", "wds/bench", "--dataset_root", str(data), "--no_amp", "--batch_size", str(args.batch_size),
-            "--num_workers", str(min(args.workers, args.shards)), "--output", str(work / "cb.json"), "--quiet"]
+            "--num_workers", str(workers), "--output", str(work / "cb.json"), "--quiet"]
     req = {"mode": "cli", "argv": argv, "threads": args.threads, "warmup": 1, "repeats": 1}
 
     def run() -> float:
@@ -153,7 +149,7 @@ def profile_gensets(run, top: int = 25) -> None:
     pr.enable()
     run()
     pr.disable()
-    print("\ncProfile of one gensets eval pass (main thread; decoding runs in the prefetch thread):")
+    print("\ncProfile of one gensets eval pass (main process; decoding runs in the worker processes):")
     pstats.Stats(pr).sort_stats("tottime").print_stats(top)
 
 
@@ -163,17 +159,21 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=224, help="image side in pixels (default 224)")
     ap.add_argument("--shards", type=int, default=4, help="tar shards (default 4)")
     ap.add_argument("--batch-size", type=int, default=32, help="both sides (default 32)")
-    ap.add_argument("--workers", type=int, default=2,
-                    help="gensets: batches decoded ahead; clip_benchmark: DataLoader workers (default 2)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="gensets: decoding processes (default: gensets' default, the cores less one); "
+                    "clip_benchmark: DataLoader workers (default 2, at most --shards)")
+    ap.add_argument("--max-workers", type=int, default=None, help="(d): up to this many processes (default: cores)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--repeats", type=int, default=3, help="best of this many runs, after a warm-up (default 3)")
     ap.add_argument("--clip", choices=["small", "tiny"], default="small", help="open_clip model of (b)")
-    ap.add_argument("--only", default="abc", help="which benchmarks, e.g. 'ab' (default abc)")
+    ap.add_argument("--only", default="abcd", help="which benchmarks, e.g. 'ad' (default abcd)")
     ap.add_argument("--profile", action="store_true", help="cProfile one gensets pass of (a)")
     ap.add_argument("--workdir", type=Path, help="keep data and models here (default: a temp dir, removed)")
     args = ap.parse_args()
 
     import torch
+
+    from gensets.evaluation.loader import default_workers
 
     torch.set_num_threads(args.threads)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eval_throughput-"))
@@ -181,25 +181,30 @@ def main() -> None:
     rows: list[tuple] = []
     n = args.n
     ratios: list[str] = []
-    busy0, own0, wall0 = machine_busy_seconds(), own_seconds(), time.perf_counter()
+    workers = default_workers() if args.workers is None else args.workers
+    load = Load()
     try:
         t = time.perf_counter()
         data, images, models = build(work, args.n, args.size, args.shards, args.clip)
         print(f"built {args.n} {args.size}x{args.size} webp images in {args.shards} shards and the models in "
-              f"{time.perf_counter() - t:.1f} s ({work}); threads {args.threads}, batch {args.batch_size}")
+              f"{time.perf_counter() - t:.1f} s ({work}); threads {args.threads}, batch {args.batch_size}, "
+              f"gensets workers {workers}, machine cores {cores()}")
         timm_spec = f"timm:local-dir:{models['resnet18-0']}"
         clip_spec = f"open_clip:local-dir:{models['clip']}"
 
         if "a" in args.only:
-            run = gensets_eval(data, [timm_spec], work / "a.duckdb", args.batch_size, args.workers)
-            t = interleaved({"bare": bare_loop(models["resnet18-0"], images, args.batch_size), "ours": run},
+            run = gensets_eval(data, [timm_spec], work / "a.duckdb", args.batch_size, workers)
+            t = interleaved({"bare": bare_loop(models["resnet18-0"], images, args.batch_size), "ours": run,
+                             "one": gensets_eval(data, [timm_spec], work / "a0.duckdb", args.batch_size, 0)},
                             args.repeats)
-            bare, ours = t["bare"], t["ours"]
+            bare, ours, one = t["bare"], t["ours"], t["one"]
             inner = model_seconds(work / "a.duckdb")
             rows += [("(a) resnet18 224px", "bare model loop on ready tensors", n, bare),
-                     ("", "gensets eval (decode+preprocess+model+db)", n, ours),
-                     ("", " of which preprocess+model+scoring (last run)", n, inner)]
-            ratios.append(f"(a) gensets / bare loop images/s: {bare / ours:.2f}  (target >= 0.9)")
+                     ("", f"gensets eval --workers {workers} (processes)", n, ours),
+                     ("", " of which preprocess+model+scoring (last run)", n, inner),
+                     ("", "gensets eval --workers 0 (one process)", n, one)]
+            ratios.append(f"(a) gensets / bare loop images/s: {bare / ours:.2f} with {workers} worker process(es), "
+                          f"{bare / one:.2f} decoding in the main process  (target >= 0.9)")
             if args.profile:
                 profile_gensets(run)
 
@@ -211,39 +216,51 @@ def main() -> None:
             else:
                 t = interleaved({"theirs": clip_benchmark_run(py, work, data, models["clip"], args),
                                  "ours": gensets_eval(data, [clip_spec], work / "b.duckdb", args.batch_size,
-                                                      args.workers)}, args.repeats)
+                                                      workers)}, args.repeats)
                 theirs, ours = t["theirs"], t["ours"]
-                rows += [(f"(b) open_clip {args.clip} zero-shot", "clip_benchmark eval (main_eval)", n, theirs),
-                         ("", "gensets eval", n, ours)]
+                cb_workers = min(2 if args.workers is None else args.workers, args.shards)
+                rows += [(f"(b) open_clip {args.clip} zero-shot", f"clip_benchmark eval ({cb_workers} workers)", n,
+                          theirs),
+                         ("", f"gensets eval ({workers} workers)", n, ours)]
                 ratios.append(f"(b) gensets / clip_benchmark images/s: {theirs / ours:.2f}  (target >= 1.0)")
 
         if "c" in args.only:
             specs = [timm_spec, f"timm:local-dir:{models['resnet18-1']}",
                      f"open_clip:local-dir:{models['clip-small']}", f"open_clip:local-dir:{models['clip-tiny']}"]
-            sep_runs = [gensets_eval(data, [s], work / "c4.duckdb", args.batch_size, args.workers) for s in specs]
+            sep_runs = [gensets_eval(data, [s], work / "c4.duckdb", args.batch_size, workers) for s in specs]
             t = interleaved({"four": lambda: [r() for r in sep_runs],
-                             "one": gensets_eval(data, specs, work / "c1.duckdb", args.batch_size, args.workers)},
+                             "one": gensets_eval(data, specs, work / "c1.duckdb", args.batch_size, workers)},
                             args.repeats)
             four, one = t["four"], t["one"]
             rows += [("(c) 4 models (model-images)", "four separate gensets passes", 4 * n, four),
                      ("", "one gensets pass, four models", 4 * n, one)]
             ratios.append(f"(c) one pass / four passes speed-up: {four / one:.2f}x")
+
+        if "d" in args.only:
+            counts = list(range(0, (args.max_workers or cores()) + 1))
+            t = interleaved({k: decode_only(data, models["resnet18-0"], args.batch_size, k) for k in counts},
+                            args.repeats)
+            rows += [("(d) decode+preprocess only" if k == 0 else "",
+                      "in the main process (--workers 0)" if k == 0 else f"{k} worker process(es)", n, t[k])
+                     for k in counts]
+            if 2 in t:
+                ratios.append(f"(d) decoding with 2 processes / 1 process: {t[1] / t[2]:.2f}x  "
+                              f"(target >= 1.6 on 2 cores)")
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\n{'benchmark':<30}{'what':<44}{'images':>7}{'best s':>9}{'images/s':>10}")
+    print(f"\nmachine: {cores()} cores; torch threads {args.threads}")
+    print(f"{'benchmark':<30}{'what':<46}{'images':>7}{'best s':>9}{'images/s':>10}")
     for name, what, imgs, s in rows:
-        print(f"{name:<30}{what:<44}{imgs:>7}{s:>9.2f}{imgs / s:>10.1f}")
+        print(f"{name:<30}{what:<46}{imgs:>7}{s:>9.2f}{imgs / s:>10.1f}")
     print()
     for r in ratios:
         print(r)
-    others = (machine_busy_seconds() - busy0 - (own_seconds() - own0)) / (time.perf_counter() - wall0)
-    note = "  (numbers are noisy: rerun on an idle machine)" if others > 0.1 else ""
-    print(f"other processes used {max(others, 0):.2f} cores on average during the run{note}")
+    print(load.line())
     print("\nre-run: HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 "
           f".venv/bin/python benchmarks/eval_throughput.py --n {args.n} --batch-size {args.batch_size} "
-          f"--threads {args.threads} --repeats {args.repeats}")
+          f"--threads {args.threads} --repeats {args.repeats} --only {args.only}")
 
 
 if __name__ == "__main__":

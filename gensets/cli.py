@@ -101,7 +101,7 @@ def _eval(a) -> int:
     results = evaluate(EvalConfig(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
                                   batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
-                                  templates=a.templates))
+                                  templates=a.templates, precision=a.precision))
     if a.json:
         print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n", "metrics")}
                           for r in results], indent=1))
@@ -340,7 +340,9 @@ def parser() -> argparse.ArgumentParser:
                        description="Score every --model on DATASET (a workspace, a local repo folder, a hub id "
                        "org/name[@revision] or a WebDataset glob). Each batch is decoded once and every model "
                        "runs on it. The protocol (imagenet, zero-shot, native, wordset) is chosen from the "
-                       "dataset and the model unless given, and is always reported.")
+                       "dataset and the model unless given, and is always reported. Several GPUs: "
+                       "accelerate launch --multi_gpu --num_processes N -m gensets.cli eval ... (one run, the same "
+                       "rows as one process).")
     e.add_argument("dataset")
     e.add_argument("--model", action="append", required=True, metavar="SPEC",
                    help="a model spec (repeatable): timm:..., open_clip:..., hf:..., torchvision:ARCH@WEIGHTS, "
@@ -361,7 +363,13 @@ def parser() -> argparse.ArgumentParser:
                    help="zero-shot prompt template with {} for the class name (repeatable; default: the "
                    "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")
     e.add_argument("--batch-size", type=int, default=32)
-    e.add_argument("--workers", type=int, default=2, help="batches decoded ahead in the background (0: none)")
+    e.add_argument("--workers", type=int, default=None,
+                   help="processes that decode and prepare the batches (default: the machine's cores less one, "
+                   "at most 16, shared by accelerate's processes; 0: decode in this process); results do not "
+                   "depend on it")
+    e.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="fp32 (default: comparable results) or autocast to bf16 / fp16 (GPUs); recorded in the run "
+                   "row, and the leaderboard names it")
     e.add_argument("--limit", type=int, help="only the first N images of each split")
     e.add_argument("--json", action="store_true", help="print one JSON object per (model, config, split)")
     e.add_argument("--quiet", action="store_true", help="no progress bar")

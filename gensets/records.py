@@ -18,7 +18,9 @@ from .images import IMAGE_EXTS
 
 # name -> datasets dtype, in the order of the card. Nested: ("struct", [...]) and ("list", inner).
 _GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline", "string"),
-        ("scheduler", "string")]
+        ("scheduler", "string"), ("dtype", "string"), ("attention", "string"), ("compile", "bool"),
+        ("channels_last", "bool"), ("device", "string"), ("batching", "string"), ("batch_index", "int64"),
+        ("batch_size", "int64"), ("batch_position", "int64")]
 _REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
 # The provenance every builder's samples carry; a builder adds its own fields (``Builder.fields``) between

@@ -28,6 +28,32 @@ def write(tmp_path, text, name="c.yaml"):
     return p
 
 
+def test_generator_speed_settings_validate_and_default(tmp_path):
+    _, cfg = load_build_config(write(tmp_path, GOOD + "  batching: per-image\n  attention: eager\n  compile: true\n"
+                                                 "  channels_last: true\n  dtype: bfloat16\n"))
+    g = cfg.generator
+    assert (g.batching, g.attention, g.compile, g.channels_last, g.dtype) == ("per-image", "eager", True, True,
+                                                                             "bfloat16")
+    _, cfg = load_build_config(write(tmp_path, GOOD))
+    g = cfg.generator
+    assert (g.batching, g.attention, g.compile, g.channels_last, g.dtype) == ("batched", "sdpa", False, False,
+                                                                             "float32")
+
+
+def test_batch_plan_is_a_pure_split_of_the_unit():
+    from gensets.builders.common import GeneratorConfig, batch_plan
+
+    # 10 images in calls of 4: [0-3], [4-7], [8-9]; the short last call is not padded
+    assert [list(r) for r in batch_plan(10, 4)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert [list(r) for r in batch_plan(3, 8)] == [[0, 1, 2]]
+    assert [list(r) for r in batch_plan(3, 8, "per-image")] == [[0], [1], [2]]
+    assert batch_plan(0, 4) == []
+
+    # GeneratorConfig.batches is the same split; provenance per image: tests/test_imagenet_d.py
+    g = GeneratorConfig(model="tiny:sd", batch_size=4, batching="per-image")
+    assert g.batches(2) == batch_plan(2, 4, "per-image") == [range(0, 1), range(1, 2)]
+
+
 def test_good_config_resolves_nuisances_and_classes(tmp_path):
     builder, cfg = load_build_config(write(tmp_path, GOOD))
     assert builder.name == "imagenet-d"
@@ -45,6 +71,11 @@ def test_good_config_resolves_nuisances_and_classes(tmp_path):
     (GOOD.replace("texture:", "weather:"), ":3: nuisances: unknown nuisance kind 'weather'"),
     (GOOD.replace("model: tiny:sd", "model: magic:thing"), ":6: generator.model: "),
     (GOOD.replace("  model: tiny:sd\n", ""), ":5: generator.model: required key is missing"),
+    (GOOD + "  batching: sometimes\n", ":8: generator.batching: expected one of 'batched', 'per-image'"),
+    (GOOD + "  attention: flash\n", ":8: generator.attention: expected one of 'sdpa', 'eager', got str 'flash'"),
+    (GOOD + "  compile: max\n", ":8: generator.compile: expected bool, got str 'max'"),
+    (GOOD + "  channels_last: 1\n", ":8: generator.channels_last: expected bool"),
+    (GOOD + "  dtype: float64\n", ":8: generator.dtype: expected one of 'float32', 'float16', 'bfloat16'"),
     ("builder: imagenet-x\n", ":1: builder: unknown builder 'imagenet-x'"),
     ("builder: [imagenet-d\n", "invalid YAML"),
 ])

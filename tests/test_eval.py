@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -192,12 +193,14 @@ def test_a_failed_write_keeps_the_previous_run_whole(tmp_path, bad):
     con.close()
 
 
-def test_killed_eval_leaves_only_complete_runs(reference, tmp_path):
-    """SIGKILL while the second split is scored: the first split's runs were committed and are whole."""
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_killed_eval_leaves_only_complete_runs(reference, tmp_path, workers):
+    """SIGKILL while the second split is scored (decoding in this process, or in 2 worker processes): the first
+    split's runs were committed and are whole."""
     db = tmp_path / "r.duckdb"
     err = tmp_path / "stderr.txt"
     cmd = [sys.executable, "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet",
-           "--model", "tiny:vit", "--db", str(db), "--batch-size", "1", "--workers", "0"]
+           "--model", "tiny:vit", "--db", str(db), "--batch-size", "1", "--workers", workers]
     with open(err, "w") as f:
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=f)
     # the configs run in card order (background, texture, material); the runs of a split are written
@@ -294,6 +297,28 @@ def test_bad_json_or_cls_member_is_one_line(tmp_path, member, value, where):
     assert f"{shard}: {where}" in line and "Traceback" not in r.stderr, line
 
 
+def test_a_bad_image_read_by_a_worker_process_is_one_line(tmp_path):
+    """The third of three images is not an image: batch 2 (batches of 1) fails in a worker process; the error
+    reaches the user as the one line the main process would print, no worker traceback."""
+    import numpy as np
+    from PIL import Image
+
+    from gensets.images import encode_image
+    from gensets.shards import write_shard
+
+    png = encode_image(Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)), "png")
+    samples = [{"__key__": f"s{i:03d}", "png": png, "cls": 0, "json": {"imagenet_ids": [0]}} for i in range(3)]
+    samples[2]["png"] = b"not a png"
+    shard = tmp_path / "data" / "test-00000.tar"
+    shard.parent.mkdir()
+    write_shard(shard, samples)
+    r = run_cli("eval", shard, "--model", "tiny:resnet", "--protocol", "imagenet", "--db", tmp_path / "r.duckdb",
+                "--batch-size", "1", "--workers", "2", "--quiet")
+    assert r.returncode == 1, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{shard}: s002.png: cannot decode image" in line and "worker" not in line, line
+
+
 def test_protocol_follows_the_loaded_classifier_not_its_name(reference, tmp_path):
     """An image classifier named like SigLIP is not zero-shot; a CLIP without "clip" in its name is."""
     from gensets.models import tiny_path
@@ -357,3 +382,101 @@ def test_two_way_protocol_through_eval(reference, tmp_path):
             assert m["top1"] == pytest.approx(correct / 12)
             assert m["two_way_parsed"] == (pytest.approx(correct / parsed) if parsed else None)
     assert run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", "two-way", "--db", db).returncode == 2
+
+
+# ---------------------------------------------------------------- worker processes, precision, processes
+ALL_PREDICTIONS = ("SELECT r.model, r.protocol, r.config, r.n, p.* EXCLUDE (run_id) FROM predictions p "
+                   "JOIN runs r USING (run_id) ORDER BY r.model, r.config, p.key")
+ALL_METRICS = "SELECT r.model, r.config, m.name, m.value, m.lo, m.hi FROM metrics m JOIN runs r USING (run_id) ORDER BY ALL"
+
+
+def _eval_rows(reference, db, *args, env=None):
+    """Batches of 5 over the background config (18 images in 2 shards): batch 3 crosses the shard boundary and
+    batch 4 is short."""
+    run_cli("eval", reference, "--model", "tiny:resnet", "--model", "tiny:clip", "--model", "tiny:vit",
+            "--config", "background", "--db", db, "--batch-size", "5", "--quiet", *args, env=env, check=0)
+    return query(db, ALL_PREDICTIONS), query(db, ALL_METRICS)
+
+
+def test_worker_processes_give_the_predictions_of_one_process(reference, tmp_path):
+    """--workers 2 (two decoding processes) and --workers 0 (decoding in the main process): the same batches,
+    so every prediction row (top-5 and its scores) and every metric is identical."""
+    one = _eval_rows(reference, tmp_path / "w0.duckdb", "--workers", "0")
+    two = _eval_rows(reference, tmp_path / "w2.duckdb", "--workers", "2")
+    assert len(one[0]) == 3 * 18 and one == two
+    assert {json.loads(r["execution"])["workers"] for r in query(tmp_path / "w2.duckdb", "SELECT execution FROM runs")} == {2}
+
+
+def test_batches_are_prepared_in_worker_processes_in_order(reference):
+    """The loader itself: with 2 workers each batch's prepare runs in another process than this one, and the
+    batches come back in order, each holding the records of a one-process read."""
+    from gensets.evaluation.data import open_source
+    from gensets.evaluation.loader import SplitBatches
+
+    (split,) = open_source(str(reference), "background").splits
+
+    def pid(images):
+        return os.getpid()
+
+    def keys(batches):
+        return [(b, [r["key"] for r in records]) for b, records, _ in batches]
+
+    data = SplitBatches(split, 4, None)
+    here = list(data.prepared([pid], workers=0))
+    there = list(data.prepared([pid], workers=2))
+    assert [x[2] for x in here] == [[os.getpid()]] * 5  # 18 images in batches of 4: 4 + 4 + 4 + 4 + 2
+    assert len({x[2][0] for x in there}) == 2 and os.getpid() not in {x[2][0] for x in there}
+    assert keys(here) == keys(there) and [len(k) for _, k in keys(here)] == [4, 4, 4, 4, 2]
+    assert [k for _, ks in keys(here) for k in ks] == [r["key"] for r in split.records()]  # the streamed order
+    # process 1 of 2 takes batches 1, 3 (the loop of an accelerate launch, here in one process)
+    assert keys(data.prepared([pid], rank=1, world=2, workers=2)) == [keys(here)[1], keys(here)[3]]
+    # a split without shards (a Hub dataset, streamed): read in this process, the same batches
+    import dataclasses
+
+    streamed = SplitBatches(dataclasses.replace(split, shards=None), 4, None)
+    assert streamed.first()["key"] == data.first()["key"]
+    assert keys(streamed.prepared([pid], workers=2)) == keys(here)
+    assert keys(SplitBatches(dataclasses.replace(split, shards=None), 4, None).prepared([pid], rank=1, world=2)) == [
+        keys(here)[1], keys(here)[3]]
+
+
+def test_precision_is_recorded_and_named(reference, tmp_path):
+    """--precision bf16 (torch.autocast; on CPU too): its own run beside the fp32 one, recorded in the run row,
+    named by the leaderboard; fp32 keeps the run id it always had."""
+    from gensets.evaluation import store
+
+    db = tmp_path / "r.duckdb"
+    for precision in ("fp32", "bf16"):
+        run_cli("eval", reference, "--model", "tiny:resnet", "--config", "material", "--db", db, "--quiet",
+                "--precision", precision, check=0)
+    runs = query(db, "SELECT run_id, dataset, dataset_revision, protocol, precision, n FROM runs ORDER BY precision")
+    assert [(r["precision"], r["protocol"], r["n"]) for r in runs] == [("bf16", "imagenet", 12),
+                                                                      ("fp32", "imagenet", 12)]
+    fp32 = runs[1]
+    assert fp32["run_id"] == store.run_id(fp32["dataset"], fp32["dataset_revision"], "material", "test",
+                                          "tiny:resnet", "imagenet")
+    board = json.loads(run_cli("leaderboard", "--db", db, "--format", "json", check=0).stdout)
+    assert sorted(r["protocol"] for r in board) == ["imagenet", "imagenet [bf16]"]
+    bad = run_cli("eval", reference, "--model", "tiny:resnet", "--db", db, "--precision", "fp8")
+    assert bad.returncode == 2 and "invalid choice: 'fp8'" in bad.stderr
+
+
+def test_two_processes_under_accelerate_write_the_one_process_run(reference, tmp_path):
+    """accelerate launch --multi_gpu with 2 CPU processes (gloo): process r scores batches r, r+2, ...; process 0
+    gathers them and writes one run per model, equal row for row to a one-process run."""
+    # on CPU a float reduction depends on torch's thread count; accelerate gives each process one thread
+    # (OMP_NUM_THREADS=1), so the one-process run has one too
+    one = _eval_rows(reference, tmp_path / "one.duckdb", "--workers", "0", env={"OMP_NUM_THREADS": "1"})
+    accelerate = Path(sys.executable).with_name("accelerate")
+    db = tmp_path / "two.duckdb"
+    p = subprocess.run(
+        [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no",
+         "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet", "--model", "tiny:clip",
+         "--model", "tiny:vit", "--config", "background", "--db", str(db), "--batch-size", "5", "--quiet",
+         "--workers", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (query(db, ALL_PREDICTIONS), query(db, ALL_METRICS)) == one
+    executions = [json.loads(r["execution"]) for r in query(db, "SELECT execution FROM runs")]
+    assert len(executions) == 3 and {e["processes"] for e in executions} == {2}

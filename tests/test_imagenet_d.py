@@ -301,3 +301,88 @@ def test_zero_shot_eval_equals_the_authors_computation(reference, tmp_path):
                                           strict=True))
     assert got == expected
     assert len(records) == 12 and got["zero-shot (imagenet-d official)"] != got["zero-shot-readable"]
+
+
+def _samples(ws: Path) -> dict[str, dict]:
+    """key -> {meta, image bytes} of every candidate sample."""
+    from gensets.shards import iter_shard
+
+    return {d["__key__"]: {"meta": json.loads(d["json"]), "jpg": d["jpg"]}
+            for p in sorted((ws / "candidates").glob("*.tar")) for d in iter_shard(p)}
+
+
+def test_provenance_names_each_images_call_and_reproduces_it(reference, tmp_path):
+    """Batched generation (the default): a unit's images in calls of batch_size (3 here: calls of 3 + the rest),
+    each image's provenance naming its call; regenerating a call from provenance alone gives the stored bytes.
+    Against the reference build (batch_size 4) the split differs, and so may the pixels: provenance says which."""
+    import torch
+
+    from gensets.images import encode_image
+    from gensets.models import load_generator
+
+    ws = tmp_path / "ws"
+    run_cli("build", SMOKE, "--out", ws, "--quiet", "--set", "generator.batch_size=3", check=0)
+    ours, ref = _samples(ws), _samples(reference)
+    assert ours.keys() == ref.keys()
+    calls: dict[tuple, list] = {}
+    for key, s in ours.items():
+        g = s["meta"]["generator"]
+        calls.setdefault((s["meta"]["unit"], g["batch_index"]), []).append((g["batch_position"], key))
+        assert (g["batching"], g["dtype"], g["attention"], g["compile"], g["channels_last"], g["device"]) == (
+            "batched", "float32", "sdpa", False, False, "cpu")
+        assert ref[key]["meta"]["generator"]["batch_size"] in (2, 4)  # the reference's units: 2 or 4 images
+    sizes = {(u, b): sorted(p for p, _ in v) for (u, b), v in calls.items()}
+    assert set(map(tuple, sizes.values())) <= {(0, 1, 2), (0,), (0, 1)}  # 4 images: 3 + 1; 2 images: 2
+    assert any(v == [0] for v in sizes.values())
+    for members in calls.values():
+        assert all(ours[k]["meta"]["generator"]["batch_size"] == len(members) for _, k in members)
+    # regenerate the first unit's calls from provenance only, as the build ran them (one torch thread)
+    unit = min(u for u, _ in calls)
+    gen = load_generator("tiny:sd")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for (u, _), members in sorted(calls.items()):
+            if u != unit:
+                continue
+            metas = [ours[k]["meta"] for _, k in sorted(members)]
+            m = metas[0]
+            images = gen.generate([x["prompt"] for x in metas], [x["seed"] for x in metas],
+                                  negative_prompts=[x["negative_prompt"] for x in metas], steps=m["steps"],
+                                  guidance=m["guidance"], width=m["width"], height=m["height"])
+            for (_, key), im in zip(sorted(members), images, strict=True):
+                assert encode_image(im, "jpg", 90) == ours[key]["jpg"], key
+    finally:
+        torch.set_num_threads(threads)
+    moved = [k for k in ours if ours[k]["meta"]["generator"]["batch_size"] != ref[k]["meta"]["generator"]["batch_size"]]
+    assert moved and any(ours[k]["jpg"] != ref[k]["jpg"] for k in moved)  # another split: other float rounding
+
+
+def test_per_image_switch_makes_each_image_reproducible_alone(tmp_path):
+    """``batching: per-image``: every image its own call (batch_size 1, position 0); one image generated alone
+    gives the stored bytes."""
+    import torch
+
+    from gensets.images import encode_image
+    from gensets.models import load_generator
+
+    ws = tmp_path / "ws"
+    run_cli("build", SMOKE, "--out", ws, "--quiet", "--set", "generator.batching=per-image", check=0)
+    samples = _samples(ws)
+    by_unit: dict[str, list] = {}
+    for s in samples.values():
+        g = s["meta"]["generator"]
+        assert (g["batching"], g["batch_size"], g["batch_position"]) == ("per-image", 1, 0)
+        by_unit.setdefault(s["meta"]["unit"], []).append(g["batch_index"])
+    assert all(sorted(v) == list(range(len(v))) for v in by_unit.values())  # call i of a unit: its image i
+    key = max(samples, key=lambda k: samples[k]["meta"]["generator"]["batch_index"])
+    m = samples[key]["meta"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        im = load_generator("tiny:sd").generate([m["prompt"]], [m["seed"]], negative_prompts=[m["negative_prompt"]],
+                                                steps=m["steps"], guidance=m["guidance"], width=m["width"],
+                                                height=m["height"])[0]
+    finally:
+        torch.set_num_threads(threads)
+    assert encode_image(im, "jpg", 90) == samples[key]["jpg"]

@@ -19,7 +19,9 @@ from gensets.shards import (
     Manifest,
     ShardInfo,
     clean_temp,
+    index_shard,
     iter_shard,
+    read_members,
     sha256_file,
     verify,
     write_json_atomic,
@@ -228,28 +230,60 @@ def evil_tar(path: Path, name: str = "../x") -> None:
             tf.addfile(ti, io.BytesIO(data))
 
 
+def read_by_index(path):
+    """A shard read the way evaluation workers read it: its index, then each sample's members by offset."""
+    return [read_members(path, e) for e in index_shard(path)]
+
+
+READERS = pytest.mark.parametrize("read", [iter_shard, read_by_index], ids=["stream", "index"])
+
+
+def test_index_reads_what_the_stream_reads(tmp_path):
+    samples = make_samples(7)
+    write_shard(tmp_path / "a.tar", samples)
+    streamed = list(iter_shard(tmp_path / "a.tar"))
+    assert read_by_index(tmp_path / "a.tar") == streamed and len(streamed) == 7
+    entry = index_shard(tmp_path / "a.tar")[3]
+    assert entry["__key__"] == streamed[3]["__key__"] and set(entry) == set(streamed[3])
+    offset, size = entry["webp"]  # a member's bytes lie where the index says, in the file itself
+    assert (tmp_path / "a.tar").read_bytes()[offset:offset + size] == streamed[3]["webp"]
+
+
+@READERS
 @pytest.mark.parametrize("name", ["../x", "a/../../x.txt", "/etc/x.txt"])
-def test_reader_refuses_unsafe_members(tmp_path, name):
+def test_reader_refuses_unsafe_members(tmp_path, name, read):
     evil_tar(tmp_path / "evil.tar", name)
     with pytest.raises(DataError, match=f"evil.tar: {name}: "):
-        list(iter_shard(tmp_path / "evil.tar"))
+        list(read(tmp_path / "evil.tar"))
     assert not (tmp_path.parent / "x").exists()
 
 
-def test_reader_refuses_links_and_truncation(tmp_path):
+@READERS
+def test_reader_refuses_links_and_truncation(tmp_path, read):
     with tarfile.open(tmp_path / "link.tar", "w") as tf:
         ti = tarfile.TarInfo("k.txt")
         ti.type, ti.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tf.addfile(ti)
     with pytest.raises(DataError, match="link.tar: k.txt: link member"):
-        list(iter_shard(tmp_path / "link.tar"))
+        list(read(tmp_path / "link.tar"))
     data = write_shard(tmp_path / "a.tar", make_samples(3)) and (tmp_path / "a.tar").read_bytes()
     (tmp_path / "cut.tar").write_bytes(data[:-10240])  # cut exactly between members
     with pytest.raises(DataError, match="cut.tar: -: truncated or corrupt tar"):
-        list(iter_shard(tmp_path / "cut.tar"))
+        list(read(tmp_path / "cut.tar"))
+    (tmp_path / "mid.tar").write_bytes(data[:len(data) // 2])  # cut inside a member
+    with pytest.raises(DataError, match="mid.tar: -: truncated or corrupt tar"):
+        list(read(tmp_path / "mid.tar"))
     assert problems(tmp_path / "cut.tar") == [
         f"{tmp_path / 'cut.tar'}: -: truncated or corrupt tar (no end-of-archive marker)"
     ]
+
+
+def test_a_shard_that_changed_after_indexing_is_one_line(tmp_path):
+    write_shard(tmp_path / "a.tar", make_samples(3))
+    index = index_shard(tmp_path / "a.tar")
+    (tmp_path / "a.tar").write_bytes((tmp_path / "a.tar").read_bytes()[:index[2]["webp"][0] + 5])
+    with pytest.raises(DataError, match=r"a.tar: s00002.webp: truncated \(the shard changed while read\)"):
+        read_members(tmp_path / "a.tar", index[2])
 
 
 # ---------------------------------------------------------------- manifests

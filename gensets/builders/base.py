@@ -111,18 +111,20 @@ class Builder:
 def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts: list[str], seeds: list[int], *,
                      negative_prompts: list[str] | None = None, init_images: list | None = None,
                      strength: float = 0.75, resize: int | None = None) -> tuple[list[bytes], float]:
-    """Generate one image per (prompt, seed) in batches of ``g.batch_size`` and encode each as ``image`` says;
-    returns the encoded images and the generator's seconds. ``negative_prompts`` defaults to the config's
-    negative prompt for every image; a batch whose negative prompts are all empty passes none. ``resize``: each
-    image is resized to ``resize`` x ``resize`` (bicubic, as PIL's ``Image.resize`` by default) before encoding."""
+    """Generate one image per (prompt, seed) in the pipeline calls of ``g.batches(n)`` (calls of
+    ``g.batch_size``, or one per image with ``batching: per-image``) and encode each as ``image`` says; returns
+    the encoded images and the generator's seconds. ``negative_prompts`` defaults to the config's negative
+    prompt for every image; a call whose negative prompts are all empty passes none. Image ``i``'s provenance
+    is ``g.provenance(generator, index=i, count=n)``: it names the call that made it. ``resize``: each image is
+    resized to ``resize`` x ``resize`` (bicubic, as PIL's ``Image.resize`` by default) before encoding."""
     from ..images import encode_image
 
     n = len(prompts)
     negatives = negative_prompts if negative_prompts is not None else [g.negative_prompt] * n
     out: list[bytes] = []
     seconds = 0.0
-    for start in range(0, n, g.batch_size):
-        end = min(start + g.batch_size, n)
+    for call in g.batches(n):
+        start, end = call.start, call.stop
         neg = negatives[start:end]
         t0 = time.perf_counter()
         pil = generator.generate(prompts[start:end], seeds[start:end], negative_prompts=neg if any(neg) else None,

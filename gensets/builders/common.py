@@ -18,8 +18,27 @@ def check_spec(spec: str, key: str) -> None:
         raise ValueError(f"{key}: {e}") from None
 
 
+def batch_plan(n: int, batch_size: int, batching: str = "batched") -> list[range]:
+    """How ``n`` images of a unit are split into pipeline calls: consecutive slices of ``batch_size`` (the last
+    one shorter, never padded), or one image per call (``batching: per-image``). A pure function of its
+    arguments, so a unit is split the same way on every run, every resume and every process."""
+    size = 1 if batching == "per-image" else batch_size
+    return [range(start, min(start + size, n)) for start in range(0, n, size)]
+
+
 @dataclass(frozen=True)
 class GeneratorConfig:
+    """The generator of a build and how it runs.
+
+    ``batching``: ``batched`` (default) runs a unit's images in pipeline calls of ``batch_size`` (:func:`batch_plan`),
+    each image with its own seeded generator; an image's pixels then depend (by float rounding, a few pixel
+    values off by one) on the other images of its call, which provenance names (``generator.batch_*``).
+    ``per-image`` runs one image per call: each image is reproducible alone, at the price of an idle GPU.
+    ``dtype``, ``attention`` (``sdpa``: torch's scaled_dot_product_attention, diffusers' default; ``eager``:
+    diffusers' AttnProcessor), ``compile`` (``torch.compile`` of the UNet) and ``channels_last`` (the UNet's
+    and VAE's memory format) are speed settings for GPUs; each is recorded in every sample's provenance.
+    """
+
     model: str  # a model spec, e.g. diffusers:stabilityai/stable-diffusion-2-1@<revision> or tiny:sd
     scheduler: str | None = None  # a diffusers scheduler class name; default: the pipeline's own
     steps: int = 50
@@ -29,6 +48,10 @@ class GeneratorConfig:
     negative_prompt: str = ""
     batch_size: int = 4
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    batching: Literal["batched", "per-image"] = "batched"
+    attention: Literal["sdpa", "eager"] = "sdpa"
+    compile: bool = False
+    channels_last: bool = False
 
     MAX_STEPS: ClassVar[int] = 1000  # the diffusion schedules' own length (DDPM trains on 1000)
     MAX_SIDE: ClassVar[int] = 4096  # 4x the largest size Stable Diffusion pipelines are trained at
@@ -48,12 +71,24 @@ class GeneratorConfig:
         """The generator this config names (``gensets.models.Generator``)."""
         from ..models import load_generator
 
-        return load_generator(self.model, scheduler=self.scheduler, torch_dtype=self.dtype)
+        return load_generator(self.model, scheduler=self.scheduler, torch_dtype=self.dtype, attention=self.attention,
+                              compile=self.compile, channels_last=self.channels_last)
 
-    def provenance(self, gen, pipeline: str | None = None) -> dict:
-        """The ``generator`` struct of a sample's provenance: spec, resolved id and revision, classes."""
+    def batches(self, n: int) -> list[range]:
+        """The pipeline calls of a unit of ``n`` images (:func:`batch_plan`)."""
+        return batch_plan(n, self.batch_size, self.batching)
+
+    def provenance(self, gen, pipeline: str | None = None, *, index: int, count: int) -> dict:
+        """The ``generator`` struct of image ``index`` of the ``count`` a unit generated in one
+        ``generate_encoded`` call: spec, resolved id and revision, classes, how the pipeline ran (dtype,
+        attention, compile, channels_last, device) and the image's call (``batch_index``: which call of
+        the unit, ``batch_size``: images in that call, ``batch_position``: its place in it)."""
+        calls = self.batches(count)
+        call = next(i for i, r in enumerate(calls) if index in r)
         return {"spec": self.model, "id": gen.model_id, "revision": gen.revision,
-                "pipeline": pipeline or gen.pipeline, "scheduler": gen.scheduler}
+                "pipeline": pipeline or gen.pipeline, "scheduler": gen.scheduler, **gen.settings,
+                "batching": self.batching, "batch_index": call, "batch_size": len(calls[call]),
+                "batch_position": index - calls[call].start}
 
 
 @dataclass(frozen=True)

@@ -223,15 +223,15 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     # the surrogates see exactly the stored bytes, each image decoded once
     verdicts = ctx.filter.score([decode_image(b) for b in images], [info["imagenet_ids"]] * len(rows))
     gen = ctx.generator
-    generator = g.provenance(gen)
     samples = []
-    for r, data, v in zip(rows, images, verdicts, strict=True):
+    for i, (r, data, v) in enumerate(zip(rows, images, verdicts, strict=True)):
         meta = ImageNetDBuilder.provenance(
             key=r["key"], build=build_id, unit=unit.id, config=p["kind"],
             label=info["name"], label_index=info["index"], imagenet_ids=info["imagenet_ids"],
             nuisance_kind=p["kind"], nuisance=r["nuisance"],
             prompt=r["prompt"], negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps,
-            guidance=g.guidance, width=g.width, height=g.height, generator=generator, source=g.model,
+            guidance=g.guidance, width=g.width, height=g.height, generator=g.provenance(gen, index=i, count=len(rows)),
+            source=g.model,
             surrogate_top_k=cfg.filter.top_k, surrogates=v.surrogates,
             surrogate_failures=v.failures, kept=v.kept, review=None)
         samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=info["index"], meta=meta))

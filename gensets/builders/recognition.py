@@ -265,13 +265,13 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     rows = [{"category": c, "i": i, "prompt": src.template.format(c),
              "seed": derive_seed(p["seed"], p["config"], c, i)} for c, i in p["images"]]
     images, _ = base.generate_encoded(gen, g, ctx.cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows])
-    generator = g.provenance(gen)
     out = []
-    for r, data in zip(rows, images, strict=True):
+    for i, (r, data) in enumerate(zip(rows, images, strict=True)):
         key = _generated_key(p["config"], r["category"], r["i"])
         meta = _meta(ctx, unit, build_id, key, r["category"], prompt=r["prompt"],
                      negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
-                     width=g.width, height=g.height, generator=generator, source=g.model)
+                     width=g.width, height=g.height, generator=g.provenance(gen, index=i, count=len(rows)),
+                     source=g.model)
         out.append(Sample(key, data, ctx.cfg.image.format, meta["label_index"], meta))
     return out
 

@@ -12,34 +12,12 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GensetsError
+from ..models.device import Dist, distributed
 from ..records import Sample
 from ..workspace import Workspace, load_build_config
-
-
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    _state: object = None
-
-    def barrier(self) -> None:
-        if self._state is not None:
-            self._state.wait_for_everyone()
-
-
-def distributed() -> Dist:
-    """Rank and world size under ``accelerate launch`` / ``torchrun``; one process otherwise."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return Dist()
-    import torch
-    from accelerate import PartialState
-
-    state = PartialState(cpu=not torch.cuda.is_available())
-    return Dist(state.process_index, state.num_processes, state)
 
 
 def progress(iterable, total: int, desc: str, disable: bool = False):

@@ -273,7 +273,6 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         prompt = next(x for x in cfg.prompts if to_dict(x) == p["prompt"])
         g = cfg.generator
         gen = ctx.generator
-        generator = g.provenance(gen)
         seeds = [derive_seed(cfg.seed, "vqa", prompt.text, i) for i in range(prompt.images)]
         images, _ = base.generate_encoded(gen, g, cfg.image, [prompt.text] * prompt.images, seeds)
         for i, (seed, data) in enumerate(zip(seeds, images, strict=True)):
@@ -283,7 +282,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
                 qs += generated_questions(prompt, cfg.objects, cfg.attributes, derive_seed(seed, "questions"))
             meta = VQABuilder.provenance(key=key, build=build_id, unit=unit.id, config="default",
                               prompt=prompt.text, negative_prompt=g.negative_prompt, seed=seed, steps=g.steps,
-                              guidance=g.guidance, width=g.width, height=g.height, generator=generator,
+                              guidance=g.guidance, width=g.width, height=g.height,
+                              generator=g.provenance(gen, index=i, count=len(seeds)),
                               source=g.model, questions=qs, kept=True)
             out.append(Sample(key, data, cfg.image.format, 0, meta))
         return out

@@ -3,6 +3,10 @@
 Every source yields the same records, in a stable order, one image decoded once::
 
     {"key": str, "image": PIL.Image, "target": int | None, "meta": dict}
+
+A split of tar shards (a workspace, a repo folder, a glob) also lists its ``shards``: :func:`index_split` says
+where each sample lies and :func:`read_records` reads any slice of it, so worker processes can decode batches
+in parallel (:mod:`gensets.evaluation.loader`); ``records()`` streams the same records in the same order.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class Split:
     templates: list[str] | None = None
     n: int | None = None  # when known up front (for the progress bar)
     builder: str | None = None  # the gensets builder that wrote it (its samples' provenance), when known
+    shards: list[Path] | None = None  # tar shards: indexed, batches read by any process
 
 
 @dataclass
@@ -54,23 +59,43 @@ def _meta_and_class(path: Path, d: dict) -> tuple[dict, int | None]:
     return meta, cls
 
 
+def _record(path: Path, d: dict) -> dict | None:
+    """A shard sample as a record (None: it holds no image); DataError naming the shard and key if bad."""
+    ext = next((e for e in IMAGE_EXTS if e in d), None)
+    if ext is None:
+        return None
+    meta, cls = _meta_and_class(path, d)
+    try:
+        image = decode_image(d[ext])
+    except Exception as e:  # one bad image names itself, the run stops cleanly
+        raise DataError(f"{path}: {d['__key__']}.{ext}: cannot decode image: {e}") from None
+    return {"key": d["__key__"], "image": image, "target": cls, "meta": meta}
+
+
 def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
     def records() -> Iterator[dict]:
         from ..shards import iter_shard
 
         for path in paths:
             for d in iter_shard(path):
-                ext = next((e for e in IMAGE_EXTS if e in d), None)
-                if ext is None:
-                    continue
-                meta, cls = _meta_and_class(path, d)
-                try:
-                    image = decode_image(d[ext])
-                except Exception as e:  # one bad image names itself, the run stops cleanly
-                    raise DataError(f"{path}: {d['__key__']}.{ext}: cannot decode image: {e}") from None
-                yield {"key": d["__key__"], "image": image, "target": cls, "meta": meta}
+                if (r := _record(path, d)) is not None:
+                    yield r
 
     return records
+
+
+def index_split(split: Split) -> list[tuple[Path, dict]]:
+    """(shard, index entry) of every sample with an image of a split of tar shards, in ``records()`` order."""
+    from ..shards import index_shard
+
+    return [(path, e) for path in split.shards for e in index_shard(path) if any(x in e for x in IMAGE_EXTS)]
+
+
+def read_records(entries: list[tuple[Path, dict]]) -> list[dict]:
+    """The records of these index entries (:func:`index_split`), read and decoded in this process."""
+    from ..shards import read_members
+
+    return [_record(path, read_members(path, e)) for path, e in entries]
 
 
 def _card_header(folder: Path) -> dict:
@@ -115,7 +140,7 @@ def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
         tars = sorted(folder.rglob("*.tar"))
         if not tars:
             raise GensetsError(f"{folder}: no dataset card configs and no .tar shards")
-        out.splits.append(Split("default", split or "test", None, _tar_records(tars)))
+        out.splits.append(Split("default", split or "test", None, _tar_records(tars), shards=tars))
         return out
     for c in configs:
         name = c["config_name"]
@@ -129,7 +154,7 @@ def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
             n = next((s.get("num_examples") for s in infos.get(name, {}).get("splits", [])
                       if s.get("name") == df["split"]), None)
             out.splits.append(Split(name, df["split"], _class_names(infos.get(name, {})),
-                                    _tar_records(tars), n=n))
+                                    _tar_records(tars), n=n, shards=tars))
     if not out.splits:
         have = ", ".join(f"{c['config_name']}" for c in configs)
         raise GensetsError(f"{folder}: no config {config!r} / split {split!r} (configs: {have})")
@@ -178,7 +203,7 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
         if not paths:
             raise GensetsError(f"{dataset}: no shard matches")
         src = Source(dataset, None)
-        src.splits.append(Split(config or "default", split or "test", None, _tar_records(paths)))
+        src.splits.append(Split(config or "default", split or "test", None, _tar_records(paths), shards=paths))
         return src
     if _HUB_ID.match(dataset) and not path.exists():
         return hub_dataset(dataset, config, split)

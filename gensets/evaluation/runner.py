@@ -1,21 +1,23 @@
 """``gensets eval``: every model on every batch, each image decoded once, results into DuckDB.
 
 One loop for every protocol (gensets.evaluation.protocols): per (config, split) of the dataset, the first
-batch is read, each model is loaded and bound to its protocol (given, or chosen from the loaded model and
-the data), then every batch is decoded and prepared for each model in the background while the models
-score the one before; at the end of the split each model's run (run row, prediction rows, metric rows)
-replaces the same run in the results database (:func:`gensets.evaluation.store.write_run`).
+record is read, each model is loaded and bound to its protocol (given, or chosen from the loaded model and
+the data), then every batch is decoded and prepared for each model in worker processes while the models
+score the batches before (:mod:`gensets.evaluation.loader`: the same batches, in the same order, for any number
+of workers); at the end of the split each model's run (run row, prediction rows, metric rows) replaces the
+same run in the results database (:func:`gensets.evaluation.store.write_run`).
+
+Under ``accelerate launch`` (several GPUs, or ``--multi_gpu`` CPU processes) process r of n scores batches
+r, r + n, ...; every process's rows are gathered in batch order and process 0 writes one run, equal row for
+row to a one-process run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-import itertools
-import queue
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,10 @@ from ..errors import GensetsError
 from ..registry import PROTOCOLS
 from . import store
 from .data import Source, Split, open_source
+from .loader import SplitBatches, default_workers
 from .protocols.base import ClassifierProtocol, Models, Protocol, automatic
+
+PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}  # --precision -> torch.autocast dtype
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,13 @@ class EvalConfig:
     split. With ``two-way`` (and ``two-way-shuffled``) the models are VQA / image-text-to-text models and ``clip``
     names the zero-shot CLIP model that picks each image's top wrong class; ``seed`` orders the two options of
     ``two-way-shuffled`` (``two-way`` puts the true class first, as the ImageNet-D authors do). ``templates``:
-    zero-shot prompt templates instead of the dataset's. ``workers``: batches decoded ahead in the
-    background (0: none). ``limit``: only the first N images of each split. ``device``: None, the loaders'
-    default (gensets.models.device.default_device). A spec given twice is one model.
+    zero-shot prompt templates instead of the dataset's. ``workers``: processes that decode and prepare the
+    batches (None: :func:`loader.default_workers`, from the machine's cores; 0: this process); the results do
+    not depend on it. ``limit``: only the first N images of each split. ``device``: None, the loaders'
+    default (gensets.models.device.default_device). ``precision``: ``fp32`` (default: comparable results), or
+    ``bf16`` / ``fp16``: the models run under ``torch.autocast`` to that dtype; the run row records it, and a
+    run at another precision is another run. ``pin_memory``: batches in pinned memory for non-blocking copies
+    (None: when the models run on CUDA). A spec given twice is one model.
     """
 
     dataset: str
@@ -46,7 +55,7 @@ class EvalConfig:
     split: str | None = None
     protocol: str | None = None
     batch_size: int = 32
-    workers: int = 1
+    workers: int | None = None
     limit: int | None = None
     quiet: bool = False
     allow_pickle: bool = False
@@ -55,40 +64,13 @@ class EvalConfig:
     seed: int = 0
     templates: tuple[str, ...] | None = None
     device: str | None = None
+    precision: str = "fp32"
+    pin_memory: bool | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "models", tuple(dict.fromkeys(self.models)))
         if self.templates is not None:
             object.__setattr__(self, "templates", tuple(self.templates))
-
-
-def _batches(records: Iterator[dict], size: int, limit: int | None) -> Iterator[list[dict]]:
-    it = itertools.islice(records, limit) if limit else records
-    while batch := list(itertools.islice(it, size)):
-        yield batch
-
-
-def _prefetch(gen: Iterator, depth: int) -> Iterator:
-    """Read, decode and preprocess the next batches in a background thread while the models run."""
-    if depth <= 0:
-        yield from gen
-        return
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-
-    def worker():
-        try:
-            for item in gen:
-                q.put(item)
-            q.put(done)
-        except BaseException as e:  # hand the error to the consumer
-            q.put(e)
-
-    threading.Thread(target=worker, daemon=True).start()
-    while (item := q.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
 
 
 def _cut(limit: int | None, images: int, size: int | None = None) -> int | None:
@@ -98,27 +80,36 @@ def _cut(limit: int | None, images: int, size: int | None = None) -> int | None:
 
 
 def evaluate(cfg: EvalConfig) -> list[dict]:
-    """Score every model on every (config, split) of ``cfg.dataset``; returns one summary per run."""
+    """Score every model on every (config, split) of ``cfg.dataset``; returns one summary per run (on every
+    process but process 0 of an ``accelerate launch``: nothing)."""
     from tqdm.auto import tqdm
 
+    from ..models.device import default_device, distributed
     from ..records import library_versions
 
     if cfg.protocol is not None and cfg.protocol not in PROTOCOLS:
         raise GensetsError(f"unknown protocol '{cfg.protocol}' (known: {', '.join(PROTOCOLS)})")
+    if cfg.precision not in PRECISIONS:
+        raise GensetsError(f"unknown precision '{cfg.precision}' (known: {', '.join(PRECISIONS)})")
+    if cfg.workers is not None and cfg.workers < 0:
+        raise GensetsError(f"--workers {cfg.workers}: must be 0 (decode in this process) or more")
     (PROTOCOLS.get(cfg.protocol) if cfg.protocol else ClassifierProtocol).check(cfg)
     source = open_source(cfg.dataset, cfg.config, cfg.split)
     if cfg.templates:
         for sp in source.splits:
             sp.templates = list(cfg.templates)
-    models = Models(allow_pickle=cfg.allow_pickle, trust_remote_code=cfg.trust_remote_code, device=cfg.device)
+    dist = distributed()
+    device = cfg.device or default_device()
+    models = Models(allow_pickle=cfg.allow_pickle, trust_remote_code=cfg.trust_remote_code, device=device)
     versions = library_versions()
-    con = store.connect(cfg.db)
+    con = store.connect(cfg.db) if dist.rank == 0 else None  # one writer: process 0
     results = []
     try:
         for sp in source.splits:
-            results += _evaluate_split(cfg, source, sp, models, con, versions, tqdm)
+            results += _evaluate_split(cfg, source, sp, models, con, versions, tqdm, dist, device)
     finally:
-        con.close()
+        if con is not None:
+            con.close()
     return results
 
 
@@ -131,50 +122,73 @@ def _bind(cfg: EvalConfig, models: Models, spec: str, sp: Split, first: dict) ->
     return protocol(model, sp, first=first, cfg=cfg, models=models)
 
 
-def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, con, versions, tqdm) -> list[dict]:
-    batches = _batches(sp.records(), cfg.batch_size, cfg.limit)
-    first = next(batches, None)  # read before the models are bound: it tells the protocol
+def _autocast(precision: str, device_type: str):
+    if PRECISIONS[precision] is None:
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type=device_type, dtype=getattr(torch, PRECISIONS[precision]))
+
+
+def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, con, versions, tqdm, dist,
+                    device: str) -> list[dict]:
+    import torch
+
+    data = SplitBatches(sp, cfg.batch_size, cfg.limit)
+    first = data.first()  # read before the models are bound: it tells the protocol
     if first is None:
         return []
-    sp.builder = sp.builder or first[0]["meta"].get("builder")  # a protocol may follow its builder's paper
-    bound = {spec: _bind(cfg, models, spec, sp, first[0]) for spec in cfg.models}
-    rows = {spec: [] for spec in bound}
-    extra = {spec: {} for spec in bound}
+    sp.builder = sp.builder or first["meta"].get("builder")  # a protocol may follow its builder's paper
+    bound = {spec: _bind(cfg, models, spec, sp, first) for spec in cfg.models}
+    device_type = torch.device(device).type
+    workers = default_workers(dist.world) if cfg.workers is None else cfg.workers
+    pin = device_type == "cuda" if cfg.pin_memory is None else cfg.pin_memory
     seconds = {spec: 0.0 for spec in bound}
-    images = 0
+    scored_batches = []  # (batch index, images, {spec: (rows, extra)}) of this process
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    total = min(sp.n, cfg.limit) if sp.n and cfg.limit else (sp.n or cfg.limit)
-    bar = tqdm(total=total, desc=f"{sp.config}/{sp.split}", unit="img", disable=cfg.quiet, file=sys.stderr)
-
-    def prepared(stream):  # decode (in records) and each model's own preprocessing, off the main thread
-        for batch in stream:
-            decoded = [r["image"] for r in batch]
-            yield batch, [p.prepare(decoded) for p in bound.values()]
-
-    for batch, inputs in itertools.chain(prepared([first]), _prefetch(prepared(batches), cfg.workers)):
+    bar = tqdm(total=data.total if dist.world == 1 else None, desc=f"{sp.config}/{sp.split}", unit="img",
+               disable=cfg.quiet or dist.rank != 0, file=sys.stderr)
+    batches = data.prepared([p.prepare for p in bound.values()], rank=dist.rank, world=dist.world,
+                            workers=workers, pin_memory=pin)
+    for b, records, inputs in batches:
+        per_model = {}
         for (spec, p), x in zip(bound.items(), inputs, strict=True):
             t = time.perf_counter()
-            scored = p.score(x, batch)
+            with _autocast(cfg.precision, device_type):
+                scored = p.score(x, records)
             seconds[spec] += time.perf_counter() - t
-            rows[spec] += scored.rows
-            for name, values in scored.extra.items():
-                extra[spec].setdefault(name, []).extend(values)
-        images += len(batch)
-        bar.update(len(batch))
+            per_model[spec] = (scored.rows, scored.extra)
+        scored_batches.append((b, len(records), per_model))
+        bar.update(len(records))
     bar.close()
     finished = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    scored_batches = sorted(dist.gather(scored_batches), key=lambda x: x[0])  # every process's, in batch order
+    all_seconds = dist.gather([seconds])
+    if dist.rank != 0:
+        return []
+    rows = {spec: [] for spec in bound}
+    extra = {spec: {} for spec in bound}
+    for _, _, per_model in scored_batches:
+        for spec, (r, ex) in per_model.items():
+            rows[spec] += r
+            for name, values in ex.items():
+                extra[spec].setdefault(name, []).extend(values)
+    images = sum(n for _, n, _ in scored_batches)
+    execution = {"device": device_type, "processes": dist.world, "workers": workers, "pin_memory": pin,
+                 "batch_size": cfg.batch_size}
     out = []
     for spec, p in bound.items():
         mets = p.metrics(rows[spec], extra[spec])
-        n, s = len(rows[spec]), seconds[spec]
+        n, s = len(rows[spec]), sum(x[spec] for x in all_seconds)
         run = {"dataset": source.id, "dataset_revision": source.revision, "config": sp.config,
                "split": sp.split, "model": spec, "model_id": p.model.model_id, "model_revision": p.model.revision,
                "protocol": p.run_protocol, "label_space": p.label_space, "n": n, "started": started,
                "finished": finished, "seconds": s, "images_per_second": n / s if s and p.row_per_image else None,
-               "versions": versions, "class_names": p.class_names, "sample_limit": _cut(cfg.limit, images, sp.n)}
+               "versions": versions, "class_names": p.class_names, "sample_limit": _cut(cfg.limit, images, data.n),
+               "precision": cfg.precision, "execution": execution}
         store.write_run(con, run, rows[spec], mets)
         out.append({"model": spec, "dataset": source.id, "revision": source.revision, "config": sp.config,
-                    "split": sp.split, "protocol": p.name, "variant": p.run_protocol, "n": n,
+                    "split": sp.split, "protocol": p.name, "variant": p.run_protocol, "n": n, "precision": cfg.precision,
                     "metrics": {m["name"]: m["value"] for m in mets},
                     "intervals": {m["name"]: [m["lo"], m["hi"]] for m in mets if m["lo"] is not None}})
     return out

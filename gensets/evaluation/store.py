@@ -1,7 +1,8 @@
 """Results in DuckDB: ``runs``, ``predictions`` (per sample) and ``metrics``.
 
-A run is identified by (dataset, revision, config, split, model, protocol); writing it again replaces
-it, in one transaction, so a killed evaluation leaves no half-written run. A run cut short by
+A run is identified by (dataset, revision, config, split, model, protocol) and its ``precision`` when not
+fp32 (an autocast run is another run; fp32 runs keep their ids); writing it again replaces it, in one
+transaction, so a killed evaluation leaves no half-written run. A run cut short by
 ``--limit`` (``sample_limit``) never replaces a complete one with fewer samples. Bulk rows go through Arrow
 and every value is a parameter or an Arrow column: model specs and keys are plain data, never SQL.
 """
@@ -21,6 +22,8 @@ CREATE TABLE IF NOT EXISTS runs (
     images_per_second DOUBLE, versions JSON);
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS class_names JSON;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS sample_limit INTEGER;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS precision VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS execution JSON;
 CREATE TABLE IF NOT EXISTS predictions (
     run_id VARCHAR, key VARCHAR, target INTEGER, target_ids INTEGER[], top5 INTEGER[],
     scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN);
@@ -60,22 +63,26 @@ def connect(path: str | Path, read_only: bool = False):
     return con
 
 
-def run_id(dataset: str, revision: str | None, config: str, split: str, model: str, protocol: str) -> str:
+def run_id(dataset: str, revision: str | None, config: str, split: str, model: str, protocol: str,
+           precision: str | None = None) -> str:
     from ..records import content_id
 
-    return content_id([dataset, revision, config, split, model, protocol])
+    extra = [precision] if precision not in (None, "fp32") else []
+    return content_id([dataset, revision, config, split, model, protocol, *extra])
 
 
 def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> str:
     """Replace the run with the same identity by this one, atomically.
 
     ``run["sample_limit"]``: the --limit that cut this run short (None: every sample). GensetsError
-    when it would replace a complete run that has more samples.
+    when it would replace a complete run that has more samples. ``run["precision"]``: fp32 (None: fp32),
+    bf16 or fp16; ``run["execution"]``: how it ran (device, processes, workers, ...), which the results do
+    not depend on.
     """
     import pyarrow as pa
 
     rid = run_id(run["dataset"], run["dataset_revision"], run["config"], run["split"], run["model"],
-                 run["protocol"])
+                 run["protocol"], run.get("precision"))
     old = con.execute("SELECT n, sample_limit FROM runs WHERE run_id = ?", [rid]).fetchone()
     if old and old[1] is None and run.get("sample_limit") is not None and run["n"] < old[0]:
         from ..errors import GensetsError
@@ -85,10 +92,12 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
             f"--limit {run['sample_limit']} ({run['n']} samples) would replace the complete run of {old[0]}; "
             "drop --limit or use another --db")
     run = {**run, "run_id": rid, "versions": json.dumps(run.get("versions") or {}, sort_keys=True),
-           "class_names": json.dumps(run["class_names"]) if run.get("class_names") else None}
+           "class_names": json.dumps(run["class_names"]) if run.get("class_names") else None,
+           "precision": run.get("precision") or "fp32",
+           "execution": json.dumps(run["execution"], sort_keys=True) if run.get("execution") else None}
     cols = ["run_id", "dataset", "dataset_revision", "config", "split", "model", "model_id",
             "model_revision", "protocol", "label_space", "n", "started", "finished", "seconds",
-            "images_per_second", "versions", "class_names", "sample_limit"]
+            "images_per_second", "versions", "class_names", "sample_limit", "precision", "execution"]
     preds = pa.Table.from_pylist([{**p, "run_id": rid} for p in predictions], schema=pa.schema([
         ("run_id", pa.string()), ("key", pa.string()), ("target", pa.int32()),
         ("target_ids", pa.list_(pa.int32())), ("top5", pa.list_(pa.int32())),
@@ -111,7 +120,10 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
 
 
 LEADERBOARD = """
-SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model, r.protocol, r.n,
+SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model,
+       -- a run under autocast names its precision beside its protocol: 'imagenet [bf16]'
+       CASE WHEN coalesce(r.precision, 'fp32') = 'fp32' THEN r.protocol
+            ELSE r.protocol || ' [' || r.precision || ']' END AS protocol, r.n,
        max(m.value) FILTER (WHERE m.name = 'top1') AS top1,
        max(m.lo) FILTER (WHERE m.name = 'top1') AS top1_lo,
        max(m.hi) FILTER (WHERE m.name = 'top1') AS top1_hi,
@@ -120,7 +132,7 @@ SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model, r.
        max(m.value) FILTER (WHERE m.name = 'masked_top1') AS masked_top1
 FROM runs r JOIN metrics m USING (run_id)
 WHERE (? IS NULL OR r.dataset = ?) AND (? IS NULL OR r.config = ?) AND (? IS NULL OR r.split = ?)
-GROUP BY r.run_id, r.dataset, r.dataset_revision, r.config, r.split, r.model, r.protocol, r.n
+GROUP BY r.run_id, r.dataset, r.dataset_revision, r.config, r.split, r.model, r.protocol, r.precision, r.n
     -- runs never merge: two revisions of a dataset are two rows
 ORDER BY r.dataset, r.config, r.split, top1 DESC, r.model, r.dataset_revision
 """

@@ -71,7 +71,7 @@ class Classifier:
         import torch
 
         with torch.inference_mode():
-            return self._forward(batch.to(self.device))
+            return self._forward(batch.to(self.device, non_blocking=True))  # pinned on CUDA: async
 
     def predict(self, images: list[Image.Image]) -> torch.Tensor:
         return self.logits(self.preprocess(images))
@@ -84,7 +84,7 @@ class Classifier:
         import torch
 
         with torch.inference_mode():
-            return self._embed(batch.to(self.device)).float()
+            return self._embed(batch.to(self.device, non_blocking=True)).float()
 
 
 class TimmClassifier(Classifier):

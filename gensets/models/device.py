@@ -1,9 +1,11 @@
-"""Where models run: this process's device under ``accelerate launch`` / ``torchrun`` (process i of n on
-GPU i, or CPU), else "cuda" when a GPU is visible, else "cpu"."""
+"""Where models run and which process this is: this process's device under ``accelerate launch`` /
+``torchrun`` (process i of n on GPU i, or CPU), else "cuda" when a GPU is visible, else "cpu"; the rank and
+world size of the processes (:func:`distributed`), the same code path for one process or many."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 
 def default_device() -> str:
@@ -14,3 +16,33 @@ def default_device() -> str:
 
         return str(PartialState(cpu=not torch.cuda.is_available()).device)
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    _state: object = None
+
+    def barrier(self) -> None:
+        if self._state is not None:
+            self._state.wait_for_everyone()
+
+    def gather(self, items: list) -> list:
+        """Every process's ``items``, concatenated in rank order, on every process (one process: ``items``)."""
+        if self._state is None:
+            return list(items)
+        from accelerate.utils import gather_object
+
+        return gather_object(list(items))
+
+
+def distributed() -> Dist:
+    """Rank and world size under ``accelerate launch`` / ``torchrun``; one process otherwise."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Dist()
+    import torch
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    return Dist(state.process_index, state.num_processes, state)

@@ -1,9 +1,10 @@
-"""Text-to-image (and image-to-image) generation with a diffusers pipeline, deterministic per (prompt, seed).
+"""Text-to-image (and image-to-image) generation with a diffusers pipeline, deterministic per call.
 
-Each image gets its own `torch.Generator("cpu").manual_seed(seed)`. Measured on CPU (tiny:sd, 64x64):
-a batched pipeline call changes the pixels of a (prompt, seed) compared with that prompt alone (1-2
-pixels off by one, from ~3e-6 float differences of batched kernels). So generate() keeps the batched API
-but runs the pipeline one image at a time: an image never depends on the other prompts of the call.
+Each image gets its own `torch.Generator("cpu").manual_seed(seed)` (diffusers takes one generator per image of
+a call), so an image's initial noise depends only on its seed. The denoising of a batched call still differs
+from the same image alone by float rounding (measured on CPU, tiny:sd at 64x64: 1-2 pixel values off by one,
+from ~3e-6 float differences of batched kernels): the same call always gives the same bytes, and
+``generate(..., one_per_call=True)`` runs the pipeline image by image for an image reproducible alone.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ if TYPE_CHECKING:
     from PIL import Image
 
 DTYPES = ("float32", "float16", "bfloat16")
+ATTENTION = ("sdpa", "eager")
 
 
 class Generator:
     """A loaded diffusers pipeline: generate(prompts, seeds, ...) -> PIL images, one per prompt."""
 
-    def __init__(self, *, spec: str, model_id: str, revision: str | None, pipe):
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, pipe, settings: dict | None = None):
         self.spec = spec
         self.model_id = model_id
         self.revision = revision
         self.pipe = pipe
+        self.settings = dict(settings or {})  # how it runs: dtype, attention, compile, channels_last, device
         self._img2img = None
 
     @property
@@ -66,9 +69,10 @@ class Generator:
         height: int = 512,
         init_images: list[Image.Image] | None = None,
         strength: float = 0.75,
+        one_per_call: bool = False,
     ) -> list[Image.Image]:
-        """One image per (prompt, seed). With init_images: image-to-image from those images, resized to
-        width x height, at `strength`. The result for a (prompt, seed) does not depend on the batch."""
+        """One image per (prompt, seed), all in one pipeline call (or, with ``one_per_call``, one call per
+        image). With init_images: image-to-image from those images, resized to width x height, at `strength`."""
         n = len(prompts)
         if len(seeds) != n:
             raise ValueError(f"generate: {n} prompts but {len(seeds)} seeds")
@@ -78,23 +82,24 @@ class Generator:
             raise ValueError(f"generate: {n} prompts but {len(init_images)} init images")
         import torch
 
+        calls = [range(i, i + 1) for i in range(n)] if one_per_call else [range(n)] if n else []
         images = []
-        for i in range(n):
+        for call in calls:
             kwargs = dict(
-                prompt=[prompts[i]],
-                negative_prompt=[negative_prompts[i]] if negative_prompts is not None else None,
+                prompt=[prompts[i] for i in call],
+                negative_prompt=[negative_prompts[i] for i in call] if negative_prompts is not None else None,
                 num_inference_steps=steps,
                 guidance_scale=guidance,
-                generator=[torch.Generator("cpu").manual_seed(int(seeds[i]))],
+                generator=[torch.Generator("cpu").manual_seed(int(seeds[i])) for i in call],
                 output_type="pil",
             )
             if init_images is None:
                 out = self.pipe(width=width, height=height, **kwargs)
             else:
-                init = init_images[i].convert("RGB")
-                if init.size != (width, height):
-                    init = init.resize((width, height), resample=3)  # bicubic
-                out = self.img2img_pipe()(image=[init], strength=strength, **kwargs)
+                inits = [init_images[i].convert("RGB") for i in call]
+                inits = [im if im.size == (width, height) else im.resize((width, height), resample=3)  # bicubic
+                         for im in inits]
+                out = self.img2img_pipe()(image=inits, strength=strength, **kwargs)
             images.extend(out.images)
         return images
 
@@ -106,11 +111,17 @@ def load_generator(
     torch_dtype: str = "float32",
     device: str | None = None,
     allow_pickle: bool = False,
+    attention: str = "sdpa",
+    compile: bool = False,
+    channels_last: bool = False,
 ) -> Generator:
     """Load the diffusers pipeline named by `spec` (`diffusers:<repo or path>[@rev]` or `tiny:sd`).
 
     `scheduler` is a diffusers scheduler class name (e.g. "EulerDiscreteScheduler"), configured from
-    the pipeline's own scheduler config.
+    the pipeline's own scheduler config. `attention`: "sdpa" (diffusers' default, torch's
+    scaled_dot_product_attention) or "eager" (diffusers' AttnProcessor, for the UNet and the VAE);
+    `compile`: `torch.compile` the UNet; `channels_last`: the UNet's and VAE's memory format. What was
+    applied is the generator's `settings`, which every sample's provenance records.
     """
     s = parse_spec(spec)
     loading.expect(s, "diffusers", "diffusers", "an image generator")
@@ -118,6 +129,8 @@ def load_generator(
         raise ModelError(
             f"model {spec!r}: unknown torch_dtype {torch_dtype!r} (expected one of {', '.join(DTYPES)})"
         )
+    if attention not in ATTENTION:
+        raise ModelError(f"model {spec!r}: unknown attention {attention!r} (expected one of {', '.join(ATTENTION)})")
     source = loading.resolve(s, allow_pickle)
 
     import diffusers
@@ -143,4 +156,26 @@ def load_generator(
         device = default_device()
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
-    return Generator(spec=s.raw, model_id=source.model_id, revision=source.commit(), pipe=pipe)
+    _speed_settings(pipe, attention=attention, compile=compile, channels_last=channels_last)
+    settings = {"dtype": torch_dtype, "attention": attention, "compile": compile, "channels_last": channels_last,
+                "device": torch.device(device).type}
+    return Generator(spec=s.raw, model_id=source.model_id, revision=source.commit(), pipe=pipe, settings=settings)
+
+
+def _speed_settings(pipe, *, attention: str, compile: bool, channels_last: bool) -> None:
+    """Apply the attention implementation, the memory format and torch.compile to the pipeline's UNet (and
+    the attention and memory format to its VAE)."""
+    import torch
+
+    parts = [m for m in (getattr(pipe, "unet", None), getattr(pipe, "vae", None)) if m is not None]
+    if attention == "eager":
+        for m in parts:
+            if hasattr(m, "set_default_attn_processor"):
+                m.set_default_attn_processor()
+    if channels_last:
+        for m in parts:
+            m.to(memory_format=torch.channels_last)
+    if compile:
+        if getattr(pipe, "unet", None) is None:
+            raise ModelError(f"compile: {type(pipe).__name__} has no UNet to compile")
+        pipe.unet = torch.compile(pipe.unet, mode="reduce-overhead", fullgraph=True)

@@ -7,10 +7,12 @@ from gensets.shards.manifest import Manifest, clean_temp, write_json_atomic
 from gensets.shards.reader import (
     ShardSamples,
     StoredSample,
+    index_shard,
     iter_index,
     iter_shard,
     iter_shards,
     read_at,
+    read_members,
     stored_samples,
 )
 from gensets.shards.verify import Problem, verify
@@ -30,6 +32,8 @@ __all__ = [
     "ShardSamples",
     "StoredSample",
     "stored_samples",
+    "index_shard",
+    "read_members",
     "verify",
     "Problem",
 ]

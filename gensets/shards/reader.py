@@ -45,18 +45,12 @@ def end_marker_ok(path: str | os.PathLike, offset: int) -> bool:
         return f.read(2 * tarfile.BLOCKSIZE) == bytes(2 * tarfile.BLOCKSIZE)
 
 
-def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
-    """Yield {"__key__": key, ext: bytes, ...} for each run of consecutive members sharing a key.
-
-    Raises DataError naming the shard (and member) for an unsafe member (absolute path, '..',
-    link, device), a member without an extension, a repeated member, or a truncated/corrupt tar
-    (the truncation check runs when the last member has been read, before the last sample is
-    yielded).
-    """
-    shard = os.fspath(path)
+def _scan(shard: str, mode: str, read) -> Iterator[dict]:
+    """The samples of a tar, each ``{"__key__": key, ext: read(tf, info), ...}``, with every check of
+    :func:`iter_shard`; the last sample comes after the end-of-archive check."""
     sample: dict | None = None
     try:
-        with tarfile.open(shard, mode="r|") as tf:
+        with tarfile.open(shard, mode=mode) as tf:
             for info in tf:
                 why = member_problem(info)
                 if why:
@@ -74,7 +68,7 @@ def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
                     sample = {"__key__": key}
                 if ext in sample:
                     raise DataError(f"{shard}: {info.name}: repeated member")
-                sample[ext] = tf.extractfile(info).read()
+                sample[ext] = read(tf, info)
             end = tf.offset  # tarfile stops quietly at a cut between members: check the end marker
         if not end_marker_ok(shard, end):
             raise DataError(f"{shard}: -: truncated or corrupt tar (no end-of-archive marker)")
@@ -191,6 +185,44 @@ def read_at(path: str | os.PathLike, offset: int, size: int) -> bytes:
     if len(data) != size:
         raise DataError(f"{os.fspath(path)}: -: truncated (wanted {size} bytes at offset {offset})")
     return data
+
+
+def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
+    """Yield {"__key__": key, ext: bytes, ...} for each run of consecutive members sharing a key.
+
+    Raises DataError naming the shard (and member) for an unsafe member (absolute path, '..',
+    link, device), a member without an extension, a repeated member, or a truncated/corrupt tar
+    (the truncation check runs when the last member has been read, before the last sample is
+    yielded).
+    """
+    yield from _scan(os.fspath(path), "r|", lambda tf, info: tf.extractfile(info).read())
+
+
+def index_shard(path: str | os.PathLike) -> list[dict]:
+    """Where each sample's members lie, without reading them: ``[{"__key__": key, ext: (offset, size), ...}]``
+    in tar order, with every check of :func:`iter_shard` (headers only: a member cut short shows as a missing
+    end marker). :func:`read_members` reads them back, so any process can read any sample."""
+    return list(_scan(os.fspath(path), "r:", lambda tf, info: (info.offset_data, info.size)))
+
+
+def read_members(path: str | os.PathLike, entry: dict) -> dict:
+    """The bytes of one sample of :func:`index_shard`: ``{"__key__": key, ext: bytes, ...}``; DataError
+    naming the shard and member if the file changed since it was indexed."""
+    shard = os.fspath(path)
+    out = {"__key__": entry["__key__"]}
+    try:
+        with open(shard, "rb") as f:
+            for ext, where in entry.items():
+                if ext == "__key__":
+                    continue
+                offset, size = where
+                f.seek(offset)
+                out[ext] = f.read(size)
+                if len(out[ext]) != size:
+                    raise DataError(f"{shard}: {entry['__key__']}.{ext}: truncated (the shard changed while read)")
+    except FileNotFoundError:
+        raise DataError(f"{shard}: -: no such file") from None
+    return out
 
 
 def iter_shards(paths: Iterable[str | os.PathLike]) -> Iterator[dict]:

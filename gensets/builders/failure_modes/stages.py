@@ -169,20 +169,19 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
                                       [r["seed"] for r in rows])
     verdicts = ctx.filter.score([decode_image(b) for b in images], [[p["imagenet_id"]]] * len(rows))
     gen = ctx.generator
-    generator = g.provenance(gen)
     config = "baseline" if p["stage"] == "baseline" else "modes"
     mode = None if config == "baseline" else mode_meta(id=p["mode"], cluster=p["cluster"], caption=p["caption"],
                                                         description=p["description"], medoid=p["medoid"],
                                                         confusion=p["confusion"])
     index = list(cfg.labels).index(label)
     out = []
-    for r, data, v in zip(rows, images, verdicts, strict=True):
+    for i, (r, data, v) in enumerate(zip(rows, images, verdicts, strict=True)):
         meta = provenance_of(FIELDS, builder=NAME, key=r["key"], build=build_id, unit=unit.id, config=config,
                           label=label, label_index=index, imagenet_ids=[p["imagenet_id"]], prompt=r["prompt"],
                           superclass=prompts.superclass(cfg, label), variant=prompts.variant(cfg),
                           negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
-                          width=g.width, height=g.height, generator=generator, source=g.model,
-                          surrogate_top_k=cfg.top_k, surrogates=v.surrogates, surrogate_failures=v.failures,
+                          width=g.width, height=g.height, generator=g.provenance(gen, index=i, count=len(rows)),
+                          source=g.model, surrogate_top_k=cfg.top_k, surrogates=v.surrogates, surrogate_failures=v.failures,
                           kept=v.kept, failure_mode=mode)
         out.append(Sample(r["key"], data, cfg.image.format, index, meta))
     return out

@@ -173,9 +173,9 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         resize=cfg.resize)
     record_timing(build_id, unit.id, len(rows), seconds, expansion_seconds)
     gen = ctx.generator
-    generator = g.provenance(gen, gen.img2img_pipe().__class__.__name__ if ra else None)
+    pipeline = gen.img2img_pipe().__class__.__name__ if ra else None
     samples = []
-    for r, data in zip(rows, images, strict=True):
+    for i, (r, data) in enumerate(zip(rows, images, strict=True)):
         prompting = dict(r["prompting"])
         if "expansion" in needs:
             prompting.update(expansion_model=ctx.text.model_id, expansion_revision=ctx.text.revision)
@@ -187,7 +187,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             key=r["key"], build=build_id, unit=unit.id, config=p["config"],
             label=p["class"], label_index=p["label_index"], strategy=p["strategy"], prompt=r["prompt"],
             negative_prompt=r["negative_prompt"], seed=r["seed"], steps=g.steps, guidance=g.guidance,
-            width=g.width, height=g.height, generator=generator, prompting=prompting, source=g.model,
+            width=g.width, height=g.height, generator=g.provenance(gen, pipeline, index=i, count=len(rows)),
+            prompting=prompting, source=g.model,
             kept=True, review=None)
         samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=p["label_index"], meta=meta))
     return samples

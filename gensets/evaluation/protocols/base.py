@@ -118,10 +118,13 @@ class Protocol:
         return self.split.class_names
 
     def prepare(self, images: list) -> Any:
-        """The model's input for a batch of decoded images (runs in the background while the models score)."""
+        """The model's input for a batch of decoded images. Runs in a worker process while the models score
+        (gensets.evaluation.loader): on the CPU, returning tensors or other picklable values."""
         return images
 
     def score(self, inputs: Any, records: list[dict]) -> Scored:
+        """Prediction rows of a batch: ``inputs`` is what ``prepare`` made of its images, ``records`` the
+        batch's records (key, target, meta; their images went to ``prepare``)."""
         raise NotImplementedError
 
     def metrics(self, rows: list[dict], extra: dict[str, list]) -> list[dict]:

@@ -26,10 +26,11 @@ class VQA(VQAProtocol):
     def score(self, inputs, records):
         from ... import metrics as M
 
-        pairs = [(r, i, q) for r in records for i, q in enumerate(r["meta"].get("questions") or [])]
-        answers = self.model.answer([r["image"] for r, _, _ in pairs], [q["question"] for _, _, q in pairs])
+        pairs = [(image, r, i, q) for image, r in zip(inputs, records, strict=True)
+                 for i, q in enumerate(r["meta"].get("questions") or [])]
+        answers = self.model.answer([p[0] for p in pairs], [q["question"] for *_, q in pairs])
         out = Scored([], {"said": [], "truth": []})
-        for (r, i, q), a in zip(pairs, answers, strict=True):
+        for (_, r, i, q), a in zip(pairs, answers, strict=True):
             said, truth = M.normalize_yes_no(a), q["answer"]
             out.rows.append({"key": f"{r['key']}/q{i}", "target": int(truth == "yes"),
                              "target_ids": [int(truth == "yes")], "top5": [] if said is None else [int(said == "yes")],
