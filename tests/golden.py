@@ -24,8 +24,9 @@ SMOKE = ["imagenet_d", "genbench", "recognition", "vqa", "failure_modes", "image
 _MEASURED = [
     re.compile(r"Measured while building: .*?per 1,000\)\.", re.S),
     re.compile(r'"(seconds[a-z_]*|[a-z_]*_seconds|seconds_per_image|cost_per_image|cost_per_1000|'
-               r'images_per_second)": [-0-9.e+]+'),
+               r'images_per_second|cost_total)": [-0-9.e+]+'),
     re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \|$", re.M),  # GenBench report: s / image, cost / image
+    re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \| [0-9.]+ [A-Z]{3} \|"),  # ... and the cost of the set
 ]
 _TMP: list[str] = []  # the temporary folder everything is built in: written into reports as <tmp>
 _ROOT = [str(ROOT)]  # this checkout (configs, reference folders), wherever it is cloned: <root>

@@ -427,7 +427,7 @@ def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
         assert status(f"192.168.1.7:{port}") == 200 and status(f"localhost:{port}") == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)
+        proc.communicate(timeout=60)
 
 
 # -------------------------------------------------------------------------- 12. one line, not a traceback

@@ -171,7 +171,8 @@ def test_review_in_headless_chromium(reference, tmp_path, server_factory):
         page.keyboard.press("l")
         page.locator("#relabel-input").fill("unicorn")
         page.keyboard.press("Enter")
-        page.wait_for_function("document.getElementById('relabel-error').textContent.includes('unicorn')")
+        # (a locator wait: wait_for_function evaluates a string, which the page's CSP rightly forbids)
+        page.locator("#relabel-error", has_text="unicorn").wait_for(timeout=10_000)
         page.keyboard.press("Escape")
         # after a reload the decisions are still there (they live in state.duckdb, not in the page)
         page.goto(s.url + "?config=texture&status=all")
@@ -328,7 +329,7 @@ def test_serving_beyond_loopback_warns(reference, tmp_path):
         assert "review page: http://0.0.0.0:" in proc.stdout.readline()
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=60)
     warning = err.splitlines()[0]
     assert warning.startswith("warning: 0.0.0.0:") and "no authentication" in warning
 
