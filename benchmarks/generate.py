@@ -65,6 +65,15 @@ def gensets_build(config: Path, work: Path, threads: int):
     return run
 
 
+def generator_seconds(ws: Path) -> float:
+    """The seconds the build spent in pipeline calls, as it measured them (GenBench's timings, for its cost)."""
+    from gensets.timings import measured
+    from gensets.workspace import Workspace
+
+    m = measured(Workspace(ws).fingerprint)
+    return m["seconds_per_image"] * m["images"]
+
+
 def calls_of(ws: Path) -> list[list[dict]]:
     """The build's pipeline calls, from provenance: per (unit, batch_index), its images' json by position."""
     import json
@@ -88,14 +97,17 @@ def bare_loop(spec: str, dtype: str, calls: list[list[dict]], threads: int):
     from gensets.models import hub, loading
     from gensets.models.spec import parse_spec
 
-    source = loading.resolve(parse_spec(spec), False)
+    s = parse_spec(spec)
+    source = loading.resolve(s, False)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    extra = {"low_cpu_mem_usage": False} if s.is_tiny else {}  # as gensets loads tiny models (see ENVIRONMENT.md)
 
     def run():
         torch.set_num_threads(threads)
         with hub.quiet_progress("diffusers", "transformers"):  # no loading bars (gensets hides them too)
             pipe = diffusers.DiffusionPipeline.from_pretrained(source.location, dtype=getattr(torch, dtype),
-                                                               use_safetensors=True, **source.hub_kwargs()).to(device)
+                                                               use_safetensors=True, **source.hub_kwargs(),
+                                                               **extra).to(device)
         pipe.set_progress_bar_config(disable=True)
         images = []
         for call in calls:
@@ -128,7 +140,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=64, help="image side in pixels (default 64)")
     ap.add_argument("--guidance", type=float, default=7.5)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    ap.add_argument("--threads", type=int, default=2, help="torch threads on CPU, both sides (default 2)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads on CPU, both sides (default 1, as gensets build: CPU throughput comes from "
+                    "processes)")
     ap.add_argument("--repeats", type=int, default=3, help="best of this many runs, after a warm-up (default 3)")
     ap.add_argument("--price-per-hour", type=float, default=1.10, help="the hardware's price per hour (default 1.10)")
     ap.add_argument("--workdir", type=Path, help="keep the workspaces here (default: a temp dir, removed)")
@@ -154,7 +168,8 @@ def main() -> None:
             ours.needs_warmup = bare.needs_warmup = False
             t = interleaved({"bare": bare, "ours": ours}, args.repeats)
             rows += [(size, "bare diffusers loop (load + calls)", t["bare"]),
-                     (size, f"gensets build (batching: {batching})", t["ours"])]
+                     (size, f"gensets build (batching: {batching})", t["ours"]),
+                     (size, " of which pipeline calls (last run)", generator_seconds(ours.last))]
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -168,7 +183,7 @@ def main() -> None:
     for size, what, s in rows:
         cost = s / n * args.price_per_hour / 3600
         print(f"{size:>5}  {what:<40}{s:>9.2f}{n / s:>10.2f}{cost:>14.2e}")
-    t = {(size, what.split()[0]): s for size, what, s in rows}
+    t = {(size, what.split()[0]): s for size, what, s in rows if not what.startswith(" ")}
     print()
     for size in (1, args.batch_size):
         print(f"batch {size}: gensets / bare loop images/s: {t[(size, 'bare')] / t[(size, 'gensets')]:.2f}"
