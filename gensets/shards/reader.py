@@ -45,41 +45,6 @@ def end_marker_ok(path: str | os.PathLike, offset: int) -> bool:
         return f.read(2 * tarfile.BLOCKSIZE) == bytes(2 * tarfile.BLOCKSIZE)
 
 
-def _scan(shard: str, mode: str, read) -> Iterator[dict]:
-    """The samples of a tar, each ``{"__key__": key, ext: read(tf, info), ...}``, with every check of
-    :func:`iter_shard`; the last sample comes after the end-of-archive check."""
-    sample: dict | None = None
-    try:
-        with tarfile.open(shard, mode=mode) as tf:
-            for info in tf:
-                why = member_problem(info)
-                if why:
-                    raise DataError(f"{shard}: {info.name}: {why}")
-                if info.isdir():
-                    continue
-                parts = split_name(info.name)
-                if parts is None:
-                    raise DataError(f"{shard}: {info.name}: member name has no key.ext form")
-                key, ext = parts
-                if sample is not None and sample["__key__"] != key:
-                    yield sample
-                    sample = None
-                if sample is None:
-                    sample = {"__key__": key}
-                if ext in sample:
-                    raise DataError(f"{shard}: {info.name}: repeated member")
-                sample[ext] = read(tf, info)
-            end = tf.offset  # tarfile stops quietly at a cut between members: check the end marker
-        if not end_marker_ok(shard, end):
-            raise DataError(f"{shard}: -: truncated or corrupt tar (no end-of-archive marker)")
-    except (tarfile.TarError, EOFError, OSError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise DataError(f"{shard}: -: no such file") from None
-        raise DataError(f"{shard}: -: truncated or corrupt tar ({e})") from None
-    if sample is not None:
-        yield sample
-
-
 _BLOCK = tarfile.BLOCKSIZE
 _ZEROS = bytes(_BLOCK)
 
@@ -195,14 +160,45 @@ def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
     (the truncation check runs when the last member has been read, before the last sample is
     yielded).
     """
-    yield from _scan(os.fspath(path), "r|", lambda tf, info: tf.extractfile(info).read())
+    shard = os.fspath(path)
+    sample: dict | None = None
+    try:
+        with tarfile.open(shard, mode="r|") as tf:
+            for info in tf:
+                why = member_problem(info)
+                if why:
+                    raise DataError(f"{shard}: {info.name}: {why}")
+                if info.isdir():
+                    continue
+                parts = split_name(info.name)
+                if parts is None:
+                    raise DataError(f"{shard}: {info.name}: member name has no key.ext form")
+                key, ext = parts
+                if sample is not None and sample["__key__"] != key:
+                    yield sample
+                    sample = None
+                if sample is None:
+                    sample = {"__key__": key}
+                if ext in sample:
+                    raise DataError(f"{shard}: {info.name}: repeated member")
+                sample[ext] = tf.extractfile(info).read()
+            end = tf.offset  # tarfile stops quietly at a cut between members: check the end marker
+        if not end_marker_ok(shard, end):
+            raise DataError(f"{shard}: -: truncated or corrupt tar (no end-of-archive marker)")
+    except (tarfile.TarError, EOFError, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise DataError(f"{shard}: -: no such file") from None
+        raise DataError(f"{shard}: -: truncated or corrupt tar ({e})") from None
+    if sample is not None:
+        yield sample
 
 
 def index_shard(path: str | os.PathLike) -> list[dict]:
     """Where each sample's members lie, without reading them: ``[{"__key__": key, ext: (offset, size), ...}]``
     in tar order, with every check of :func:`iter_shard` (headers only: a member cut short shows as a missing
-    end marker). :func:`read_members` reads them back, so any process can read any sample."""
-    return list(_scan(os.fspath(path), "r:", lambda tf, info: (info.offset_data, info.size)))
+    end marker). :func:`read_members` reads them back, so any process can read any sample. It is
+    :func:`iter_index` reading no member (one header scan for ingest and evaluation alike)."""
+    return [{"__key__": d["__key__"], **d["__members__"]} for d in iter_index(path, read=())]
 
 
 def read_members(path: str | os.PathLike, entry: dict) -> dict:
