@@ -114,7 +114,7 @@ def ingest(ws: Workspace) -> int:
     builder, _ = ws.load()
     con = state.connect(ws.state_path)
     try:
-        added = state.ingest(con, Manifest(ws.manifest_path).rows(), ws.candidate,
+        added = state.ingest(con, Manifest(ws.manifest_path).iter_rows(), ws.candidate,
                              builder.config_of, initial_status="pending" if builder.needs_review else "accepted")
         state.index_images(con, ws.candidate)  # a database from before ``images``
         queue.ensure(con)

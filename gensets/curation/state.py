@@ -70,6 +70,12 @@ def set_setting(con, name: str, value: str) -> None:
 
 
 BATCH = 1_000  # samples per Arrow batch fed to DuckDB (a key lookup of this many uses the index)
+# DuckDB's buffer pool during ingest. Uncapped (80% of RAM by default) it keeps every block the ingest wrote,
+# so the process grew with the build (benchmarks/scale.py: +302 MB from 10k to 100k images). Capped, it writes
+# them out; the cap is a floor plus what the tables' primary-key (ART) indexes need, which DuckDB holds in
+# memory: about 40 bytes a key measured here (a 100 MB cap failed past ~2.5M keys), 64 counted, 4 keys a sample.
+INGEST_MEMORY_MB = 96
+INDEX_BYTES_PER_SAMPLE = 4 * 64
 QUEUE = "queue"  # the settings row that says the review page's tables (curation.queue) are up to date
 INDEXED = "image_index"  # the settings row that says every ingested unit's images are in ``images``
 
@@ -131,18 +137,28 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
     a sample belongs to. Kept samples enter the review queue as ``initial_status`` (``pending``;
     ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of whole
     units (about :data:`BATCH` samples), one transaction each, so memory does not grow with the number of
-    samples; a killed ingest keeps whole units and the next one adds the others.
+    samples; a killed ingest keeps whole units and the next one adds the others. DuckDB's buffer pool is capped
+    meanwhile (:data:`INGEST_MEMORY_MB`), so what it caches does not grow with them either.
     Returns the number of samples added.
     """
-    from ..shards import iter_index
-
     have = {r[0] for r in con.execute("SELECT unit FROM units").fetchall()}
     todo = {}
     for row in manifest_rows:  # the last row of a unit wins (a re-written identical shard)
-        if row["unit"] not in have:
-            todo[row["unit"]] = row
+        if row["unit"] not in have:  # only what ingest reads of the row is kept
+            todo[row["unit"]] = (row["shard"], row["sha256"], row["n"], row.get("skipped") or ())
     if not todo:
         return 0
+    samples = con.execute("SELECT count(*) FROM samples").fetchone()[0] + sum(t[2] for t in todo.values())
+    con.execute(f"SET memory_limit = '{INGEST_MEMORY_MB + -(-samples * INDEX_BYTES_PER_SAMPLE // 2**20)}MB'")
+    try:
+        return _ingest(con, todo, shard_path, config_of, initial_status)
+    finally:
+        con.execute("RESET memory_limit")
+
+
+def _ingest(con, todo: dict, shard_path, config_of, initial_status: str) -> int:
+    from ..shards import iter_index
+
     added = 0
     batch: dict[str, list[dict]] = {name: [] for name in _SCHEMAS}
 
@@ -157,15 +173,14 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
                 _insert(con, name, rows)
                 rows.clear()
 
-    for unit, row in sorted(todo.items()):
-        batch["units"].append({"unit": unit, "shard": row["shard"], "sha256": row["sha256"], "n": row["n"]})
-        batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]}
-                             for r in row.get("skipped") or []]
-        for d in iter_index(shard_path(row["shard"])):
+    for unit, (shard, sha256, n, skipped) in sorted(todo.items()):
+        batch["units"].append({"unit": unit, "shard": shard, "sha256": sha256, "n": n})
+        batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]} for r in skipped]
+        for d in iter_index(shard_path(shard)):
             key, m = d["__key__"], json.loads(d["json"])
-            batch["images"].append(_image_row(d, row["shard"]))
+            batch["images"].append(_image_row(d, shard))
             batch["samples"].append({
-                "key": key, "unit": unit, "shard": row["shard"], "config": config_of(m),
+                "key": key, "unit": unit, "shard": shard, "config": config_of(m),
                 "label": m.get("label"), "label_index": int(d["cls"].decode()), "nuisance": m.get("nuisance"),
                 "prompt": m.get("prompt"), "seed": m.get("seed"),
                 "surrogate_failures": m.get("surrogate_failures"), "kept": bool(m.get("kept")),

@@ -53,28 +53,32 @@ class Manifest:
 
     def rows(self) -> list[dict]:
         """All complete rows, in file order; [] if the file does not exist yet."""
+        return list(self.iter_rows())
+
+    def iter_rows(self):
+        """The complete rows one at a time, in file order (a manifest of a million rows is never all in memory);
+        nothing if the file does not exist yet. A last line without its newline (torn by a kill) is ignored."""
         try:
-            data = self.path.read_bytes()
+            f = open(self.path, "rb")  # noqa: SIM115 (closed below, also when the caller stops early)
         except FileNotFoundError:
-            return []
-        lines = data.split(b"\n")
-        lines.pop()  # "" after the final newline, or a torn last line left by a kill: ignored
-        out = []
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise DataError(f"{self.path}: line {lineno}: malformed manifest line ({e})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{self.path}: line {lineno}: manifest line is not a JSON object")
-            out.append(row)
-        return out
+            return
+        with f:
+            for lineno, line in enumerate(f, 1):
+                if not line.endswith(b"\n"):
+                    return  # a torn last line
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                    raise DataError(f"{self.path}: line {lineno}: malformed manifest line ({e})") from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{self.path}: line {lineno}: manifest line is not a JSON object")
+                yield row
 
     def done(self, field: str = "unit") -> set[str]:
         """The values of `field` over all rows that have it (e.g. the units already written)."""
-        return {str(row[field]) for row in self.rows() if field in row}
+        return {str(row[field]) for row in self.iter_rows() if field in row}
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
