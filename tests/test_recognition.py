@@ -573,3 +573,27 @@ def test_a_file_changed_after_planning_is_a_one_line_error(tmp_path):
     _photo(2).save(tmp_path / "collected" / "clock" / "a.jpg", quality=90)
     with pytest.raises(DataError, match=r"^collected/clock/a\.jpg: the file changed since the build was planned"):
         run_unit(unit, Context(cfg), "b")
+
+
+def test_report_counts_runs_of_one_precision(tmp_path):
+    """A model scored in fp32 and again under bf16 autocast: two runs (their ids differ), and the report counts
+    the runs of one precision (fp32 by default), never both: by hand, m's fp32 run is right on 2 of 2 images,
+    its bf16 run on 1 of 2; counted together the report would say 4 images and 3/4."""
+    from gensets.errors import GensetsError
+    from gensets.evaluation import store
+    from gensets.evaluation.reports.recognition import compute
+
+    db = tmp_path / "r.duckdb"
+    con = store.connect(db)
+    for precision, correct in (("fp32", [True, True]), ("bf16", [True, False])):
+        preds = [{"key": f"k{i}", "target": i, "target_ids": [i], "top5": [i], "scores": [1.0], "correct1": c,
+                  "correct5": c} for i, c in enumerate(correct)]
+        store.write_run(con, {"dataset": "d", "dataset_revision": "b1", "config": "sd", "split": "test",
+                              "model": "m", "protocol": "wordset", "n": 2, "class_names": ["cat", "dog"],
+                              "precision": precision}, preds, [])
+    con.close()
+    assert [(r["n"], r["top1"]) for r in compute(db)["per_model"]] == [(2, 1.0)]
+    rep = compute(db, precision="bf16")
+    assert (rep["precision"], [(r["n"], r["top1"]) for r in rep["per_model"]]) == ("bf16", [(2, 0.5)])
+    with pytest.raises(GensetsError, match="no fp16 runs"):
+        compute(db, precision="fp16")

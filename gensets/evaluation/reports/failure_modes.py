@@ -30,12 +30,12 @@ TRANSFER = """
 SELECT r.model, r.config, count(*) AS n,
        count(*) FILTER (WHERE NOT list_has_any(list_slice(p.top5, 1, $k), p.target_ids)) AS failed
 FROM predictions p JOIN runs r USING (run_id)
-WHERE r.dataset_revision = $build AND r.protocol = 'imagenet'
+WHERE r.dataset_revision = $build AND r.protocol = 'imagenet' AND coalesce(r.precision, 'fp32') = $precision
 GROUP BY ALL ORDER BY r.model, r.config
 """
 
 
-def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
+def compute(workspace: str | Path, db: str | Path | None = None, precision: str = "fp32") -> dict:
     from ...workspace import Workspace
 
     ws = Workspace(workspace)
@@ -49,22 +49,24 @@ def compute(workspace: str | Path, db: str | Path | None = None) -> dict:
     rep["workspace"] = str(ws.root)
     rep["published"] = {"numbers": [], "note": PUBLISHED}
     if db is not None:
-        rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"], cfg.top_k)
+        rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"], cfg.top_k, precision)
+        rep["transfer_precision"] = precision
     return rep
 
 
-def transfer(db: str | Path, build: str, classifier: str, top_k: int = 1) -> list[dict]:
+def transfer(db: str | Path, build: str, classifier: str, top_k: int = 1, precision: str = "fp32") -> list[dict]:
     """Per model and config of the finalized set: images, how many it fails (its label's class not in its
-    top-``top_k``, the build's failure rule), the transfer rate."""
+    top-``top_k``, the build's failure rule), the transfer rate; of the runs at ``precision`` (``gensets eval
+    --precision``), so a model scored in fp32 and under autocast is not counted twice."""
     from .. import store
 
     con = store.connect(db, read_only=True)
     try:
-        rows = con.execute(TRANSFER, {"k": top_k, "build": build}).fetchall()
+        rows = con.execute(TRANSFER, {"k": top_k, "build": build, "precision": precision}).fetchall()
     finally:
         con.close()
     if not rows:
-        raise GensetsError(f"{db}: no imagenet-protocol runs of this build ({build}); "
+        raise GensetsError(f"{db}: no {precision} imagenet-protocol runs of this build ({build}); "
                            "run `gensets finalize` and `gensets eval WORKSPACE --model ...` first")
     return [{"model": m, "config": c, "n": n, "failed": f, "transfer": f / n, "under_test": m == classifier}
             for m, c, n, f in rows]
@@ -233,7 +235,7 @@ def write(rep: dict, out: str | Path) -> Path:
                  t["transfer"]] for t in rep["transfer"]]
         md += ["## Transfer", "", "The finalized set (every image misclassified by the classifier under test) "
                f"scored by other classifiers with `gensets eval`: the fraction they fail too (label not in their "
-               f"top-{k}, as for the classifier under test).", "",
+               f"top-{k}, as for the classifier under test); runs at `{rep.get('transfer_precision', 'fp32')}`.", "",
                table(["model", "config", "images", "failed", "transfer"], rows, _fmt), ""]
     md += ["## Published numbers", "", rep["published"]["note"], "",
            "Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
@@ -260,9 +262,11 @@ class FailureModes(Report):
         parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json and the figures")
         parser.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
                             "transfer check (how often other classifiers fail these images too)")
+        parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                            help="the transfer check's runs, by `gensets eval --precision` (default: fp32)")
 
     def run(self, args):
-        rep = compute(args.workspace, args.db)
+        rep = compute(args.workspace, args.db, args.precision)
         path = write(rep, args.out)
         print(f"{path}: {len(rep['discovered'])} of {len(rep['modes'])} mode(s) discovered "
               f"(+ figures in {path.parent})")

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from ...cards.markdown import table
+from ...errors import GensetsError
 from ...registry import REPORTS
 from .. import store
 from .base import Report, pick_run_set, rows
@@ -33,6 +34,7 @@ SELECT r.model, r.config, p.target, count(*) AS n, sum(p.correct1::INT)::INT AS 
        sum(p.correct5::INT)::INT AS hits5, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
 FROM predictions p JOIN runs r USING (run_id)
 WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
+  AND coalesce(r.precision, 'fp32') = ?
 GROUP BY ALL ORDER BY r.config, r.model, p.target
 """
 PER_MODEL = f"""
@@ -45,6 +47,7 @@ PER_CATEGORY_MODEL = """
 SELECT r.model, p.target, count(*) AS n, avg(p.correct1::INT) AS top1
 FROM predictions p JOIN runs r USING (run_id)
 WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
+  AND coalesce(r.precision, 'fp32') = ?
 GROUP BY ALL ORDER BY p.target, top1 DESC, r.model
 """
 ALL_FAIL = """
@@ -54,6 +57,7 @@ WITH per_image AS (
            bool_and(NOT p.correct5) AS fail5, bool_and(p.correct5) AS succeed5
     FROM predictions p JOIN runs r USING (run_id)
     WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
+  AND coalesce(r.precision, 'fp32') = ?
     GROUP BY r.config, p.key)
 SELECT target, count(*) AS images, avg(fail1::INT) AS all_fail_top1, avg(succeed1::INT) AS all_succeed_top1,
        avg(fail5::INT) AS all_fail_top5, avg(succeed5::INT) AS all_succeed_top5, min(models) AS models
@@ -62,16 +66,18 @@ FROM per_image GROUP BY target ORDER BY target
 
 
 def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset",
-            revision: str | None = None) -> dict:
-    """The report over one dataset revision: ``revision``, else the one of the latest finished run."""
+            revision: str | None = None, precision: str = "fp32") -> dict:
+    """The report over one dataset revision: ``revision``, else the one of the latest finished run; of the runs
+    at ``precision`` (``gensets eval --precision``: fp32 by default, so an autocast run never counts twice)."""
     from ...sources.packaged import borji_published
 
     con = store.connect(db, read_only=True)
     try:
         dataset, revision = pick_run_set(con, db, dataset, protocol, revision)
-        args = [dataset, protocol, revision]
+        args = [dataset, protocol, revision, precision]
         names_row = con.execute("SELECT class_names FROM runs WHERE dataset = ? AND protocol = ? AND "
-                                "dataset_revision IS NOT DISTINCT FROM ? AND class_names IS NOT NULL "
+                                "dataset_revision IS NOT DISTINCT FROM ? AND coalesce(precision, 'fp32') = ? "
+                                "AND class_names IS NOT NULL "
                                 "ORDER BY finished DESC, run_id LIMIT 1", args).fetchone()
         names = json.loads(names_row[0]) if names_row else None
         per_model = rows(con, PER_MODEL, args)
@@ -94,7 +100,10 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
     for r in per_model_category:
         r["category"] = name(r.pop("target"))
     published = borji_published()
-    return {"dataset": dataset, "revision": revision, "protocol": protocol,
+    if not per_model:
+        raise GensetsError(f"{db}: no {precision} runs of dataset {dataset!r} with protocol {protocol!r} "
+                           "(another --precision?)")
+    return {"dataset": dataset, "revision": revision, "protocol": protocol, "precision": precision,
             "protocol_rule": PROTOCOLS.get(protocol, protocol), "averages": AVERAGES, "per_model": per_model,
             "per_category": per_category, "per_model_category": per_model_category,
             "published": {"source": published["source"], "url": published["url"], "checked": published["checked"],
@@ -209,7 +218,8 @@ def write(rep: dict, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     figures = _plots(rep, out)
     md = [f"# Recognition report: {rep['dataset']}", "",
-          f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` ({rep['protocol_rule']}); accuracies in %. "
+          f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` ({rep['protocol_rule']}), runs at "
+          f"`{rep.get('precision', 'fp32')}`; accuracies in %. "
           f"{rep['averages']}. Per-image detail: `gensets query` over `predictions`.", "",
           "## Per model", "",
           _md_table(rep["per_model"], ["model", "config", "n", "categories", "top1", "top5", "top1_images",
@@ -244,10 +254,12 @@ class Recognition(Report):
                             help="which protocol's runs (default: wordset, the paper's rule; or wordset-plural)")
         parser.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
                             "(default: the one scored last)")
+        parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                            help="which runs, by `gensets eval --precision` (default: fp32)")
         parser.add_argument("--out", default="out/report-recognition",
                             help="folder for report.md, report.json and figures")
 
     def run(self, args):
-        path = write(compute(args.db, args.dataset, args.protocol, args.revision), args.out)
+        path = write(compute(args.db, args.dataset, args.protocol, args.revision, args.precision), args.out)
         print(f"{path} (+ report.json and figures in {path.parent})")
         return 0

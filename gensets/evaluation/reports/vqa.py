@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from ...cards.markdown import table
+from ...errors import GensetsError
 from ...registry import REPORTS
 from .. import store
 from .base import Report, pick_run_set, rows
@@ -23,7 +24,8 @@ PER_MODEL = """
 WITH q AS (
     SELECT r.model, r.config, regexp_replace(p.key, '/q[0-9]+$', '') AS image, p.target, p.correct1
     FROM predictions p JOIN runs r USING (run_id)
-    WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?),
+    WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
+      AND coalesce(r.precision, 'fp32') = ?),
 per_image AS (SELECT model, config, image, avg(correct1::INT) AS accuracy FROM q GROUP BY ALL)
 SELECT q.model, q.config, count(*)::INT AS questions, count(DISTINCT q.image)::INT AS images,
        avg(q.correct1::INT) AS accuracy,
@@ -36,17 +38,22 @@ COLUMNS = ("`accuracy`: the fraction of questions answered right (the default); 
            "fraction, then the mean over images; `yes_accuracy` / `no_accuracy`: on the questions answered yes / no")
 
 
-def compute(db: str | Path, dataset: str | None = None, revision: str | None = None) -> dict:
+def compute(db: str | Path, dataset: str | None = None, revision: str | None = None,
+            precision: str = "fp32") -> dict:
+    """The report over one dataset revision (default: the one scored last), of the runs at ``precision``."""
     from ...sources.packaged import borji_published
 
     con = store.connect(db, read_only=True)
     try:
         dataset, revision = pick_run_set(con, db, dataset, PROTOCOL, revision)
-        per_model = rows(con, PER_MODEL, [dataset, PROTOCOL, revision])
+        per_model = rows(con, PER_MODEL, [dataset, PROTOCOL, revision, precision])
     finally:
         con.close()
+    if not per_model:
+        raise GensetsError(f"{db}: no {precision} runs of dataset {dataset!r} with protocol {PROTOCOL!r} "
+                           "(another --precision?)")
     published = borji_published()
-    return {"dataset": dataset, "revision": revision, "protocol": PROTOCOL, "columns": COLUMNS,
+    return {"dataset": dataset, "revision": revision, "protocol": PROTOCOL, "precision": precision, "columns": COLUMNS,
             "per_model": per_model,
             "published": {"source": published["source"], "url": published["url"], "checked": published["checked"],
                           "numbers": published["vqa"]}}
@@ -68,7 +75,7 @@ def write(rep: dict, out: str | Path) -> Path:
                  for p in pub["numbers"]]
     md = [f"# VQA report: {rep['dataset']}", "",
           f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` (binary questions, answers normalised to "
-          f"yes / no); accuracies in %. {rep['columns']}.", "",
+          f"yes / no), runs at `{rep.get('precision', 'fp32')}`; accuracies in %. {rep['columns']}.", "",
           "## Per model", "", table(cols, [[r[c] for c in cols] for r in rep["per_model"]], _pct), "",
           "## Published numbers (Borji 2022)", "",
           table(["published", "set", "Borji 2022", "gensets, best here: accuracy / accuracy_images", "note"],
@@ -91,9 +98,11 @@ class VQA(Report):
         parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
         parser.add_argument("--revision", help="the dataset revision as recorded in runs (default: the one "
                             "scored last)")
+        parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                            help="which runs, by `gensets eval --precision` (default: fp32)")
         parser.add_argument("--out", default="out/report-vqa", help="folder for report.md and report.json")
 
     def run(self, args):
-        path = write(compute(args.db, args.dataset, args.revision), args.out)
+        path = write(compute(args.db, args.dataset, args.revision, args.precision), args.out)
         print(f"{path} (+ report.json in {path.parent})")
         return 0
