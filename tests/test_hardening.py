@@ -233,6 +233,22 @@ def test_a_second_build_on_a_locked_workspace_is_refused(tmp_path):
         pass
 
 
+def test_finalize_waits_for_no_build(reference, tmp_path):
+    """finalize takes the workspace's lock too: while a build holds it, finalize is one line and the published
+    dataset/ is left as it was; a mistyped workspace is an error, not a new folder."""
+    from gensets.workspace import Workspace
+
+    ws = tmp_path / "ws"
+    shutil.copytree(reference, ws)
+    before = {p.relative_to(ws): p.read_bytes() for p in (ws / "dataset").rglob("*") if p.is_file()}
+    with Workspace(ws).lock("build"):
+        one_line_error(run_cli("finalize", ws, "--include-pending"), ws, f"build (pid {os.getpid()})", "running")
+    assert {p.relative_to(ws): p.read_bytes() for p in (ws / "dataset").rglob("*") if p.is_file()} == before
+    run_cli("finalize", ws, "--include-pending", check=0)  # and runs once the build is over
+    r = run_cli("finalize", tmp_path / "typo")
+    assert r.returncode != 0 and not (tmp_path / "typo").exists()
+
+
 # ------------------------------------------------------------------------------------------ 6. verify
 def _peak_mb(fn) -> float:
     tracemalloc.start()

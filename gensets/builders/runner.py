@@ -133,12 +133,17 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
     state.duckdb in key order (their provenance and class as ingested), each image from its candidate shard
     at its recorded offset; the card reads the written shards back (:class:`gensets.shards.ShardSamples`).
     """
+    ws = Workspace(workspace)
+    builder, cfg = ws.load()  # before the lock: a mistyped path is an error, not a new folder
+    with ws.lock("finalize"):  # not while a build (or another finalize) writes the workspace
+        return _finalize(ws, builder, cfg, include_pending)
+
+
+def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     from ..cards import card
     from ..curation import review, state
     from ..shards import ShardSamples, read_at, write_json_atomic, write_shard
 
-    ws = Workspace(workspace)
-    builder, cfg = ws.load()
     ws.clean_leftovers()
     if not ws.state_path.exists():
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
