@@ -67,7 +67,8 @@ class Generator:
         tokenized as diffusers' ``StableDiffusionPipeline.encode_prompt`` (and SDXL's, per tokenizer) does it,
         ``tokenizer(text, padding="max_length", max_length=tokenizer.model_max_length, truncation=True)``,
         and the kept ids decoded back without special tokens (so in the tokenizer's normal form: CLIP
-        lowercases and spaces out punctuation), from the first tokenizer that cuts it. diffusers warns of a
+        lowercases and spaces out punctuation; a word cut inside ends with its first pieces), from the first
+        tokenizer that cuts it. diffusers warns of a
         cut prompt ("The following part of your input was truncated") but cuts a negative prompt silently
         (diffusers 0.3x-0.4x, ``pipeline_stable_diffusion.py`` / ``pipeline_stable_diffusion_xl.py``)."""
         counts, received = [], None
