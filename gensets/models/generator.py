@@ -68,9 +68,10 @@ class Generator:
         ``tokenizer(text, padding="max_length", max_length=tokenizer.model_max_length, truncation=True)``,
         and the kept ids decoded back without special tokens (so in the tokenizer's normal form: CLIP
         lowercases and spaces out punctuation; a word cut inside ends with its first pieces), from the first
-        tokenizer that cuts it. diffusers warns of a
-        cut prompt ("The following part of your input was truncated") but cuts a negative prompt silently
-        (diffusers 0.3x-0.4x, ``pipeline_stable_diffusion.py`` / ``pipeline_stable_diffusion_xl.py``)."""
+        tokenizer that cuts it. diffusers warns of a cut prompt ("The following part of your input was
+        truncated") but cuts a negative prompt silently, at the prompt's length (diffusers 0.42:
+        ``encode_prompt`` of ``pipeline_stable_diffusion.py``, and of ``pipeline_stable_diffusion_xl.py`` per
+        tokenizer)."""
         counts, received = [], None
         with _quiet_cut_warnings():
             for tok in self.tokenizers:

@@ -216,7 +216,7 @@ class GenBenchBuilder(base.Builder):
         baselines' (no prompt)."""
         p = unit.payload
         st = compose(p["parts"])
-        if st.kind == "data" or "expansion" in st.needs:
+        if ctx.cfg.generator.long_prompts != "error" or st.kind == "data" or "expansion" in st.needs:
             return
         refs = ctx.references[p["class"]] if "references" in st.needs else None
         rows = unit_prompts(unit, references=refs)
