@@ -20,6 +20,10 @@ def _build(a) -> int:
         print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
               f"{r['units_run']} run here); {r['samples_written']} samples written, "
               f"{r['samples_ingested']} added to state.duckdb")
+        if r["prompts_cut"] or r["negative_prompts_cut"]:
+            window = "/".join(map(str, r["text_windows"])) or "?"
+            print(f"{r['prompts_cut']} prompts and {r['negative_prompts_cut']} negative prompts cut to the text "
+                  f"encoder's {window} tokens (long_prompts: truncate; each sample records what it received)")
         print(f"next: gensets review list {r['workspace']}   then: gensets finalize {r['workspace']}")
     return 0
 

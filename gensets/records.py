@@ -20,14 +20,19 @@ from .images import IMAGE_EXTS
 _GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline", "string"),
         ("scheduler", "string"), ("dtype", "string"), ("attention", "string"), ("compile", "bool"),
         ("channels_last", "bool"), ("device", "string"), ("batching", "string"), ("batch_index", "int64"),
-        ("batch_size", "int64"), ("batch_position", "int64")]
+        ("batch_size", "int64"), ("batch_position", "int64"), ("text_window", "int64")]
 _REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
 # The provenance every builder's samples carry; a builder adds its own fields (``Builder.fields``) between
 # the two parts: a sample's json holds COMMON + the fields of the builder that made it, nothing else.
 COMMON_HEAD = [("key", "string"), ("builder", "string"), ("build", "string"), ("unit", "string"),
                ("config", "string"), ("label", "string"), ("label_index", "int64")]
-COMMON_TAIL = [("prompt", "string"), ("negative_prompt", "string"), ("seed", "int64"), ("steps", "int64"),
+# prompt_tokens / negative_prompt_tokens: the texts' untruncated token counts (BOS and EOS included) with the
+# generator's tokenizer(s); prompt_received / negative_prompt_received: what its text encoder received when the text
+# was longer than its window (generator.text_window), else null (gensets.models.generator.Generator.measure)
+COMMON_TAIL = [("prompt", "string"), ("negative_prompt", "string"), ("prompt_tokens", "int64"),
+               ("negative_prompt_tokens", "int64"), ("prompt_received", "string"),
+               ("negative_prompt_received", "string"), ("seed", "int64"), ("steps", "int64"),
                ("guidance", "float64"), ("width", "int64"), ("height", "int64"), ("generator", ("struct", _GEN)),
                ("source", "string"), ("kept", "bool"), ("review", ("struct", _REVIEW)),
                ("versions", ("struct", [(name, "string") for name in LIBRARIES]))]

@@ -50,10 +50,10 @@ class ToyBuilder(base.Builder):
     def run_unit(self, unit, ctx, build_id):
         w, g = unit.payload["word"], ctx.cfg.generator
         prompt, seed = f"a photo of something {w}", derive_seed("toy", w)
-        (image,), _ = base.generate_encoded(ctx.generator, g, ctx.cfg.image, [prompt], [seed])
+        (image,), _, (texts,) = base.generate_encoded(ctx.generator, g, ctx.cfg.image, [prompt], [seed])
         meta = self.provenance(key=slug(w), build=build_id, unit=unit.id, config=f"len{len(w)}", label=w,
                                label_index=ctx.cfg.words.index(w), prompt=prompt, seed=seed, word=w.upper(),
-                               kept=True)
+                               kept=True, **texts)
         return [Sample(slug(w), image, ctx.cfg.image.format, ctx.cfg.words.index(w), meta)]
 
 

@@ -9,6 +9,7 @@ A builder is one class, registered where it is defined::
 
         def plan(self, cfg): ...               # -> [Unit]: deterministic, ids from content
         def run_unit(self, unit, ctx, build_id): ...   # -> [Sample]
+        def check_prompts(self, unit, ctx): ...  # optional: long_prompts: error, checked before the first image
 
 Everything else has a default: one published config (``default``) with a ``test`` split, no review step,
 no relabelling, a card section with the build's models. ``gensets.builders.runner`` drives it: plan ->
@@ -21,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from ..errors import GensetsError
 from ..records import Sample, provenance_of
 from .common import GeneratorConfig, ImageConfig, Unit
 
@@ -71,6 +73,13 @@ class Builder:
         """Generate (or import) a unit's images and return them with their provenance."""
         raise NotImplementedError
 
+    def check_prompts(self, unit: Unit, ctx: Context) -> None:
+        """Under ``long_prompts: error``, raise :class:`PromptTooLong` when a prompt of ``unit`` is longer than
+        its generator's text encoder reads (call :func:`check_prompts` with the unit's prompts). The runner
+        calls it for every unit to run before the build's first image; a builder whose prompts are known only
+        while a unit runs (made by a model: GenBench's CE) leaves it be, and :func:`generate_encoded` refuses
+        them before the unit's first image."""
+
     def config_names(self, cfg) -> list[str]:
         """The published configs, in the card's order."""
         return ["default"]
@@ -108,19 +117,61 @@ class Builder:
         return provenance_of(cls.fields, builder=cls.name, **values)
 
 
+class PromptTooLong(GensetsError):
+    """A prompt longer than the text encoder's window under ``long_prompts: error`` (the runner names the
+    config file and the unit)."""
+
+
+def prompt_texts(generator, g: GeneratorConfig, prompts: list[str], negative_prompts: list[str]) -> list[dict]:
+    """Per image, the provenance of its prompt and negative prompt (``records.COMMON_TAIL``): ``prompt_tokens``,
+    ``negative_prompt_tokens`` (untruncated counts, BOS and EOS included) and, when the text is longer than the
+    text encoder's window, ``prompt_received`` / ``negative_prompt_received`` (what the encoder read; else
+    None), as :meth:`gensets.models.Generator.measure` finds them. An empty negative prompt counts 2 (BOS, EOS):
+    diffusers then encodes "". Under ``long_prompts: error``, a cut text raises :class:`PromptTooLong` naming
+    the longest."""
+    measured: dict[str, tuple] = {}
+    out = []
+    for texts in zip(prompts, negative_prompts, strict=True):
+        row = {}
+        for name, text in zip(("prompt", "negative_prompt"), texts, strict=True):
+            if text not in measured:
+                measured[text] = generator.measure(text or "")
+            row[f"{name}_tokens"], row[f"{name}_received"] = measured[text]
+        out.append(row)
+    if g.long_prompts == "error":
+        cut = [(row[f"{name}_tokens"], name) for row in out for name in ("prompt", "negative_prompt")
+               if row[f"{name}_received"] is not None]
+        if cut:
+            n, name = max(cut)
+            raise PromptTooLong(f"{name.replace('_', ' ')} of {n} tokens exceeds the text encoder's "
+                                f"{generator.text_window} (long_prompts: error)")
+    return out
+
+
+def check_prompts(generator, g: GeneratorConfig, prompts: list[str], negative_prompts: list[str] | None = None) -> None:
+    """:func:`prompt_texts`'s check alone, for :meth:`Builder.check_prompts` (nothing to do under ``truncate``).
+    ``negative_prompts`` defaults to the config's negative prompt for every image."""
+    if g.long_prompts == "error":
+        negatives = negative_prompts if negative_prompts is not None else [g.negative_prompt] * len(prompts)
+        prompt_texts(generator, g, prompts, negatives)
+
+
 def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts: list[str], seeds: list[int], *,
                      negative_prompts: list[str] | None = None, init_images: list | None = None,
-                     strength: float = 0.75, resize: int | None = None) -> tuple[list[bytes], float]:
+                     strength: float = 0.75, resize: int | None = None) -> tuple[list[bytes], float, list[dict]]:
     """Generate one image per (prompt, seed) in the pipeline calls of ``g.batches(n)`` (calls of
     ``g.batch_size``, or one per image with ``batching: per-image``) and encode each as ``image`` says; returns
     the encoded images and the generator's seconds. ``negative_prompts`` defaults to the config's negative
     prompt for every image; a call whose negative prompts are all empty passes none. Image ``i``'s provenance
     is ``g.provenance(generator, index=i, count=n)``: it names the call that made it. ``resize``: each image is
-    resized to ``resize`` x ``resize`` (bicubic, as PIL's ``Image.resize`` by default) before encoding."""
+    resized to ``resize`` x ``resize`` (bicubic, as PIL's ``Image.resize`` by default) before encoding.
+    Third, image ``i``'s prompt provenance (:func:`prompt_texts`, measured before the first call: under
+    ``long_prompts: error`` a prompt too long stops the unit before any image): pass it as ``**texts[i]``."""
     from ..images import encode_image
 
     n = len(prompts)
     negatives = negative_prompts if negative_prompts is not None else [g.negative_prompt] * n
+    texts = prompt_texts(generator, g, prompts, negatives)
     out: list[bytes] = []
     seconds = 0.0
     for call in g.batches(n):
@@ -135,4 +186,4 @@ def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts:
         if resize:
             pil = [im.resize((resize, resize), resample=3) for im in pil]  # 3: bicubic
         out += [encode_image(im, image.format, image.quality) for im in pil]
-    return out, seconds
+    return out, seconds, texts

@@ -37,6 +37,9 @@ class GeneratorConfig:
     ``dtype``, ``attention`` (``sdpa``: torch's scaled_dot_product_attention, diffusers' default; ``eager``:
     diffusers' AttnProcessor), ``compile`` (``torch.compile`` of the UNet) and ``channels_last`` (the UNet's
     and VAE's memory format) are speed settings for GPUs; each is recorded in every sample's provenance.
+    ``long_prompts``: a prompt or negative prompt longer than the text encoder's window (77 tokens for Stable
+    Diffusion's CLIP) is ``truncate``d as the papers' diffusers pipelines did (the default; each sample records its
+    token counts and the text the encoder received), or an ``error`` before any image is generated.
     """
 
     model: str  # a model spec, e.g. diffusers:stabilityai/stable-diffusion-2-1@<revision> or tiny:sd
@@ -52,6 +55,7 @@ class GeneratorConfig:
     attention: Literal["sdpa", "eager"] = "sdpa"
     compile: bool = False
     channels_last: bool = False
+    long_prompts: Literal["truncate", "error"] = "truncate"
 
     MAX_STEPS: ClassVar[int] = 1000  # the diffusion schedules' own length (DDPM trains on 1000)
     MAX_SIDE: ClassVar[int] = 4096  # 4x the largest size Stable Diffusion pipelines are trained at
@@ -88,7 +92,7 @@ class GeneratorConfig:
         return {"spec": self.model, "id": gen.model_id, "revision": gen.revision,
                 "pipeline": pipeline or gen.pipeline, "scheduler": gen.scheduler, **gen.settings,
                 "batching": self.batching, "batch_index": call, "batch_size": len(calls[call]),
-                "batch_position": index - calls[call].start}
+                "batch_position": index - calls[call].start, "text_window": gen.text_window}
 
 
 @dataclass(frozen=True)

@@ -218,8 +218,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     g = cfg.generator
     info = imagenet_d_classes()[p["class"]]
     rows = unit_prompts(unit)
-    images, _ = base.generate_encoded(ctx.generator, g, cfg.image, [r["prompt"] for r in rows],
-                                      [r["seed"] for r in rows])
+    images, _, texts = base.generate_encoded(ctx.generator, g, cfg.image, [r["prompt"] for r in rows],
+                                             [r["seed"] for r in rows])
     # the surrogates see exactly the stored bytes, each image decoded once
     verdicts = ctx.filter.score([decode_image(b) for b in images], [info["imagenet_ids"]] * len(rows))
     gen = ctx.generator
@@ -233,7 +233,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             guidance=g.guidance, width=g.width, height=g.height, generator=g.provenance(gen, index=i, count=len(rows)),
             source=g.model,
             surrogate_top_k=cfg.filter.top_k, surrogates=v.surrogates,
-            surrogate_failures=v.failures, kept=v.kept, review=None)
+            surrogate_failures=v.failures, kept=v.kept, review=None, **texts[i])
         samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=info["index"], meta=meta))
     return samples
 
@@ -258,6 +258,9 @@ class ImageNetDBuilder(base.Builder):
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def check_prompts(self, unit: Unit, ctx: Context) -> None:
+        base.check_prompts(ctx.generator, ctx.cfg.generator, [r["prompt"] for r in unit_prompts(unit)])
 
     def models(self, cfg: ImageNetDConfig) -> list[tuple[str, str]]:
         return [("generator", cfg.generator.model), *(("surrogate", m) for m in cfg.filter.models)]

@@ -257,21 +257,27 @@ def _meta(ctx, unit, build_id, key, category, **kw) -> dict:
                       imagenet_ids=ctx.ids.get(category), synonyms=ctx.synonyms.get(category), kept=True, **kw)
 
 
+def _rows(src: GenerateSource, p: dict) -> list[dict]:
+    """The images of a generate unit: category, index, prompt, seed."""
+    return [{"category": c, "i": i, "prompt": src.template.format(c),
+             "seed": derive_seed(p["seed"], p["config"], c, i)} for c, i in p["images"]]
+
+
 def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     p = unit.payload
     src = next(s for s in ctx.cfg.generate if s.config_name == p["config"])
     g = src.generator
     gen = ctx.generator(g)
-    rows = [{"category": c, "i": i, "prompt": src.template.format(c),
-             "seed": derive_seed(p["seed"], p["config"], c, i)} for c, i in p["images"]]
-    images, _ = base.generate_encoded(gen, g, ctx.cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows])
+    rows = _rows(src, p)
+    images, _, texts = base.generate_encoded(gen, g, ctx.cfg.image, [r["prompt"] for r in rows],
+                                             [r["seed"] for r in rows])
     out = []
     for i, (r, data) in enumerate(zip(rows, images, strict=True)):
         key = _generated_key(p["config"], r["category"], r["i"])
         meta = _meta(ctx, unit, build_id, key, r["category"], prompt=r["prompt"],
                      negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
                      width=g.width, height=g.height, generator=g.provenance(gen, index=i, count=len(rows)),
-                     source=g.model)
+                     source=g.model, **texts[i])
         out.append(Sample(key, data, ctx.cfg.image.format, meta["label_index"], meta))
     return out
 
@@ -318,6 +324,12 @@ class RecognitionBuilder(base.Builder):
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def check_prompts(self, unit: Unit, ctx: Context) -> None:
+        p = unit.payload
+        if p["kind"] == "generate":
+            src = next(s for s in ctx.cfg.generate if s.config_name == p["config"])
+            base.check_prompts(ctx.generator(src.generator), src.generator, [r["prompt"] for r in _rows(src, p)])
 
     def config_names(self, cfg: RecognitionConfig) -> list[str]:
         return [s.config_name for s in (*cfg.generate, *cfg.imports)]

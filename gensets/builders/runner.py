@@ -38,10 +38,28 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     dist = distributed()
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
-        return _build(builder, cfg, out, dist, quiet, threads)
+        return _build(builder, cfg, out, dist, quiet, threads, str(config_path))
 
 
-def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int) -> dict:
+def _unit_name(unit) -> str:
+    """A unit as an error names it: its id, and what its payload says it makes (config, class, ...)."""
+    p = unit.payload
+    about = [str(p[k]) for k in ("config", "class", "label", "mode", "stage") if isinstance(p.get(k), str)]
+    return f"{unit.id} ({' / '.join(about)})" if about else unit.id
+
+
+@contextlib.contextmanager
+def _naming(config_path: str, unit):
+    """A prompt too long (``long_prompts: error``) as one line naming the config file and the unit."""
+    from .base import PromptTooLong
+
+    try:
+        yield
+    except PromptTooLong as e:
+        raise GensetsError(f"{config_path}: unit {_unit_name(unit)}: {e}") from None
+
+
+def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int, config_path: str) -> dict:
     from ..shards import Manifest, clean_temp, write_shard
 
     if dist.rank == 0:
@@ -64,6 +82,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int)
     # as always, so a resumed build re-plans the same units and runs only the missing ones.
     stages = builder.stages
     n_units = n_done = n_run = written = 0
+    cut = {"prompts": 0, "negative_prompts": 0, "windows": set()}  # texts cut to the text encoder's window
     loaded = False
     for stage in stages or (None,):
         units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
@@ -81,11 +100,20 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int)
             if quality:
                 quality.load()
             loaded = True
+        for unit in mine:  # long_prompts: error stops here, before any image of the stage
+            with _naming(config_path, unit):
+                builder.check_prompts(unit, ctx)
         desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
         desc += f" {stage}" if stage else ""
         for unit in progress(mine, len(mine), desc, disable=quiet):
             ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
-            samples = builder.run_unit(unit, ctx, build_id)
+            with _naming(config_path, unit):
+                samples = builder.run_unit(unit, ctx, build_id)
+            for s in samples:
+                for name in ("prompt", "negative_prompt"):
+                    if s.meta.get(f"{name}_received") is not None:
+                        cut[f"{name}s"] += 1
+                        cut["windows"].add((s.meta.get("generator") or {}).get("text_window"))
             if quality:
                 quality.apply(samples)
             name = f"{unit.id}.tar"
@@ -102,6 +130,8 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int)
         builder.after_build(ws)  # e.g. statistics over everything committed
     return {"units": n_units, "done_before": n_done, "units_run": n_run,
             "samples_written": written, "samples_ingested": added, "rank": dist.rank,
+            "prompts_cut": cut["prompts"], "negative_prompts_cut": cut["negative_prompts"],
+            "text_windows": sorted(w for w in cut["windows"] if w is not None),
             "world": dist.world, "workspace": str(ws.root)}
 
 

@@ -274,7 +274,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         g = cfg.generator
         gen = ctx.generator
         seeds = [derive_seed(cfg.seed, "vqa", prompt.text, i) for i in range(prompt.images)]
-        images, _ = base.generate_encoded(gen, g, cfg.image, [prompt.text] * prompt.images, seeds)
+        images, _, texts = base.generate_encoded(gen, g, cfg.image, [prompt.text] * prompt.images, seeds)
         for i, (seed, data) in enumerate(zip(seeds, images, strict=True)):
             key = f"p{p['index']:04d}_{i:02d}"
             qs = list(ctx.given.get(key, []))
@@ -284,7 +284,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
                               prompt=prompt.text, negative_prompt=g.negative_prompt, seed=seed, steps=g.steps,
                               guidance=g.guidance, width=g.width, height=g.height,
                               generator=g.provenance(gen, index=i, count=len(seeds)),
-                              source=g.model, questions=qs, kept=True)
+                              source=g.model, questions=qs, kept=True, **texts[i])
             out.append(Sample(key, data, cfg.image.format, 0, meta))
         return out
     for it in p["items"]:
@@ -314,6 +314,10 @@ class VQABuilder(base.Builder):
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def check_prompts(self, unit: Unit, ctx: Context) -> None:
+        if unit.payload["kind"] == "generate":
+            base.check_prompts(ctx.generator, ctx.cfg.generator, [unit.payload["prompt"]["text"]])
 
     def class_names(self, cfg: VQAConfig) -> list[str]:
         return ["image"]

@@ -105,6 +105,32 @@ def models_md(builder, cfg, samples) -> str:
     return "\n".join(["| role | spec | id | revision |", "|---|---|---|---|", *rows]) + "\n"
 
 
+def prompt_lengths_md(builder, samples) -> str:
+    """Per config, the generated samples' prompt lengths and how many prompts and negative prompts were cut to
+    the text encoder's window (``long_prompts: truncate``); empty when no sample records a token count."""
+    rows: dict[str, list] = {}
+    for s in samples:
+        m = s.meta
+        if m.get("prompt_tokens") is None:
+            continue
+        r = rows.setdefault(builder.config_of(m), [0, 0, 0, 0, 0, set()])
+        r[0] += 1
+        r[1] = max(r[1], m["prompt_tokens"])
+        r[2] += m.get("prompt_received") is not None
+        r[3] = max(r[3], m.get("negative_prompt_tokens") or 0)
+        r[4] += m.get("negative_prompt_received") is not None
+        r[5].add((m.get("generator") or {}).get("text_window"))
+    if not rows:
+        return ""
+    body = [[c, n, longest, cut, longest_neg, cut_neg, "/".join(str(w) for w in sorted(windows, key=str))]
+            for c, (n, longest, cut, longest_neg, cut_neg, windows) in rows.items()]
+    return ("\nPrompt lengths, in tokens of the generator's tokenizer (BOS and EOS included); a longer text than the "
+            "text encoder's window was cut as the pipeline cuts it, and its samples record what the encoder read "
+            "(`prompt_received`, `negative_prompt_received`):\n\n"
+            + table(["config", "generated images", "longest prompt", "prompts cut", "longest negative prompt",
+                     "negative prompts cut", "window"], body) + "\n")
+
+
 def _leaderboard_md(board) -> str:
     cols, rows = board
     if not rows:
@@ -243,6 +269,7 @@ def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
     pattern_list = "the shards of each config: " + ", ".join(f"`{p}`" for p in patterns.values())
     models = models_md(builder, cfg, samples)
     models = f"\nModels (ids and revisions):\n\n{models}" if models else ""
+    models += prompt_lengths_md(builder, samples)
     figs = {"classes": "", "samples": ""}
     if FIGURES["classes"] in figures:
         figs["classes"] = f"![Images per class, by config]({FIGURES['classes']})\n\n"

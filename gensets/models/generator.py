@@ -9,6 +9,8 @@ from ~3e-6 float differences of batched kernels): the same call always gives the
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
@@ -43,6 +45,42 @@ class Generator:
 
     def __repr__(self) -> str:
         return f"Generator(spec={self.spec!r}, pipeline={self.pipeline!r}, scheduler={self.scheduler!r})"
+
+    @property
+    def tokenizers(self) -> list:
+        """The pipeline's text tokenizers: ``tokenizer``, and SDXL's ``tokenizer_2`` (its second text encoder)."""
+        return [t for t in (getattr(self.pipe, "tokenizer", None), getattr(self.pipe, "tokenizer_2", None))
+                if t is not None]
+
+    @property
+    def text_window(self) -> int | None:
+        """The text encoders' window in tokens (BOS and EOS included): the smallest ``model_max_length`` of
+        :attr:`tokenizers` (77 for Stable Diffusion's CLIP); None for a pipeline without a tokenizer."""
+        return min((t.model_max_length for t in self.tokenizers), default=None)
+
+    def measure(self, text: str) -> tuple[int | None, str | None]:
+        """``(tokens, received)`` of a prompt or negative prompt as the pipeline reads it.
+
+        ``tokens``: the untruncated token count of ``text``, BOS and EOS included (CLIP's window of 77 holds
+        75 of the text's own tokens), with each of :attr:`tokenizers`; with two (SDXL) the larger count.
+        ``received``: None when the text fits; else the text the text encoder actually received: ``text``
+        tokenized as diffusers' ``StableDiffusionPipeline.encode_prompt`` (and SDXL's, per tokenizer) does it,
+        ``tokenizer(text, padding="max_length", max_length=tokenizer.model_max_length, truncation=True)``,
+        and the kept ids decoded back without special tokens (so in the tokenizer's normal form: CLIP
+        lowercases and spaces out punctuation; a word cut inside ends with its first pieces), from the first
+        tokenizer that cuts it. diffusers warns of a cut prompt ("The following part of your input was
+        truncated") but cuts a negative prompt silently, at the prompt's length (diffusers 0.42:
+        ``encode_prompt`` of ``pipeline_stable_diffusion.py``, and of ``pipeline_stable_diffusion_xl.py`` per
+        tokenizer)."""
+        counts, received = [], None
+        with _quiet_cut_warnings():
+            for tok in self.tokenizers:
+                n = len(tok(text).input_ids)
+                counts.append(n)
+                if n > tok.model_max_length and received is None:
+                    kept = tok(text, padding="max_length", max_length=tok.model_max_length, truncation=True)
+                    received = tok.decode(kept.input_ids, skip_special_tokens=True)
+        return max(counts, default=None), received
 
     def img2img_pipe(self):
         if self._img2img is None:
@@ -93,15 +131,43 @@ class Generator:
                 generator=[torch.Generator("cpu").manual_seed(int(seeds[i])) for i in call],
                 output_type="pil",
             )
-            if init_images is None:
-                out = self.pipe(width=width, height=height, **kwargs)
-            else:
-                inits = [init_images[i].convert("RGB") for i in call]
-                inits = [im if im.size == (width, height) else im.resize((width, height), resample=3)  # bicubic
-                         for im in inits]
-                out = self.img2img_pipe()(image=inits, strength=strength, **kwargs)
+            pipe = self.pipe if init_images is None else self.img2img_pipe()
+            with _quiet_cut_warnings(pipe):  # a cut is measured and recorded (measure)
+                if init_images is None:
+                    out = pipe(width=width, height=height, **kwargs)
+                else:
+                    inits = [init_images[i].convert("RGB") for i in call]
+                    inits = [im if im.size == (width, height) else im.resize((width, height), resample=3)  # bicubic
+                             for im in inits]
+                    out = pipe(image=inits, strength=strength, **kwargs)
             images.extend(out.images)
         return images
+
+
+class _CutWarnings(logging.Filter):
+    """Drops transformers' and diffusers' warnings about a text longer than the tokenizer's window:
+    :meth:`Generator.measure` counts every prompt and a build records the cut (and, with
+    ``long_prompts: error``, refuses it), so the warnings only repeat it, once per call."""
+
+    MESSAGES = ("Token indices sequence length is longer than",
+                "The following part of your input was truncated")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.MESSAGES)
+
+
+@contextlib.contextmanager
+def _quiet_cut_warnings(*pipes):
+    """:class:`_CutWarnings` on the tokenizers' logger and the loggers of ``pipes``' modules, for a block."""
+    names = ["transformers.tokenization_utils_base", *(type(p).__module__ for p in pipes if p is not None)]
+    loggers, f = [logging.getLogger(n) for n in names], _CutWarnings()
+    for lg in loggers:
+        lg.addFilter(f)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(f)
 
 
 def load_generator(

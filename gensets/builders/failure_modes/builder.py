@@ -31,6 +31,11 @@ class FailureModesBuilder(base.Builder):
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
 
+    def check_prompts(self, unit, ctx) -> None:
+        """The baseline and regenerate stages (a unit: one prompt); the clusters stage generates nothing."""
+        if unit.payload["stage"] != "clusters":
+            base.check_prompts(ctx.generator, ctx.cfg.generator, [unit.payload["prompt"]])
+
     def after_build(self, ws) -> None:
         analyze(ws)
 

@@ -165,8 +165,8 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         else:
             rows.append({"key": f"mode_{p['mode']}_{i:04d}", "prompt": p["prompt"],
                          "seed": derive_seed(p["seed"], "regenerate", p["mode"], p["caption"], i)})
-    images, _ = base.generate_encoded(ctx.generator, g, cfg.image, [r["prompt"] for r in rows],
-                                      [r["seed"] for r in rows])
+    images, _, texts = base.generate_encoded(ctx.generator, g, cfg.image, [r["prompt"] for r in rows],
+                                             [r["seed"] for r in rows])
     verdicts = ctx.filter.score([decode_image(b) for b in images], [[p["imagenet_id"]]] * len(rows))
     gen = ctx.generator
     config = "baseline" if p["stage"] == "baseline" else "modes"
@@ -182,7 +182,7 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
                           negative_prompt=g.negative_prompt, seed=r["seed"], steps=g.steps, guidance=g.guidance,
                           width=g.width, height=g.height, generator=g.provenance(gen, index=i, count=len(rows)),
                           source=g.model, surrogate_top_k=cfg.top_k, surrogates=v.surrogates, surrogate_failures=v.failures,
-                          kept=v.kept, failure_mode=mode)
+                          kept=v.kept, failure_mode=mode, **texts[i])
         out.append(Sample(r["key"], data, cfg.image.format, index, meta))
     return out
 

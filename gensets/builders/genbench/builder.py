@@ -166,7 +166,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     t0 = time.perf_counter()
     rows = unit_prompts(unit, expand=ctx.expand if "expansion" in needs else None, references=refs)
     expansion_seconds = time.perf_counter() - t0
-    images, seconds = base.generate_encoded(
+    images, seconds, texts = base.generate_encoded(
         ctx.generator, g, cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows],
         negative_prompts=[r["negative_prompt"] for r in rows],
         init_images=[refs[r["reference"]].image() for r in rows] if ra else None, strength=cfg.reference.strength,
@@ -189,7 +189,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             negative_prompt=r["negative_prompt"], seed=r["seed"], steps=g.steps, guidance=g.guidance,
             width=g.width, height=g.height, generator=g.provenance(gen, pipeline, index=i, count=len(rows)),
             prompting=prompting, source=g.model,
-            kept=True, review=None)
+            kept=True, review=None, **texts[i])
         samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=p["label_index"], meta=meta))
     return samples
 
@@ -210,6 +210,18 @@ class GenBenchBuilder(base.Builder):
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def check_prompts(self, unit: Unit, ctx: Context) -> None:
+        """Every unit but CE's (its prompts are the expansion model's: checked while the unit runs) and the
+        baselines' (no prompt)."""
+        p = unit.payload
+        st = compose(p["parts"])
+        if ctx.cfg.generator.long_prompts != "error" or st.kind == "data" or "expansion" in st.needs:
+            return
+        refs = ctx.references[p["class"]] if "references" in st.needs else None
+        rows = unit_prompts(unit, references=refs)
+        base.check_prompts(ctx.generator, ctx.cfg.generator, [r["prompt"] for r in rows],
+                           [r["negative_prompt"] for r in rows])
 
     def config_names(self, cfg: GenBenchConfig) -> list[str]:
         """One published config per (dataset, strategy), each with a train split."""
