@@ -33,9 +33,10 @@ import json
 import os
 import random
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from gensets.errors import ModelError
 from gensets.records import derive_seed
@@ -179,7 +180,7 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
         pick = random.Random(derive_seed(t.seed, "templates", step))
         idx = _batch(step, len(images), t)
         flips = (torch.rand(len(idx), generator=g) < t.flip_p).tolist()
-        pixels = torch.stack([_pixels(images[i], t.resolution, t.center_crop, f) for i, f in zip(idx, flips)])
+        pixels = torch.stack([_pixels(images[i], t.resolution, t.center_crop, f) for i, f in zip(idx, flips, strict=True)])
         texts = [pick.choice(templates).format(f"{token} {concept}") for _ in idx]
         ids = tokenizer(texts, padding="max_length", truncation=True, max_length=tokenizer.model_max_length,
                         return_tensors="pt").input_ids.to(device)

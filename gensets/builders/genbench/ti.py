@@ -91,7 +91,7 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     """Train (or resume) one class's token; write its embedding and provenance; no samples."""
     from PIL import Image
 
-    from ...models.textual_inversion import ADAM, MAX_GRAD_NORM, Training, save_embedding, train_textual_inversion
+    from ...models import textual_inversion as ti
 
     p, cfg = unit.payload, ctx.cfg
     if ctx.workspace is None:
@@ -107,23 +107,23 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     root = ctx.workspace.root
     files = {k: root / v for k, v in files_of(name).items()}
     files["embedding"].parent.mkdir(parents=True, exist_ok=True)
-    settings = Training(steps=t["steps"], learning_rate=t["applied_learning_rate"], batch_size=t["batch_size"],
+    seed = derive_seed(p["seed"], p["dataset"], "TI", name)  # each class its own draws
+    settings = ti.Training(steps=t["steps"], learning_rate=t["applied_learning_rate"], batch_size=t["batch_size"],
                         lr_scheduler=t["lr_scheduler"], warmup_steps=t["warmup_steps"], repeats=t["repeats"],
                         flip_p=t["flip_p"], resolution=t["resolution"], center_crop=t["center_crop"],
                         checkpoint_every=t["checkpoint_every"], seed=seed)
-    seed = derive_seed(p["seed"], p["dataset"], "TI", name)  # each class its own draws
     gen = ctx.generator
-    out = train_textual_inversion(gen.pipe, images, token=p["token"], initializer=p["initializer"],
+    out = ti.train_textual_inversion(gen.pipe, images, token=p["token"], initializer=p["initializer"],
                                   templates=p["templates"], concept=plain_name(name), training=settings,
                                   checkpoint=files["checkpoint"], key=unit.id, on_step=getattr(ctx, "ti_step", None))
-    save_embedding(files["embedding"], p["token"], out["embedding"])
+    ti.save_embedding(files["embedding"], p["token"], out["embedding"])
 
     _write_json(files["provenance"], {
         "class": name, "label_index": p["label_index"], "token": p["token"], "unit": unit.id, "build": build_id,
         "variant": VARIANT, "loss": "mse", "initializer": p["initializer"], "initializer_id": out["initializer_id"],
         "initializer_unknown": out["initializer_unknown"],
         "references": [{"id": r.id, "sha256": r.sha256} for r in refs],
-        "reference_source": cfg.reference.source, "training": t, "adam": ADAM, "max_grad_norm": MAX_GRAD_NORM,
+        "reference_source": cfg.reference.source, "training": t, "adam": ti.ADAM, "max_grad_norm": ti.MAX_GRAD_NORM,
         "seed": seed, "base_model": {"spec": cfg.generator.model, "id": gen.model_id, "revision": gen.revision},
         "embedding": files_of(name)["embedding"],
         "embedding_sha256": hashlib.sha256(files["embedding"].read_bytes()).hexdigest(),
