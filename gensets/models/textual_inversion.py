@@ -95,6 +95,7 @@ def _batch(step: int, n: int, t: Training) -> list[int]:
 
 
 def _save_atomic(tensors: dict, path: Path, metadata: dict[str, str]) -> None:
+    """One metadata key only: safetensors writes several in no fixed order (a hash map)."""
     import safetensors.torch
 
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -151,9 +152,9 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
     start, losses = 0, []
     if Path(checkpoint).exists():
         with safetensors.safe_open(str(checkpoint), "pt") as f:
-            meta = f.metadata()
+            meta = json.loads((f.metadata() or {}).get("state", "{}"))
             if meta.get("key") == key:
-                start, losses = int(meta["step"]), json.loads(meta["losses"])
+                start, losses = meta["step"], meta["losses"]
                 row, m, v = (f.get_tensor(k) for k in ("embedding", "exp_avg", "exp_avg_sq"))
     if start:
         with torch.no_grad():
@@ -172,7 +173,7 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
         st = optimizer.state[emb.weight]
         _save_atomic({"embedding": emb.weight[tid].detach(), "exp_avg": st["exp_avg"][tid],
                       "exp_avg_sq": st["exp_avg_sq"][tid]}, Path(checkpoint),
-                     {"key": key, "step": str(step), "losses": json.dumps(losses)})
+                     {"state": json.dumps({"key": key, "step": step, "losses": losses}, sort_keys=True)})
 
     device = unet.device
     for step in range(start, t.steps):
