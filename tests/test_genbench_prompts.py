@@ -181,7 +181,7 @@ def test_strategies_compose_and_nonsense_is_refused(tmp_path, capsys):
         ("[NP+RA]", "strategies: 'NP+RA': its parts build on different prompt sources (NP on DT, RA on ST); name "
                     "one, e.g. 'DT+NP+RA'"),
         ("[NP, DT+NP]", "strategies: 'DT+NP' is 'NP' again"),
-        ("[NP+XX]", "strategies[0]: expected one of 'ST', 'DT', 'CE', 'RD', 'NP', 'RA', 'original', 'retrieval', 'NP+RD', got str 'NP+XX'"),
+        ("[NP+XX]", "strategies[0]: expected one of 'ST', 'DT', 'CE', 'TI', 'RD', 'NP', 'RA', 'original', 'retrieval', 'NP+RD', got str 'NP+XX'"),
     ]:
         code = main(["build", str(smoke), "--out", str(tmp_path / "ws"), "--set", f"strategies={strategies}"])
         err = capsys.readouterr().err

@@ -17,6 +17,10 @@ line, and where the paper's text differs):
                                  source the user names; the evaluated dataset's own images only with
                                  ``reference.allow_dataset_split``, recorded in every sample)
 
+TI (Sec. 4, knowledge injection) is a prompt source whose tokens are trained first: the builder is staged
+(``ti`` then ``generate``), ti.py trains a token per class by Textual Inversion on the reference images into the
+workspace, and TI units, planned from those embeddings, fill the dataset's templates with ``"<token> <class>"``.
+
 Two data types that are not generated are registered like strategies (baselines.py): ``original`` (K images per
 class of the dataset's own training split, a seeded draw) and ``retrieval`` (K per class from a user's pool of
 captioned images, ranked by CLIP similarity with the class's queries); they combine with nothing.
@@ -33,7 +37,7 @@ its init image from the class's reference images round by round. One published c
 split ``train``; a work unit is one (strategy, class, chunk of shots).
 
 The package: ``config.py`` (the config), ``strategies.py`` (one registered class per strategy),
-``references.py`` (RA's images), ``baselines.py`` (original and retrieved data), ``builder.py`` (plan, prompts, run), ``card.py`` and ``cost.py``.
+``references.py`` (RA's and TI's images), ``ti.py`` (TI's training stage), ``baselines.py`` (original and retrieved data), ``builder.py`` (plan, prompts, run), ``card.py`` and ``cost.py``.
 
 Where the files lie never enters a build: paths in the config stay as written (relative to the config file),
 seeds and unit ids know a local dataset or reference folder by its name (:func:`source_name`) and RA's

@@ -16,6 +16,8 @@ from .card import card_body
 from .config import GenBenchConfig, config_name, prompts_per_class, selected
 from .references import Reference, load_references, reference_files
 from .strategies import compose
+from .ti import STAGE as TI_STAGE
+from .ti import embeddings, plan_training, train_unit
 
 CITATION = """
 @article{li2023genbench,
@@ -30,7 +32,8 @@ CITATION = """
 PROMPTING = [("variant", "string"), ("prompt_source", "string"), ("template", "string"), ("draw_seed", "int64"),
              ("expansion_model", "string"), ("expansion_revision", "string"), ("expansion_input", "string"),
              ("expansion_seed", "int64"), ("init_image", "string"), ("init_image_sha256", "string"),
-             ("strength", "float64"), ("reference_source", "string"), ("allow_dataset_split", "bool")]
+             ("strength", "float64"), ("reference_source", "string"), ("allow_dataset_split", "bool"),
+             ("token", "string"), ("embedding", "string"), ("embedding_sha256", "string")]
 # the data types that are not generated (baselines.py: original, retrieval): where each image came from
 DATA = [("type", "string"), ("item", "string"), ("sha256", "string"), ("caption", "string"), ("query", "string"),
         ("score", "float64"), ("draw_seed", "int64")]
@@ -47,18 +50,24 @@ def shot_of(key: str) -> int:
     return int(key.rsplit("_", 1)[1])
 
 
-def plan(cfg: GenBenchConfig) -> list[Unit]:
+def plan(cfg: GenBenchConfig, stage: str = "generate", workspace=None) -> list[Unit]:
     """Deterministic work units: (strategy, class, chunk of shots), ids from content (the dataset by
-    :func:`source_name`, RA's folder references by path in the folder and sha256)."""
+    :func:`source_name`, RA's folder references by path in the folder and sha256, TI's embeddings by sha256:
+    read from ``workspace``, where stage ``ti`` trained them, one unit per class)."""
+    if stage == TI_STAGE:
+        return plan_training(cfg)
     gen, image = to_dict(cfg.generator), to_dict(cfg.image)
     parts = {name: cfg.parts(name) for name in cfg.strategies}
     strategies = {name: compose(p) for name, p in parts.items()}
     files = reference_files(cfg) if any("references" in s.needs for s in strategies.values()) else None
+    trained = embeddings(cfg, workspace) if any("ti" in s.needs for s in strategies.values()) else {}
     sampling = {"mode": cfg.sampling, "prompts": prompts_per_class(cfg), "images_per_prompt": cfg.images_per_prompt}
     units = []
     for name_of_strategy, st in strategies.items():
         for index, name in selected(cfg):
             pool = st.pool(cfg, name, files)
+            if "ti" in st.needs:
+                pool["ti"] = {**pool["ti"], **trained[name]}
             for start in range(0, cfg.shots, cfg.unit_size):
                 payload = {
                     "builder": "genbench", "dataset": source_name(cfg.dataset), "dataset_name": cfg.dataset_name,
@@ -104,12 +113,14 @@ class Context(base.Context):
         self._references = None
         self._retrieval = None
         self._expansions: dict[tuple[str, int], str] = {}  # (input, seed) -> text: CE draws, shared by units
+        self._tokens: set[str] = set()  # TI tokens loaded into the generator
+        self.ti_step = None  # TI training: called with each completed step (tests stop a training with it)
 
     def load(self) -> None:
         super().load()
         if "expansion" in self.needs:
             self.text  # noqa: B018
-        if "references" in self.needs:
+        if "references" in self.needs or "ti" in self.needs:
             self.references  # noqa: B018
         if "retrieval" in self.needs:
             self.retrieval  # noqa: B018
@@ -137,6 +148,20 @@ class Context(base.Context):
             self._retrieval = retrieve(self.cfg, [n for _, n in selected(self.cfg)])
         return self._retrieval
 
+    def load_embedding(self, ti: dict) -> None:
+        """A TI embedding from the workspace into the generator's pipeline (``load_textual_inversion``), once;
+        DataError when the file is not the one the unit was planned with."""
+        import hashlib
+
+        if ti["token"] in self._tokens:
+            return
+        path = self.workspace.root / ti["embedding"]
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != ti["embedding_sha256"]:
+            raise DataError(f"{path}: the TI embedding of {ti['token']!r} changed or is missing since the build was "
+                            "planned; run the build again")
+        self.generator.pipe.load_textual_inversion(str(path), token=ti["token"])
+        self._tokens.add(ti["token"])
+
     def expand(self, inputs: list[str], seeds: list[int]) -> list[str]:
         """One text per (input, seed), each computed once per process (every unit of a class draws the same
         sentences under the authors' sampling)."""
@@ -154,6 +179,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Make the unit's prompts, generate its images (timed), encode them, record their provenance."""
     p = unit.payload
     cfg, g = ctx.cfg, ctx.cfg.generator
+    if p.get("stage") == TI_STAGE:  # train the class's token (ti.py)
+        return train_unit(unit, ctx, build_id)
     st = compose(p["parts"])
     if st.kind == "data":  # original or retrieved images (baselines.py)
         return st.run(unit, ctx, build_id)
@@ -163,6 +190,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     if ra and p["reference"].get("files") not in (None, [[r.id, r.sha256] for r in refs]):
         raise DataError(f"reference {cfg.reference.source}: the images of class {p['class']!r} changed while "
                         "building; run the build again")
+    if "ti" in needs:
+        ctx.load_embedding(p["ti"])
     t0 = time.perf_counter()
     rows = unit_prompts(unit, expand=ctx.expand if "expansion" in needs else None, references=refs)
     expansion_seconds = time.perf_counter() - t0
@@ -179,6 +208,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         prompting = dict(r["prompting"])
         if "expansion" in needs:
             prompting.update(expansion_model=ctx.text.model_id, expansion_revision=ctx.text.revision)
+        if "ti" in needs:
+            prompting.update(embedding=p["ti"]["embedding"], embedding_sha256=p["ti"]["embedding_sha256"])
         if ra:
             ref = refs[r["reference"]]
             prompting.update(init_image=ref.id, init_image_sha256=ref.sha256)
@@ -207,6 +238,7 @@ class GenBenchBuilder(base.Builder):
     Context = Context
     split = "train"
     fields = FIELDS
+    stages = (TI_STAGE, "generate")  # TI's tokens are trained before any image is generated
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)

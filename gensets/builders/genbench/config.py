@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from ...quality.thresholds import QualityFields
-from ...sources.classes import DatasetInfo, dataset_info, split_rev
+from ...sources.classes import DatasetInfo, dataset_info, plain_name, split_rev
 from ...sources.packaged import genbench_datasets, genbench_hub_copies
 from ..common import GeneratorConfig, ImageConfig, check_spec
 from . import strategies as S
@@ -125,6 +125,52 @@ class ReferenceConfig:
 
 
 @dataclass(frozen=True)
+class TIConfig:
+    """TI (Sec. 4, Table 3): a token per class learned by Textual Inversion on the class's ``reference:`` images.
+    Defaults: the authors' per-class command (Luodian/GenBench textual_inversion/example.sh, line 2:
+    ``--placeholder_token='<voc-2007-classification bicycle>' --initializer_token=bicycle --train_batch_size=4
+    --max_train_steps=500 --learning_rate=5.0e-04 --scale_lr --lr_scheduler=constant --lr_warmup_steps=0``,
+    ``--learnable_property=object``: the dataset's templates; pipeline.py ``--steps 500``; the script's defaults
+    otherwise: ``--repeats 100``, no centre crop, flip p 0.5) and textual_inversion_prepare_images
+    (generation_utils.py: each reference resized to 224x224 first). The dataset-level scripts train_ti_original.sh /
+    train_ti_reference.sh (one token ``<all>``, initializer ``entity``, batch 8, 5000 steps, lr 5e-4 / 1e-4,
+    cosine_with_restarts, warmup 100) are the other reading: set the keys to them."""
+
+    token: str = "<{dataset} {class}>"  # the placeholder token: {dataset} the dataset_name, {class} the class name
+    initializer: str = "{class}"  # the initializer token ({class}: the class name), convert_tokens_to_ids as is
+    steps: int = 500
+    learning_rate: float = 5e-4
+    scale_lr: bool = True  # the rate applied: learning_rate x batch_size (x 1 accumulation step x 1 process)
+    batch_size: int = 4
+    lr_scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
+                          "polynomial"] = "constant"
+    warmup_steps: int = 0
+    repeats: int = 100
+    flip_p: float = 0.5
+    resolution: int | None = None  # training side; null: the generator's width (the authors: 512 both)
+    center_crop: bool = False
+    prepare_size: int | None = 224  # references resized to this square first (null: as they are)
+    checkpoint_every: int = 100  # steps between checkpoints (embedding + AdamW moments) in the workspace
+
+    def validate(self, base_dir: Path) -> None:
+        if "{class}" not in self.token:
+            raise ValueError("token: must contain {class} (one token per class)")
+        for key in ("steps", "batch_size", "repeats", "checkpoint_every"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key}: must be at least 1")
+        if self.learning_rate <= 0 or self.warmup_steps < 0 or not 0 <= self.flip_p <= 1:
+            raise ValueError("learning_rate must be > 0, warmup_steps >= 0 and flip_p in [0, 1]")
+        if (self.resolution or 8) < 8 or (self.prepare_size or 1) < 1:
+            raise ValueError("resolution and prepare_size must be positive")
+
+    def token_of(self, dataset_name: str, name: str) -> str:
+        return self.token.replace("{dataset}", dataset_name).replace("{class}", plain_name(name))
+
+    def initializer_of(self, name: str) -> str:
+        return self.initializer.replace("{class}", plain_name(name))
+
+
+@dataclass(frozen=True)
 class OriginalConfig:
     """The original-data baseline (strategy ``original``, GenBench Sec. 2.4, Fig. 3): K images per class drawn
     with a recorded seed from the dataset's own training split."""
@@ -217,6 +263,7 @@ class GenBenchConfig(QualityFields):
     expansion: ExpansionConfig = ExpansionConfig()
     negative: NegativeConfig = NegativeConfig()
     reference: ReferenceConfig = ReferenceConfig()
+    ti: TIConfig = TIConfig()  # TI: Textual Inversion on the reference images
     original: OriginalConfig = OriginalConfig()  # the original-data baseline (strategy `original`)
     retrieval: RetrievalConfig = RetrievalConfig()  # the retrieval baseline (strategy `retrieval`)
     resize: int | None = None  # the stored images' side, resized (bicubic) after generation; null: as generated
@@ -261,6 +308,13 @@ class GenBenchConfig(QualityFields):
                 raise ValueError(f"{key}: {t!r} must contain {{}} for the class name")
         if self.restrictive is not None and ("{" in self.restrictive or "}" in self.restrictive):
             raise ValueError("restrictive: no braces: it is appended to the prompt as it is")
+        if any(p == "TI" or "TI" in mods for p, mods in seen):
+            if not self.reference.source:
+                raise ValueError("reference.source: TI trains a token per class on reference images (retrieved, "
+                                 "or original with reference.allow_dataset_split): folder:<path> or hf:<dataset>")
+            if self.generator.dtype != "float32":
+                raise ValueError("generator.dtype: TI trains in float32 (the authors' per-class command: no mixed "
+                                 "precision)")
         if any("RA" in mods for _, mods in seen) and not self.reference.source:
             raise ValueError("reference.source: RA needs reference images of each class, e.g. retrieved ones "
                              "(the paper: LAION-400M): folder:<path> (class_name/*.jpg) or hf:<dataset>")

@@ -219,6 +219,35 @@ class CategoryEnhancement(Strategy):
                 f"{e.temperature}, at most {e.max_new_tokens} new tokens); the sentence is the prompt.")
 
 
+@STRATEGIES.register("TI")
+class TextualInversion(Strategy):
+    """Sec. 4's knowledge injection: the class's token (trained on its reference images by the build's ``ti`` stage,
+    genbench/ti.py) before the class name in the dataset's templates: ``template.format(f"{unique_id} {concept}")``
+    (generation_utils.py, ``textual_inversion_sampling``; 16 templates x ``sample_num`` images, as DT draws them).
+    The training texts put the same ``"<token> <class>"`` in the same templates (``placeholder_string``)."""
+
+    description = "textual inversion: a token per class learned on its reference images, in the dataset's templates"
+    needs = ("ti",)
+
+    def pool(self, cfg, name, files=None):
+        return {"templates": list(cfg.templates), "ti": {"token": cfg.ti.token_of(cfg.dataset_name, name)}}
+
+    def shot(self, p, i, base, row, references=None):
+        j, draw_seed = pick(p, len(p["templates"]), i, *base)
+        template = p["templates"][j]
+        concept = f"{p['ti']['token']} {plain_name(p['class'])}"
+        row["prompt"] = template.format(concept, c=concept)
+        row["prompting"].update(template=template, draw_seed=draw_seed, token=p["ti"]["token"])
+
+    def details(self, cfg) -> str:
+        t = cfg.ti
+        return (f"- TI: a token per class (`{t.token}`, initialised from `{t.initializer}`) trained by Textual "
+                f"Inversion for {t.steps} steps (batch {t.batch_size}, lr {t.learning_rate}"
+                f"{' x batch' if t.scale_lr else ''}, {t.lr_scheduler}) on the first {cfg.reference.per_class} "
+                f"reference images of the class in `{cfg.reference.source}`; prompts: the dataset's templates "
+                f"filled with `<token> <class>`; each image records its embedding file and sha256.")
+
+
 class Modifier(Strategy):
     """Changes the images of a prompt source; adds nothing to its prompts unless it says so."""
 

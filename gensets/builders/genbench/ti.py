@@ -1,0 +1,131 @@
+"""TI's training stage: one unit per selected class trains the class's token on its reference images
+(gensets.models.textual_inversion) and keeps, in the workspace, ``ti/<class>.safetensors`` (``{token: tensor}``,
+what ``pipe.load_textual_inversion`` reads), ``ti/<class>.json`` (its training provenance: references and their
+sha256, the settings, seed, base model and revision, the loss of every step) and ``ti/<class>.ckpt.safetensors``
+(the last checkpoint: a killed training resumes from it). The unit commits an empty candidate shard, so a
+resumed build never retrains a class it finished; the generation stage is planned from the committed embeddings
+(their sha256 goes into the TI units' ids and every TI image's provenance)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ...config import to_dict
+from ...errors import DataError, GensetsError
+from ...records import content_id, derive_seed, slug
+from ...sources.classes import plain_name, source_name
+from ..common import Unit
+from .config import GenBenchConfig, selected
+from .references import reference_files
+from .strategies import compose
+
+STAGE = "ti"
+VARIANT = "authors-per-class, plain textual inversion (no CLIP loss)"  # see gensets.models.textual_inversion
+
+
+def uses_ti(cfg: GenBenchConfig) -> bool:
+    return any("ti" in compose(cfg.parts(s)).needs for s in cfg.strategies)
+
+
+def files_of(name: str) -> dict[str, str]:
+    """A class's files in the workspace, relative to its root."""
+    base = f"ti/{slug(name)}"
+    return {"embedding": f"{base}.safetensors", "provenance": f"{base}.json", "checkpoint": f"{base}.ckpt.safetensors"}
+
+
+def training(cfg: GenBenchConfig) -> dict:
+    """The resolved training settings of every class (what the units' ids hash)."""
+    t = cfg.ti
+    return {**to_dict(t), "resolution": t.resolution or cfg.generator.width,
+            "applied_learning_rate": t.learning_rate * (t.batch_size if t.scale_lr else 1)}
+
+
+def plan_training(cfg: GenBenchConfig) -> list[Unit]:
+    """One unit per selected class when a strategy uses TI (none otherwise)."""
+    if not uses_ti(cfg):
+        return []
+    files = reference_files(cfg)
+    ref = {"source": source_name(cfg.reference.source), "split": cfg.reference.split,
+           "hf_config": cfg.reference.hf_config, "per_class": cfg.reference.per_class}
+    units = []
+    for index, name in selected(cfg):
+        payload = {"builder": "genbench", "stage": STAGE, "dataset": source_name(cfg.dataset), "class": name,
+                   "label_index": index, "token": cfg.ti.token_of(cfg.dataset_name, name),
+                   "initializer": cfg.ti.initializer_of(name), "templates": list(cfg.templates),
+                   "training": training(cfg), "seed": cfg.seed, "model": cfg.generator.model,
+                   "reference": {**ref, "files": files[name] if files else None}}
+        units.append(Unit(id=content_id(payload), payload=payload))
+    return units
+
+
+def embeddings(cfg: GenBenchConfig, workspace) -> dict[str, dict]:
+    """Each selected class's committed embedding: token, file (relative to the workspace) and sha256."""
+    from ...shards import Manifest
+
+    if workspace is None:
+        raise GensetsError("TI: its images are planned from the embeddings a build trained in its workspace; "
+                           "run `gensets build`")
+    done = Manifest(workspace.manifest_path).done("unit")
+    out = {}
+    for u in plan_training(cfg):
+        name = u.payload["class"]
+        path = workspace.root / files_of(name)["embedding"]
+        if u.id not in done or not path.is_file():
+            raise DataError(f"{workspace.root}: the TI embedding of class {name!r} is not trained yet "
+                            f"({files_of(name)['embedding']}); run `gensets build` again")
+        out[name] = {"token": u.payload["token"], "embedding": files_of(name)["embedding"],
+                     "embedding_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return out
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def train_unit(unit: Unit, ctx, build_id: str) -> list:
+    """Train (or resume) one class's token; write its embedding and provenance; no samples."""
+    from PIL import Image
+
+    from ...models import textual_inversion as ti
+
+    p, cfg = unit.payload, ctx.cfg
+    if ctx.workspace is None:
+        raise GensetsError("TI: training writes its embeddings into a workspace; run `gensets build`")
+    name, t = p["class"], p["training"]
+    refs = ctx.references[name]
+    if p["reference"]["files"] not in (None, [[r.id, r.sha256] for r in refs]):
+        raise DataError(f"reference {cfg.reference.source}: the images of class {name!r} changed while building; "
+                        "run the build again")
+    images = [r.image().convert("RGB") for r in refs]
+    if t["prepare_size"]:  # textual_inversion_prepare_images: Image.open(...).resize((224, 224))
+        images = [im.resize((t["prepare_size"],) * 2, resample=Image.Resampling.BICUBIC) for im in images]
+    root = ctx.workspace.root
+    files = {k: root / v for k, v in files_of(name).items()}
+    files["embedding"].parent.mkdir(parents=True, exist_ok=True)
+    seed = derive_seed(p["seed"], p["dataset"], "TI", name)  # each class its own draws
+    settings = ti.Training(steps=t["steps"], learning_rate=t["applied_learning_rate"], batch_size=t["batch_size"],
+                        lr_scheduler=t["lr_scheduler"], warmup_steps=t["warmup_steps"], repeats=t["repeats"],
+                        flip_p=t["flip_p"], resolution=t["resolution"], center_crop=t["center_crop"],
+                        checkpoint_every=t["checkpoint_every"], seed=seed)
+    gen = ctx.generator
+    out = ti.train_textual_inversion(gen.pipe, images, token=p["token"], initializer=p["initializer"],
+                                  templates=p["templates"], concept=plain_name(name), training=settings,
+                                  checkpoint=files["checkpoint"], key=unit.id, on_step=getattr(ctx, "ti_step", None))
+    ti.save_embedding(files["embedding"], p["token"], out["embedding"])
+
+    _write_json(files["provenance"], {
+        "class": name, "label_index": p["label_index"], "token": p["token"], "unit": unit.id, "build": build_id,
+        "variant": VARIANT, "loss": "mse", "initializer": p["initializer"], "initializer_id": out["initializer_id"],
+        "initializer_unknown": out["initializer_unknown"],
+        "references": [{"id": r.id, "sha256": r.sha256} for r in refs],
+        "reference_source": cfg.reference.source, "training": t, "adam": ti.ADAM, "max_grad_norm": ti.MAX_GRAD_NORM,
+        "seed": seed, "base_model": {"spec": cfg.generator.model, "id": gen.model_id, "revision": gen.revision},
+        "embedding": files_of(name)["embedding"],
+        "embedding_sha256": hashlib.sha256(files["embedding"].read_bytes()).hexdigest(),
+        "losses": out["losses"]})
+    return []

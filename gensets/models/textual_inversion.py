@@ -1,0 +1,216 @@
+"""Textual Inversion (Gal et al., 2022): one new token's embedding learned on a few images of a concept, with the
+rest of a Stable Diffusion pipeline frozen. The essential loop of diffusers' examples/textual_inversion/
+textual_inversion.py, as GenBench's authors ran it (Luodian/GenBench train_textual_inversion.py, a copy of that
+example):
+
+- the placeholder token is added to a copy of the pipeline's tokenizer and text encoder (the pipeline itself is
+  left as it was), its row initialised from the initializer token's (``convert_tokens_to_ids(initializer)`` as
+  the authors' script does; diffusers' example encodes it and requires one token);
+- only the token embeddings train (AdamW, betas 0.9 / 0.999, weight decay 1e-2, eps 1e-8: the script's defaults),
+  every other row is put back after each step; the loss is the DDPM noise-prediction MSE (v-prediction target
+  where the scheduler says so) on the VAE latents scaled by ``vae.config.scaling_factor`` (0.18215 in the script);
+  gradients clipped to norm 1.0 (the authors' script; the diffusers example does not clip);
+- a step's batch is the DataLoader's ``shuffle=True`` over images x repeats, each image resized (bicubic) to the
+  resolution, optionally centre-cropped first, flipped with p 0.5, scaled to [-1, 1]; its text a template drawn
+  at random, filled with ``"<token> <concept>"`` (the script's ``placeholder_string``).
+
+Not ported: the authors' script adds a CLIP loss by default (``--clip_guidance text_sim``, ``lambda 1.0``, OpenAI
+CLIP ViT-B/16 on a one-step denoised decode); the paper (Sec. 4) describes plain Textual Inversion, and the per-class
+command of textual_inversion/example.sh passes ``--lambda_global_clip_loss``, an argument of a script that is not
+published. gensets trains plain Textual Inversion and records ``loss: "mse"`` in the provenance.
+
+Deterministic and resumable: every random draw of step s (batch order, flips, templates, latent sample, noise,
+timesteps) comes from seeds derived from (seed, s), so nothing but the token's row, its AdamW moments and the
+losses so far needs saving; a checkpoint every ``checkpoint_every`` steps holds exactly those, and a training
+killed at any point resumes from the last one and ends with the same bytes as one never interrupted (CPU, same
+number of threads). Moments of other rows are not kept: those rows are reset every step, and AdamW is
+element-wise, so they never reach the token's row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gensets.errors import ModelError
+from gensets.records import derive_seed
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+ADAM = {"betas": (0.9, 0.999), "weight_decay": 1e-2, "eps": 1e-8}  # train_textual_inversion.py parse_args
+MAX_GRAD_NORM = 1.0  # train_textual_inversion.py: --max_grad_norm 1.0, clip_grad_norm_ each step
+
+
+@dataclass(frozen=True)
+class Training:
+    """How one embedding trains (the learning rate as applied: already scaled, if it is)."""
+
+    steps: int
+    learning_rate: float
+    batch_size: int
+    lr_scheduler: str = "constant"
+    warmup_steps: int = 0
+    repeats: int = 100
+    flip_p: float = 0.5
+    resolution: int = 512
+    center_crop: bool = False
+    checkpoint_every: int = 100
+    seed: int = 0
+
+
+def _pixels(image: Image.Image, size: int, center_crop: bool, flip: bool):
+    """The script's ``__getitem__``: RGB, optional centre crop, bicubic resize, flip, [-1, 1], CHW."""
+    import numpy as np
+    import torch
+    from PIL import Image as PILImage
+
+    img = np.array(image.convert("RGB")).astype(np.uint8)
+    if center_crop:
+        c = min(img.shape[0], img.shape[1])
+        h, w = img.shape[0], img.shape[1]
+        img = img[(h - c) // 2:(h + c) // 2, (w - c) // 2:(w + c) // 2]
+    im = PILImage.fromarray(img).resize((size, size), resample=PILImage.Resampling.BICUBIC)
+    if flip:
+        im = im.transpose(PILImage.Transpose.FLIP_LEFT_RIGHT)
+    arr = (np.array(im).astype(np.uint8) / 127.5 - 1.0).astype(np.float32)
+    return torch.from_numpy(arr).permute(2, 0, 1)
+
+
+def _batch(step: int, n: int, t: Training) -> list[int]:
+    """The image indices of step ``step``: DataLoader(shuffle=True) over n x repeats, one permutation per epoch."""
+    import torch
+
+    length = n * t.repeats
+    per_epoch = -(-length // t.batch_size)
+    epoch, b = divmod(step, per_epoch)
+    order = torch.randperm(length, generator=torch.Generator().manual_seed(derive_seed(t.seed, "epoch", epoch)))
+    return [int(i) % n for i in order[b * t.batch_size:(b + 1) * t.batch_size]]
+
+
+def _save_atomic(tensors: dict, path: Path, metadata: dict[str, str]) -> None:
+    """One metadata key only: safetensors writes several in no fixed order (a hash map)."""
+    import safetensors.torch
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    safetensors.torch.save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+
+
+def save_embedding(path: Path, token: str, embedding) -> None:
+    """``{token: tensor}`` in safetensors with ``{"format": "pt"}``, as diffusers' example saves it
+    (``learned_embeds.safetensors``); ``pipe.load_textual_inversion(path, token=token)`` reads it."""
+    _save_atomic({token: embedding.detach().cpu()}, Path(path), {"format": "pt"})
+
+
+def train_textual_inversion(pipe, images: list, *, token: str, initializer: str, templates: list[str], concept: str,
+                            training: Training, checkpoint: Path, key: str,
+                            on_step: Callable[[int], None] | None = None) -> dict:
+    """Train ``token`` on ``images`` with ``pipe``'s (frozen) UNet, VAE and text encoder; returns the embedding
+    (shape (1, dim), as diffusers saves it), the loss of every step, the initializer's id and the step training
+    resumed from. ``checkpoint`` (a safetensors file) is written every ``checkpoint_every`` steps and at the end;
+    one there with the same ``key`` is resumed from. ``on_step(step)`` is called after each step is complete."""
+    import copy
+
+    import safetensors
+    import torch
+    import torch.nn.functional as F
+    from diffusers import DDPMScheduler
+    from diffusers.optimization import get_scheduler
+
+    t = training
+    if not images:
+        raise ModelError(f"textual inversion of {token!r}: no images to train on")
+    tokenizer, text_encoder = copy.deepcopy(pipe.tokenizer), copy.deepcopy(pipe.text_encoder)
+    if tokenizer.add_tokens(token) == 0:
+        raise ModelError(f"textual inversion: the tokenizer already holds {token!r}; name another token")
+    init_id = tokenizer.convert_tokens_to_ids(initializer)
+    tid = tokenizer.convert_tokens_to_ids(token)
+    text_encoder.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    text_encoder.requires_grad_(False)
+    emb = text_encoder.get_input_embeddings()
+    emb.weight.requires_grad_(True)
+    with torch.no_grad():
+        emb.weight[tid] = emb.weight[init_id]
+    unet, vae = pipe.unet, pipe.vae
+    unet.requires_grad_(False)
+    vae.requires_grad_(False)
+    text_encoder.train()
+    noise_scheduler = DDPMScheduler.from_config(pipe.scheduler.config)
+    optimizer = torch.optim.AdamW(emb.parameters(), lr=t.learning_rate, **ADAM)
+    lr_scheduler = get_scheduler(t.lr_scheduler, optimizer=optimizer, num_warmup_steps=t.warmup_steps,
+                                 num_training_steps=t.steps)
+    original = emb.weight.detach().clone()
+    keep = torch.arange(len(tokenizer)) != tid
+
+    start, losses = 0, []
+    if Path(checkpoint).exists():
+        with safetensors.safe_open(str(checkpoint), "pt") as f:
+            meta = json.loads((f.metadata() or {}).get("state", "{}"))
+            if meta.get("key") == key:
+                start, losses = meta["step"], meta["losses"]
+                row, m, v = (f.get_tensor(k) for k in ("embedding", "exp_avg", "exp_avg_sq"))
+    if start:
+        with torch.no_grad():
+            emb.weight[tid] = row
+        state = {"step": torch.tensor(float(start)), "exp_avg": torch.zeros_like(emb.weight),
+                 "exp_avg_sq": torch.zeros_like(emb.weight)}
+        state["exp_avg"][tid], state["exp_avg_sq"][tid] = m, v
+        sd = optimizer.state_dict()
+        optimizer.load_state_dict({**sd, "state": {0: state}})
+        with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()": replaying its steps
+            warnings.simplefilter("ignore")
+            for _ in range(start):
+                lr_scheduler.step()
+
+    def save(step: int) -> None:
+        st = optimizer.state[emb.weight]
+        _save_atomic({"embedding": emb.weight[tid].detach(), "exp_avg": st["exp_avg"][tid],
+                      "exp_avg_sq": st["exp_avg_sq"][tid]}, Path(checkpoint),
+                     {"state": json.dumps({"key": key, "step": step, "losses": losses}, sort_keys=True)})
+
+    device = unet.device
+    for step in range(start, t.steps):
+        g = torch.Generator("cpu").manual_seed(derive_seed(t.seed, "step", step))
+        pick = random.Random(derive_seed(t.seed, "templates", step))
+        idx = _batch(step, len(images), t)
+        flips = (torch.rand(len(idx), generator=g) < t.flip_p).tolist()
+        pixels = torch.stack([_pixels(images[i], t.resolution, t.center_crop, f) for i, f in zip(idx, flips, strict=True)])
+        texts = [pick.choice(templates).format(f"{token} {concept}") for _ in idx]
+        ids = tokenizer(texts, padding="max_length", truncation=True, max_length=tokenizer.model_max_length,
+                        return_tensors="pt").input_ids.to(device)
+        with torch.no_grad():
+            latents = vae.encode(pixels.to(device, vae.dtype)).latent_dist.sample(generator=g)
+            latents = latents * vae.config.scaling_factor
+        noise = torch.randn(latents.shape, generator=g).to(device)
+        steps_t = torch.randint(0, noise_scheduler.config.num_train_timesteps, (len(idx),), generator=g).to(device)
+        noisy = noise_scheduler.add_noise(latents, noise, steps_t)
+        hidden = text_encoder(ids)[0]
+        pred = unet(noisy, steps_t, hidden).sample
+        kind = noise_scheduler.config.prediction_type
+        if kind not in ("epsilon", "v_prediction"):
+            raise ModelError(f"textual inversion: unknown prediction type {kind!r}")
+        target = noise if kind == "epsilon" else noise_scheduler.get_velocity(latents, noise, steps_t)
+        loss = F.mse_loss(pred.float(), target.float(), reduction="mean")
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(text_encoder.parameters(), MAX_GRAD_NORM)
+        optimizer.step()
+        lr_scheduler.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            emb.weight[keep] = original[keep]
+        losses.append(float(loss.detach()))
+        done = step + 1
+        if done % t.checkpoint_every == 0 or done == t.steps:
+            save(done)
+        if on_step is not None:
+            on_step(done)
+    return {"embedding": emb.weight[tid:tid + 1].detach().clone().cpu(), "losses": losses,
+            "initializer_id": int(init_id), "initializer_unknown": init_id == tokenizer.unk_token_id,
+            "resumed_from": start}
