@@ -244,12 +244,16 @@ class GenBenchBuilder(base.Builder):
     run_unit = staticmethod(run_unit)
 
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
-        """Every unit but CE's (its prompts are the expansion model's: checked while the unit runs) and the
-        baselines' (no prompt)."""
+        """Every unit but CE's (its prompts are the expansion model's: checked while the unit runs), TI's training
+        and the baselines' (no prompt). A TI unit's token is loaded first, so it counts as the one token it is."""
         p = unit.payload
-        st = compose(p["parts"])
-        if ctx.cfg.generator.long_prompts != "error" or st.kind == "data" or "expansion" in st.needs:
+        if ctx.cfg.generator.long_prompts != "error" or p.get("stage") == TI_STAGE:
             return
+        st = compose(p["parts"])
+        if st.kind == "data" or "expansion" in st.needs:
+            return
+        if "ti" in st.needs:
+            ctx.load_embedding(p["ti"])
         refs = ctx.references[p["class"]] if "references" in st.needs else None
         rows = unit_prompts(unit, references=refs)
         base.check_prompts(ctx.generator, ctx.cfg.generator, [r["prompt"] for r in rows],
