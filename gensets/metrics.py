@@ -807,5 +807,22 @@ def mean_text_similarity(scores: dict[str, list[float]], top: int) -> tuple[dict
     return per, float(sum(v for v in per.values() if v > 0) / len(per))
 
 
-__all__ += ["GENBENCH_METRICS", "mean_text_similarity", "PROBES", "class_balanced_split", "clip_score", "cler", "cler_scores", "elevater_epochs",
+def correlation(x: Sequence[float], y: Sequence[float]) -> dict | None:
+    """Pearson's r and Spearman's rho of paired values (scipy.stats.pearsonr / spearmanr, two-sided p-values), as
+    GenBench's Fig. 4 and Fig. 6 correlate metrics with linear-probe accuracy across datasets:
+    ``{"n", "pearson", "pearson_p", "spearman", "spearman_p"}``. None with fewer than 3 pairs or a constant side
+    (no correlation is defined: a report prints n/a, never NaN)."""
+    from scipy.stats import pearsonr, spearmanr
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"correlation: x and y must be paired 1-d values, got shapes {a.shape} and {b.shape}")
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    p, s = pearsonr(a, b), spearmanr(a, b)
+    return {"n": len(a), "pearson": float(p.statistic), "pearson_p": float(p.pvalue),
+            "spearman": float(s.statistic), "spearman_p": float(s.pvalue)}
+
+
+__all__ += ["GENBENCH_METRICS", "correlation", "mean_text_similarity", "PROBES", "class_balanced_split", "clip_score", "cler", "cler_scores", "elevater_epochs",
             "frechet_distance", "genbench_metric", "inception_score", "kid", "l2_sweep", "linear_probe", "precision_recall"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "golden.json"
-SMOKE = ["imagenet_d", "genbench", "recognition", "vqa", "failure_modes", "imagenet_d.quality"]
+SMOKE = ["imagenet_d", "genbench", "recognition", "vqa", "failure_modes", "imagenet_d.quality", "genbench.baselines"]
 
 # measured seconds and what is computed from them: masked, everything else is hashed as written
 _MEASURED = [
@@ -27,7 +27,10 @@ _MEASURED = [
                r'images_per_second|cost_total)": [-0-9.e+]+'),
     re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \|$", re.M),  # GenBench report: s / image, cost / image
     re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \| [0-9.]+ [A-Z]{3} \|"),  # ... and the cost of the set
+    re.compile(r"\| [0-9.e+-]+ [A-Z]{3} \| [0-9.e+-]+ [A-Z]{3} \|"),  # GenBench report at equal K: both costs
+    re.compile(r"\| [0-9.]+ s(?= \|)"),  # GenBench report: evaluation seconds per metric
 ]
+_MEASURED_FIGURES = ("shots.png",)  # GenBench report: score against the measured cost
 _TMP: list[str] = []  # the temporary folder everything is built in: written into reports as <tmp>
 _ROOT = [str(ROOT)]  # this checkout (configs, reference folders), wherever it is cloned: <root>
 
@@ -106,10 +109,12 @@ def snapshot(tmp: Path) -> dict:
         "failure_modes": ["failure-modes", ws["failure_modes"], "--db", db],
         "genbench": ["genbench", ws["genbench"], "--test", ROOT / "configs" / "genbench.smoke-refs",
                      "--clip", "tiny:clip", "--features", "tiny:resnet"],
+        "genbench.baselines": ["genbench", ws["genbench.baselines"], "--test", ROOT / "configs" / "genbench.smoke-refs",
+                               "--clip", "tiny:clip", "--shots", "2,4"],
     }.items():
         rep = tmp / f"report-{name}"
         _cli("report", *args, "--out", rep)
-        out[f"report {name}"] = _tree(rep)
+        out[f"report {name}"] = _tree(rep, skip=_MEASURED_FIGURES)
     for what in ("leaderboard", "query"):
         args = (["leaderboard", "--db", db, "--format", "json"] if what == "leaderboard" else
                 ["query", "--db", db, "--format", "json", "SELECT model, protocol, config, n FROM runs "

@@ -158,3 +158,120 @@ def test_build_and_report_every_data_type(files):
         assert d["type"] == "retrieval" and d["item"].startswith("folder:pool/") and d["query"] and d["caption"]
     for s in by_config["cifar-10-original"]:
         assert s.meta["data"]["item"].startswith(f"folder:train/{s.meta['label']}/")
+
+
+# ------------------------------------------------------------------ issue #16: RA from retrieval, the smoke run,
+# correlations, evaluation time
+def test_correlation_by_hand_and_against_scipy():
+    from scipy.stats import pearsonr, spearmanr
+
+    from gensets.metrics import correlation
+
+    # by hand: x = 1,2,3, y = 1,3,2: deviations (-1,0,1) and (-1,1,0), sum of products 1, sums of squares 2 and 2,
+    # r = 1/2; the ranks are the values, so rho = 1/2 too. p: t = r sqrt(n-2) / sqrt(1-r^2) = 1/sqrt(3) with one
+    # degree of freedom (a Cauchy): P(|T| > t) = 1 - (2/pi) atan(1/sqrt(3)) = 1 - (2/pi)(pi/6) = 2/3
+    c = correlation([1, 2, 3], [1, 3, 2])
+    assert c["n"] == 3
+    assert c["pearson"] == pytest.approx(0.5) and c["spearman"] == pytest.approx(0.5)
+    assert c["pearson_p"] == pytest.approx(2 / 3) and c["spearman_p"] == pytest.approx(2 / 3)
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=9), rng.normal(size=9)
+    c = correlation(x, y)
+    assert (c["pearson"], c["pearson_p"]) == pytest.approx(tuple(pearsonr(x, y)))
+    assert (c["spearman"], c["spearman_p"]) == pytest.approx(tuple(spearmanr(x, y)))
+    assert correlation([1, 2], [2, 1]) is None and correlation([1, 1, 1], [1, 2, 3]) is None  # n/a, never NaN
+
+
+def _row(dataset, strategy, shots, cler, lp, clip_score=None, fd=None, mts=None):
+    data_type = strategy if strategy in ("original", "retrieval") else "generated"
+    return {"dataset": dataset, "config": f"{dataset}-{strategy.lower()}", "strategy": strategy, "shots": shots,
+            "data_type": data_type, "cler": cler, "linear_probe": lp, "clip_score": clip_score, "fd": fd, "mts": mts}
+
+
+def test_report_correlations_are_scipy_on_the_rows_at_the_largest_k():
+    from scipy.stats import pearsonr, spearmanr
+
+    from gensets.evaluation.reports.genbench_analysis import correlations
+
+    rows = []
+    gen = {("a", "ST"): (0.5, 0.6, 20.0, 3.0), ("a", "DT"): (0.7, 0.65, 21.0, 2.0), ("b", "ST"): (0.2, 0.3, 19.0, 5.0),
+           ("b", "DT"): (0.4, 0.35, 22.0, 4.5), ("c", "ST"): (0.9, 0.8, 25.0, 1.0), ("c", "DT"): (0.6, 0.7, 18.0, 2.5)}
+    for (d, s), (cler, lp, cs, fd) in gen.items():
+        rows.append(_row(d, s, 4, cler, lp, cs, fd))
+        rows.append(_row(d, s, 2, 1.0 - cler, 0.0, 0.0, 9.0))  # a smaller K: not a point (it would change r)
+    retrieval = {"a": (0.7, 0.3), "b": (0.1, 0.5), "c": (0.95, 0.2)}  # CLER, MTS
+    for d, (cler, mts) in retrieval.items():
+        rows.append(_row(d, "retrieval", 4, cler, 0.5, mts=mts))
+        rows.append(_row(d, "original", 4, 0.99, 0.99))  # a data type: not a point of Fig. 4
+    c = correlations(rows)
+    assert c["n_points"] == 6
+    for key, i in (("cler", 0), ("clip_score", 2), ("fd", 3)):
+        x, y = [v[i] for v in gen.values()], [v[1] for v in gen.values()]
+        got = c["with_linear_probe"][key]
+        assert (got["pearson"], got["spearman"]) == pytest.approx((pearsonr(x, y)[0], spearmanr(x, y)[0]))
+    # Fig. 6: CLER(retrieval) - CLER(ST) at K=4 per dataset: a 0.2, b -0.1, c 0.05, against MTS 0.3, 0.5, 0.2
+    d = c["cler_delta_with_mts"]
+    assert [p["cler_delta"] for p in d["points"]] == pytest.approx([0.2, -0.1, 0.05])
+    got = d["correlation"]
+    assert got["pearson"] == pytest.approx(pearsonr([0.3, 0.5, 0.2], [0.2, -0.1, 0.05])[0])
+    assert got["spearman"] == pytest.approx(-0.5)  # ranks (2,3,1) and (3,1,2): 1 - 6*(1+4+1)/(3*8) = -0.5
+    assert correlations([r for r in rows if r["dataset"] != "c"])["cler_delta_with_mts"]["correlation"] is None
+
+
+def test_ra_from_retrieval_plans_from_the_pools_content(files):
+    import shutil
+
+    extra = 'reference: {source: retrieval, per_class: 2}\n'
+    ids = {u.id for u in plan(load(files, config_text(strategies="[RA]", extra=extra)))}
+    # the same pool, copied under another parent (so read afresh) with one image changed
+    other = files / "other"
+    shutil.copytree(files / "pool", other / "pool")
+    Image.new("RGB", (24, 24), (1, 2, 3)).save(other / "pool" / "cat0.png")
+    cfg = load(other, config_text(strategies="[RA]", extra=extra))
+    changed = {u.id for u in plan(cfg)}
+    assert ids.isdisjoint(changed)  # every RA unit re-plans: the pool's content is in its id
+    u = plan(cfg)[0]
+    assert u.payload["reference"]["source"] == "retrieval:folder:pool"
+    assert u.payload["reference"]["retrieval"]["pool_content"] != plan(load(files, config_text(
+        strategies="[RA]", extra=extra), "d.yaml"))[0].payload["reference"]["retrieval"]["pool_content"]
+    with pytest.raises(ConfigError, match="retrieval.pool"):
+        load(files, config_text(strategies="[RA]", extra=extra).replace('pool: "folder:pool", ', ""), "e.yaml")
+
+
+def test_smoke_run_compares_every_data_type_at_equal_k_with_costs_and_times(tmp_path):
+    """configs/genbench.baselines.smoke.yaml: ST, RA (from the retrieved images), original and retrieval for 3
+    classes; one report at K=2 and K=4 with a cost per row, the correlations and the time per metric."""
+    from gensets.evaluation.reports.genbench import read_workspace
+
+    ws, out = tmp_path / "ws", tmp_path / "rep"
+    run_cli("build", "configs/genbench.baselines.smoke.yaml", "--out", ws, "--quiet", check=0)
+    run_cli("report", "genbench", ws, "--test", "configs/genbench.smoke-refs", "--clip", "tiny:clip",
+            "--shots", "2,4", "--out", out, check=0)
+    rep = json.loads((out / "report.json").read_text())
+    rows = {(r["strategy"], r["shots"]): r for r in rep["rows"]}
+    assert set(rows) == {(s, k) for s in ("ST", "RA", "original", "retrieval") for k in (2, 4)}
+    for (_, k), r in rows.items():
+        assert r["generated"] == 3 * k and r["cost_per_image"] is not None and r["cost_total"] is not None
+        for what in ("embed", "cler", "fd", "linear_probe"):
+            assert r[f"{what}_seconds"] >= 0
+        assert (r["clip_score_seconds"] is None) == (r["data_type"] != "generated")
+    assert rows["original", 4]["cost_per_image"] == 0.012 and "Mechanical Turk" in rows["original", 4]["cost_source"]
+    assert rows["original", 2]["cost_total"] == pytest.approx(0.012 * 6)
+    md = (out / "report.md").read_text()
+    equal_k = md.split("## Data types at equal K")[1].split("## Correlations")[0]
+    for (s, k), r in rows.items():  # one table: a line per (K, strategy), its data type, cost per image and cost
+        assert f"| cifar-10 | {k} | {s} | {r['data_type']} | {3 * k} |" in equal_k
+    assert "Evaluation time per metric" in md and "| MTS | CLER change (retrieval - ST) | 1 | n/a | n/a |" in md
+    assert (out / "correlations.png").stat().st_size and (out / "shots.png").stat().st_size
+    # RA's init images are the retrieval's best 2 of the class: the retrieved set's shots 0 and 1
+    _, _, by_config = read_workspace(ws)
+    for c in CLASSES:
+        best = {s.meta["data"]["item"] for s in by_config["cifar-10-retrieval"]
+                if s.meta["label"] == c and int(s.key.rsplit("_", 1)[1]) < 2}
+        used = {s.meta["prompting"]["init_image"] for s in by_config["cifar-10-ra"] if s.meta["label"] == c}
+        assert used <= best and used
+    run_cli("finalize", ws, "--include-pending", check=0)
+    card = (ws / "dataset" / "README.md").read_text()
+    cost = card.split("### Cost")[1]
+    assert "- Generated images: Measured while building" in cost and "retrieval query seconds per image" in cost
+    assert "- Original images: labelled at **0.012 USD per image**" in cost and "Mechanical Turk" in cost

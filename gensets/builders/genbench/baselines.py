@@ -243,6 +243,24 @@ def retrieve(cfg, names: list[str]) -> dict[str, dict]:
     return out
 
 
+def pool_identity(cfg) -> dict:
+    """What a retrieval (and RA from it) is planned from, for the unit ids: the retrieval settings and the pool's
+    content: a folder pool's every item (path, sha256, caption) hashed, so a changed, added or removed image or
+    caption re-plans; an hf: pool by name (pin it with @rev), split and config."""
+    r = cfg.retrieval
+    what = (hashlib.sha256(repr(pool_entries(cfg)).encode()).hexdigest() if r.pool.startswith("folder:")
+            else f"{r.split}:{r.hf_config}")
+    return {**to_dict(r), "pool": source_name(r.pool), "pool_content": what}
+
+
+def pool_item(cfg, j: int) -> str:
+    """Pool item ``j`` as samples name it: ``folder:pool/a.jpg`` or ``hf:repo/train#12``."""
+    r = cfg.retrieval
+    if r.pool.startswith("hf:"):
+        return f"{source_name(r.pool)}/{r.split}#{pool_entries(cfg)[j][0]}"
+    return f"{source_name(r.pool)}/{pool_entries(cfg)[j][0]}"
+
+
 def pool_images(cfg, indices) -> list[bytes]:
     r = cfg.retrieval
     entries = pool_entries(cfg)
@@ -258,11 +276,7 @@ class RetrievedData(DataStrategy):
     needs = ("retrieval",)
 
     def pool(self, cfg, name, files=None):
-        r = cfg.retrieval
-        what = (hashlib.sha256(repr(pool_entries(cfg)).encode()).hexdigest() if r.pool.startswith("folder:")
-                else f"{r.split}:{r.hf_config}")
-        return {"retrieval": {**to_dict(r), "pool": source_name(r.pool), "pool_content": what,
-                              "queries": [fill(t, name) for t in cfg.templates]}}
+        return {"retrieval": {**pool_identity(cfg), "queries": [fill(t, name) for t in cfg.templates]}}
 
     def images(self, unit, ctx):
         p = unit.payload
@@ -273,9 +287,7 @@ class RetrievedData(DataStrategy):
         entries = pool_entries(ctx.cfg)
         hits = [got[i] for i in p["shots"]]
         blobs = pool_images(ctx.cfg, [j for j, _, _ in hits])
-        where = p["retrieval"]["pool"] + (f"/{p['retrieval']['split']}#" if ctx.cfg.retrieval.pool.startswith("hf:")
-                                          else "/")
-        return [(data, _data("retrieval", where + entries[j][0], hashlib.sha256(data).hexdigest(),
+        return [(data, _data("retrieval", pool_item(ctx.cfg, j), hashlib.sha256(data).hexdigest(),
                              caption=entries[j][2], query=q, score=s))
                 for (j, s, q), data in zip(hits, blobs, strict=True)]
 

@@ -14,7 +14,7 @@ from .. import base
 from ..common import Unit
 from .card import card_body
 from .config import GenBenchConfig, config_name, prompts_per_class, selected
-from .references import Reference, load_references, reference_files
+from .references import Reference, load_references, reference_files, retrieved_references
 from .strategies import compose
 from .ti import STAGE as TI_STAGE
 from .ti import embeddings, plan_training, train_unit
@@ -136,7 +136,8 @@ class Context(base.Context):
     @property
     def references(self) -> dict[str, list[Reference]]:
         if self._references is None:
-            self._references = load_references(self.cfg)
+            self._references = (retrieved_references(self.cfg, self.retrieval)
+                                if self.cfg.reference.source == "retrieval" else load_references(self.cfg))
         return self._references
 
     @property

@@ -103,7 +103,9 @@ class NegativeConfig:
 class ReferenceConfig:
     """RA: retrieved reference images of each class, the init images of image-to-image generation."""
 
-    source: str | None = None  # folder:<path> (class_name/*.jpg) or hf:<repo or path>[@rev] of retrieved images
+    # folder:<path> (class_name/*.jpg) or hf:<repo or path>[@rev] of retrieved images, or "retrieval": the best
+    # per_class images the retrieval data type ranks from retrieval.pool (the authors: --ref_image=retrieval)
+    source: str | None = None
     split: str = "train"  # hf: the split to take references from
     hf_config: str | None = None
     label_column: str | None = None  # hf: the ClassLabel column (default: the first)
@@ -112,10 +114,10 @@ class ReferenceConfig:
     allow_dataset_split: bool = False  # take the evaluated dataset's own images anyway (recorded in every sample)
 
     def validate(self, base_dir: Path) -> None:
-        if self.source is not None:
+        if self.source is not None and self.source != "retrieval":
             kind, sep, rest = self.source.partition(":")
             if not sep or kind not in ("folder", "hf") or not rest:
-                raise ValueError(f"source: expected folder:<path> or hf:<repo or path>, got {self.source!r}")
+                raise ValueError(f"source: expected folder:<path>, hf:<repo or path> or retrieval, got {self.source!r}")
             # a folder is looked for where the config lies: GenBenchConfig.validate (a workspace's frozen
             # copy keeps the path as written, relative to the config it was built from)
         if self.per_class is not None and self.per_class < 1:
@@ -318,6 +320,9 @@ class GenBenchConfig(QualityFields):
         if any("RA" in mods for _, mods in seen) and not self.reference.source:
             raise ValueError("reference.source: RA needs reference images of each class, e.g. retrieved ones "
                              "(the paper: LAION-400M): folder:<path> (class_name/*.jpg) or hf:<dataset>")
+        if self.reference.source == "retrieval" and not self.retrieval.pool:
+            raise ValueError("retrieval.pool: reference.source retrieval takes RA's references from the retrieval "
+                             "data type's ranking of a pool: folder:<path> (image + <stem>.txt) or hf:<dataset>")
         if any(p == "original" for p, _ in seen):
             if not (self.original.source or self.dataset.startswith(("hf:", "folder:"))):
                 raise ValueError(f"original.source: the original-data baseline needs the images of {self.dataset}: "

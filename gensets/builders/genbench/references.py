@@ -1,5 +1,6 @@
 """RA's reference images: the first ``per_class`` images of each selected class, from a folder of class
-folders (``folder:<path>``, relative to the config) or a Hugging Face dataset (``hf:<repo or path>[@rev]``).
+folders (``folder:<path>``, relative to the config) or a Hugging Face dataset (``hf:<repo or path>[@rev]``), or
+(``source: retrieval``) the best ``per_class`` images the retrieval data type ranks for the class from its pool.
 A folder's files are known by their path inside the folder and their sha256 (they go into the RA units' ids),
 never by where the folder lies."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import GensetsError
+from ...errors import DataError, GensetsError
 from ...images import is_image_file
 from ...shards import sha256_file
 from ...sources.classes import class_folders, match_classes, report_match, source_name
@@ -105,6 +106,31 @@ def _hf_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:
     where = f"{source_name(ref.source)}/{ref.split}"
     return {n: [Reference(f"{where}#{i}", hashlib.sha256(data[i]).hexdigest(), data[i]) for i in r]
             for n, r in rows.items()}
+
+
+def retrieved_references(cfg: GenBenchConfig, ranked: dict[str, dict]) -> dict[str, list[Reference]]:
+    """``source: retrieval``: each class's best ``per_class`` pool items as the retrieval data type ranks them
+    (``ranked``: :func:`baselines.retrieve`), as the authors' RA does (tools/prep_retrieval.py ``--ref_image=retrieval
+    --ref_shot=20``: the 20 best retrieved images per class, by ``avg_dist``). Each image is checked against the
+    sha256 its pool entry was planned with."""
+    import hashlib
+
+    from .baselines import pool_entries, pool_images, pool_item
+
+    entries = pool_entries(cfg)
+    out = {}
+    for name, got in ranked.items():
+        hits = [j for j, _, _ in got["hits"][: cfg.reference.per_class]]
+        out[name] = []
+        for j, data in zip(hits, pool_images(cfg, hits), strict=True):
+            sha = hashlib.sha256(data).hexdigest()
+            if entries[j][1] not in (None, sha):
+                raise DataError(f"retrieval {cfg.retrieval.pool}: {entries[j][0]} changed since the build was "
+                                "planned; run it again")
+            out[name].append(Reference(pool_item(cfg, j), sha, data))
+        if not out[name]:
+            raise GensetsError(f"reference: the retrieval ranked no pool image for class {name!r}")
+    return out
 
 
 def load_references(cfg: GenBenchConfig) -> dict[str, list[Reference]]:

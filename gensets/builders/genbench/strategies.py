@@ -311,6 +311,11 @@ class RetrievalAugmented(Modifier):
 
     def pool(self, cfg, name, files=None):
         ref = {**to_dict(cfg.reference), "source": source_name(cfg.reference.source)}
+        if cfg.reference.source == "retrieval":  # the retrieval data type's ranking: the pool's content in the id
+            from .baselines import pool_identity
+
+            pool = pool_identity(cfg)
+            return {"reference": {**ref, "source": f"retrieval:{pool['pool']}", "retrieval": pool}}
         return {"reference": ref if files is None else {**ref, "files": files[name]}}
 
     def shot(self, p, i, base, row, references=None):
@@ -326,8 +331,10 @@ class RetrievalAugmented(Modifier):
         r = cfg.reference
         own = (" The source may be the evaluated dataset's own data (`reference.allow_dataset_split: true`)."
                if r.allow_dataset_split else "")
-        return (f"- RA: image-to-image (strength {r.strength}) from the first {r.per_class} reference images of each "
-                f"class in `{r.source}`; each image records its init image and sha256.{own}")
+        where = (f"the {r.per_class} best images of each class the retrieval ranks from `{cfg.retrieval.pool}`"
+                 if r.source == "retrieval" else f"the first {r.per_class} reference images of each class in `{r.source}`")
+        return (f"- RA: image-to-image (strength {r.strength}) from {where}; each image records its init image and "
+                f"sha256.{own}")
 
 
 # ------------------------------------------------------------------ composition: "NP+RD" and friends

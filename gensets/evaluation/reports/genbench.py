@@ -18,19 +18,24 @@ The real test set is a folder (one sub-folder of images per class, named like th
 dataset (``hf:<repo or path>[@rev]``: its ClassLabel matched to the classes by position when it has as many
 names, else by name; unmatched classes are named on stderr). Only test images of generated classes are
 scored; test images are read, and generated ones decoded, batch by batch (never all at once). Writes
-report.md (datasets x strategies, best CLER per dataset in bold), report.json and cler.png.
+report.md (datasets x strategies, best CLER per dataset in bold; the data types at equal K with costs; the
+correlations of Fig. 4 and Fig. 6; evaluation time per metric: genbench_analysis.py), report.json, cler.png,
+correlations.png and shots.png (score against shots and against cost).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import GensetsError
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
 from .base import Report
+from .genbench_analysis import correlations, markdown_sections, plot_correlations, plot_shots
 
 
 # ------------------------------------------------------------------ inputs
@@ -109,7 +114,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             *, features: str | None = None, split: str = "test", batch_size: int = 32,
             price_per_hour: float | None = None, centres: str = "normalised", ensemble: str = "code",
             metric: str = "dataset", probe: str = "clip", probe_c: float = 1.0, k: int = 3,
-            shots: list[int] | None = None) -> dict:
+            shots: list[int] | None = None, delta_base: str = "ST") -> dict:
     """Every number of the report, as plain data (also written as report.json).
 
     ``features``: the classifier spec whose image features (``embed``) FD, KID and precision / recall use
@@ -173,7 +178,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     chosen = {"cler_centres": centres, "cler_ensemble": ensemble, "metric": metric, "probe": probe}
     return {"clip": clip, "features": features or clip,
             "variants": {key: {"name": v, "means": VARIANTS[key][v]} for key, v in chosen.items()},
-            "datasets": datasets, "rows": rows}
+            "datasets": datasets, "rows": rows, "correlations": correlations(rows, delta_base)}
 
 
 def shot_of(key: str) -> int:
@@ -191,22 +196,30 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     from ...timings import cost_per_image, measured
 
     gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
-    gen_y = np.array([local[s.cls] for s in samples])
-    gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
-                                        + ([(feat, "embed")] if features else []))
-    gen_feat = gen_feat[0] if features else gen_emb
     data = samples[0].meta.get("data")
     data_type = data["type"] if data else "generated"
-    prompt_emb = None if data else np.concatenate([clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]])
-                                                   .cpu().numpy() for i in range(0, len(samples), batch_size)])
+    gen_y = np.array([local[s.cls] for s in samples])
+    clock = Clock()
+    with clock("embed"):  # decoding and embedding the set's images: shared by every metric
+        gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
+                                            + ([(feat, "embed")] if features else []))
+    gen_feat = gen_feat[0] if features else gen_emb
     probs = np.exp(probs - probs.max(axis=1, keepdims=True))
     probs /= probs.sum(axis=1, keepdims=True)
     present = np.isin(test_y, gen_y)
     how = {"centres": centres, "ensemble": ensemble, "metric": scored_with}
-    cler = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], **how)
-    ens = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb, **how)
-    lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
-                        text_emb=text_emb, c=probe_c) or {}
+    with clock("cler"):  # CLER and its text ensemble
+        cler = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], **how)
+        ens = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb, **how)
+    with clock("linear_probe"):
+        lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
+                            text_emb=text_emb, c=probe_c) or {}
+    with clock("fd"):
+        fd = _safe(M.frechet_distance, test_feat, gen_feat)
+    with clock("clip_score"):  # its own part: embedding the prompts, then the score (none for data types)
+        clip_score = None if data else M.clip_score(gen_emb, np.concatenate(
+            [clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]]).cpu().numpy()
+             for i in range(0, len(samples), batch_size)]))
     timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
     spi = timing["seconds_per_image"] if timing else None
     if data_type == "original":  # a labelled image's price, as configured (cost.labelling), with its source
@@ -231,11 +244,11 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
         "cler_minus_zero_shot": _minus(cler, zero_shot), "ensemble_minus_zero_shot": _minus(ens, zero_shot),
         "linear_probe": lp.get("value"), "probe": probe,
         "probe_params": {key: v for key, v in lp.items() if key not in ("value", "probe")},
-        "fd": _safe(M.frechet_distance, test_feat, gen_feat),
+        "fd": fd,
         "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
         **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
                    strict=True)),
-        "clip_score": None if prompt_emb is None else M.clip_score(gen_emb, prompt_emb),
+        "clip_score": clip_score,
         "inception_score": M.inception_score(probs),
         "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
         "cost_per_image": per_image, "cost_source": cost_source,
@@ -243,7 +256,24 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
         "mts": mts[1] if mts else None, "mts_per_class": mts[0] if mts else None,
         "reference_costs": {k2: {"per_image": v.per_image, "source": v.source}
                             for k2, v in wcfg.cost.reference.items()},
+        **{f"{what}_seconds": v for what, v in clock.seconds.items()},
+        **({"clip_score_seconds": None} if data else {}),  # not computed: no prompts
     }
+
+
+class Clock:
+    """Wall-clock seconds per named step (GenBench Fig. 5: evaluation time per metric): ``with clock("cler"): ...``."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, what: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[what] = self.seconds.get(what, 0.0) + time.perf_counter() - t0
 
 
 def _softmax(logits):
@@ -335,6 +365,7 @@ def markdown(rep: dict) -> str:
               "retrieval query) seconds per image x price per hour / 3600 (timings are recorded while building, per "
               "unit, on the building machine); original: the configured labelling price (cost.labelling, its source "
               "in report.json); cost = cost per image x images.", "", "![CLER per strategy](cler.png)", ""]
+    lines += markdown_sections(rep, _pct, _probe_cell)
     return "\n".join(lines)
 
 
@@ -387,6 +418,8 @@ def write(rep: dict, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(rep, indent=1, allow_nan=True) + "\n", encoding="utf-8")
     plot(rep, out / "cler.png")
+    plot_correlations(rep, out / "correlations.png")
+    plot_shots(rep, out / "shots.png")
     (out / "report.md").write_text(markdown(rep), encoding="utf-8")
     return out / "report.md"
 
@@ -440,6 +473,9 @@ class GenBench(Report):
         parser.add_argument("--shots", type=_shots, metavar="K,K,...",
                             help="also score nested subsets: the first K shots per class of each build, e.g. "
                             "10,20,50,100,500 (a row per K; default: every shot built)")
+        parser.add_argument("--cler-delta-base", default="ST", metavar="STRATEGY",
+                            help="the generated strategy the retrieval's CLER change is taken against in the CLER "
+                            "change vs MTS correlation (Fig. 6; default ST)")
         parser.add_argument("--batch-size", type=int, default=32)
         parser.add_argument("--out", default="out/report-genbench",
                             help="folder for report.md, report.json and cler.png")
@@ -448,11 +484,11 @@ class GenBench(Report):
         rep = compute(args.workspace, args.test, args.clip, features=args.features, split=args.split,
                       batch_size=args.batch_size, price_per_hour=args.price_per_hour, centres=args.cler_centres,
                       ensemble=args.cler_ensemble, metric=args.metric, probe=args.probe, probe_c=args.probe_c,
-                      shots=args.shots)
+                      shots=args.shots, delta_base=args.cler_delta_base)
         path = write(rep, args.out)
         print("variants: " + ", ".join(f"{k} {v['name']}" for k, v in rep["variants"].items()))
         for r in rep["rows"]:
             print(f"{r['dataset']}  {r['strategy']} ({r['data_type']}, K={r['shots']})  ({r['metric']})  CLER {_pct(r['cler'])}  ensemble "
                   f"{_pct(r['cler_ensemble'])}  zero-shot {_pct(r['zero_shot'])}  linear probe {_probe_cell(r)}")
-        print(f"{path} (+ report.json, cler.png in {path.parent})")
+        print(f"{path} (+ report.json, cler.png, correlations.png, shots.png in {path.parent})")
         return 0
