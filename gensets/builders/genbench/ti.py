@@ -1,5 +1,8 @@
 """TI's training stage: one unit per selected class trains the class's token on its reference images
-(gensets.models.textual_inversion) and keeps, in the workspace, ``ti/<class>.safetensors`` (``{token: tensor}``,
+(gensets.models.textual_inversion): the first ``per_class`` of a folder:/hf: reference source, or (``reference.source:
+retrieval``) the retrieval data type's best ``per_class`` pool images, each checked against the sha256 its pool
+entry was planned with; the unit's id then holds the pool's identity (settings and content), as RA's do, so a
+changed pool retrains. It keeps, in the workspace, ``ti/<class>.safetensors`` (``{token: tensor}``,
 what ``pipe.load_textual_inversion`` reads), ``ti/<class>.json`` (its training provenance: references and their
 sha256, the settings, seed, base model and revision, the loss of every step) and ``ti/<class>.ckpt.safetensors``
 (the last checkpoint: a killed training resumes from it). The unit commits an empty candidate shard, so a
@@ -47,9 +50,15 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
     """One unit per selected class when a strategy uses TI (none otherwise)."""
     if not uses_ti(cfg):
         return []
-    files = reference_files(cfg)
     ref = {"source": source_name(cfg.reference.source), "split": cfg.reference.split,
            "hf_config": cfg.reference.hf_config, "per_class": cfg.reference.per_class}
+    if cfg.reference.source == "retrieval":  # as RA's units: the pool's identity (settings and content) in the id
+        from .baselines import pool_identity
+
+        pool = pool_identity(cfg)
+        ref, files = {**ref, "source": f"retrieval:{pool['pool']}", "retrieval": pool}, None
+    else:
+        files = reference_files(cfg)
     units = []
     for index, name in selected(cfg):
         payload = {"builder": "genbench", "stage": STAGE, "dataset": source_name(cfg.dataset), "class": name,
@@ -127,5 +136,6 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
         "seed": seed, "base_model": {"spec": cfg.generator.model, "id": gen.model_id, "revision": gen.revision},
         "embedding": files_of(name)["embedding"],
         "embedding_sha256": hashlib.sha256(files["embedding"].read_bytes()).hexdigest(),
-        "losses": out["losses"]})
+        "losses": out["losses"],
+        **({"retrieval": p["reference"]["retrieval"]} if "retrieval" in p["reference"] else {})})
     return []
