@@ -217,3 +217,45 @@ def test_ti_trains_on_the_retrievals_best_images_and_replans_with_the_pool(tmp_p
 
     Image.new("RGB", (32, 32), "green").save(changed / "genbench.smoke-pool" / "tree0.png")  # not even a top hit
     assert training_ids(changed) != training_ids(first)
+
+
+def test_caption_similarity_filter(tmp_path):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from gensets.errors import DataError
+    from gensets.models.tiny import tiny_path
+
+    cfg_dir = tmp_path / "cfg"
+    shutil.copytree(ROOT / "configs" / "genbench.smoke-refs", cfg_dir / "genbench.smoke-refs")
+    text = SMOKE.read_text().replace("classes: [airplane, cat]", "classes: [cat]").replace(
+        "strategies: [ST, TI]", "strategies: [TI]")
+
+    def config(threshold):
+        p = cfg_dir / f"t{threshold}.yaml"
+        p.write_text(text.replace("  checkpoint_every: 2\n", "  checkpoint_every: 2\n  filter: {captioner: "
+                                  f"\"tiny:blip-caption\", text_model: \"tiny:bert\", threshold: {threshold}}}\n"))
+        return p
+
+    build(config(-1), tmp_path / "ws", quiet=True)
+    prov = json.loads((tmp_path / "ws" / "ti" / "cat.json").read_text())
+    screened = prov["filter"]["screened"]
+    assert [r["id"] for r in screened] == ["cat/0.png", "cat/1.png"] and all(r["kept"] for r in screened)
+    assert [r["id"] for r in prov["references"]] == ["cat/0.png", "cat/1.png"]
+
+    folder = tiny_path("bert")  # the same tiny BERT, read here by transformers; mean pooling and cosine by hand
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+
+    def mean_state(s):
+        with torch.no_grad():
+            return model(**tok(s, return_tensors="pt")).last_hidden_state[0].numpy().astype(np.float64).mean(0)
+
+    cls = mean_state("cat")
+    for r in screened:
+        cap = mean_state(r["caption"])
+        assert r["caption"] and r["similarity"] == pytest.approx(
+            cap @ cls / np.linalg.norm(cap) / np.linalg.norm(cls), abs=1e-5)
+
+    with pytest.raises(DataError, match=r"^ti.filter: no reference image of class 'cat' .*>= 1.01") as e:
+        build(config(1.01), tmp_path / "ws2", quiet=True)
+    assert "\n" not in str(e.value)
