@@ -162,3 +162,100 @@ def test_ti_needs_references_and_float32(tmp_path):
     p.write_text(p.read_text().replace("strategies: [TI]", "strategies: [TI+CE]"))
     with pytest.raises(ConfigError, match="combines 2 prompt sources"):
         load_build_config(p)
+
+
+RETRIEVAL_TI = textwrap.dedent("""\
+    builder: genbench
+    name: ti-retrieval
+    seed: 0
+    dataset: cifar-10
+    classes: [cat]
+    shots: 2
+    images_per_prompt: 2
+    strategies: [TI]
+    reference: {source: retrieval, per_class: 2}
+    retrieval: {pool: "folder:genbench.smoke-pool", clip: "tiny:clip"}
+    ti: {steps: 2, batch_size: 2, checkpoint_every: 2}
+    generator: {model: "tiny:sd", steps: 2, width: 64, height: 64, batch_size: 4}
+    resize: 32
+    unit_size: 2
+    """)
+
+
+def test_ti_trains_on_the_retrievals_best_images_and_replans_with_the_pool(tmp_path):
+    from gensets.builders.genbench import plan
+    from gensets.builders.genbench.baselines import pool_identity, retrieve
+    from gensets.builders.genbench.references import retrieved_references
+
+    def config_dir(name):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "c.yaml").write_text(RETRIEVAL_TI)
+        shutil.copytree(ROOT / "configs" / "genbench.smoke-pool", d / "genbench.smoke-pool")
+        return d
+
+    first = config_dir("a")
+    build(first / "c.yaml", tmp_path / "ws", quiet=True)
+    prov = json.loads((tmp_path / "ws" / "ti" / "cat.json").read_text())
+    cfg = load_build_config(first / "c.yaml")[1]
+    expected = retrieved_references(cfg, retrieve(cfg, ["cat"]))["cat"]
+    assert len(expected) == 2
+    assert prov["references"] == [{"id": r.id, "sha256": r.sha256} for r in expected]
+    pool = first / "genbench.smoke-pool"
+    for r in prov["references"]:  # the ids name pool files; their sha256 is the file's, recomputed here
+        assert r["id"].startswith("folder:genbench.smoke-pool/")
+        path = pool / r["id"].split("/", 1)[1]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == r["sha256"]
+    assert prov["reference_source"] == "retrieval" and prov["retrieval"] == pool_identity(cfg)
+
+    def training_ids(d):
+        return [u.id for u in plan(load_build_config(d / "c.yaml")[1], stage="ti")]
+
+    assert training_ids(config_dir("same")) == training_ids(first)  # the pool's location is not in the ids
+    changed = config_dir("changed")
+    from PIL import Image
+
+    Image.new("RGB", (32, 32), "green").save(changed / "genbench.smoke-pool" / "tree0.png")  # not even a top hit
+    assert training_ids(changed) != training_ids(first)
+
+
+def test_caption_similarity_filter(tmp_path):
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from gensets.errors import DataError
+    from gensets.models.tiny import tiny_path
+
+    cfg_dir = tmp_path / "cfg"
+    shutil.copytree(ROOT / "configs" / "genbench.smoke-refs", cfg_dir / "genbench.smoke-refs")
+    text = SMOKE.read_text().replace("classes: [airplane, cat]", "classes: [cat]").replace(
+        "strategies: [ST, TI]", "strategies: [TI]")
+
+    def config(threshold):
+        p = cfg_dir / f"t{threshold}.yaml"
+        p.write_text(text.replace("  checkpoint_every: 2\n", "  checkpoint_every: 2\n  filter: {captioner: "
+                                  f"\"tiny:blip-caption\", text_model: \"tiny:bert\", threshold: {threshold}}}\n"))
+        return p
+
+    build(config(-1), tmp_path / "ws", quiet=True)
+    prov = json.loads((tmp_path / "ws" / "ti" / "cat.json").read_text())
+    screened = prov["filter"]["screened"]
+    assert [r["id"] for r in screened] == ["cat/0.png", "cat/1.png"] and all(r["kept"] for r in screened)
+    assert [r["id"] for r in prov["references"]] == ["cat/0.png", "cat/1.png"]
+
+    folder = tiny_path("bert")  # the same tiny BERT, read here by transformers; mean pooling and cosine by hand
+    tok, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
+
+    def mean_state(s):
+        with torch.no_grad():
+            return model(**tok(s, return_tensors="pt")).last_hidden_state[0].numpy().astype(np.float64).mean(0)
+
+    cls = mean_state("cat")
+    for r in screened:
+        cap = mean_state(r["caption"])
+        assert r["caption"] and r["similarity"] == pytest.approx(
+            cap @ cls / np.linalg.norm(cap) / np.linalg.norm(cls), abs=1e-5)
+
+    with pytest.raises(DataError, match=r"^ti.filter: no reference image of class 'cat' .*>= 1.01") as e:
+        build(config(1.01), tmp_path / "ws2", quiet=True)
+    assert "\n" not in str(e.value)

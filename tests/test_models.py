@@ -211,17 +211,18 @@ def test_tiny_kinds_and_their_loaders_come_from_the_registry():
     from gensets.models.text import load_text2text
     from gensets.models.tiny import tiny_kinds
 
-    assert tiny_kinds() == ["aesthetic-head", "blip-caption", "blip-vqa", "clip", "hf-clip", "inception", "lpips",
-                            "resnet", "sd", "t5", "torchvision-googlenet", "vilt-vqa", "vit", "vlm"]
+    assert tiny_kinds() == ["aesthetic-head", "bert", "blip-caption", "blip-vqa", "clip", "hf-clip", "inception",
+                            "lpips", "resnet", "sd", "t5", "torchvision-googlenet", "vilt-vqa", "vit", "vlm"]
     assert {loader: tiny_kinds(loader) for loader in ("timm", "hf", "open_clip", "torchvision", "diffusers", "vqa",
-                                                       "caption", "text")} == {
+                                                       "caption", "text", "text-encoder")} == {
         "timm": ["resnet"], "hf": ["hf-clip", "vit"], "open_clip": ["clip"], "torchvision": ["torchvision-googlenet"],
         "diffusers": ["sd"], "vqa": ["blip-vqa", "vilt-vqa", "vlm"], "caption": ["blip-caption", "vlm"],
-        "text": ["t5"]}
+        "text": ["t5"], "text-encoder": ["bert"]}
     # a loader asked for a tiny model it does not read says what the model is, or what it takes instead
     for spec, what in [("tiny:t5", "a text-to-text model (gensets.models.text.load_text2text)"),
                        ("tiny:vlm", "a visual question answering model (gensets.models.vlm.load_vqa)"),
                        ("tiny:blip-caption", "an image captioning model (gensets.models.captioner.load_captioner)"),
+                       ("tiny:bert", "a text encoder (gensets.models.text.load_text_encoder)"),
                        ("tiny:sd", "an image generator"),
                        ("tiny:inception", "a quality metric's network (gensets.models.scorers.load_inception)")]:
         with pytest.raises(ModelError) as err:

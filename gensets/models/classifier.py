@@ -32,6 +32,7 @@ DEFAULT_TEMPLATES = ["a photo of a {}."]
 LOADERS = ("timm", "hf", "open_clip", "torchvision")  # the spec kinds, and the tiny models' loaders, that are classifiers
 NOT_A_CLASSIFIER = {  # what a model read by another loader is
     "text": "a text-to-text model (gensets.models.text.load_text2text)",
+    "text-encoder": "a text encoder (gensets.models.text.load_text_encoder)",
     "vqa": "a visual question answering model (gensets.models.vlm.load_vqa)",
     "caption": "an image captioning model (gensets.models.captioner.load_captioner)",
     "diffusers": "an image generator",

@@ -67,3 +67,43 @@ def load_text2text(spec: str, *, allow_pickle: bool = False, device: str | None 
         tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
     return Text2Text(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
                      tokenizer=tokenizer, device=device)
+
+
+class TextEncoder:
+    """A loaded text encoder (BERT-style) and its tokenizer: embed() gives each text's mean token state."""
+
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, model, tokenizer, device: str):
+        self.spec = spec
+        self.model_id = model_id
+        self.revision = revision
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = device
+
+    def embed(self, texts: list[str]):
+        """One vector per text: the last hidden states averaged over its tokens (the attention mask's), float32."""
+        import torch
+
+        enc = self.tokenizer(list(texts), return_tensors="pt", padding=True, truncation=True).to(self.device)
+        with torch.inference_mode():
+            hidden = self.model(**enc).last_hidden_state.float()
+        mask = enc["attention_mask"].unsqueeze(-1).float()
+        return ((hidden * mask).sum(1) / mask.sum(1)).cpu()
+
+
+def load_text_encoder(spec: str, *, allow_pickle: bool = False, device: str | None = None) -> TextEncoder:
+    """Load the text encoder named by `spec` (`hf:<repo or path>[@rev]`, any AutoModel, or `tiny:bert`)."""
+    s = parse_spec(spec)
+    device = device or default_device()
+    loading.expect(s, "hf", "text-encoder", "a text encoder")
+    source = loading.resolve(s, allow_pickle)
+    kwargs = source.hub_kwargs()
+    src = source.location
+    with loading.load_errors(s, " as a text encoder"), source.offline(), hub.quiet_progress("transformers"):
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(src, **kwargs)
+        model = AutoModel.from_pretrained(src, use_safetensors=None if allow_pickle else True, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
+    return TextEncoder(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
+                       tokenizer=tokenizer, device=device)

@@ -114,6 +114,7 @@ class Context(base.Context):
         self._retrieval = None
         self._expansions: dict[tuple[str, int], str] = {}  # (input, seed) -> text: CE draws, shared by units
         self._tokens: set[str] = set()  # TI tokens loaded into the generator
+        self.ti_filter_models: dict = {}  # ti.filter's captioner and text encoder, loaded by its first class
         self.ti_step = None  # TI training: called with each completed step (tests stop a training with it)
 
     def load(self) -> None:

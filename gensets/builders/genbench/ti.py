@@ -1,5 +1,8 @@
 """TI's training stage: one unit per selected class trains the class's token on its reference images
-(gensets.models.textual_inversion) and keeps, in the workspace, ``ti/<class>.safetensors`` (``{token: tensor}``,
+(gensets.models.textual_inversion): the first ``per_class`` of a folder:/hf: reference source, or (``reference.source:
+retrieval``) the retrieval data type's best ``per_class`` pool images, each checked against the sha256 its pool
+entry was planned with; the unit's id then holds the pool's identity (settings and content), as RA's do, so a
+changed pool retrains. It keeps, in the workspace, ``ti/<class>.safetensors`` (``{token: tensor}``,
 what ``pipe.load_textual_inversion`` reads), ``ti/<class>.json`` (its training provenance: references and their
 sha256, the settings, seed, base model and revision, the loss of every step) and ``ti/<class>.ckpt.safetensors``
 (the last checkpoint: a killed training resumes from it). The unit commits an empty candidate shard, so a
@@ -39,7 +42,8 @@ def files_of(name: str) -> dict[str, str]:
 def training(cfg: GenBenchConfig) -> dict:
     """The resolved training settings of every class (what the units' ids hash)."""
     t = cfg.ti
-    return {**to_dict(t), "resolution": t.resolution or cfg.generator.width,
+    settings = {k: v for k, v in to_dict(t).items() if k != "filter" or v is not None}  # off: ids as before it
+    return {**settings, "resolution": t.resolution or cfg.generator.width,
             "applied_learning_rate": t.learning_rate * (t.batch_size if t.scale_lr else 1)}
 
 
@@ -47,9 +51,15 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
     """One unit per selected class when a strategy uses TI (none otherwise)."""
     if not uses_ti(cfg):
         return []
-    files = reference_files(cfg)
     ref = {"source": source_name(cfg.reference.source), "split": cfg.reference.split,
            "hf_config": cfg.reference.hf_config, "per_class": cfg.reference.per_class}
+    if cfg.reference.source == "retrieval":  # as RA's units: the pool's identity (settings and content) in the id
+        from .baselines import pool_identity
+
+        pool = pool_identity(cfg)
+        ref, files = {**ref, "source": f"retrieval:{pool['pool']}", "retrieval": pool}, None
+    else:
+        files = reference_files(cfg)
     units = []
     for index, name in selected(cfg):
         payload = {"builder": "genbench", "stage": STAGE, "dataset": source_name(cfg.dataset), "class": name,
@@ -87,6 +97,29 @@ def _write_json(path: Path, obj: dict) -> None:
     os.replace(tmp, path)
 
 
+def filter_references(f: dict, name: str, refs: list, models: dict) -> tuple[list, list[dict]]:
+    """``ti.filter`` (an option; see TIFilterConfig): each reference captioned, the caption and the class name
+    embedded by the text model (mean token state), kept when their cosine >= the threshold. ``models`` caches the
+    loaded captioner and text encoder. The kept references, and each reference's caption, similarity and kept flag."""
+    import torch
+
+    from ...models.captioner import load_captioner
+    from ...models.text import load_text_encoder
+
+    if "captioner" not in models:
+        models["captioner"], models["text"] = load_captioner(f["captioner"]), load_text_encoder(f["text_model"])
+    captions = models["captioner"].caption([r.image().convert("RGB") for r in refs])
+    vectors = models["text"].embed([plain_name(name), *captions])
+    sims = torch.nn.functional.cosine_similarity(vectors[1:], vectors[:1]).tolist()
+    rows = [{"id": r.id, "caption": c, "similarity": s, "kept": s >= f["threshold"]}
+            for r, c, s in zip(refs, captions, sims, strict=True)]
+    kept = [r for r, row in zip(refs, rows, strict=True) if row["kept"]]
+    if not kept:
+        raise DataError(f"ti.filter: no reference image of class {name!r} has a caption similarity >= "
+                        f"{f['threshold']} (best {max(sims):.3f}); lower ti.filter.threshold or add references")
+    return kept, rows
+
+
 def train_unit(unit: Unit, ctx, build_id: str) -> list:
     """Train (or resume) one class's token; write its embedding and provenance; no samples."""
     from PIL import Image
@@ -101,6 +134,9 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     if p["reference"]["files"] not in (None, [[r.id, r.sha256] for r in refs]):
         raise DataError(f"reference {cfg.reference.source}: the images of class {name!r} changed while building; "
                         "run the build again")
+    screened = None
+    if t.get("filter"):
+        refs, screened = filter_references(t["filter"], name, refs, ctx.ti_filter_models)
     images = [r.image().convert("RGB") for r in refs]
     if t["prepare_size"]:  # textual_inversion_prepare_images: Image.open(...).resize((224, 224))
         images = [im.resize((t["prepare_size"],) * 2, resample=Image.Resampling.BICUBIC) for im in images]
@@ -127,5 +163,8 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
         "seed": seed, "base_model": {"spec": cfg.generator.model, "id": gen.model_id, "revision": gen.revision},
         "embedding": files_of(name)["embedding"],
         "embedding_sha256": hashlib.sha256(files["embedding"].read_bytes()).hexdigest(),
-        "losses": out["losses"]})
+        "losses": out["losses"],
+        **({"retrieval": p["reference"]["retrieval"]} if "retrieval" in p["reference"] else {}),
+        **({"filter": {"screened": screened, "captioner": ctx.ti_filter_models["captioner"].model_id,
+                       "text_model": ctx.ti_filter_models["text"].model_id}} if screened is not None else {})})
     return []

@@ -1,8 +1,10 @@
-"""A tiny text-to-text (seq2seq) model:
+"""Tiny text models:
 
-    t5  transformers T5ForConditionalGeneration + a word-level fast tokenizer (tokenizer.json) whose
-        vocabulary is every word of the packaged GenBench class names and prompt templates, so a class
-        name such as "airplane", "British Shorthair" or "737-400" tokenizes without unknown words.
+    t5    transformers T5ForConditionalGeneration + a word-level fast tokenizer (tokenizer.json) whose
+          vocabulary is every word of the packaged GenBench class names and prompt templates, so a class
+          name such as "airplane", "British Shorthair" or "737-400" tokenizes without unknown words.
+    bert  a text encoder (transformers BertModel from a BertConfig) with the same tokenizer, read by
+          gensets.models.text.load_text_encoder (AutoModel) like a Hub BERT.
 The tokenizer is built in memory with `tokenizers` (a WordLevel model, lowercase normalizer, whitespace
 and punctuation pre-tokenizer, "</s>" appended) and saved as a PreTrainedTokenizerFast; the model and
 tokenizer load back through AutoModelForSeq2SeqLM / AutoTokenizer like a Hub T5 (gensets.models.text).
@@ -15,7 +17,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from gensets.models.tiny import TinyModel
+from gensets.models.tiny import TinyModel, transformer_config
 from gensets.registry import TINY_MODELS
 
 SPECIALS = ("<pad>", "</s>", "<unk>")  # ids 0, 1, 2 as in T5: pad is also the decoder start token
@@ -66,4 +68,20 @@ class TinyT5(TinyModel):
         config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=2,
                           decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
         T5ForConditionalGeneration(config).save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+
+
+@TINY_MODELS.register("bert")
+class TinyBert(TinyModel):
+    loaders = ("text-encoder",)
+    quiet = ("transformers",)
+
+    @staticmethod
+    def build(folder: Path) -> None:
+        from transformers import BertConfig, BertModel
+
+        tokenizer = word_tokenizer()
+        config = BertConfig(vocab_size=len(tokenizer), max_position_embeddings=64, pad_token_id=0,
+                            **transformer_config())
+        BertModel(config).save_pretrained(folder, safe_serialization=True)
         tokenizer.save_pretrained(folder)
