@@ -165,6 +165,36 @@ def test_page_tables_agree_with_a_full_scan_after_any_decisions(reference, tmp_p
         rs.close()
 
 
+def test_decisions_on_distinct_images_write_what_one_statement_each_wrote(reference, tmp_path):
+    """`review accept --all-pending` and every batch of distinct images take two statements; the reviews and the
+    log they write equal the per-decision statements of before #18 (run here, by hand, on a copy), log order
+    included: accept, relabel, reject, pending and a note, across two reviewers."""
+    import datetime as dt
+
+    from gensets.curation import review, state
+
+    a, b = _copy(reference, tmp_path, "a"), _copy(reference, tmp_path, "b")
+    con_a, con_b = state.connect(a / "state.duckdb"), state.connect(b / "state.duckdb")
+    keys = [k for (k,) in con_a.execute("SELECT key FROM reviews ORDER BY key DESC").fetchall()][:6]
+    decisions = [(keys[0], "accepted", None, "ana", None), (keys[1], "relabeled", "teapot", "ana", "unsure"),
+                 (keys[2], "rejected", None, "ben", None), (keys[3], "pending", None, "ben", "later"),
+                 (keys[4], "relabeled", "teapot", "ben", None), (keys[5], "accepted", "ignored", "ana", None)]
+    review.record(con_a, decisions)
+    now = con_a.execute("SELECT max(time) FROM reviews").fetchone()[0]
+    assert now is not None and now > dt.datetime(2026, 1, 1)
+    for key, status, label, reviewer, note in decisions:  # the old statements, one decision at a time
+        sample_label = con_b.execute("SELECT label FROM samples WHERE key = ?", [key]).fetchone()[0]
+        con_b.execute("UPDATE reviews SET status = ?, label = ?, reviewer = ?, time = ?, note = ? WHERE key = ?",
+                      [status, label if status == "relabeled" else sample_label, reviewer, now, note, key])
+        con_b.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note FROM reviews "
+                      "WHERE key = ?", [key])
+    for q in ("SELECT * FROM reviews ORDER BY key", "SELECT * FROM review_log ORDER BY rowid"):
+        assert con_a.execute(q).fetchall() == con_b.execute(q).fetchall()
+    assert [r[0] for r in con_a.execute("SELECT key FROM review_log ORDER BY rowid").fetchall()][-6:] == keys
+    con_a.close()
+    con_b.close()
+
+
 # ------------------------------------------------------------------------------------------ cost per request
 def _inflate(ws, n: int) -> None:
     """``n`` more images in the queue of workspace ``ws`` (no shards: the page and decisions never read them),

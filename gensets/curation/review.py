@@ -87,17 +87,43 @@ def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]
     the review page's tables (:func:`queue.refresh`). Each statement finds its rows by key (indexed)."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     keys = list(dict.fromkeys(d[0] for d in decisions))
+    for key, _, _, reviewer, _ in decisions:
+        if not reviewer:
+            raise GensetsError(f"sample '{key}': a decision needs a reviewer name")
     with transaction(con):
-        labels = dict(con.execute("SELECT key, label FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
-        for key, status, label, reviewer, note in decisions:
-            if not reviewer:
-                raise GensetsError(f"sample '{key}': a decision needs a reviewer name")
-            new_label = label if status == "relabeled" else None
-            con.execute("UPDATE reviews SET status = ?, label = ?, reviewer = ?, time = ?, note = ? WHERE key = ?",
-                        [status, labels.get(key) if new_label is None else new_label, reviewer, now, note, key])
-            con.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note "
-                        "FROM reviews WHERE key = ?", [key])
+        if len(keys) == len(decisions):  # one decision per image (e.g. accept --all-pending): two statements
+            _record_set(con, decisions, now)
+        else:  # an image decided twice: in order, each decision logged
+            labels = dict(con.execute("SELECT key, label FROM samples WHERE list_contains(?, key)",
+                                      [keys]).fetchall())
+            for key, status, label, reviewer, note in decisions:
+                new_label = label if status == "relabeled" else None
+                con.execute("UPDATE reviews SET status = ?, label = ?, reviewer = ?, time = ?, note = ? WHERE key = ?",
+                            [status, labels.get(key) if new_label is None else new_label, reviewer, now, note, key])
+                con.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note "
+                            "FROM reviews WHERE key = ?", [key])
         queue.refresh(con, keys)
+
+
+def _record_set(con, decisions, now: dt.datetime) -> None:
+    """Decisions on distinct images as one UPDATE and one INSERT over an Arrow table of them (the log in their
+    order): what the per-decision statements write, in two statements whatever their number."""
+    import pyarrow as pa
+
+    cols = list(zip(*decisions, strict=True))
+    con.register("_decisions", pa.table({
+        "seq": pa.array(range(len(decisions)), pa.int64()), "key": pa.array(cols[0], pa.string()),
+        "status": pa.array(cols[1], pa.string()), "label": pa.array(cols[2], pa.string()),
+        "reviewer": pa.array(cols[3], pa.string()), "note": pa.array(cols[4], pa.string())}))
+    try:
+        con.execute("""
+            UPDATE reviews SET status = d.status, reviewer = d.reviewer, time = ?, note = d.note,
+                   label = CASE WHEN d.status = 'relabeled' THEN d.label ELSE s.label END
+            FROM _decisions d LEFT JOIN samples s USING (key) WHERE reviews.key = d.key""", [now])
+        con.execute("INSERT INTO review_log SELECT r.key, r.status, r.label, r.reviewer, r.time, r.note "
+                    "FROM reviews r JOIN _decisions d USING (key) ORDER BY d.seq")
+    finally:
+        con.unregister("_decisions")
 
 
 def category(status: str, label: str | None) -> str:
