@@ -110,6 +110,8 @@ def _record_set(con, decisions, now: dt.datetime) -> None:
     order): what the per-decision statements write, in two statements whatever their number."""
     import pyarrow as pa
 
+    if not decisions:
+        return
     cols = list(zip(*decisions, strict=True))
     con.register("_decisions", pa.table({
         "seq": pa.array(range(len(decisions)), pa.int64()), "key": pa.array(cols[0], pa.string()),
