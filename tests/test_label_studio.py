@@ -145,3 +145,16 @@ def test_export_has_one_combined_prediction(ws, tmp_path):
         assert [p["model_version"] for p in preds] == ["tiny:clip", "tiny:resnet", "tiny:vit", ALL_SURROGATES]
         combined = preds[-1]["result"][0]["value"]["text"]
         assert combined == [p["result"][0]["value"]["text"][0] for p in preds[:-1]]
+
+
+@pytest.mark.parametrize("items", [[], [{"a": 1}], [{"data": {"image": "data:image/webp;base64,AAAA", "text": "two\nlines é ✓"},
+                                                      "predictions": [{"result": [], "score": 0.5}]}, {"b": [1, 2, {"c": None}]}, 3]])
+def test_the_streamed_export_equals_one_json_dumps(items, tmp_path):
+    """The Label Studio export is written a task at a time: the file equals json.dumps of the whole list (indent 1,
+    ensure_ascii off) and a newline, byte for byte, for no task, one, and several (strings with newlines, non-ASCII)."""
+    from gensets.curation.interchange import write_json_list
+
+    path = tmp_path / "tasks.json"
+    assert write_json_list(path, iter(items)) == len(items)
+    assert path.read_bytes() == (json.dumps(items, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    assert [p.name for p in tmp_path.iterdir()] == ["tasks.json"]

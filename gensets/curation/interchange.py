@@ -36,6 +36,7 @@ import datetime as dt
 import getpass
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -129,8 +130,11 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
             "SELECT key, model, class_index, score FROM surrogate_predictions "
             "WHERE rank = 1 AND list_contains(?, key) ORDER BY key, model", [keys]).fetchall():
         top1.setdefault(key, []).append((model, names[idx] if 0 <= idx < len(names) else str(idx), score))
-    tasks = []
-    for r in rows:
+    def tasks():
+        for r in rows:
+            yield task(r)
+
+    def task(r):
         spath, offset, size, ext = index[r["key"]]
         data = base64.b64encode(read_at(spath, offset, size)).decode()
         preds = top1.get(r["key"], [])
@@ -141,17 +145,37 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
                                 "value": {"text": lines}}]}
 
         lines = [f"{model}: {name} ({score:.3f})" for model, name, score in preds]
-        tasks.append({
+        return {
             "data": {"image": f"data:{MIME[ext]};base64,{data}", "key": r["key"], "class": r["label"],
                      "config": r["config"], "nuisance": r["nuisance"], "prompt": r["prompt"],
                      "status": r["status"]},
             "predictions": [prediction(model, [line], round(float(score), 6))
                             for (model, _, score), line in zip(preds, lines, strict=True)]
                            + ([prediction(ALL_SURROGATES, lines)] if lines else []),
-        })
-    path.write_text(json.dumps(tasks, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        }
+
+    n = write_json_list(path, tasks())
     Path(f"{path}.label_config.xml").write_text(label_config(class_names), encoding="utf-8")
-    return len(tasks)
+    return n
+
+
+def write_json_list(path: Path, items) -> int:
+    """``json.dumps(list(items), indent=1, ensure_ascii=False)`` and a newline, byte for byte, written one item at a
+    time (a Label Studio export holds one image in memory, not all), into a temporary file renamed at the end.
+    Returns the number of items."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    n = 0
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for item in items:
+                text = json.dumps(item, indent=1, ensure_ascii=False)  # newlines in strings are escaped
+                f.write(("[\n" if n == 0 else ",\n") + "\n".join(" " + line for line in text.split("\n")))
+                n += 1
+            f.write("\n]\n" if n else "[]\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
 
 
 # ---------------------------------------------------------------------------------------- import
