@@ -14,8 +14,8 @@ from gensets.models.device import default_device
 from gensets.models.spec import parse_spec
 
 
-class Text2Text:
-    """A loaded seq2seq model and its tokenizer."""
+class _TextModel:
+    """A loaded transformers model and its tokenizer, on its device, in eval mode."""
 
     def __init__(self, *, spec: str, model_id: str, revision: str | None, model, tokenizer, device: str):
         self.spec = spec
@@ -26,7 +26,31 @@ class Text2Text:
         self.device = device
 
     def __repr__(self) -> str:
-        return f"Text2Text(spec={self.spec!r}, model={type(self.model).__name__})"
+        return f"{type(self).__name__}(spec={self.spec!r}, model={type(self.model).__name__})"
+
+
+def _load(cls, spec: str, auto: str, kind: str, what: str, allow_pickle: bool, device: str | None):
+    """``cls`` over transformers' ``auto`` class (e.g. ``AutoModel``) and AutoTokenizer from ``spec`` (``hf:`` or a
+    ``tiny:`` model of ``kind``); load errors name ``what``."""
+    s = parse_spec(spec)
+    device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
+    loading.expect(s, "hf", kind, what)
+    source = loading.resolve(s, allow_pickle)
+    kwargs = source.hub_kwargs()
+    src = source.location
+    with loading.load_errors(s, f" as {what}"), source.offline(), hub.quiet_progress("transformers"):
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(src, **kwargs)
+        model = getattr(transformers, auto).from_pretrained(src, use_safetensors=None if allow_pickle else True,
+                                                            **kwargs)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(src, **kwargs)
+    return cls(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
+               tokenizer=tokenizer, device=device)
+
+
+class Text2Text(_TextModel):
+    """A loaded seq2seq model and its tokenizer."""
 
     def generate(self, inputs: list[str], seeds: list[int], *, max_new_tokens: int = 40, do_sample: bool = True,
                  top_p: float = 0.95, temperature: float = 1.0, top_k: int = 0, min_new_tokens: int = 2) -> list[str]:
@@ -51,34 +75,11 @@ class Text2Text:
 
 def load_text2text(spec: str, *, allow_pickle: bool = False, device: str | None = None) -> Text2Text:
     """Load the seq2seq model named by `spec` (`hf:<repo or path>[@rev]` or `tiny:t5`)."""
-    s = parse_spec(spec)
-    device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
-    loading.expect(s, "hf", "text", "a text-to-text model")
-    source = loading.resolve(s, allow_pickle)
-    kwargs = source.hub_kwargs()
-    src = source.location
-    load_errors = loading.load_errors(s, " as a text-to-text model")
-    with load_errors, source.offline(), hub.quiet_progress("transformers"):
-        from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
-
-        config = AutoConfig.from_pretrained(src, **kwargs)
-        model = AutoModelForSeq2SeqLM.from_pretrained(src, use_safetensors=None if allow_pickle else True,
-                                                      **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
-    return Text2Text(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
-                     tokenizer=tokenizer, device=device)
+    return _load(Text2Text, spec, "AutoModelForSeq2SeqLM", "text", "a text-to-text model", allow_pickle, device)
 
 
-class TextEncoder:
+class TextEncoder(_TextModel):
     """A loaded text encoder (BERT-style) and its tokenizer: embed() gives each text's mean token state."""
-
-    def __init__(self, *, spec: str, model_id: str, revision: str | None, model, tokenizer, device: str):
-        self.spec = spec
-        self.model_id = model_id
-        self.revision = revision
-        self.model = model.to(device).eval()
-        self.tokenizer = tokenizer
-        self.device = device
 
     def embed(self, texts: list[str]):
         """One vector per text: the last hidden states averaged over its tokens (the attention mask's), float32."""
@@ -93,17 +94,4 @@ class TextEncoder:
 
 def load_text_encoder(spec: str, *, allow_pickle: bool = False, device: str | None = None) -> TextEncoder:
     """Load the text encoder named by `spec` (`hf:<repo or path>[@rev]`, any AutoModel, or `tiny:bert`)."""
-    s = parse_spec(spec)
-    device = device or default_device()
-    loading.expect(s, "hf", "text-encoder", "a text encoder")
-    source = loading.resolve(s, allow_pickle)
-    kwargs = source.hub_kwargs()
-    src = source.location
-    with loading.load_errors(s, " as a text encoder"), source.offline(), hub.quiet_progress("transformers"):
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        config = AutoConfig.from_pretrained(src, **kwargs)
-        model = AutoModel.from_pretrained(src, use_safetensors=None if allow_pickle else True, **kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(src, **kwargs)
-    return TextEncoder(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
-                       tokenizer=tokenizer, device=device)
+    return _load(TextEncoder, spec, "AutoModel", "text-encoder", "a text encoder", allow_pickle, device)
