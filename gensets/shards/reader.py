@@ -93,6 +93,20 @@ def _tar_members(shard: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def _key_ext(shard: str, info: tarfile.TarInfo) -> tuple[str, str] | None:
+    """A member's (key, extension); None for a (safe) directory. DataError naming the shard and the member for an
+    unsafe member (absolute path, '..', link, device) or a name without the key.ext form."""
+    why = member_problem(info)
+    if why:
+        raise DataError(f"{shard}: {info.name}: {why}")
+    if info.isdir():
+        return None
+    parts = split_name(info.name)
+    if parts is None:
+        raise DataError(f"{shard}: {info.name}: member name has no key.ext form")
+    return parts
+
+
 def iter_index(path: str | os.PathLike, read: tuple[str, ...] = ("json", "cls")) -> Iterator[dict]:
     """Like :func:`iter_shard`, from the tar headers: only the members whose extension is in ``read`` are read;
     every member's ``(data offset, size)`` is under ``"__members__"`` (``{ext: (offset, size)}``).
@@ -113,13 +127,7 @@ def iter_index(path: str | os.PathLike, read: tuple[str, ...] = ("json", "cls"))
             members = _tar_members(shard)
         sample: dict | None = None
         for name, offset, size in members:
-            why = member_problem(tarfile.TarInfo(name))
-            if why:
-                raise DataError(f"{shard}: {name}: {why}")
-            parts = split_name(name)
-            if parts is None:
-                raise DataError(f"{shard}: {name}: member name has no key.ext form")
-            key, ext = parts
+            key, ext = _key_ext(shard, tarfile.TarInfo(name))
             if sample is not None and sample["__key__"] != key:
                 yield sample
                 sample = None
@@ -165,14 +173,9 @@ def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
     try:
         with tarfile.open(shard, mode="r|") as tf:
             for info in tf:
-                why = member_problem(info)
-                if why:
-                    raise DataError(f"{shard}: {info.name}: {why}")
-                if info.isdir():
+                parts = _key_ext(shard, info)
+                if parts is None:  # a directory
                     continue
-                parts = split_name(info.name)
-                if parts is None:
-                    raise DataError(f"{shard}: {info.name}: member name has no key.ext form")
                 key, ext = parts
                 if sample is not None and sample["__key__"] != key:
                     yield sample
