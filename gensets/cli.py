@@ -280,6 +280,8 @@ def _publish_results(a) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .evaluation.runner import PRECISIONS  # no torch: --help stays fast
+
     p = argparse.ArgumentParser(
         prog="gensets",
         description="Generate, curate, publish and evaluate benchmark datasets of generated images.")
@@ -371,7 +373,7 @@ def parser() -> argparse.ArgumentParser:
                    help="processes that decode and prepare the batches (default: the machine's cores less one, "
                    "at most 16, shared by accelerate's processes; 0: decode in this process); results do not "
                    "depend on it")
-    e.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+    e.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
                    help="fp32 (default: comparable results) or autocast to bf16 / fp16 (GPUs); recorded in the run "
                    "row, and the leaderboard names it")
     e.add_argument("--limit", type=int, help="only the first N images of each split")

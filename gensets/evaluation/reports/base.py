@@ -20,6 +20,15 @@ class Report:
         raise NotImplementedError
 
 
+def add_precision(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--precision``: the runs a report counts, by ``gensets eval --precision`` (fp32 by default), so a model
+    scored in fp32 and under autocast is never counted twice."""
+    from ..runner import PRECISIONS
+
+    parser.add_argument("--precision", default="fp32", choices=tuple(PRECISIONS),
+                        help=f"{what}, by `gensets eval --precision` (default: fp32)")
+
+
 def rows(con, sql: str, args: list) -> list[dict]:
     """The rows of a query as dicts (column -> value)."""
     cur = con.execute(sql, args)

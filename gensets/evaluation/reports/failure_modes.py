@@ -18,7 +18,7 @@ from pathlib import Path
 from ...cards.markdown import table
 from ...errors import GensetsError
 from ...registry import REPORTS
-from .base import Report
+from .base import Report, add_precision
 
 # Item 6 of issue #12: published numbers beside gensets' own, where a configuration of the paper can be run
 PUBLISHED = ("Wiles et al. (2022) publish failure rates of images generated with Imagen and described by their own "
@@ -262,8 +262,7 @@ class FailureModes(Report):
         parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json and the figures")
         parser.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
                             "transfer check (how often other classifiers fail these images too)")
-        parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
-                            help="the transfer check's runs, by `gensets eval --precision` (default: fp32)")
+        add_precision(parser, "the transfer check's runs")
 
     def run(self, args):
         rep = compute(args.workspace, args.db, args.precision)

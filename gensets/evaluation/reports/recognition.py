@@ -20,7 +20,7 @@ from ...cards.markdown import table
 from ...errors import GensetsError
 from ...registry import REPORTS
 from .. import store
-from .base import Report, pick_run_set, rows
+from .base import Report, add_precision, pick_run_set, rows
 
 PROTOCOLS = {  # the word-set readings, as the report states them
     "wordset": "Borji 2022's rule: the category word is exactly one of the predicted label's words",
@@ -254,8 +254,7 @@ class Recognition(Report):
                             help="which protocol's runs (default: wordset, the paper's rule; or wordset-plural)")
         parser.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
                             "(default: the one scored last)")
-        parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
-                            help="which runs, by `gensets eval --precision` (default: fp32)")
+        add_precision(parser, "which runs")
         parser.add_argument("--out", default="out/report-recognition",
                             help="folder for report.md, report.json and figures")
 

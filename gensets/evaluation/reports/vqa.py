@@ -17,7 +17,7 @@ from ...cards.markdown import table
 from ...errors import GensetsError
 from ...registry import REPORTS
 from .. import store
-from .base import Report, pick_run_set, rows
+from .base import Report, add_precision, pick_run_set, rows
 
 PROTOCOL = "vqa"
 PER_MODEL = """
@@ -98,8 +98,7 @@ class VQA(Report):
         parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
         parser.add_argument("--revision", help="the dataset revision as recorded in runs (default: the one "
                             "scored last)")
-        parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
-                            help="which runs, by `gensets eval --precision` (default: fp32)")
+        add_precision(parser, "which runs")
         parser.add_argument("--out", default="out/report-vqa", help="folder for report.md and report.json")
 
     def run(self, args):
