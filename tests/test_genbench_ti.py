@@ -259,3 +259,14 @@ def test_caption_similarity_filter(tmp_path):
     with pytest.raises(DataError, match=r"^ti.filter: no reference image of class 'cat' .*>= 1.01") as e:
         build(config(1.01), tmp_path / "ws2", quiet=True)
     assert "\n" not in str(e.value)
+
+
+def test_the_cards_ti_line_names_the_training_variant():
+    """The card's TI line says which Textual Inversion trained the tokens (plain, without the authors' CLIP loss),
+    as each class's ti/<class>.json does."""
+    from gensets.builders.genbench.ti import VARIANT
+    from gensets.registry import STRATEGIES
+
+    _, cfg = load_build_config(SMOKE)
+    line = STRATEGIES.get("TI")().details(cfg)
+    assert f"variant: {VARIANT}" in line and "no CLIP loss" in VARIANT

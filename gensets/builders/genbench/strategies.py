@@ -240,13 +240,15 @@ class TextualInversion(Strategy):
         row["prompting"].update(template=template, draw_seed=draw_seed, token=p["ti"]["token"])
 
     def details(self, cfg) -> str:
+        from .ti import VARIANT
+
         t, r = cfg.ti, cfg.reference
         where = (f"the {r.per_class} best images of the class the retrieval ranks from `{cfg.retrieval.pool}`"
                  if r.source == "retrieval" else f"the first {r.per_class} reference images of the class in `{r.source}`")
         return (f"- TI: a token per class (`{t.token}`, initialised from `{t.initializer}`) trained by Textual "
                 f"Inversion for {t.steps} steps (batch {t.batch_size}, lr {t.learning_rate}"
-                f"{' x batch' if t.scale_lr else ''}, {t.lr_scheduler}) on {where}; prompts: the dataset's templates "
-                f"filled with `<token> <class>`; each image records its embedding file and sha256.")
+                f"{' x batch' if t.scale_lr else ''}, {t.lr_scheduler}; variant: {VARIANT}) on {where}; prompts: the "
+                f"dataset's templates filled with `<token> <class>`; each image records its embedding file and sha256.")
 
 
 class Modifier(Strategy):

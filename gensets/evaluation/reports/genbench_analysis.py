@@ -97,7 +97,8 @@ def markdown_sections(rep: dict, pct, probe_cell) -> list[str]:
     lines += ["", "## Correlations", "",
               f"Across the report's datasets, {c['points']} (GenBench Fig. 4), Pearson r and Spearman rho "
               "(scipy.stats, two-sided p); n/a below 3 points. The change in CLER against MTS (Fig. 6): "
-              f"{d['means']}.", "",
+              f"{d['means']}. Both are gensets' readings of the figures (the paper's text on them could not be "
+              "read offline).", "",
               table(["x", "y", "points", "Pearson r", "Spearman rho"],
                     [[label, "linear probe", *_corr_cells(c["with_linear_probe"][key], n)] for key, label in CORRELATED]
                     + [["MTS", f"CLER change (retrieval - {d['base']})",
