@@ -54,6 +54,8 @@ def _split_of(workspace) -> str:
 def _verify(a) -> int:
     from .shards import verify
 
+    if a.rebuild is not None:
+        return _rebuild(a)
     problems = verify(Path(a.dir))
     for p in problems:
         print(p)
@@ -62,6 +64,39 @@ def _verify(a) -> int:
         return 1
     print(f"{a.dir}: ok")
     return 0
+
+
+def _rebuild(a) -> int:
+    import secrets
+
+    from .builders.runner import rebuild
+
+    seed = a.seed if a.seed is not None else secrets.randbelow(2**31)
+    r = rebuild(a.dir, a.rebuild, seed=seed, quiet=a.quiet)
+    print(f"{a.dir}: rebuilt {len(r['units'])} of {r['of']} units (--seed {seed})")
+    changes = set()
+    for u in r["units"]:
+        d = u["differences"]
+        if d is None:
+            why = "no environment recorded for it (built before gensets recorded them)"
+        else:
+            why = f"the environment differs in: {'; '.join(d)}" if d else "the environment is the one recorded"
+            changes.update(d)
+        said = "identical" if u["identical"] else f"differs (sha256 {u['sha256'][:12]}, recorded {u['recorded'][:12]})"
+        print(f"  {u['name']}: {said}; {why}")
+    bad = sum(not u["identical"] for u in r["units"])
+    if not bad:
+        env = f", though the environment differs in: {'; '.join(sorted(changes))}" if changes else ""
+        print(f"identical: {len(r['units'])} of {len(r['units'])} units give the recorded bytes{env}")
+        return 0
+    if changes:
+        print(f"differs: {bad} of {len(r['units'])} units, and the environment differs in: {'; '.join(sorted(changes))}")
+    elif all(u["differences"] is not None for u in r["units"]):
+        print(f"differs: {bad} of {len(r['units'])} units in the environment that built them (a nondeterminism "
+              "or a changed input file: please report it with the workspace's environments/)")
+    else:
+        print(f"differs: {bad} of {len(r['units'])} units; no environment was recorded to compare with")
+    return 1
 
 
 def _review(a) -> int:
@@ -317,6 +352,12 @@ def parser() -> argparse.ArgumentParser:
                        "safe member names, and that every member decodes. Exit 0 when all is well, "
                        "1 when a problem was found (one line each), 2 on bad usage.")
     v.add_argument("dir")
+    v.add_argument("--rebuild", type=int, metavar="N",
+                   help="DIR is a workspace: rebuild N of its committed units, chosen at random, and compare "
+                   "their bytes with the recorded ones (exit 1 if any differs, naming how the environment "
+                   "differs from the one that built them)")
+    v.add_argument("--seed", type=int, help="with --rebuild: which units (default: a random seed, printed)")
+    v.add_argument("--quiet", action="store_true", help="with --rebuild: no progress bar")
     v.set_defaults(func=_verify)
 
     r = sub.add_parser("review", help="the review queue: list, accept, reject, relabel")

@@ -54,6 +54,7 @@ class Workspace:
         self.state_path = self.root / "state.duckdb"
         self.dataset = self.root / "dataset"
         self.lock_path = self.root / ".gensets.lock"
+        self.environments_path = self.root / "environments"
 
     @classmethod
     def create(cls, root: str | Path, builder, cfg: Any) -> Workspace:
@@ -73,6 +74,31 @@ class Workspace:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, ws.config_path)
         return ws
+
+    def record_environment(self, env: dict) -> str:
+        """Keep ``env`` (:func:`gensets.determinism.describe`) as ``environments/<id>.json``, once per distinct
+        environment (every process of a build writes the same file for the same environment); its id."""
+        import json
+
+        from .determinism import env_id
+
+        eid = env_id(env)
+        path = self.environments_path / f"{eid}.json"
+        if not path.exists():
+            self.environments_path.mkdir(exist_ok=True)
+            tmp = path.with_name(f".{eid}.json.tmp-{os.getpid()}")
+            tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        return eid
+
+    def environments(self) -> dict[str, dict]:
+        """Every environment recorded in the workspace, by id."""
+        import json
+
+        if not self.environments_path.is_dir():
+            return {}
+        return {p.stem: json.loads(p.read_text(encoding="utf-8"))
+                for p in sorted(self.environments_path.glob("*.json"))}
 
     @contextmanager
     def lock(self, what: str = "build"):
@@ -97,10 +123,10 @@ class Workspace:
             os.close(fd)  # releases the lock
 
     def clean_leftovers(self) -> None:
-        """Remove what a killed ``create`` or ``finalize`` left: temp configs and dataset folders."""
+        """Remove what a killed ``create``, ``finalize`` or environment record left: temp files and folders."""
         import shutil
 
-        for p in self.root.glob(".*"):
+        for p in [*self.root.glob(".*"), *self.environments_path.glob(".*")]:
             if ".tmp-" in p.name or p.name.startswith(".dataset.old-"):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
 

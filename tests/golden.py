@@ -29,6 +29,10 @@ _MEASURED = [
     re.compile(r"\| [0-9.]+ \| [0-9.]+ [A-Z]{3} \| [0-9.]+ [A-Z]{3} \|"),  # ... and the cost of the set
     re.compile(r"\| [0-9.e+-]+ [A-Z]{3} \| [0-9.e+-]+ [A-Z]{3} \|"),  # GenBench report at equal K: both costs
     re.compile(r"\| [0-9.]+ s(?= \|)"),  # GenBench report: evaluation seconds per metric
+    # what the machine is, not what gensets did: the environment recorded with a build (versions, CPU model,
+    # commit) differs between machines and checkouts; the bytes it made must not (reproducible: strict)
+    re.compile(r'"env": ?"[0-9a-f]+"'),  # a unit's environment id (candidates/manifest.jsonl)
+    re.compile(r"<!-- environment -->.*?<!-- /environment -->", re.S),  # the card's environment table
 ]
 _MEASURED_FIGURES = ("shots.png",)  # GenBench report: score against the measured cost
 _TMP: list[str] = []  # the temporary folder everything is built in: written into reports as <tmp>
@@ -45,6 +49,10 @@ def _digest(path: Path) -> str:
             text = text.replace(root, "<root>")
         for pat in _MEASURED:
             text = pat.sub("<measured>", text)
+        if path.name == "manifest.json":  # dataset/manifest.json: each environment's units kept, the rest masked
+            obj = json.loads(text)
+            obj["environments"] = [e["units"] for e in obj.get("environments", [])]
+            text = json.dumps(obj, sort_keys=True)
         data = text.encode()
     return hashlib.sha256(data).hexdigest()
 
@@ -139,6 +147,10 @@ def main() -> None:
 
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    from gensets import determinism
+
+    determinism.pin("strict")  # the suite's kernels (tests/conftest.py), before torch first runs
     keep = sys.argv[sys.argv.index("--keep") + 1] if "--keep" in sys.argv else None
     with tempfile.TemporaryDirectory() as d:
         d = keep or d

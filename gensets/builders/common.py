@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+
+from ..quality.thresholds import QualityFields
 
 
 def check_spec(spec: str, key: str) -> None:
@@ -24,6 +26,17 @@ def batch_plan(n: int, batch_size: int, batching: str = "batched") -> list[range
     arguments, so a unit is split the same way on every run, every resume and every process."""
     size = 1 if batching == "per-image" else batch_size
     return [range(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+@dataclass(frozen=True)
+class BuildFields(QualityFields):
+    """The keys every builder config accepts besides its own (a base class of each builder's Config): the
+    ``quality:`` thresholds, and ``reproducible``: ``strict`` (default) pins the CPU kernels and turns on the
+    GPU's deterministic algorithms, so a rebuild gives the same bytes on any x86-64 CPU (on GPUs: the same
+    model, driver and versions); ``fast`` leaves the libraries' own kernels (same bytes on the same machine only).
+    See :mod:`gensets.determinism`. Left out of the frozen config and its fingerprint while at its default."""
+
+    reproducible: Literal["strict", "fast"] = field(default="strict", kw_only=True, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,11 @@ from typing import Literal
 from ..config import to_dict
 from ..curation import surrogates
 from ..curation.surrogates import SurrogateFilter
-from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
 from . import base
-from .common import GeneratorConfig, ImageConfig, Unit, check_spec
+from .common import BuildFields, GeneratorConfig, ImageConfig, Unit, check_spec
 
 KINDS = ("background", "texture", "material")
 # the provenance fields ImageNet-D adds to the common provenance (records.schema)
@@ -105,7 +104,7 @@ class FilterConfig:
 
 
 @dataclass(frozen=True)
-class ImageNetDConfig(QualityFields):
+class ImageNetDConfig(BuildFields):
     builder: Literal["imagenet-d"]
     generator: GeneratorConfig
     name: str = "imagenet-d"

@@ -22,12 +22,11 @@ from typing import ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import DataError
-from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.imports import check_max_pixels
 from . import base
-from .common import GeneratorConfig, ImageConfig, Unit, check_spec
+from .common import BuildFields, GeneratorConfig, ImageConfig, Unit, check_spec
 
 BORJI_2022 = """
 @article{borji2022generated,
@@ -92,7 +91,7 @@ class EvalModels:
 
 
 @dataclass(frozen=True)
-class RecognitionConfig(QualityFields):
+class RecognitionConfig(BuildFields):
     builder: Literal["recognition"]
     name: str = "recognition"
     pretty_name: str = "Generated-image recognition set (gensets)"

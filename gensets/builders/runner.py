@@ -14,8 +14,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from .. import determinism
 from ..errors import GensetsError
-from ..models.device import Dist, distributed
+from ..models.device import Dist, default_device, distributed
 from ..records import Sample
 from ..workspace import Workspace, load_build_config
 
@@ -35,6 +36,7 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     bytes. Throughput on CPU comes from processes (``accelerate launch``), not threads.
     """
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
+    determinism.pin(cfg.reproducible)  # before torch first runs (distributed() may import it)
     dist = distributed()
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
@@ -84,6 +86,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
     n_units = n_done = n_run = written = 0
     cut = {"prompts": 0, "negative_prompts": 0, "windows": set()}  # texts cut to the text encoder's window
     loaded = False
+    env = None  # the environment's id in the workspace (gensets.determinism.describe), once models are loaded
     for stage in stages or (None,):
         units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
         done = manifest.done("unit")
@@ -96,10 +99,12 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
 
             if not torch.cuda.is_available():
                 torch.set_num_threads(threads)
+            determinism.switch(cfg.reproducible)
             ctx.load()  # every model up front: a missing one fails now, in one line, before any work
             if quality:
                 quality.load()
             loaded = True
+            env = ws.record_environment(determinism.describe(cfg.reproducible, default_device()))
         for unit in mine:  # long_prompts: error stops here, before any image of the stage
             with _naming(config_path, unit):
                 builder.check_prompts(unit, ctx)
@@ -120,7 +125,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
             manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
                              "nbytes": info.nbytes, "kept": sum(bool(s.meta.get("kept")) for s in samples),
-                             "skipped": ctx.skipped, "rank": dist.rank, "world": dist.world})
+                             "skipped": ctx.skipped, "rank": dist.rank, "world": dist.world, "env": env})
             for row in ctx.skipped:
                 print(f"skipped {row['path']}: {row['reason']}", file=sys.stderr)
             written += info.n
@@ -133,6 +138,68 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             "prompts_cut": cut["prompts"], "negative_prompts_cut": cut["negative_prompts"],
             "text_windows": sorted(w for w in cut["windows"] if w is not None),
             "world": dist.world, "workspace": str(ws.root)}
+
+
+def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) -> dict:
+    """Rebuild ``n`` committed units of a workspace, chosen at random with ``seed``, into a temporary folder and
+    compare each shard with the sha256 its manifest row recorded (``gensets verify WORKSPACE --rebuild N``).
+
+    Each unit is rebuilt as the build ran it (the frozen config, its ``reproducible`` mode, the thread count of
+    the environment that built it); the environment now is compared with that one, so a shard that differs
+    comes with what differs (versions, CPU or GPU, pins), and a difference in the same environment is said as
+    such. Returns ``{"units": [{unit, name, identical, sha256, recorded, differences}], "seed", "environment"}``.
+    """
+    import random
+    import tempfile
+
+    from ..shards import Manifest, write_shard
+
+    ws = Workspace(workspace)
+    builder, cfg = ws.load()
+    determinism.pin(cfg.reproducible)
+    rows = {r["unit"]: r for r in Manifest(ws.manifest_path).iter_rows()}
+    if not rows:
+        raise GensetsError(f"{ws.root}: no committed unit to rebuild; run `gensets build` first")
+    envs = ws.environments()
+    units = {}  # every unit of the build in plan order (a staged builder's later stages from the committed ones)
+    for stage in builder.stages or (None,):
+        for u in builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws):
+            if u.id in rows:
+                units[u.id] = u
+    chosen = set(random.Random(seed).sample(sorted(units), min(n, len(units))))
+    import torch
+
+    threads = {envs.get(rows[u].get("env"), {}).get("threads") for u in chosen} - {None}
+    if len(threads) > 1:  # pragma: no cover - a workspace resumed with another --threads
+        raise GensetsError(f"{ws.root}: the chosen units were built with different thread counts {sorted(threads)}")
+    if not torch.cuda.is_available():
+        torch.set_num_threads(threads.pop() if threads else 1)
+    determinism.switch(cfg.reproducible)
+    ctx = builder.Context(cfg)
+    ctx.workspace = ws
+    ctx.load()
+    quality = None
+    if getattr(cfg, "quality", None):
+        from ..quality.thresholds import QualityFilter
+
+        quality = QualityFilter(cfg.quality)
+        quality.load()
+    now = determinism.describe(cfg.reproducible, default_device())
+    out = []
+    with tempfile.TemporaryDirectory(prefix="gensets-rebuild-") as tmp:
+        todo = [u for u in units.values() if u.id in chosen]
+        for unit in progress(todo, len(todo), f"rebuild {builder.name}", disable=quiet):
+            ctx.skipped = []
+            samples = builder.run_unit(unit, ctx, ws.fingerprint)
+            if quality:
+                quality.apply(samples)
+            info = write_shard(Path(tmp) / f"{unit.id}.tar", [s.to_wds() for s in samples])
+            row = rows[unit.id]
+            recorded = envs.get(row.get("env"))
+            out.append({"unit": unit.id, "name": _unit_name(unit), "identical": info.sha256 == row["sha256"],
+                        "sha256": info.sha256, "recorded": row["sha256"], "environment": row.get("env"),
+                        "differences": None if recorded is None else determinism.differences(recorded, now)})
+    return {"units": out, "seed": seed, "of": len(units), "environment": now}
 
 
 def ingest(ws: Workspace) -> int:
@@ -233,7 +300,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         metas.close()
         con.close()
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
-                "counts": counts, "funnel": funnel, "shards": shards}
+                "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
     write_json_atomic(tmp / "manifest.json", manifest)
     samples = ShardSamples([tmp / s["path"] for s in shards], n=sum(counts.values()))
     card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint)  # README.md + figures/
@@ -245,6 +312,18 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     shutil.rmtree(old, ignore_errors=True)
     return {"dataset": str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
+
+
+def _environments(ws: Workspace) -> list[dict]:
+    """The environments that built the workspace's committed units, each with how many units it built
+    (``units_without``: units committed before gensets recorded environments)."""
+    from ..shards import Manifest
+
+    built = {}
+    for row in Manifest(ws.manifest_path).iter_rows():
+        built[row.get("env")] = built.get(row.get("env"), 0) + 1
+    envs = ws.environments()
+    return [{"id": eid, "units": n, "environment": envs.get(eid)} for eid, n in built.items()]
 
 
 def _published(con, config: str, statuses: list[str], verdicts: dict):

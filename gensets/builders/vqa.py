@@ -24,12 +24,11 @@ from typing import Any, ClassVar, Literal
 
 from ..config import to_dict
 from ..errors import ConfigError, DataError
-from ..quality.thresholds import QualityFields
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.imports import check_max_pixels
 from . import base
-from .common import GeneratorConfig, ImageConfig, Unit
+from .common import BuildFields, GeneratorConfig, ImageConfig, Unit
 from .recognition import BORJI_2022
 
 # swap vocabularies for the "no" questions (COCO-like everyday objects); an attribute is swapped only for
@@ -110,7 +109,7 @@ def read_questions(path: Path) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class VQAConfig(QualityFields):
+class VQAConfig(BuildFields):
     builder: Literal["vqa"]
     name: str = "vqa"
     pretty_name: str = "Binary VQA on generated images (gensets)"

@@ -131,6 +131,39 @@ def prompt_lengths_md(builder, samples) -> str:
                      "negative prompts cut", "window"], body) + "\n")
 
 
+def reproducibility_md(cfg, manifest: dict) -> str:
+    """What a rebuild gives, how to check one, and the environment(s) that built the images (between HTML
+    comments, so that tools comparing cards across machines can set the machine's part aside)."""
+    mode = getattr(cfg, "reproducible", "strict")
+    promise = ("the CPU kernels were pinned (`reproducible: strict`), so a CPU rebuild with the same library "
+               "versions gives the same bytes on any x86-64 CPU; on GPUs, the same GPU model, driver and versions do"
+               if mode == "strict" else
+               "the libraries chose their own kernels (`reproducible: fast`), so only the same machine with the same "
+               "versions gives the same bytes")
+    text = (f"Every image has a fixed seed and its provenance; {promise}. Rebuild the config below with "
+            "`gensets build` and check units of it against the recorded bytes with "
+            "`gensets verify WORKSPACE --rebuild 10`, which names what differs in the environment when a unit differs.")
+    envs = manifest.get("environments") or []
+    rows = []
+    for e in envs:
+        env = e["environment"]
+        if env is None:
+            rows.append([e["units"], "not recorded (built before gensets recorded environments)"])
+            continue
+        libs = ", ".join(f"{k} {v}" for k, v in env["libraries"].items() if v)
+        c = env.get("gensets_commit")
+        commit = f" ({c[:12]}{'+dirty' if c.endswith('+dirty') else ''})" if c else ""
+        where = (f"GPU {env['gpu']['name']} (CUDA {env['gpu']['cuda']}, driver {env['gpu']['driver']})" if env.get("gpu")
+                 else f"CPU {env['cpu']['model']} ({env['cpu']['machine']}, torch kernels "
+                      f"{env['cpu']['torch_capability']}), {env['threads']} thread(s)")
+        rows.append([e["units"], f"gensets {env['gensets']}{commit}, Python {env['python']}, {libs}; {where}; "
+                                 f"reproducible: {env['reproducible']}"])
+    if rows:
+        text += ("\n\nBuilt in:\n\n<!-- environment -->\n" + table(["units", "environment"], rows)
+                 + "\n<!-- /environment -->")
+    return text
+
+
 def _leaderboard_md(board) -> str:
     cols, rows = board
     if not rows:
@@ -314,6 +347,10 @@ ds[0]["{cfg.image.format}"], ds.features["cls"].int2str(ds[0]["cls"]), ds[0]["js
 
 With `webdataset`: `webdataset.WebDataset("{patterns.get(first, first)}").decode("pil")` ({pattern_list}).
 Evaluate a model on it with `gensets eval`.
+
+## Reproducibility
+
+{reproducibility_md(cfg, manifest)}
 
 ## Citation
 

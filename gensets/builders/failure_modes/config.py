@@ -7,8 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ...quality.thresholds import QualityFields
-from ..common import GeneratorConfig, ImageConfig, check_spec
+from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from .prompts import MODE_TEMPLATES, TEMPLATES
 
 STAGES = ("baseline", "clusters", "regenerate")
@@ -47,7 +46,7 @@ class CaptionConfig:
 
 
 @dataclass(frozen=True)
-class FailureModesConfig(QualityFields):
+class FailureModesConfig(BuildFields):
     builder: Literal["failure-modes"]
     classifier: str  # the model under test, over the ImageNet-1k label space
     labels: tuple[str, ...]  # ImageNet class names (as gensets.labels.imagenet.imagenet_names)

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
-from ...quality.thresholds import QualityFields
 from ...sources.classes import DatasetInfo, dataset_info, plain_name, split_rev
 from ...sources.packaged import genbench_datasets, genbench_hub_copies
-from ..common import GeneratorConfig, ImageConfig, check_spec
+from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from . import strategies as S
 from .strategies import STRATEGY_NAMES, parts_of
 
@@ -256,7 +255,7 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
-class GenBenchConfig(QualityFields):
+class GenBenchConfig(BuildFields):
     builder: Literal["genbench"]
     generator: GeneratorConfig
     name: str = "genbench"
