@@ -45,6 +45,7 @@ def write_config(path: Path, args, batching: str) -> Path:
            "generator": {"model": args.model, "steps": args.steps, "guidance": args.guidance, "width": args.size,
                          "height": args.size, "batch_size": args.batch_size, "dtype": args.dtype,
                          "batching": batching},
+           "reproducible": args.reproducible,
            "cost": {"price_per_hour": args.price_per_hour},
            "image": {"format": "jpg", "quality": 95}, "shard_size": 1000}
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -146,7 +147,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="best of this many runs, after a warm-up (default 3)")
     ap.add_argument("--price-per-hour", type=float, default=1.10, help="the hardware's price per hour (default 1.10)")
     ap.add_argument("--workdir", type=Path, help="keep the workspaces here (default: a temp dir, removed)")
+    ap.add_argument("--reproducible", default="strict", choices=["strict", "fast"],
+                    help="the build's mode, and this process's kernels for both sides (default strict, as a build; "
+                    "run once with each to see what strict's pinned CPU kernels cost)")
     args = ap.parse_args()
+    from gensets import determinism
+
+    determinism.pin(args.reproducible)  # both sides, before torch first runs
 
     load = Load()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="generate-bench-"))
@@ -178,7 +185,7 @@ def main() -> None:
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu, {args.threads} torch threads"
     print(f"\n{args.model}: {n} images ({args.classes} classes x {args.shots}), {args.steps} steps, "
-          f"{args.size}x{args.size}, {args.dtype}, on {device}; machine cores {cores()}")
+          f"{args.size}x{args.size}, {args.dtype}, reproducible: {args.reproducible}, on {device}; machine cores {cores()}")
     print(f"{'batch':>5}  {'what':<40}{'best s':>9}{'images/s':>10}{'cost / image':>14}")
     for size, what, s in rows:
         cost = s / n * args.price_per_hour / 3600
@@ -197,7 +204,7 @@ def main() -> None:
     print(load.line())
     print(f"\nre-run: .venv/bin/python benchmarks/generate.py --model {args.model} --batch-size {args.batch_size} "
           f"--classes {args.classes} --shots {args.shots} --steps {args.steps} --size {args.size} "
-          f"--dtype {args.dtype} --threads {args.threads} --repeats {args.repeats}")
+          f"--dtype {args.dtype} --threads {args.threads} --repeats {args.repeats} --reproducible {args.reproducible}")
 
 
 if __name__ == "__main__":

@@ -87,6 +87,14 @@ def switch(mode: str) -> None:
     torch.backends.cudnn.benchmark = False
 
 
+def kernels() -> str:
+    """The CPU kernels this process computes with: "pinned" (strict's pins in force) or torch's own capability
+    ("avx512", "avx2", "default"). Anything computed from random draws (a tiny model's weights) depends on it."""
+    if _x86() and all(os.environ.get(k) == v for k, v in CPU_PINS.items()) and _capability() == "DEFAULT":
+        return "pinned"
+    return (_capability() or "unknown").lower()
+
+
 def _loaded(var: str) -> bool:
     """Whether the library that reads ``var`` may already have read it in this process."""
     if var == "NPY_DISABLE_CPU_FEATURES":

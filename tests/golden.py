@@ -147,6 +147,8 @@ def main() -> None:
 
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     os.environ.update(env)
+    cache = tempfile.mkdtemp(prefix="golden-cache-")  # tiny models built afresh, as the suite builds them
+    os.environ.update({"GENSETS_CACHE": f"{cache}/gensets", "HF_HOME": f"{cache}/hf"})
     sys.path.insert(0, str(ROOT))
     from gensets import determinism
 

@@ -265,7 +265,7 @@ def test_a_tiny_model_is_one_class_with_one_decorator(tmp_path, monkeypatch):
         c = load_classifier("tiny:test-vit")
         assert (c.kind, c.spec, c.model_id, c.revision) == ("timm", "tiny:test-vit", "tiny:test-vit", None)
         path = tiny_path("test-vit")
-        assert path == tmp_path / "tiny" / "test-vit-v1" and (path / ".complete").is_file()
+        assert path == tmp_path / "tiny" / "test-vit-v1-pinned" and (path / ".complete").is_file()
         saved = load_file(str(path / "model.safetensors"))
         state = c.model.state_dict()
         assert all((state[k] == v).all() for k, v in saved.items())

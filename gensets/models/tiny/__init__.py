@@ -20,8 +20,9 @@ torch and the model libraries are imported inside the build functions). `tiny:<k
 through the same code path as a real model. transformer_config / vision_config give every tiny transformer
 its size.
 
-A kind is built once, on first use, under $GENSETS_CACHE/tiny/<kind>-v1 (default
-~/.cache/gensets/tiny/<kind>-v1), in a temp folder renamed into place, so concurrent builders are safe: the
+A kind is built once, on first use, under $GENSETS_CACHE/tiny/<kind>-v1-<kernels> (default ~/.cache/gensets/...;
+<kernels> is "pinned" under reproducible: strict, else torch's CPU capability, since random draws differ between
+kernel sets: gensets.determinism.kernels), in a temp folder renamed into place, so concurrent builders are safe: the
 first rename wins. It is built under ``torch.manual_seed(0)`` in a forked RNG (the caller's RNG is left as it
 was), one build at a time per process.
 """
@@ -34,6 +35,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from gensets import determinism
 from gensets.cache import cache_root
 from gensets.errors import ModelError
 from gensets.registry import TINY_MODELS
@@ -80,7 +82,9 @@ def tiny_path(kind: str) -> Path:
     """The folder of tiny model `kind`, built on first use."""
     if kind not in TINY_MODELS:
         raise ModelError(f"model 'tiny:{kind}': unknown tiny model (expected one of {', '.join(tiny_kinds())})")
-    final = cache_root() / "tiny" / f"{kind}-{VERSION}"
+    # its weights are random draws, which torch's CPU kernels compute differently (AVX-512, AVX2, scalar): one
+    # folder per kernel set, so a strict (pinned) build never reads weights drawn by an unpinned process
+    final = cache_root() / "tiny" / f"{kind}-{VERSION}-{determinism.kernels()}"
     if (final / _DONE).is_file():
         return final
     with _BUILD_LOCK:  # the global torch RNG is seeded while building: one build at a time per process
