@@ -123,6 +123,10 @@ def snapshot(tmp: Path) -> dict:
         rep = tmp / f"report-{name}"
         _cli("report", *args, "--out", rep)
         out[f"report {name}"] = _tree(rep, skip=_MEASURED_FIGURES)
+        if (rep / "report.json").is_file():  # its floats, for a machine whose OpenBLAS differs (see BLAS_TOLERANCE)
+            obj = json.loads((rep / "report.json").read_text(encoding="utf-8").replace(str(tmp), "<tmp>"))
+            out[f"report {name} / shape"] = hashlib.sha256(json.dumps(_shape(obj), sort_keys=True).encode()).hexdigest()
+            out[f"report {name} / numbers"] = _numbers(obj)
     for what in ("leaderboard", "query"):
         args = (["leaderboard", "--db", db, "--format", "json"] if what == "leaderboard" else
                 ["query", "--db", db, "--format", "json", "SELECT model, protocol, config, n FROM runs "
@@ -133,7 +137,75 @@ def snapshot(tmp: Path) -> dict:
                     "SELECT r.model, r.protocol, r.config, p.* EXCLUDE (run_id) FROM predictions p "
                     "JOIN runs r USING (run_id) ORDER BY ALL")
         out[f"predictions {name}"] = hashlib.sha256(rows.encode()).hexdigest()
+    out["blas"] = blas()
     return out
+
+
+# The one thing the suite cannot pin: numpy's and scipy's OpenBLAS picks its kernels by CPU (SkylakeX, Haswell,
+# ...), and OPENBLAS_CORETYPE is the platform's to set, not the tests' (ENVIRONMENT.md). Reports' numbers that go
+# through it (GenBench's Frechet distance: scipy's sqrtm) move in the 10th digit on another core type (measured:
+# 0.18351753865494155 -> 0.18351753865713907 under OPENBLAS_CORETYPE=Haswell). Where the recorded OpenBLAS differs,
+# a report.json is compared by its shape exactly and its numbers within this relative tolerance, and its figures
+# (drawn from those numbers) are not compared; everything else (shards, cards, report.md, eval results and
+# predictions), and everything where the OpenBLAS is the recorded one, byte for byte. Measured on a simulated
+# SSE-only machine (OPENBLAS_CORETYPE=Nehalem, glibc without AVX / FMA): at most 9.5e-9 relative, report.md equal.
+BLAS_TOLERANCE = 1e-6
+
+
+def blas() -> list[str]:
+    """The BLAS libraries loaded (numpy's, scipy's) with the kernels each chose."""
+    import numpy  # noqa: F401
+    import scipy.linalg  # noqa: F401
+    import threadpoolctl
+
+    return sorted(f"{i['internal_api']} {i['version']} {i.get('architecture')}" for i in threadpoolctl.threadpool_info())
+
+
+_MEASURED_KEY = re.compile(r"seconds[a-z_]*|[a-z_]*_seconds|seconds_per_image|cost_per_image|cost_per_1000|"
+                           r"images_per_second|cost_total")
+
+
+def _shape(obj):
+    """``obj`` with every float replaced by None (ints, strings, keys and lengths kept)."""
+    if isinstance(obj, dict):
+        return {k: _shape(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_shape(v) for v in obj]
+    return None if isinstance(obj, float) else obj
+
+
+def _numbers(obj, path: str = "") -> dict[str, float]:
+    """Every float of ``obj`` by its path, measured seconds and costs left out."""
+    if isinstance(obj, dict):
+        return {p: v for k, x in obj.items() if not _MEASURED_KEY.fullmatch(k) for p, v in _numbers(x, f"{path}.{k}").items()}
+    if isinstance(obj, list):
+        return {p: v for i, x in enumerate(obj) for p, v in _numbers(x, f"{path}[{i}]").items()}
+    return {path: obj} if isinstance(obj, float) else {}
+
+
+def compare(want: dict, got: dict) -> dict:
+    """What differs between two snapshots: {key: detail}. Exact, except report.json under another OpenBLAS."""
+    import math
+
+    loose = want.get("blas") != got.get("blas")
+    changed = {}
+    for k in sorted(want.keys() | got.keys()):
+        a, b = want.get(k), got.get(k)
+        if k == "blas" or a == b:
+            continue
+        if loose and k.endswith(" / numbers") and isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+            far = {p: (a[p], b[p]) for p in a if not math.isclose(a[p], b[p], rel_tol=BLAS_TOLERANCE, abs_tol=1e-12)}
+            if far:
+                changed[k] = far
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            files = {f: (a.get(f), b.get(f)) for f in a.keys() | b.keys() if a.get(f) != b.get(f)
+                     and not (loose and k.startswith("report ") and (f == "report.json" or f.endswith(".png")))}
+            if files:
+                changed[k] = files
+            continue
+        changed[k] = (a, b)
+    return changed
 
 
 def scrub(obj, tmp: Path):
