@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gensets-installed
+LOCK   := requirements/lock.txt
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 DEMO   := out/demo/imagenet-d
 
-.PHONY: help venv test demo build-imagenet-d build-recognition build-vqa build-genbench discover-failures lint bench clean
+.PHONY: help venv venv-distributed lock test demo build-imagenet-d build-recognition build-vqa build-genbench discover-failures lint bench clean
 
 help:
 	@echo "make test               create .venv, run the offline test suite (CPU, tiny models)"
+	@echo "make venv               create .venv: exactly the versions of $(LOCK) (base + dev), then gensets"
+	@echo "make venv-distributed   the same from requirements/distributed.lock.txt (+ the distributed extras)"
+	@echo "make lock               re-resolve both locks from pyproject.toml + requirements/lock.in (PyPI, hashes)"
 	@echo "make demo               build the ImageNet-D smoke set end to end into $(DEMO)/dataset"
 	@echo "make build-imagenet-d   build ImageNet-D at paper scale (needs GPUs and the Hub)"
 	@echo "make build-recognition  Borji-style recognition set (configs/recognition.yaml)"
@@ -19,14 +23,34 @@ help:
 	@echo "make lint               ruff, and lint-imports (the layers of ARCHITECTURE.md)"
 	@echo "make bench              benchmarks/ (ratios against baselines measured in the same run)"
 
+# The venv holds exactly a lock's versions (every package pinned and hashed, pip and setuptools included), then
+# gensets itself, resolving nothing; `pip check` fails when pyproject.toml asks for what the lock lacks.
 venv: $(STAMP)
+venv-distributed: $(VENV)/.gensets-distributed-installed
 
-$(STAMP): pyproject.toml
+$(STAMP): $(LOCK)
+$(VENV)/.gensets-distributed-installed: requirements/distributed.lock.txt
+$(STAMP) $(VENV)/.gensets-distributed-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.14.1 torchvision==0.29.1
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/pip install -q --require-hashes -r $(filter %lock.txt,$^)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/pip check || { echo "$(filter %lock.txt,$^) does not satisfy pyproject.toml: run make lock"; exit 1; }
+	touch $@
+
+# `make lock` re-resolves every pin to the newest release that pyproject.toml and requirements/lock.in allow, on PyPI
+# for this platform (Linux x86_64, CPython 3.11), with every file's hash, by a pinned uv in its own venv. The superset
+# (dev + the distributed extras) first, then lock.txt under it: the two share every version they both hold.
+# UPGRADE= keeps the current pins where they still fit (after adding a dependency); UPGRADE="-P numpy" bumps one.
+UV      := uv==0.13.9
+UPGRADE ?= --upgrade
+COMPILE := .venv-lock/bin/uv pip compile -q --no-config --generate-hashes --python-version 3.11 \
+  --python-platform x86_64-unknown-linux-gnu --index-url https://pypi.org/simple --custom-compile-command "make lock" \
+  pyproject.toml requirements/lock.in
+lock:
+	test -x .venv-lock/bin/python || $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install -q $(UV)
+	$(COMPILE) $(UPGRADE) --extra dev --extra distributed --extra distributed-dev -o requirements/distributed.lock.txt
+	$(COMPILE) --extra dev -c requirements/distributed.lock.txt -o $(LOCK)
 
 # two pytest-xdist processes (the machines have 2 cores); PYTEST_ARGS= runs in one process
 PYTEST_ARGS ?= -n 2

@@ -1,8 +1,9 @@
 """Every command README.md shows runs as written (issue: the README drifted from the code once).
 
 The fenced ``bash`` and ``python`` blocks are run top to bottom, as a newcomer would, in one temporary folder
-that holds links to this checkout's ``configs/``, ``scripts/``, ``Makefile`` and virtualenv (and a copy of
-``pyproject.toml``), so every ``out/...`` path a command writes lands in that folder; nothing else is substituted.
+that holds links to this checkout's ``configs/``, ``scripts/``, ``Makefile`` and virtualenv (and copies of
+``pyproject.toml`` and the locks), so every ``out/...`` path a command writes lands in that folder; nothing else is
+substituted.
 Three kinds of line are not run as is, each recognised from the README itself:
 
 - ``make test``: this test suite itself;
@@ -65,9 +66,11 @@ def _folder(tmp: Path) -> Path:
     work.mkdir()
     for name in LINKED:
         (work / name).symlink_to(ROOT / name)
-    # make's venv rule (`$(STAMP): pyproject.toml`) must see the existing venv as up to date: a copy, dated 1970
-    (work / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
-    os.utime(work / "pyproject.toml", (0, 0))
+    # make's venv rule (`$(STAMP): pyproject.toml $(LOCK)`) must see the existing venv as up to date: copies, dated 1970
+    for name in ["pyproject.toml", "requirements/lock.txt", "requirements/distributed.lock.txt"]:
+        (work / name).parent.mkdir(exist_ok=True)
+        (work / name).write_bytes((ROOT / name).read_bytes())
+        os.utime(work / name, (0, 0))
     (work / ".venv").symlink_to(Path(sys.executable).resolve().parents[1]
                                 if not (ROOT / ".venv").exists() else ROOT / ".venv")
     return work
