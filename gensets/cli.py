@@ -136,7 +136,9 @@ def _review(a) -> int:
 
 def _eval(a) -> int:
     from .evaluation.runner import EvalConfig, evaluate
+    from .workspace import refuse_own_file
 
+    refuse_own_file(a.db, "--db")
     results = evaluate(EvalConfig(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
                                   batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
@@ -157,7 +159,9 @@ def _eval(a) -> int:
 
 def _score(a) -> int:
     from .evaluation.scoring import ScoreConfig, parse_models, score
+    from .workspace import refuse_own_file
 
+    refuse_own_file(a.db, "--db")
     summaries = score(ScoreConfig(a.dataset, tuple(a.metric), a.db, models=parse_models(a.model, a.metric),
                                   reference=a.reference, pairs=a.pairs, config=a.config, split=a.split,
                                   batch_size=a.batch_size, limit=a.limit, quiet=a.quiet or a.json,
@@ -184,9 +188,14 @@ def _print_rows(cols: list[str], rows: list, fmt: str) -> None:
     elif fmt == "csv":
         import csv
 
+        from .curation.interchange import csv_cell  # the review export's guard against spreadsheet formulas
+
+        def safe(v):
+            return csv_cell(v) if isinstance(v, str) else v
+
         w = csv.writer(sys.stdout)
-        w.writerow(cols)
-        w.writerows(rows)
+        w.writerow([safe(c) for c in cols])
+        w.writerows([safe(v) for v in r] for r in rows)
     elif fmt == "markdown":
         from .cards.markdown import table
 
@@ -267,6 +276,11 @@ def _review_exchange(a) -> int:
     from .curation import interchange
 
     if a.action == "export":
+        from .workspace import refuse_own_file
+
+        refuse_own_file(a.file, "--file")
+        if a.format == "label-studio":
+            refuse_own_file(f"{a.file}.label_config.xml", "--file")
         n = interchange.export(a.workspace, a.format, a.file, status=None if a.status == "all" else a.status)
         extra = f" (+ {a.file}.label_config.xml)" if a.format == "label-studio" else ""
         print(f"{a.file}: {n} sample(s){extra}")
@@ -276,6 +290,18 @@ def _review_exchange(a) -> int:
         for note in r["notes"]:
             print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _report(run):
+    """A report's run, after checking that its --out folder is none of a workspace's own files."""
+    def checked(a) -> int:
+        from .workspace import refuse_own_file
+
+        if getattr(a, "out", None):
+            refuse_own_file(a.out, "--out")
+        return run(a)
+
+    return checked
 
 
 def _card(a) -> int:
@@ -466,7 +492,7 @@ def parser() -> argparse.ArgumentParser:
     for kind, report in REPORTS.items():  # each report adds its own arguments (gensets.evaluation.reports)
         rk, r = rpsub.add_parser(kind, help=report.help, description=report.description), report()
         r.add_arguments(rk)
-        rk.set_defaults(func=r.run)
+        rk.set_defaults(func=_report(r.run))
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
                        description="Tables: runs, predictions, metrics (gensets eval), scores, score_summaries "

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .errors import GensetsError
+from .errors import DataError, GensetsError
+from .safety import check_regular, inside, read_regular, read_text, writable_inside
 from .shards import sha256_file
 
 MAX_COMMIT_BYTES = 5 * 1024**3  # shards per commit: at most this many bytes ...
@@ -101,7 +102,9 @@ class HubTarget:
 class LocalTarget:
     """A folder that receives the files as the Hub would; commits and tags go to ``.publish-log.jsonl``.
 
-    Branches are not modelled: every revision writes into the same folder.
+    Branches are not modelled: every revision writes into the same folder. Nothing is written, replaced or
+    deleted through a symlink inside the folder (a sub-folder linked elsewhere is refused, in one line), and a
+    file read back (the repo's manifest.json) is a regular file inside it.
     """
 
     LOG = ".publish-log.jsonl"
@@ -113,15 +116,17 @@ class LocalTarget:
         self.tags: dict[str, int] = {}
 
     def _log(self, entry: dict) -> None:
-        with open(self.root / self.LOG, "a", encoding="utf-8") as f:
+        path = writable_inside(self.root, self.LOG)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry, sort_keys=True) + "\n")
 
     def create_repo(self, *, private: bool = False, revision: str | None = None) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def read_file(self, path: str, revision: str | None = None) -> bytes | None:
-        p = self.root / path
-        return p.read_bytes() if p.is_file() else None
+        p = inside(self.root, path)
+        return read_regular(p) if os.path.lexists(p) else None
 
     def upload_folder(self, folder, files, commit_message, revision=None, delete=None) -> str:
         folder = Path(folder)
@@ -129,13 +134,16 @@ class LocalTarget:
         if missing:
             raise GensetsError(f"{folder / missing[0]}: no such file to upload")
         added = set(files)
+        # every path written or deleted first: none through (or over) a symlink in the folder, before any change
+        dsts = {rel: writable_inside(self.root, rel) for rel in [*files, *(delete or ())]}
         # the paths publish passes are exact (see deletions): never a walk of the whole folder
-        deleted = [f for f in delete or () if f not in added and (self.root / f).is_file()]
+        deleted = [f for f in delete or () if f not in added and dsts[f].is_file()]
         for rel in deleted:
-            (self.root / rel).unlink()
+            dsts[rel].unlink()
         for rel in files:  # in the given order: README.md (last) lands when the rest is there
-            dst = self.root / rel
+            dst = dsts[rel]
             dst.parent.mkdir(parents=True, exist_ok=True)
+            writable_inside(self.root, rel)  # the folders just made: still no symlink on the way
             tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
             shutil.copyfile(folder / rel, tmp)
             os.replace(tmp, dst)
@@ -215,8 +223,11 @@ def _human(n: int) -> str:
 
 def dataset_folder(path) -> Path:
     """The publishable folder: WORKSPACE/dataset, or a dataset folder itself."""
+    from .safety import no_symlink
+
     path = Path(path)
-    folder = path / "dataset" if (path / "config.yaml").exists() else path
+    folder = no_symlink(path / "dataset", "the workspace's dataset folder") if (path / "config.yaml").exists() \
+        else path
     if not (folder / "manifest.json").exists() or not (folder / "README.md").exists():
         raise GensetsError(f"{folder}: no manifest.json and README.md; run `gensets finalize` first")
     return folder
@@ -225,8 +236,14 @@ def dataset_folder(path) -> Path:
 def _inside(folder: Path, rel: str) -> Path:
     """``folder/rel`` when it is a regular file inside ``folder`` (no symlink, no path out of it)."""
     p = folder / rel
-    if p.is_symlink() or not p.resolve().is_relative_to(folder.resolve()):
+    try:
+        inside(folder, rel)
+    except DataError:
+        raise GensetsError(f"{p}: a symlink or a path out of {folder}; refusing to publish it") from None
+    if p.is_symlink():
         raise GensetsError(f"{p}: a symlink or a path out of {folder}; refusing to publish it")
+    if os.path.lexists(p):
+        check_regular(p)  # a FIFO or a device: refused, never read
     return p
 
 
@@ -256,7 +273,7 @@ def deletions(previous: bytes | None, shards: set[str]) -> list[str]:
 
 def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MAX_COMMIT_FILES) -> list[Commit]:
     """The commits: shards in groups (per config, bounded in bytes and files), then the card last."""
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = json.loads(read_text(_inside(folder, "manifest.json")))
     commits: list[Commit] = []
     for s in manifest["shards"]:
         if not shard_path(s.get("path")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,45 @@ import yaml
 from .config import apply_overrides, fingerprint, load_config, read_yaml, to_dict
 from .errors import ConfigError, GensetsError
 from .registry import BUILDERS
+
+OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock")
+"""A workspace's own entries: none is ever a symlink, and no command writes a file of its own over one."""
+_LEFTOVER = re.compile(r"^\.(?:(?:config\.yaml|dataset)\.tmp-|dataset\.old-)\d+$")  # what create / finalize leave
+_ENV_LEFTOVER = re.compile(r"^\.[0-9a-f]+\.json\.tmp-\d+$")  # what record_environment leaves
+
+
+def is_workspace(folder: Path) -> bool:
+    return (folder / "config.yaml").is_file() and (folder / "candidates").is_dir()
+
+
+def own_file(path) -> tuple[Path, str] | None:
+    """(workspace root, entry) when ``path`` is, or lies inside, one of a workspace's own entries (:data:`OWN`:
+    config.yaml, state.duckdb, candidates/, dataset/, environments/, the lock) or is the workspace itself;
+    None otherwise."""
+    real = Path(os.path.abspath(path))
+    try:
+        real = real.resolve()
+    except (OSError, RuntimeError):
+        pass
+    for folder in (real, *real.parents):
+        if is_workspace(folder):
+            if folder == real:
+                return folder, "."
+            top = real.relative_to(folder).parts[0]
+            if top in OWN or top.startswith("state.duckdb"):
+                return folder, top
+    return None
+
+
+def refuse_own_file(path, option: str) -> None:
+    """GensetsError when an output ``path`` (named by ``option``, e.g. ``--file``) would write over one of a
+    workspace's own files (:func:`own_file`)."""
+    hit = own_file(path)
+    if hit:
+        root, entry = hit
+        what = "the workspace itself" if entry == "." else f"its {entry}"
+        raise GensetsError(f"{path}: {option} is part of the gensets workspace {root} ({what}); "
+                           "choose a path outside its own files")
 
 
 def builder_for(node, source: str):
@@ -61,12 +101,14 @@ class Workspace:
         """Freeze ``cfg`` into a new workspace, or check that an existing one holds the same build."""
         ws = cls(root)
         fp = fingerprint(cfg)
+        ws.check_links()
         if ws.config_path.exists():
             _, old = ws.load()
             if fingerprint(old) != fp:
                 raise GensetsError(f"{ws.root}: this workspace holds another build "
                                    f"({fingerprint(old)}, not {fp}); use a new --out folder")
             return ws
+        ws.refuse_foreign_folder()
         ws.candidates.mkdir(parents=True, exist_ok=True)
         text = (f"# gensets {builder.name} build {fp}: the resolved config, frozen. Do not edit.\n"
                 + yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True, width=100))
@@ -74,6 +116,27 @@ class Workspace:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, ws.config_path)
         return ws
+
+    def check_links(self) -> None:
+        """DataError when one of the workspace's own entries (:data:`OWN`) is a symlink: a build, finalize or lock
+        would write through it out of the workspace, or replace it."""
+        from .safety import no_symlink
+
+        for name in OWN:
+            no_symlink(self.root / name, f"the workspace's {name}")
+        no_symlink(self.manifest_path, "the workspace's candidates/manifest.jsonl")
+
+    def refuse_foreign_folder(self) -> None:
+        """GensetsError when the root is an existing folder that is not empty and not a workspace (``build --out``
+        of the wrong folder: a build would mix its files with the user's, and finalize replace their dataset/)."""
+        if self.root.exists() and not self.root.is_dir():
+            raise GensetsError(f"{self.root}: not a folder; --out names a new or empty folder, or a workspace")
+        if self.root.is_dir() and not self.config_path.exists():
+            others = sorted(p.name for p in self.root.iterdir() if p.name != self.lock_path.name)
+            if others:
+                raise GensetsError(f"{self.root}: a folder that is not a gensets workspace and not empty "
+                                   f"(it holds {others[0]!r}{' and more' if len(others) > 1 else ''}); "
+                                   "--out names a new or empty folder, or a workspace")
 
     def record_environment(self, env: dict) -> str:
         """Keep ``env`` (:func:`gensets.determinism.describe`) as ``environments/<id>.json``, once per distinct
@@ -108,7 +171,16 @@ class Workspace:
         import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.check_links()
+        try:  # never through a symlink: the file is truncated and written below
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            raise GensetsError(f"{self.lock_path}: cannot open the workspace's lock ({e.strerror or e})") from None
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise GensetsError(f"{self.lock_path}: the workspace's lock is not a regular file; refusing it")
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -123,30 +195,38 @@ class Workspace:
             os.close(fd)  # releases the lock
 
     def clean_leftovers(self) -> None:
-        """Remove what a killed ``create``, ``finalize`` or environment record left: temp files and folders."""
+        """Remove what a killed ``create``, ``finalize`` or environment record left: temp files and folders of
+        exactly the names they write (nothing else of the folder; a symlink is removed, never followed)."""
         import shutil
 
-        for p in [*self.root.glob(".*"), *self.environments_path.glob(".*")]:
-            if ".tmp-" in p.name or p.name.startswith(".dataset.old-"):
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        self.check_links()
+        found = [p for p in self.root.glob(".*") if _LEFTOVER.match(p.name)]
+        found += [p for p in self.environments_path.glob(".*") if _ENV_LEFTOVER.match(p.name)]
+        for p in found:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
     def load(self):
         """(builder, config) of this workspace."""
         if not self.config_path.exists():
             raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
+        self.check_links()
         return load_build_config(self.config_path, frozen=True)
 
     def candidate(self, shard: str) -> Path:
         """The path of a committed candidate shard named in ``candidates/manifest.jsonl``: a file name in
         ``candidates/`` (a build writes ``<unit>.tar``), never a path or a symlink out of it (DataError)."""
         from .errors import DataError
+        from .safety import check_regular, inside
 
         path = self.candidates / shard if isinstance(shard, str) else None
-        if path is None or "/" in shard or "\\" in shard or shard in ("", ".", "..") \
-                or not path.resolve().is_relative_to(self.candidates.resolve()):
+        try:
+            if path is None or "/" in shard or "\\" in shard:
+                raise DataError("a path")
+            inside(self.candidates, shard)
+        except DataError:
             raise DataError(f"{self.manifest_path}: shard {str(shard)[:200]!r} is not a file of {self.candidates}; "
-                            "refusing to read it")
-        return path
+                            "refusing to read it") from None
+        return check_regular(path, where=str(self.manifest_path))
 
     def read_candidates(self, shard: str):
         """The samples of one committed candidate shard (``candidates/<unit>.tar``)."""

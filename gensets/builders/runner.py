@@ -38,6 +38,9 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
     determinism.pin(cfg.reproducible)  # before torch first runs (distributed() may import it)
     dist = distributed()
+    if dist.rank == 0:  # before the lock creates anything in it: --out of the wrong folder is refused as it is
+        Workspace(out).check_links()
+        Workspace(out).refuse_foreign_folder()
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
         return _build(builder, cfg, out, dist, quiet, threads, str(config_path))
@@ -239,7 +242,8 @@ def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
 def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     from ..cards import card
     from ..curation import review, state
-    from ..shards import ShardSamples, read_at, write_json_atomic, write_shard
+    from ..errors import DataError
+    from ..shards import Manifest, ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
 
     ws.clean_leftovers()
     if not ws.state_path.exists():
@@ -264,13 +268,26 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         tmp.mkdir(parents=True)
         shards, counts = [], {}
         split = builder.split
+        recorded = {r.get("shard"): r.get("sha256") for r in Manifest(ws.manifest_path).iter_rows()}
+        checked: set[str] = set()  # candidate shards whose bytes were checked against the manifest's sha256
+
+        def candidate(shard: str):
+            """The candidate shard, its bytes checked once against the sha256 manifest.jsonl recorded."""
+            path = ws.candidate(shard)
+            if shard not in checked:
+                if recorded.get(shard) is None or sha256_file(path) != recorded[shard]:
+                    raise DataError(f"{path}: -: not the bytes {ws.manifest_path} recorded (sha256 "
+                                    f"{str(recorded.get(shard))[:16]}...); the candidate shard changed after it "
+                                    "was built: restore it, or remove its manifest row and build again")
+                checked.add(shard)
+            return path
 
         def flush(config: str, i: int, rows: list[tuple]) -> None:
             samples = []
             meta = dict(metas.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)",
                                       [[r[0] for r in rows]]).fetchall())
             for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before in rows:
-                s = Sample(key, read_at(ws.candidate(shard), offset, size), ext, cls, json.loads(meta[key]))
+                s = Sample(key, read_at(candidate(shard), offset, size), ext, cls, json.loads(meta[key]))
                 time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
                 decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
                 if status == "relabeled" and label != label_before:

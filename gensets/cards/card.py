@@ -195,10 +195,13 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
     build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
     (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``."""
+    from ..safety import writable_inside
     from . import figures
     from . import quality as q
 
     folder = Path(folder)
+    for rel in [*FIGURES.values(), "README.md"]:  # nothing written, replaced or deleted through a symlink
+        writable_inside(folder, rel)
     configs = [c for c, n in manifest["counts"].items() if n]
     counts = {c: Counter() for c in configs}
     pickers = {c: figures.Picker(SAMPLES_PER_CONFIG) for c in configs}
@@ -243,11 +246,15 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     mpath = ws.dataset / "manifest.json"
     if not mpath.exists():
         raise GensetsError(f"{ws.root}: no dataset/manifest.json; run `gensets finalize {ws.root}` first")
-    manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    from ..safety import read_text
+
+    manifest = json.loads(read_text(mpath))
     counts = manifest["counts"]  # manifest.json has sorted keys: back to the builder's config order
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}
-    samples = ShardSamples([ws.dataset / sh["path"] for sh in manifest["shards"]],
+    from ..safety import inside
+
+    samples = ShardSamples([inside(ws.dataset, sh["path"], str(mpath)) for sh in manifest["shards"]],
                            n=sum(sh["n"] for sh in manifest["shards"]))
     return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard,
                  scores=scores)

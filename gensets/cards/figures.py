@@ -115,8 +115,15 @@ def sample_grid(picks: dict[str, list], path: Path) -> None:
             if c >= len(picked):
                 continue
             s = picked[c]
-            with Image.open(io.BytesIO(s.image)) as im:
-                img = im.convert("RGB")
+            try:
+                with Image.open(io.BytesIO(s.image)) as im:
+                    img = im.convert("RGB")
+            except Exception as e:  # noqa: BLE001 - any decoder failure: one line naming the shard and the key
+                from ..errors import DataError
+
+                shard = (getattr(s, "where", None) or ("-",))[0]
+                raise DataError(f"{shard}: {s.key}.{s.ext}: cannot decode image "
+                                f"({' '.join(f'{type(e).__name__}: {e}'.split())})") from None
             small = img.width < 160
             ax.imshow(img, interpolation="nearest" if small else "antialiased")
             ax.set_title(f"{s.meta['label']}\n{s.meta.get('nuisance') or ''}", fontsize=8)

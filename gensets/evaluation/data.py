@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import DataError, GensetsError
 from ..images import IMAGE_EXTS, decode_image
+from ..safety import check_regular, inside, no_symlink, parts_of, read_text
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
 
@@ -102,7 +103,7 @@ def _card_header(folder: Path) -> dict:
     readme = folder / "README.md"
     if not readme.exists():
         return {}
-    text = readme.read_text(encoding="utf-8")
+    text = read_text(inside(folder, "README.md"))
     if not text.startswith("---"):
         return {}
     import yaml
@@ -128,16 +129,35 @@ def _class_names(info: dict) -> list[str] | None:
     return None
 
 
+def _data_files(folder: Path, patterns: list, where: str) -> list[Path]:
+    """The shards a card's ``data_files`` patterns match: each pattern relative, without ``..`` (else DataError
+    naming the card and the pattern), each match a regular file inside ``folder`` (a symlink out of it is refused),
+    the folder's glob characters taken literally."""
+    out = []
+    for pat in patterns:
+        try:
+            parts_of(pat, folder, where)
+        except DataError:
+            raise DataError(f"{folder / 'README.md'}: configs: data_files: path {str(pat)[:200]!r} leads out of "
+                            f"{folder} (absolute or '..'); refusing it") from None
+        for p in glob.glob(str(pat), root_dir=folder):
+            out.append(check_regular(inside(folder, p, where), where))
+    return out
+
+
 def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
     """A Hub-style repo folder: configs and class names from its card, shards from its data_files."""
     header = _card_header(folder)
     manifest = folder / "manifest.json"
-    revision = json.loads(manifest.read_text())["build"] if manifest.exists() else None
+    try:
+        revision = json.loads(read_text(inside(folder, "manifest.json")))["build"] if manifest.exists() else None
+    except (ValueError, TypeError, KeyError) as e:
+        raise DataError(f"{manifest}: not a gensets manifest.json ({type(e).__name__}: {e})") from None
     infos = {i.get("config_name"): i for i in header.get("dataset_info", []) or []}
     out = Source(str(folder), revision)
     configs = header.get("configs") or []
     if not configs:  # a bare folder of shards: one config, split from the folder name
-        tars = sorted(folder.rglob("*.tar"))
+        tars = sorted(check_regular(inside(folder, p.relative_to(folder))) for p in folder.rglob("*.tar"))
         if not tars:
             raise GensetsError(f"{folder}: no dataset card configs and no .tar shards")
         out.splits.append(Split("default", split or "test", None, _tar_records(tars), shards=tars))
@@ -150,7 +170,7 @@ def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
             if split and df["split"] != split:
                 continue
             patterns = df["path"] if isinstance(df["path"], list) else [df["path"]]
-            tars = sorted(Path(p) for pat in patterns for p in glob.glob(str(folder / pat)))
+            tars = sorted(_data_files(folder, patterns, f"README.md: configs: {name}: data_files"))
             n = next((s.get("num_examples") for s in infos.get(name, {}).get("splits", [])
                       if s.get("name") == df["split"]), None)
             out.splits.append(Split(name, df["split"], _class_names(infos.get(name, {})),
@@ -194,7 +214,7 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
     path = Path(dataset)
     if path.is_dir():
         if (path / "config.yaml").exists() and (path / "dataset").is_dir():
-            return local_folder(path / "dataset", config, split)
+            return local_folder(no_symlink(path / "dataset", "the workspace's dataset folder"), config, split)
         return local_folder(path, config, split)
     if any(ch in dataset for ch in "*?[{") or dataset.endswith(".tar"):
         import braceexpand

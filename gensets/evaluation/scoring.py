@@ -124,15 +124,17 @@ def _reference_batches(ref: str, size: int):
 def _pair(pairs: Path, meta: dict, key: str):
     """The init image of a sample (RA / img2img), checked against its recorded sha256; None when it has none."""
     from ..images import decode_image
+    from ..safety import inside, read_regular
 
     p = meta.get("prompting") or {}
     name = p.get("init_image") or meta.get("init_image")
     if not name:
         return None
-    f = pairs / name
+    where = f"sample {key}: json.prompting.init_image"
+    f = inside(pairs, name, where)  # a path from the sample's metadata: never out of --pairs
     if not f.is_file():
         raise DataError(f"sample {key}: its init image {name!r} is not in --pairs {pairs}")
-    data = f.read_bytes()
+    data = read_regular(f, where)
     want = p.get("init_image_sha256") or meta.get("init_image_sha256")
     if want and hashlib.sha256(data).hexdigest() != want:
         raise DataError(f"sample {key}: {f} is not the init image it was generated from (sha256 differs)")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from gensets.errors import DataError
+from gensets.safety import open_regular
 from gensets.shards.writer import atomic_open, canonical_json
 
 _TAIL = 1 << 20  # a torn line is at most one row: look this far back for the last newline
@@ -30,8 +32,14 @@ class Manifest:
             raise TypeError(f"manifest rows are dicts, got {type(row).__name__}")
         line = canonical_json(row) + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # never through a symlink (it would append to, and cut, the file it leads to)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot open the manifest to append ({e.strerror or e}; a symlink "
+                            "is refused)") from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise DataError(f"{self.path}: the manifest is not a regular file; refusing to append to it")
             fcntl.flock(fd, fcntl.LOCK_EX)  # released by close
             self._cut_torn_tail(fd)
             written = os.write(fd, line)
@@ -58,10 +66,9 @@ class Manifest:
     def iter_rows(self):
         """The complete rows one at a time, in file order (a manifest of a million rows is never all in memory);
         nothing if the file does not exist yet. A last line without its newline (torn by a kill) is ignored."""
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 (closed below, also when the caller stops early)
-        except FileNotFoundError:
+        if not os.path.lexists(self.path):
             return
+        f = open_regular(self.path)  # a FIFO or a device is refused, not read forever
         with f:
             for lineno, line in enumerate(f, 1):
                 if not line.endswith(b"\n"):
@@ -102,7 +109,7 @@ def clean_temp(dir: str | os.PathLike) -> list[Path]:
     removed = []
     for folder, _dirs, files in os.walk(dir):
         for name in sorted(files):
-            if is_temp(name):
+            if is_temp(name) and name.split(".tmp-")[-1].isdigit():  # .<name>.tmp-<pid>, what writers leave
                 p = Path(folder) / name
                 p.unlink(missing_ok=True)
                 removed.append(p)

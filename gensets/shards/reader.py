@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from gensets.errors import DataError
 from gensets.images import IMAGE_EXTS
 from gensets.records import Sample
+from gensets.safety import open_regular
 
 
 def member_problem(info: tarfile.TarInfo) -> str | None:
@@ -40,7 +41,7 @@ def split_name(name: str) -> tuple[str, str] | None:
 
 def end_marker_ok(path: str | os.PathLike, offset: int) -> bool:
     """True if the two zero blocks that end a tar are at `offset` (else the tar was cut short)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(offset)
         return f.read(2 * tarfile.BLOCKSIZE) == bytes(2 * tarfile.BLOCKSIZE)
 
@@ -80,7 +81,7 @@ def _tar_members(shard: str) -> list[tuple[str, int, int]]:
     """Every regular member of a tar as ``(name, data offset, size)``, by tarfile; DataError for an unsafe member
     or a cut tar."""
     out = []
-    with tarfile.open(shard, mode="r:") as tf:
+    with open_regular(shard) as f, tarfile.open(fileobj=f, mode="r:") as tf:
         for info in tf:
             why = member_problem(info)
             if why:
@@ -115,12 +116,7 @@ def iter_index(path: str | os.PathLike, read: tuple[str, ...] = ("json", "cls"))
     costs its headers. Same checks and errors as iter_shard.
     """
     shard = os.fspath(path)
-    try:
-        fd = os.open(shard, os.O_RDONLY)
-    except FileNotFoundError:
-        raise DataError(f"{shard}: -: no such file") from None
-    except OSError as e:
-        raise DataError(f"{shard}: -: cannot open ({e.strerror or e})") from None
+    fd = _open_fd(shard)
     try:
         members = _plain_members(fd)
         if members is None:
@@ -148,10 +144,19 @@ def iter_index(path: str | os.PathLike, read: tuple[str, ...] = ("json", "cls"))
         os.close(fd)
 
 
+def _open_fd(shard: str) -> int:
+    """A descriptor of ``shard``, a regular file (a FIFO or a device is refused, never read: DataError)."""
+    f = open_regular(shard)
+    try:
+        return os.dup(f.fileno())
+    finally:
+        f.close()
+
+
 def read_at(path: str | os.PathLike, offset: int, size: int) -> bytes:
     """``size`` bytes of ``path`` at ``offset`` (a member found by :func:`iter_index`); DataError if cut short."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = os.pread(f.fileno(), size, offset)
     except OSError as e:
         raise DataError(f"{os.fspath(path)}: -: cannot read ({e.strerror or e})") from None
@@ -171,7 +176,7 @@ def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
     shard = os.fspath(path)
     sample: dict | None = None
     try:
-        with tarfile.open(shard, mode="r|") as tf:
+        with open_regular(shard) as f, tarfile.open(fileobj=f, mode="r|") as tf:
             for info in tf:
                 parts = _key_ext(shard, info)
                 if parts is None:  # a directory
@@ -210,7 +215,7 @@ def read_members(path: str | os.PathLike, entry: dict) -> dict:
     shard = os.fspath(path)
     out = {"__key__": entry["__key__"]}
     try:
-        with open(shard, "rb") as f:
+        with open_regular(shard) as f:
             for ext, where in entry.items():
                 if ext == "__key__":
                     continue

@@ -25,6 +25,7 @@ from PIL import Image
 
 from gensets.config import safe_load
 from gensets.errors import DataError, GensetsError
+from gensets.safety import inside, open_regular, read_regular
 from gensets.shards.manifest import Manifest, is_temp
 from gensets.shards.reader import end_marker_ok, member_problem, split_name
 
@@ -145,7 +146,7 @@ def _read_manifest(path: Path) -> list[tuple[str, dict]]:
         last = {r["shard"]: r for r in Manifest(path).rows() if isinstance(r.get("shard"), str)}
         return list(last.items())
     try:
-        obj = json.loads(path.read_bytes().decode("utf-8"))
+        obj = json.loads(read_regular(path).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise DataError(f"{path}: not valid JSON ({e})") from None
     return [(e["path"], e) for e in _entries(obj)]
@@ -177,7 +178,7 @@ def _check_shard(path: Path, name: str, classes: int | None = None) -> tuple[str
     members: set[str] = set()
     last_key = None
     readable = True
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         src = _HashingReader(f)
         try:
             with tarfile.open(fileobj=src, mode="r|") as tf:
@@ -240,6 +241,11 @@ def verify(root: str | os.PathLike) -> list[Problem]:
     root = Path(root)
     if not root.exists():
         raise GensetsError(f"{root}: no such file or directory")
+    if not root.is_dir():
+        try:
+            open_regular(root).close()  # a FIFO or a device named *.tar is refused, never read
+        except DataError as e:
+            raise GensetsError(str(e)) from None
     problems: list[Problem] = []
     expect: dict[Path, list[_Expect]] = {}
     tars: list[Path] = []
@@ -257,7 +263,11 @@ def verify(root: str | os.PathLike) -> list[Problem]:
             if is_temp(fname):
                 problems.append(Problem(str(p), "-", "leftover temp file from a killed writer"))
             elif fname.endswith(".tar"):
-                tars.append(p)
+                try:
+                    inside(root, p.relative_to(root))  # a symlink out of the folder is not read
+                    tars.append(p)
+                except DataError as e:
+                    problems.append(Problem(str(p), "-", str(e).removeprefix(f"{p}: ")))
             elif fname in ("manifest.json", "manifest.jsonl"):
                 manifest_dirs.add(folder)
                 try:
@@ -270,6 +280,12 @@ def verify(root: str | os.PathLike) -> list[Problem]:
                     shard = Path(os.path.normpath(folder / rel))
                     if os.path.isabs(rel) or not shard.is_relative_to(folder):
                         problems.append(Problem(str(p), "-", f"shard path {rel!r} leaves {folder}"))
+                        continue
+                    try:
+                        inside(folder, rel, where=str(p))
+                    except DataError:
+                        problems.append(Problem(str(p), "-", f"shard path {rel!r} leads out of {folder} "
+                                                "through a symlink"))
                         continue
                     sha = entry.get("sha256")
                     n = entry.get("n")
@@ -296,6 +312,9 @@ def verify(root: str | os.PathLike) -> list[Problem]:
             sha, keys, found = _check_shard(shard, name, classes)
         except OSError as e:
             problems.append(Problem(name, "-", f"cannot read: {_one_line(e)}"))
+            continue
+        except DataError as e:  # a FIFO, a device: refused, never read
+            problems.append(Problem(name, "-", str(e).removeprefix(f"{name}: ")))
             continue
         n = None if keys is None else len(keys)
         for group in {e.group for e in listed} or {("folder", str(shard.parent))}:

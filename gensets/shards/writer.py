@@ -25,8 +25,10 @@ class ShardInfo:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
+    from gensets.safety import open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
@@ -94,7 +96,9 @@ def atomic_open(path: Path):
     as it was."""
     tmp = temp_name(path)
     try:
-        with open(tmp, "wb") as f:
+        # never through a symlink a hostile folder placed at the temporary name
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
