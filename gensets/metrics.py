@@ -418,36 +418,53 @@ def genbench_metric(metric: str, scores: Any, targets: Any) -> float:
     raise ValueError(f"metric must be one of {', '.join(GENBENCH_METRICS)}, got {metric!r}")
 
 
+CLER_ENSEMBLES = ("code", "paper", "softmax-mean")
+
+
 def cler_scores(gen_emb: Any, gen_labels: Any, test_emb: Any, text_emb: Any = None, *,
                 centres: str = "normalised", ensemble: str = "code") -> tuple[np.ndarray, np.ndarray]:
-    """CLER's class probabilities of the real test images (GenBench, Li et al. 2023, arXiv 2307.13697):
+    """CLER's class probabilities of the real test images (GenBench, Li et al. 2023, arXiv 2307.13697; the
+    paper's text: shared/papers/001_f04b4de81b95e690.txt, Sec. 3 "CLER score", Eq. 1 and Algorithm 1):
     ``(classes, probs)``, ``probs`` (M, len(classes)) with one column per class that has generated images
     (``classes``, sorted ids).
 
     The image embeddings of the generated images (``gen_emb`` (N, D), labels ``gen_labels``) and of the test
-    images (``test_emb`` (M, D)) are L2-normalised; a class's centre is the mean of its generated images.
+    images (``test_emb`` (M, D)) are L2-normalised (CLIP's embeddings, as the authors' code ``F.normalize``-s
+    them; Algorithm 1 writes ``CLIP.encode_image`` without saying, and for a test image no argmax depends on
+    it); a class's centre is the mean of its generated images (the paper's M_j).
 
     - ``centres="normalised"`` (default, the authors' code: ``zeroshot_metric`` in ``evaluation_utils.py``,
       ``F.normalize(train_image_cls_centers)``): each centre is re-normalised, so a test image scores the
-      cosine with it. ``centres="mean"``: the paper's Algorithm 1 as issue #12 reads it: the mean itself,
-      not re-normalised (dot products).
+      cosine with it. ``centres="mean"``: the paper's Eq. 1 / Algorithm 1 (``class_centers =
+      gen_emb_grp.mean(dim=1)``, ``mm(test_emb, class_centers.T)``): the mean itself, not re-normalised (dot
+      products).
     - Probabilities are the softmax of those scores at temperature 1, as the code's
       ``(test_features @ train_image_cls_centers.T).softmax(dim=-1)``: the argmax is the nearest centre (ties:
-      the lowest class id); ranking metrics (11-point mAP, ROC AUC) see the probabilities.
-    - With ``text_emb`` (C', D), row c = class c's text embedding (CLIP's zero-shot classifier: the dataset's
-      templates, normalised, averaged, normalised), the ensemble. ``ensemble="code"`` (default, the code's
-      ``F.normalize(text_features.T + train_image_cls_centers)``): centre = normalise(centre + normalised text
-      embedding), then the softmax as above. ``ensemble="paper"``: the average of the CLER probabilities and
-      CLIP's zero-shot probabilities (softmax of 100 x cosine: CLIP's logit scale, as the code's
-      ``image_text_contrastive``), the paper's ensemble of the CLER and CLIP-score matrices as issue #12 reads it.
+      the lowest class id); ranking metrics (11-point mAP, ROC AUC) see the probabilities. (The paper defines
+      CLER as accuracy only, Eq. 1.)
+    - With ``text_emb`` (C', D), row c = class c's text embedding L_c (CLIP's zero-shot classifier: the
+      dataset's templates, normalised, averaged, normalised; normalised again here), the text ensemble:
 
-    The paper's text itself (Algorithm 1, its temperatures) was not reachable from where this was written; the
-    code's readings are verified in Luodian/GenBench (commit dcdcc08).
+      - ``ensemble="code"`` (default: what produced the paper's numbers, the code's
+        ``F.normalize(text_features.T + train_image_cls_centers)``): centre = normalise(centre + L_c), then
+        the softmax as above.
+      - ``ensemble="paper"``: the paper's ensemble, Sec. 3 below Eq. 1, P_k = argmax_j E_k . (E_j + L_j) / 2
+        on plain dot products, and Algorithm 1's ``preds_ensemble = (preds_CLER + preds_CLIP) / 2`` (its
+        ``preds_CLIP = mm(text_emb, text_features.T)`` read as the test images' dot products with the text
+        embeddings, ``mm(test_emb, text_emb.T)``: the same thing as the equation, which is linear in E_j + L_j):
+        scores (t . centre_c + t . L_c) / 2, then the softmax (argmax unchanged). With ``centres="mean"`` this
+        is Algorithm 1 exactly; with ``"normalised"`` the centre is re-normalised first.
+      - ``ensemble="softmax-mean"``: gensets' earlier reading (issue #12), the mean of the CLER probabilities
+        and CLIP's zero-shot ones (softmax of 100 x cosine: CLIP's logit scale, as the code's
+        ``image_text_contrastive``). Neither the paper nor the code says this; kept to compare with reports
+        made before.
+
+    The code's readings are verified in Luodian/GenBench (commit dcdcc08).
     """
     if centres not in ("normalised", "mean"):
         raise ValueError(f"centres must be 'normalised' or 'mean', got {centres!r}")
-    if ensemble not in ("code", "paper"):
-        raise ValueError(f"ensemble must be 'code' or 'paper', got {ensemble!r}")
+    if ensemble not in CLER_ENSEMBLES:
+        raise ValueError(f"ensemble must be one of {', '.join(CLER_ENSEMBLES)}, got {ensemble!r}")
     g = _unit_rows(_float_2d(gen_emb, "gen_emb"), "gen_emb")
     t = _unit_rows(_float_2d(test_emb, "test_emb"), "test_emb")
     if g.shape[1] != t.shape[1]:
@@ -467,6 +484,8 @@ def cler_scores(gen_emb: Any, gen_labels: Any, test_emb: Any, text_emb: Any = No
     txt = _unit_rows(txt[classes], "text_emb")
     if ensemble == "code":
         return classes, _softmax(t @ _unit_rows(centre + txt, "ensemble centres").T)
+    if ensemble == "paper":
+        return classes, _softmax((t @ centre.T + t @ txt.T) / 2)
     return classes, (_softmax(t @ centre.T) + _softmax(100.0 * t @ txt.T)) / 2
 
 
@@ -483,6 +502,32 @@ def cler(gen_emb: Any, gen_labels: Any, test_emb: Any, test_labels: Any, text_em
     if missing.size:
         raise ValueError(f"test_labels has class {int(missing[0])} without generated images (no class centre)")
     return genbench_metric(metric, probs, np.searchsorted(classes, ty))
+
+
+def top_k_per_class(scores: Any, labels: Any, keys: Sequence[str], k: int) -> np.ndarray:
+    """Indices (ascending) of the ``k`` items of highest ``scores`` in each class of ``labels``: GenBench's
+    K-shot selection (the authors' ``packing_utils.py``, ``packing_generated_images`` with ``--clip_selection
+    K``: per class, ``sorted(..., key=score, reverse=True)[:K]`` of the generated images' CLIP scores against
+    "a photo of a {class}"). Ties go to the smaller key (``keys``, one per item, distinct): the authors' stable
+    sort keeps the order of ``os.listdir``, which no file system fixes. A class with k items or fewer keeps
+    them all. ``scores`` (N,) may be any floats (NaN refused)."""
+    s = np.asarray(scores.detach().cpu().numpy() if hasattr(scores, "detach") else scores, dtype=np.float64)
+    if s.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
+    if np.isnan(s).any():
+        raise ValueError("scores contain NaN")
+    y = _labels_of(labels, s.shape[0], "labels")
+    if len(keys) != s.shape[0]:
+        raise ValueError(f"{len(keys)} keys for {s.shape[0]} scores")
+    if len(set(keys)) != len(keys):
+        raise ValueError("keys must be distinct (they break ties)")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    keep: list[int] = []
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c).tolist()
+        keep += sorted(idx, key=lambda i: (-s[i], keys[i]))[:k]
+    return np.array(sorted(keep), dtype=np.int64)
 
 
 def class_balanced_split(labels: Any, fraction: float = 0.2) -> tuple[np.ndarray, np.ndarray]:

@@ -118,7 +118,7 @@ def snapshot(tmp: Path) -> dict:
         "genbench": ["genbench", ws["genbench"], "--test", ROOT / "configs" / "genbench.smoke-refs",
                      "--clip", "tiny:clip", "--features", "tiny:resnet"],
         "genbench.baselines": ["genbench", ws["genbench.baselines"], "--test", ROOT / "configs" / "genbench.smoke-refs",
-                               "--clip", "tiny:clip", "--shots", "2,4"],
+                               "--clip", "tiny:clip", "--selection-clip", "same", "--shots", "2,4"],
     }.items():
         rep = tmp / f"report-{name}"
         _cli("report", *args, "--out", rep)

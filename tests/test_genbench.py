@@ -412,18 +412,24 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
                 "--features", "tiny:vit", "--out", out, check=0)
     assert "CLER" in r.stdout
-    assert "variants: cler_centres normalised, cler_ensemble code, metric dataset, probe clip" in r.stdout
+    assert ("variants: cler_centres normalised, cler_ensemble code, metric dataset, probe clip, selection clip"
+            in r.stdout)
     rep = json.loads((out / "report.json").read_text())
     assert rep["clip"] == "tiny:clip" and rep["features"] == "tiny:vit"
     # the defaults: the authors' code for CLER and the metric, the CLIP paper's probe; each named with its meaning
     assert {k: v["name"] for k, v in rep["variants"].items()} == {
-        "cler_centres": "normalised", "cler_ensemble": "code", "metric": "dataset", "probe": "clip"}
+        "cler_centres": "normalised", "cler_ensemble": "code", "metric": "dataset", "probe": "clip",
+        "selection": "clip"}
     assert "evaluation_utils.py" in rep["variants"]["cler_centres"]["means"]
+    assert "packing_utils.py" in rep["variants"]["selection"]["means"]
+    # the authors' ViT-B/16 is named, but not loaded: a build of 3 shots (below Table 2's 20) is scored whole
+    assert rep["selection_clip"] == "open_clip:ViT-B-16/openai"
     assert rep["datasets"]["cifar-10"]["metric"] == "accuracy"
     assert "resources/datasets/cifar-10.yaml" in rep["datasets"]["cifar-10"]["metric_source"]
     assert [row["strategy"] for row in rep["rows"]] == ["ST", "DT", "CE", "RD", "NP", "RA"]
     for row in rep["rows"]:
-        assert row["test_images"] == 6 and row["generated"] == 9
+        assert row["test_images"] == 6 and row["generated"] == 9 and row["shots"] == 3 == row["shots_built"]
+        assert (row["selection"], row["selected_by"]) == ("clip", "every shot built")
         assert (row["metric"], row["cler_centres"], row["cler_ensemble_variant"], row["probe"]) == \
             ("accuracy", "normalised", "code", "clip")
         assert set(row["probe_params"]) == {"C"} and row["probe_params"]["C"] > 0  # the C the sweep chose
@@ -463,7 +469,8 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
                 "--probe-c", "0.5", "--out", out2, check=0)
     rep2 = json.loads((out2 / "report.json").read_text())
     assert {k: v["name"] for k, v in rep2["variants"].items()} == {
-        "cler_centres": "mean", "cler_ensemble": "paper", "metric": "accuracy", "probe": "fixed-c"}
+        "cler_centres": "mean", "cler_ensemble": "paper", "metric": "accuracy", "probe": "fixed-c",
+        "selection": "clip"}
     st = rep2["rows"][0]
     assert (st["cler_centres"], st["cler_ensemble_variant"], st["probe"], st["probe_params"]) == \
         ("mean", "paper", "fixed-c", {"C": 0.5})
@@ -496,3 +503,51 @@ def test_classes_in_another_order_are_never_matched_by_position():
     assert match_classes(["dog", "cat", "missile"], ["cat", "dog", "missile (2)"]) == ({0: 1, 1: 0}, "name")
     # the same spelling differences in the dataset's own order: by position
     assert match_classes(["tench, Tinca tinca", "cat"], ["tench", "cat"]) == ({0: 0, 1: 1}, "index")
+
+
+def test_report_keeps_the_k_shots_of_highest_clip_score_or_the_first_k(gb_reference, tmp_path):
+    """--selection clip (default): per class, the K generated images of highest CLIP score against "a photo of a
+    {class}" (the authors' packing_utils.py); --selection first: the first K shots. Both named in every row."""
+    import numpy as np
+
+    from gensets import metrics as M
+    from gensets.evaluation.reports.genbench import read_workspace
+    from gensets.images import decode_image
+    from gensets.models import load_classifier
+
+    test = "configs/genbench.smoke-refs"
+    reps = {}
+    for how in ("clip", "first"):
+        out = tmp_path / how
+        run_cli("report", "genbench", gb_reference, "--test", test, "--clip", "tiny:clip", "--selection-clip", "same",
+                "--selection", how, "--shots", "2", "--probe", "fixed-c", "--out", out, check=0)
+        reps[how] = json.loads((out / "report.json").read_text())
+    _, _, by_config = read_workspace(gb_reference)
+    st = by_config["cifar-10-st"]
+    clf = load_classifier("tiny:clip", labels=["airplane", "cat", "ship"], templates=["a photo of a {}"])
+    emb = clf.embed(clf.preprocess([decode_image(s.image) for s in st])).numpy()
+    text = clf.embed_text(["a photo of a airplane", "a photo of a cat", "a photo of a ship"]).numpy()
+    local = {0: 0, 3: 1, 8: 2}
+    y = np.array([local[s.cls] for s in st])
+    score = (emb / np.linalg.norm(emb, axis=1, keepdims=True) * text[y]).sum(axis=1)
+    picked = [st[i] for i in M.top_k_per_class(score, y, [s.key for s in st], 2)]
+    gen_st = clf.embed(clf.preprocess([decode_image(s.image) for s in picked])).numpy()
+    first = [s for s in st if int(s.key.rsplit("_", 1)[1]) < 2]
+    assert {s.key for s in picked} != {s.key for s in first}  # the two draws differ here, so the check means something
+    rows = {how: next(r for r in rep["rows"] if r["strategy"] == "ST") for how, rep in reps.items()}
+    assert rows["clip"]["selected_by"] == "top K by CLIP score against 'a photo of a {class}'"
+    assert rows["first"]["selected_by"] == "first K shots (shot order)"
+    assert rows["clip"]["selection_clip"] == "tiny:clip" and rows["first"]["selection_clip"] is None
+    assert rows["clip"]["generated"] == rows["first"]["generated"] == 6
+    # the clip row's CLER is the one of the picked images (recomputed from their embeddings)
+    from gensets.sources.images import load_test_set
+
+    _, cfg, _ = read_workspace(gb_reference)
+    images, labels, _ = load_test_set(test, list(cfg.class_names))
+    keep = [i for i, lab in enumerate(labels) if lab in local]
+    t = clf.embed(clf.preprocess([images[i] for i in keep])).numpy()
+    ty = [local[labels[i]] for i in keep]
+    gy = [local[s.cls] for s in picked]
+    assert rows["clip"]["cler"] == pytest.approx(M.cler(gen_st, gy, t, ty))
+    gen_first = clf.embed(clf.preprocess([decode_image(s.image) for s in first])).numpy()
+    assert rows["first"]["cler"] == pytest.approx(M.cler(gen_first, [local[s.cls] for s in first], t, ty))

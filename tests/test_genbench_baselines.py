@@ -115,7 +115,7 @@ def test_build_and_report_every_data_type(files):
     run_cli("build", files / "c.yaml", "--out", files / "ws", "--quiet", check=0)
     out = files / "r"
     r = run_cli("report", "genbench", files / "ws", "--test", files / "test", "--clip", "tiny:clip",
-                "--shots", "1,2,3", "--out", out, check=0)
+                "--selection-clip", "same", "--shots", "1,2,3", "--out", out, check=0)
     rep = json.loads((out / "report.json").read_text())
     rows = {(x["strategy"], x["shots"]): x for x in rep["rows"]}
     assert {x["data_type"] for x in rep["rows"]} == {"generated", "original", "retrieval"}
@@ -246,7 +246,7 @@ def test_smoke_run_compares_every_data_type_at_equal_k_with_costs_and_times(tmp_
     ws, out = tmp_path / "ws", tmp_path / "rep"
     run_cli("build", "configs/genbench.baselines.smoke.yaml", "--out", ws, "--quiet", check=0)
     run_cli("report", "genbench", ws, "--test", "configs/genbench.smoke-refs", "--clip", "tiny:clip",
-            "--shots", "2,4", "--out", out, check=0)
+            "--selection-clip", "same", "--shots", "2,4", "--out", out, check=0)
     rep = json.loads((out / "report.json").read_text())
     rows = {(r["strategy"], r["shots"]): r for r in rep["rows"]}
     assert set(rows) == {(s, k) for s in ("ST", "RA", "original", "retrieval") for k in (2, 4)}
@@ -260,7 +260,11 @@ def test_smoke_run_compares_every_data_type_at_equal_k_with_costs_and_times(tmp_
     md = (out / "report.md").read_text()
     equal_k = md.split("## Data types at equal K")[1].split("## Correlations")[0]
     for (s, k), r in rows.items():  # one table: a line per (K, strategy), its data type, cost per image and cost
-        assert f"| cifar-10 | {k} | {s} | {r['data_type']} | {3 * k} |" in equal_k
+        chosen = f"clip: {r['selected_by']}"  # the K of a generated set by CLIP score, the others' first K
+        assert f"| cifar-10 | {k} | {chosen} | {s} | {r['data_type']} | {3 * k} |" in equal_k
+        assert r["selected_by"] == ("every shot built" if k == 4 else {
+            "generated": "top K by CLIP score against 'a photo of a {class}'", "original": "first K: the seeded draw",
+            "retrieval": "first K: the retrieval's ranking"}[r["data_type"]])
     assert "Evaluation time per metric" in md and "| MTS | CLER change (retrieval - ST) | 1 | n/a | n/a |" in md
     assert (out / "correlations.png").stat().st_size and (out / "shots.png").stat().st_size
     # RA's init images are the retrieval's best 2 of the class: the retrieved set's shots 0 and 1

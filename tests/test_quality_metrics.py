@@ -64,18 +64,19 @@ def test_cler_follows_genbench_normalisation_where_it_changes_the_answer():
     assert (np.argmax(t @ m.T, axis=1) == test_y).mean() == 0.5
 
 
-def test_cler_ensemble_code_and_paper_disagree_where_computed_by_hand():
-    """The code's ensemble normalises centre + text; the paper's averages the CLER probabilities (softmax of the
-    cosines to the centres) and CLIP's zero-shot ones (softmax of 100 x the cosines to the text embeddings)."""
+def test_cler_ensemble_code_and_softmax_mean_disagree_where_computed_by_hand():
+    """The code's ensemble normalises centre + text; gensets' earlier reading (softmax-mean) averages the CLER
+    probabilities (softmax of the cosines to the centres) and CLIP's zero-shot ones (softmax of 100 x the cosines
+    to the text embeddings)."""
     gen, gen_y = [[2, 0], [0, 3], [5, 0]], [0, 0, 1]  # centres c0 = (0.7071, 0.7071), c1 = (1, 0) (above)
     test, test_y = [[4, 3], [2, 0]], [0, 1]           # t1 = (0.8, 0.6), t2 = (1, 0)
     text = [[-4, 3], [3, -4]]                         # u0 = (-0.8, 0.6), u1 = (0.6, -0.8)
     assert M.cler(gen, gen_y, test, test_y, text_emb=text) == 1.0  # the code's: both right (worked out above)
-    # paper, t1: CLER cosines 0.9899 / 0.8 -> p0 = 1 / (1 + e^-(0.9899 - 0.8)) = 0.5473; CLIP cosines
+    # softmax-mean, t1: CLER cosines 0.9899 / 0.8 -> p0 = 1 / (1 + e^-(0.9899 - 0.8)) = 0.5473; CLIP cosines
     # u0.t1 = -0.28, u1.t1 = 0 -> p0 = 1 / (1 + e^28) ~ 7e-13; mean p0 = 0.2737 < 0.5 -> class 1 (wrong)
     # t2: CLER 0.7071 / 1 -> p0 = 0.4273; CLIP -0.8 / 0.6 -> p0 = 1 / (1 + e^140) ~ 0; mean 0.2137 -> 1 (right)
-    assert M.cler(gen, gen_y, test, test_y, text_emb=text, ensemble="paper") == 0.5
-    classes, probs = M.cler_scores(gen, gen_y, test, text_emb=text, ensemble="paper")
+    assert M.cler(gen, gen_y, test, test_y, text_emb=text, ensemble="softmax-mean") == 0.5
+    classes, probs = M.cler_scores(gen, gen_y, test, text_emb=text, ensemble="softmax-mean")
     cos0 = 1.4 / math.sqrt(2)  # c0.t1 = (0.8 + 0.6) / sqrt(2)
     want = (1 / (1 + math.exp(-(cos0 - 0.8))) + 1 / (1 + math.exp(28))) / 2
     assert classes.tolist() == [0, 1] and probs[0, 0] == pytest.approx(want, rel=1e-9)
@@ -84,6 +85,78 @@ def test_cler_ensemble_code_and_paper_disagree_where_computed_by_hand():
         M.cler(gen, gen_y, test, test_y, text_emb=text, ensemble="mean")
     with pytest.raises(ValueError, match="centres must be"):
         M.cler(gen, gen_y, test, test_y, centres="median")
+
+
+def test_cler_paper_ensemble_is_algorithm_1_computed_by_hand():
+    """GenBench Sec. 3 (shared/papers/001_f04b4de81b95e690.txt, below Eq. 1): P_k = argmax_j E_k . (E_j + L_j) / 2;
+    Algorithm 1: class_centers = mean, preds_ensemble = (preds_CLER + preds_CLIP) / 2, plain dot products."""
+    gen, gen_y = [[2, 0], [0.6, 0.8], [0, 1]], [0, 0, 1]  # normalised (1, 0), (0.6, 0.8): M0 = (0.8, 0.4); M1 = (0, 1)
+    test, test_y = [[0.8, 0.6], [0, 1]], [0, 1]            # t1, t2 (unit already)
+    text = [[0.6, 0.8], [0.8, 0.6]]                        # L0, L1 (unit already)
+    # t1: M0.t1 = 0.64 + 0.24 = 0.88, M1.t1 = 0.6; L0.t1 = 0.48 + 0.48 = 0.96, L1.t1 = 0.64 + 0.36 = 1.0
+    #     ensemble: class 0 (0.88 + 0.96) / 2 = 0.92, class 1 (0.6 + 1.0) / 2 = 0.80 -> 0 (right)
+    # t2: M0.t2 = 0.4, M1.t2 = 1; L0.t2 = 0.8, L1.t2 = 0.6
+    #     ensemble: class 0 (0.4 + 0.8) / 2 = 0.6, class 1 (1 + 0.6) / 2 = 0.8 -> 1 (right): CLER ensemble 2 / 2
+    classes, probs = M.cler_scores(gen, gen_y, test, text, centres="mean", ensemble="paper")
+    assert classes.tolist() == [0, 1] and probs.argmax(axis=1).tolist() == [0, 1]
+    # the scores go through the code's temperature-1 softmax (argmax unchanged): p0 = 1 / (1 + e^-(0.92 - 0.80))
+    assert probs[:, 0] == pytest.approx([1 / (1 + math.exp(-0.12)), 1 / (1 + math.exp(0.2))], rel=1e-12)
+    assert M.cler(gen, gen_y, test, test_y, text, centres="mean", ensemble="paper") == 1.0
+    # the other readings get both wrong here: CLIP's logit scale 100 lets the text decide (t1: 1.0 > 0.96 -> 1;
+    # t2: 0.8 > 0.6 -> 0), so averaging probabilities (softmax-mean) is not Algorithm 1
+    assert M.cler(gen, gen_y, test, test_y, text, centres="mean", ensemble="softmax-mean") == 0.0
+    # with normalised centres (the code's), the paper's average uses C0 = M0 / |M0| = (0.8944, 0.4472):
+    # t1: (0.9839 + 0.96) / 2 = 0.9720 vs 0.80 -> 0; t2: (0.4472 + 0.8) / 2 = 0.6236 vs 0.8 -> 1
+    _, probs_n = M.cler_scores(gen, gen_y, test, text, ensemble="paper")
+    c0 = np.array([0.8, 0.4]) / math.hypot(0.8, 0.4)
+    assert probs_n[0, 0] == pytest.approx(1 / (1 + math.exp(-((c0 @ [0.8, 0.6] + 0.96) / 2 - 0.8))), rel=1e-12)
+
+
+def test_cler_paper_ensemble_matches_algorithm_1_written_out():
+    """Algorithm 1 line by line in numpy (its preds_CLIP read as mm(test_emb, text_emb.T)) on unit embeddings."""
+    rng = np.random.default_rng(3)
+
+    def unit(a):
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    gen, test, text = unit(rng.normal(size=(40, 8))), unit(rng.normal(size=(25, 8))), unit(rng.normal(size=(5, 8)))
+    gen_y, test_y = np.arange(40) % 5, rng.integers(0, 5, 25)
+    class_centers = np.stack([gen[gen_y == c].mean(axis=0) for c in range(5)])  # gen_emb_grp.mean(dim=1)
+    preds_cler = test @ class_centers.T
+    preds_clip = test @ text.T
+    preds_ensemble = (preds_cler + preds_clip) / 2
+    _, probs = M.cler_scores(gen, gen_y, test, text, centres="mean", ensemble="paper")
+    assert probs.argmax(axis=1).tolist() == preds_ensemble.argmax(axis=1).tolist()
+    assert np.log(probs) - np.log(probs)[:, :1] == pytest.approx(preds_ensemble - preds_ensemble[:, :1], abs=1e-12)
+    want = (preds_ensemble.argmax(axis=1) == test_y).sum() / len(test_y)  # CLER_ensemble / N (Eq. 1)
+    assert M.cler(gen, gen_y, test, test_y, text, centres="mean", ensemble="paper") == pytest.approx(want)
+    _, probs_cler = M.cler_scores(gen, gen_y, test, centres="mean")
+    assert probs_cler.argmax(axis=1).tolist() == preds_cler.argmax(axis=1).tolist()
+
+
+def test_top_k_per_class_picks_the_highest_scores_and_breaks_ties_by_key():
+    """GenBench's --clip_selection K on fixed scores: per class, the K highest, ties to the smaller key."""
+    keys = ["a_0", "a_1", "a_2", "a_3", "b_0", "b_1", "b_2", "c_0"]
+    labels = [0, 0, 0, 0, 1, 1, 1, 2]
+    scores = [0.20, 0.31, 0.25, 0.31,  # class 0: a_1 and a_3 tie at the top, then a_2 (0.25), a_0 (0.20)
+              0.50, 0.50, 0.50,        # class 1: a three-way tie
+              0.10]                    # class 2: one image
+    assert M.top_k_per_class(scores, labels, keys, 1).tolist() == [1, 4, 7]          # a_1 (< a_3), b_0, c_0
+    assert M.top_k_per_class(scores, labels, keys, 2).tolist() == [1, 3, 4, 5, 7]    # a_1, a_3; b_0, b_1; c_0
+    assert M.top_k_per_class(scores, labels, keys, 3).tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert M.top_k_per_class(scores, labels, keys, 20).tolist() == list(range(8))    # fewer than K: all kept
+    # the tie goes by key, not by position: with the keys of a_1 and a_3 swapped, a_3's position wins
+    swapped = ["a_0", "a_3", "a_2", "a_1", "b_0", "b_1", "b_2", "c_0"]
+    assert M.top_k_per_class(scores, labels, swapped, 1).tolist() == [3, 4, 7]
+    # nested: every smaller K is a subset of a larger one
+    for k in range(1, 4):
+        assert set(M.top_k_per_class(scores, labels, keys, k)) <= set(M.top_k_per_class(scores, labels, keys, k + 1))
+    with pytest.raises(ValueError, match="distinct"):
+        M.top_k_per_class(scores, labels, ["a"] * 8, 1)
+    with pytest.raises(ValueError, match="NaN"):
+        M.top_k_per_class([float("nan")] * 8, labels, keys, 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        M.top_k_per_class(scores, labels, keys, 0)
 
 
 def test_cler_with_the_datasets_metric_or_accuracy():

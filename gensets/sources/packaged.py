@@ -1,6 +1,6 @@
 """The class lists packaged with gensets (gensets/data/): ImageNet-D's 113 classes and nuisances, and the
 22 GenBench datasets (class names, CLIP templates, group, metric), ImageNet-1k among them; Borji (2022)'s
-published numbers; the WordNet superclass of each ImageNet-1k class."""
+published numbers, and GenBench's (Tables 1-5); the WordNet superclass of each ImageNet-1k class."""
 
 from __future__ import annotations
 
@@ -56,6 +56,15 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
     """The packaged nuisance names of one kind (background, texture, material), in file order."""
     rows = csv.DictReader(_data_text("imagenet_d", f"{kind}.csv").splitlines())
     return [r["name"] for r in rows]
+
+
+@cache
+def genbench_published() -> dict:
+    """GenBench's published numbers (Li et al.: Tables 1-5 of shared/papers/001_f04b4de81b95e690.txt): {"paper",
+    "file", "note", "tables": {"1": costs per image, "2": CLER of 20-shot GLIDE / SD sets per dataset x strategy,
+    "3": Textual Inversion, "4": the datasets, "5": the cost breakdown}}, each table with its ``source`` (file,
+    table); dataset columns by gensets' packaged dataset ids."""
+    return json.loads(_data_text("genbench", "published.json"))
 
 
 @cache

@@ -129,7 +129,9 @@ class ReferenceConfig:
 class TIFilterConfig:
     """An option, not the authors' code (Luodian/GenBench has no such filter): the paper's Sec. 4 reading that
     reference images are kept when the BERT similarity between the image's caption and the class name is at least
-    0.8. The exact sentence could not be read offline; gensets' reading: each reference captioned by ``captioner``,
+    0.8 (shared/papers/001_f04b4de81b95e690.txt, Sec. 4: BLIP-2 captions, their BERT similarity with the class word
+    above 0.8, "typically ranging from 5-30 images"). gensets' reading: each reference captioned by ``captioner``
+    (default BLIP base, not the paper's BLIP-2),
     caption and class name embedded by ``text_model`` (mean of the last hidden states over the tokens), kept when
     their cosine >= ``threshold``."""
 

@@ -11,9 +11,12 @@ For every GenBench workspace and every strategy in it, with one CLIP model (``--
   generated and the real images, CLIP score of each generated image with its prompt, Inception Score of
   the CLIP zero-shot softmax on the generated images;
 - cost: measured generator seconds per image x price per hour.
+Each row is a set at K shots per class (default 20, Table 2's), chosen as the authors pack them: a generated set's
+K of highest CLIP score against "a photo of a {class}" (``--selection clip``, with ``--selection-clip``, default
+the authors' ViT-B/16), a retrieval or original set's first K; ``--selection first`` takes the first K shots.
 Every number names the variant behind it: the report's ``variants`` and each row's ``metric``,
 ``cler_centres``, ``cler_ensemble_variant``, ``probe`` and ``probe_params`` (the chosen C, or Elevater's
-learning rate and weight decay).
+learning rate and weight decay), ``selection`` and ``selected_by``.
 The real test set is a folder (one sub-folder of images per class, named like the class) or a Hugging Face
 dataset (``hf:<repo or path>[@rev]``: its ClassLabel matched to the classes by position when it has as many
 names, else by name; unmatched classes are named on stderr). Only test images of generated classes are
@@ -35,7 +38,7 @@ from ...errors import GensetsError
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
 from .base import Report
-from .genbench_analysis import correlations, markdown_sections, plot_correlations, plot_shots
+from .genbench_analysis import chosen_cell, correlations, markdown_sections, plot_correlations, plot_shots
 
 
 # ------------------------------------------------------------------ inputs
@@ -90,11 +93,14 @@ VARIANTS = {
         "normalised": "class centres = mean of the normalised CLIP image features, re-normalised (the authors' code: "
                       "Luodian/GenBench evaluation_utils.py, zeroshot_metric)",
         "mean": "class centres = mean of the normalised CLIP image features, not re-normalised (the paper's "
-                "Algorithm 1 as issue #12 reads it)"},
+                "Eq. 1 and Algorithm 1: shared/papers/001_f04b4de81b95e690.txt, Sec. 3)"},
     "cler_ensemble": {
         "code": "ensemble centre = normalise(centre + text embedding) (the authors' code, zeroshot_metric)",
-        "paper": "ensemble = mean of the CLER and CLIP zero-shot probability matrices (the paper's ensemble as "
-                 "issue #12 reads it)"},
+        "paper": "ensemble = argmax of (test . centre + test . text embedding) / 2, plain dot products (the paper, "
+                 "shared/papers/001_f04b4de81b95e690.txt: Sec. 3 below Eq. 1 and Algorithm 1; with centres mean, "
+                 "Algorithm 1 exactly)",
+        "softmax-mean": "ensemble = mean of the CLER and CLIP zero-shot (logit scale 100) probability matrices "
+                        "(gensets' earlier reading, issue #12; neither the paper nor the code says it)"},
     "metric": {
         "dataset": "each dataset's own metric, as GenBench's code scores it (its Elevater dataset configs' "
                    "TEST.METRIC: mean per class for Caltech-101, FGVC Aircraft, Oxford Flowers, Oxford Pets; "
@@ -107,14 +113,30 @@ VARIANTS = {
                     "swept on the same 20%, then 50 epochs; the value is the best TEST epoch (test-set selection, "
                     "optimistic: kept to compare with the paper's numbers)",
         "fixed-c": "logistic regression at one C (gensets' earlier probe), no search"},
+    "selection": {
+        "clip": "K shots per class: a generated set keeps the K images of highest CLIP score (cosine of the "
+                "selection model's image and text embeddings) against \"a photo of a {class}\" (the authors' "
+                "packing_utils.py, packing_generated_images --clip_selection K, with CLIP ViT-B/16; ties: the "
+                "smaller key); retrieval and original sets keep their first K (the retrieval's ranking, as "
+                "packing_retrieval_images; original: the seeded draw)",
+        "first": "K shots per class: the first K shots of each class, in shot order, for every data type "
+                 "(gensets' earlier draw)"},
 }
+
+# Table 2 of the paper scores 20 generated shots per class (shared/papers/001_f04b4de81b95e690.txt, Table 2
+# caption), chosen by CLIP score (the authors' --clip_selection 20).
+DEFAULT_SHOTS = 20
+# The authors' selection model: packing_utils.py, clip.load("ViT-B/16") (OpenAI's weights).
+SELECTION_CLIP = "open_clip:ViT-B-16/openai"
+SELECTION_PROMPT = "a photo of a {}"
 
 
 def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "open_clip:ViT-B-32/openai",
             *, features: str | None = None, split: str = "test", batch_size: int = 32,
             price_per_hour: float | None = None, centres: str = "normalised", ensemble: str = "code",
             metric: str = "dataset", probe: str = "clip", probe_c: float = 1.0, k: int = 3,
-            shots: list[int] | None = None, delta_base: str = "ST") -> dict:
+            shots: list[int] | None = None, delta_base: str = "ST", selection: str = "clip",
+            selection_clip: str | None = SELECTION_CLIP) -> dict:
     """Every number of the report, as plain data (also written as report.json).
 
     ``features``: the classifier spec whose image features (``embed``) FD, KID and precision / recall use
@@ -122,8 +144,15 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     model (its zero-shot softmax over the generated classes for IS). ``centres``, ``ensemble``, ``metric``
     (``"dataset"``: each dataset's own; ``"accuracy"``), ``probe`` and ``probe_c`` (the C of ``fixed-c``) choose
     the variants of :data:`VARIANTS`; the defaults are the authors' code (CLER, metric) and the CLIP paper's
-    probe (see :func:`gensets.metrics.linear_probe` for why not the paper's test-selected one)."""
-    for key, value in (("cler_centres", centres), ("cler_ensemble", ensemble), ("metric", metric), ("probe", probe)):
+    probe (see :func:`gensets.metrics.linear_probe` for why not the paper's test-selected one).
+
+    ``shots``: the K shots per class of each row (default: ``DEFAULT_SHOTS``, Table 2's 20, or every shot of a
+    build that has fewer); a K above what a build holds gives it no row. ``selection`` (:data:`VARIANTS`) picks
+    the K: ``clip`` (default, the authors' packing) ranks a generated set's images by their CLIP score with
+    ``selection_clip`` (default the authors' ViT-B/16; ``None``: the ``clip`` model), ``first`` takes the first K.
+    Every metric of a row (CLER, linear probe, quality, cost) is computed on its K shots."""
+    for key, value in (("cler_centres", centres), ("cler_ensemble", ensemble), ("metric", metric), ("probe", probe),
+                       ("selection", selection)):
         if value not in VARIANTS[key]:
             raise GensetsError(f"{key}: {value!r} is not one of {', '.join(VARIANTS[key])}")
     import numpy as np
@@ -138,6 +167,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
         ws, cfg, by_config = read_workspace(w)
         by_dataset[cfg.dataset_name].append((ws, cfg, by_config))
     rows, datasets = [], {}
+    own_chooser = None  # --selection-clip's model (its embeddings only), loaded when a set first needs it
     for name, items in by_dataset.items():
         cfg = items[0][1]
         if any(c.class_names != cfg.class_names for _, c, _ in items):
@@ -170,13 +200,25 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             price = wcfg.cost.price_per_hour if price_per_hour is None else price_per_hour
             for config, every in sorted(by_config.items(), key=lambda kv: strategy_order(kv[1][0].meta["strategy"])):
                 built = 1 + max(shot_of(x.key) for x in every)
-                for n_shots in [k for k in (shots or [built]) if k <= built]:
-                    samples = [x for x in every if shot_of(x.key) < n_shots]  # nested: the first K shots
-                    rows.append(_row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat,
-                                     text_emb, zero_shot, clf, feat, features, batch_size, local, centres, ensemble,
-                                     scored_with, probe, probe_c, k))
-    chosen = {"cler_centres": centres, "cler_ensemble": ensemble, "metric": metric, "probe": probe}
+                ks = [min(DEFAULT_SHOTS, built)] if shots is None else [k for k in shots if k <= built]
+                generated_set = not every[0].meta.get("data")
+                scores = None
+                if selection == "clip" and generated_set and any(k < built for k in ks):
+                    if selection_clip and selection_clip != clip and own_chooser is None:
+                        own_chooser = load_classifier(selection_clip, labels=names, templates=[SELECTION_PROMPT])
+                    scores = selection_scores(every, own_chooser or clf, names, local, batch_size)
+                for n_shots in ks:
+                    samples, selected_by = choose_shots(every, n_shots, scores, local)
+                    row = _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat,
+                               text_emb, zero_shot, clf, feat, features, batch_size, local, centres, ensemble,
+                               scored_with, probe, probe_c, k)
+                    row.update({"selection": selection, "selected_by": selected_by, "shots_built": built,
+                                "selection_clip": (selection_clip or clip) if selection == "clip" else None})
+                    rows.append(row)
+    chosen = {"cler_centres": centres, "cler_ensemble": ensemble, "metric": metric, "probe": probe,
+              "selection": selection}
     return {"clip": clip, "features": features or clip,
+            "selection_clip": (selection_clip or clip) if selection == "clip" else None,
             "variants": {key: {"name": v, "means": VARIANTS[key][v]} for key, v in chosen.items()},
             "datasets": datasets, "rows": rows, "correlations": correlations(rows, delta_base)}
 
@@ -184,6 +226,43 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
 def shot_of(key: str) -> int:
     """A GenBench sample's shot index: the last part of its key (``st_0000_airplane_0003`` -> 3)."""
     return int(key.rsplit("_", 1)[1])
+
+
+def selection_scores(samples, chooser, names: list[str], local: dict, batch_size: int):
+    """Each sample's CLIP score for the authors' K-shot selection: the cosine of its image embedding with the text
+    embedding of "a photo of a {class}" (``chooser``: the selection CLIP model; ``names``: the classes' plain
+    names by local id). The authors' score, 100 x cosine (``logits_per_image``), ranks the same."""
+    import numpy as np
+
+    from ...images import decode_image
+
+    images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
+    (emb,) = _passes(images, batch_size, [(chooser, "embed")])
+    text = chooser.embed_text([SELECTION_PROMPT.format(n) for n in names]).float().cpu().numpy()
+    text /= np.linalg.norm(text, axis=1, keepdims=True)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    ids = np.array([local[s.cls] for s in samples])
+    return (emb * text[ids]).sum(axis=1)
+
+
+def choose_shots(every: list, n_shots: int, scores, local: dict) -> tuple[list, str]:
+    """(the K = ``n_shots`` samples per class of a set, how they were chosen). With ``scores`` (one per sample of
+    ``every``: :func:`selection_scores`), the K of highest score per class (:func:`gensets.metrics.top_k_per_class`,
+    ties to the smaller key), kept in key order; without, the first K shots of each class (nested: every smaller K
+    is a subset)."""
+    import numpy as np
+
+    from ... import metrics as M
+
+    if all(shot_of(x.key) < n_shots for x in every):
+        return list(every), "every shot built"
+    if scores is None:
+        kind = (every[0].meta.get("data") or {}).get("type")
+        how = {"retrieval": "first K: the retrieval's ranking", "original": "first K: the seeded draw"}
+        return ([x for x in every if shot_of(x.key) < n_shots],
+                how.get(kind, "first K shots (shot order)"))
+    keep = M.top_k_per_class(scores, np.array([local[x.cls] for x in every]), [x.key for x in every], n_shots)
+    return [every[i] for i in keep], "top K by CLIP score against 'a photo of a {class}'"
 
 
 def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat, text_emb, zero_shot, clf, feat,
@@ -332,7 +411,10 @@ def markdown(rep: dict) -> str:
                    [["CLER centres", f"`{v['cler_centres']['name']}`", v["cler_centres"]["means"]],
                     ["CLER ensemble", f"`{v['cler_ensemble']['name']}`", v["cler_ensemble"]["means"]],
                     ["metric", f"`{v['metric']['name']}`", v["metric"]["means"]],
-                    ["linear probe", f"`{v['probe']['name']}`", v["probe"]["means"]]]), ""]
+                    ["linear probe", f"`{v['probe']['name']}`", v["probe"]["means"]],
+                    ["K shots", f"`{v['selection']['name']}`"
+                     + (f" (`{rep['selection_clip']}`)" if rep.get("selection_clip") else ""),
+                     v["selection"]["means"]]]), ""]
     best_rows = []
     for name, d in rep["datasets"].items():
         vals = {r["strategy"]: r["cler"] for r in rep["rows"] if r["dataset"] == name}  # at the largest K
@@ -342,7 +424,8 @@ def markdown(rep: dict) -> str:
         best_rows.append([name, d["metric"], *cells, _pct(d["zero_shot"])])
     lines += [table(["dataset", "metric", *strategies, "zero-shot"], best_rows),
               "", "## Per (dataset, strategy)", ""]
-    rows = [[r["dataset"], r["strategy"], r["data_type"], r["shots"], r["metric"], r["generated"], r["test_images"],
+    rows = [[r["dataset"], r["strategy"], r["data_type"], r["shots"], chosen_cell(r), r["metric"], r["generated"],
+             r["test_images"],
              _pct(r["cler"]),
              _pct(r["cler_ensemble"]), _pct(r["zero_shot"]), _pct(r["cler_minus_zero_shot"]),
              _pct(r["ensemble_minus_zero_shot"]), _probe_cell(r), _num(r["fd"]), _num(r["kid"], ".4f"),
@@ -351,8 +434,8 @@ def markdown(rep: dict) -> str:
              "-" if r["cost_per_image"] is None else f"{r['cost_per_image']:.6f} {r['currency']}",
              "-" if r["cost_total"] is None else f"{r['cost_total']:.4f} {r['currency']}", _num(r["mts"])]
             for r in rep["rows"]]
-    lines.append(table(["dataset", "strategy", "data", "K", "metric", "images", "test", "CLER", "CLER ens.", "zero-shot",
-                        "CLER - ZS", "ens. - ZS", "linear probe (variant)", "FD", "KID", "precision", "recall",
+    lines.append(table(["dataset", "strategy", "data", "K", "K chosen", "metric", "images", "test", "CLER", "CLER ens.",
+                        "zero-shot", "CLER - ZS", "ens. - ZS", "linear probe (variant)", "FD", "KID", "precision", "recall",
                         "CLIP score", "IS", "s / image", "cost / image", "cost", "MTS"], rows))
     refs = {k: v for r in rep["rows"] for k, v in r["reference_costs"].items()}
     if refs:
@@ -360,8 +443,9 @@ def markdown(rep: dict) -> str:
                   table(["way", "per image", "source"], [[k, f"{v['per_image']:g}", v["source"]] for k, v in refs.items()])]
     lines += ["", "Data: generated (a prompt strategy), original (the dataset's own training images, a seeded draw) or "
               "retrieval (from a pool, ranked by CLIP similarity with the class's queries; MTS: the authors' mean text "
-              "similarity, tools/text_similarity.py). K: shots per class; a row at K takes the first K shots of each "
-              "class of its build (nested subsets: no image made twice). Cost per image = measured generator (or "
+              "similarity, tools/text_similarity.py). K: shots per class, chosen from its build as the `K shots` variant "
+              "above says (report.json: each row's `selection` and `selected_by`; nested: every smaller K is a "
+              "subset). Cost per image = measured generator (or "
               "retrieval query) seconds per image x price per hour / 3600 (timings are recorded while building, per "
               "unit, on the building machine); original: the configured labelling price (cost.labelling, its source "
               "in report.json); cost = cost per image x images.", "", "![CLER per strategy](cler.png)", ""]
@@ -461,8 +545,9 @@ class GenBench(Report):
                             help="CLER class centres: normalised (default, the authors' code) or mean (the paper's "
                             "Algorithm 1)")
         parser.add_argument("--cler-ensemble", choices=list(VARIANTS["cler_ensemble"]), default="code",
-                            help="CLER text ensemble: code (default, normalise(centre + text)) or paper (mean of the "
-                            "CLER and CLIP zero-shot probabilities)")
+                            help="CLER text ensemble: code (default, the authors' normalise(centre + text)), paper "
+                            "(Algorithm 1: (test . centre + test . text) / 2) or softmax-mean (gensets' earlier mean "
+                            "of the CLER and CLIP zero-shot probabilities)")
         parser.add_argument("--metric", choices=list(VARIANTS["metric"]), default="dataset",
                             help="dataset (default: each dataset's own metric, as GenBench's code) or accuracy")
         parser.add_argument("--probe", choices=list(VARIANTS["probe"]), default="clip",
@@ -471,8 +556,15 @@ class GenBench(Report):
                             "fixed-c (logistic regression at --probe-c)")
         parser.add_argument("--probe-c", type=float, default=1.0, help="C of the fixed-c probe (default 1)")
         parser.add_argument("--shots", type=_shots, metavar="K,K,...",
-                            help="also score nested subsets: the first K shots per class of each build, e.g. "
-                            "10,20,50,100,500 (a row per K; default: every shot built)")
+                            help=f"K shots per class, a row per K, e.g. 10,20,50,100,500 (default: "
+                            f"{DEFAULT_SHOTS}, Table 2's, or every shot of a smaller build)")
+        parser.add_argument("--selection", choices=list(VARIANTS["selection"]), default="clip",
+                            help="which K shots: clip (default, the authors' packing: a generated set's K of highest "
+                            "CLIP score against 'a photo of a {class}'; retrieval / original: their first K) or "
+                            "first (the first K shots of every set)")
+        parser.add_argument("--selection-clip", default=SELECTION_CLIP, metavar="SPEC",
+                            help=f"the CLIP model of --selection clip (default: {SELECTION_CLIP}, the authors' "
+                            "ViT-B/16; 'same': the --clip model)")
         parser.add_argument("--cler-delta-base", default="ST", metavar="STRATEGY",
                             help="the generated strategy the retrieval's CLER change is taken against in the CLER "
                             "change vs MTS correlation (Fig. 6; default ST)")
@@ -484,7 +576,8 @@ class GenBench(Report):
         rep = compute(args.workspace, args.test, args.clip, features=args.features, split=args.split,
                       batch_size=args.batch_size, price_per_hour=args.price_per_hour, centres=args.cler_centres,
                       ensemble=args.cler_ensemble, metric=args.metric, probe=args.probe, probe_c=args.probe_c,
-                      shots=args.shots, delta_base=args.cler_delta_base)
+                      shots=args.shots, delta_base=args.cler_delta_base, selection=args.selection,
+                      selection_clip=None if args.selection_clip == "same" else args.selection_clip)
         path = write(rep, args.out)
         print("variants: " + ", ".join(f"{k} {v['name']}" for k, v in rep["variants"].items()))
         for r in rep["rows"]:

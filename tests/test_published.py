@@ -1,0 +1,191 @@
+"""GenBench's published numbers (gensets/data/genbench/published.json) against the paper's text.
+
+The text is shared/papers/001_f04b4de81b95e690.txt when the checkout has it beside the repo (../shared/papers),
+else tests/data/genbench_paper_tables.txt: its Tables 1-5, copied line for line (checked against the paper
+whenever both are here). Every number of the JSON is compared with the cell it came from; a mistyped number
+fails (checked by changing each number in turn)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gensets.sources.packaged import genbench_datasets, genbench_published
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = "001_f04b4de81b95e690.txt"
+COPY = ROOT / "tests" / "data" / "genbench_paper_tables.txt"
+
+
+def _shared_paper() -> Path | None:
+    for base in (ROOT.parent / "shared" / "papers", ROOT / "shared" / "papers"):
+        if (base / PAPER).exists():
+            return base / PAPER
+    return None
+
+
+def paper_lines() -> list[str]:
+    path = _shared_paper() or COPY
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _num(cell: str) -> float:
+    """A cell as printed: 43.66, 1,638, 2.54×10^{-4} (USD)."""
+    cell = cell.strip().removesuffix(" USD").replace(",", "")
+    m = re.fullmatch(r"([\d.]+)×10\^\{(-?\d+)\}", cell)
+    return float(f"{m.group(1)}e{m.group(2)}") if m else float(cell)
+
+
+def _table(lines: list[str], title: str, header: str) -> tuple[list[str], list[list[str]]]:
+    """(header cells, data rows as cells) of the table called ``title``: the rows after the line starting with
+    ``header`` up to the first empty line."""
+    start = lines.index(title)
+    h = next(i for i in range(start, len(lines)) if lines[i].startswith(header))
+    rows = []
+    for line in lines[h + 1:]:
+        if not line.strip():
+            break
+        rows.append(line.split("\t"))
+    return lines[h].split("\t"), rows
+
+
+def _same(a, b) -> bool:
+    return a is not None and b is not None and abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
+
+
+def mismatches(pub: dict, lines: list[str]) -> list[str]:
+    """Every number of ``pub`` that is not the paper's (an empty list when all are)."""
+    bad: list[str] = []
+    t = pub["tables"]
+
+    def check(where: str, got, cell: str) -> None:
+        if not _same(got, _num(cell)):
+            bad.append(f"{where}: {got!r}, the paper prints {cell!r}")
+
+    for key, title, header in (("1", "TABLE 1", "Data Type\tCollection Source\tEst."),
+                               ("5", "TABLE 5", "Data Type\tCollection Source\tInstance")):
+        _, rows = _table(lines, title, header)
+        if len(rows) != len(t[key]["rows"]):
+            bad.append(f"table {key}: {len(t[key]['rows'])} rows, the paper {len(rows)}")
+        for row, cells in zip(t[key]["rows"], rows, strict=False):
+            if row["data_type"] != cells[0]:
+                bad.append(f"table {key}: row {row['data_type']!r}, the paper {cells[0]!r}")
+            check(f"table {key} {row['data_type']} cost_per_image", row["cost_per_image"], cells[-1])
+            if key == "5":
+                for field, i in (("price_per_hour", 3), ("hours_per_1k_images", 4)):
+                    if cells[i] == "-":
+                        if row[field] is not None:
+                            bad.append(f"table 5 {row['data_type']} {field}: {row[field]!r}, the paper '-'")
+                    else:
+                        check(f"table 5 {row['data_type']} {field}", row[field], cells[i])
+
+    for key, title, header, skip in (("2", "TABLE 2", "Model\tPrompt Strategy\t", 2),
+                                     ("3", "TABLE 3", "Model\tFT Data\t", 5)):
+        table = t[key]
+        head, rows = _table(lines, title, header)
+        cols = list(table["columns"])
+        named = head[skip:skip + len(cols)]
+        if list(table["columns"].values()) != named:
+            bad.append(f"table {key}: columns {list(table['columns'].values())}, the paper {named}")
+        if len(rows) != len(table["rows"]):
+            bad.append(f"table {key}: {len(table['rows'])} rows, the paper {len(rows)}")
+        for n, (row, cells) in enumerate(zip(table["rows"], rows, strict=False)):
+            if key == "2":
+                if row["paper_strategy"] != cells[1]:
+                    bad.append(f"table 2 row {n}: strategy {row['paper_strategy']!r}, the paper {cells[1]!r}")
+                values, mean = cells[2:24], cells[24]
+            else:
+                if (row["ft_data"] or "-", row["ft_shot"] or "-", row["gen_shot"]) != tuple(cells[1:4]):
+                    bad.append(f"table 3 row {n}: {row['ft_data']}, {row['ft_shot']}, {row['gen_shot']}, the paper "
+                               f"{cells[1:4]}")
+                values, mean = cells[5:], cells[4]
+            if len(values) != len(cols):
+                bad.append(f"table {key} row {n}: {len(values)} cells in the paper, {len(cols)} columns")
+            for c, cell in zip(cols, values, strict=False):
+                check(f"table {key} row {n} ({row['model']}) {c}", row["cler"].get(c), cell)
+            check(f"table {key} row {n} ({row['model']}) mean", row["mean"], mean)
+
+    _, rows = _table(lines, "TABLE 4", "Division\tDatasets\t")
+    data = [r for r in rows if r[0] != "Total"]
+    totals = [r for r in rows if r[0] == "Total"]
+    if len(data) != len(t["4"]["rows"]):
+        bad.append(f"table 4: {len(t['4']['rows'])} rows, the paper {len(data)}")
+    for row, cells in zip(t["4"]["rows"], data, strict=False):
+        if row["paper_name"] != cells[1] or (row["metric"], row["task"]) != (cells[4], cells[5]):
+            bad.append(f"table 4 {row['dataset']}: {row['paper_name']}, {row['metric']}, {row['task']}, the paper "
+                       f"{cells[1]}, {cells[4]}, {cells[5]}")
+        check(f"table 4 {row['dataset']} categories", row["categories"], cells[2])
+        check(f"table 4 {row['dataset']} validation_size", row["validation_size"], cells[3])
+    for (division, total), cells in zip(t["4"]["totals"].items(), totals, strict=False):
+        check(f"table 4 total {division} categories", total["categories"], cells[2])
+        check(f"table 4 total {division} validation_size", total["validation_size"], cells[3])
+    return bad
+
+
+def test_every_published_number_is_the_papers():
+    assert mismatches(genbench_published(), paper_lines()) == []
+
+
+def test_the_tests_copy_of_the_tables_is_the_papers_text():
+    paper = _shared_paper()
+    if paper is None:
+        pytest.skip("shared/papers is not beside this checkout: the copy is what the test reads")
+    text = set(paper.read_text(encoding="utf-8").splitlines())
+    missing = [line for line in COPY.read_text(encoding="utf-8").splitlines() if line and line not in text]
+    assert missing == []
+
+
+def _numbers(obj, path=()):
+    """(path, value) of every number in a JSON value."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _numbers(v, (*path, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _numbers(v, (*path, i))
+    elif isinstance(obj, int | float) and not isinstance(obj, bool):
+        yield path, obj
+
+
+def test_a_mistyped_number_fails():
+    pub, lines = genbench_published(), paper_lines()
+    numbers = [(p, v) for p, v in _numbers(pub["tables"]) if "shots" not in p]
+    assert len(numbers) > 300  # Tables 1-5: 3 + 8 x 23 + 6 x 18 + 22 x 2 + 6 + 3 x 3 + ...
+    for path, value in numbers:
+        wrong = copy.deepcopy(pub)
+        node = wrong["tables"]
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value * 1.01 if value else 1  # e.g. 43.66 -> 44.10, or a transposed digit
+        assert mismatches(wrong, lines), f"changing {'/'.join(map(str, path))} went unnoticed"
+
+
+def test_the_published_numbers_add_up_and_name_the_packaged_datasets():
+    t = genbench_published()["tables"]
+    for key in ("2", "3"):  # each row's mean is the mean of its datasets, to the printed 2 decimals
+        for row in t[key]["rows"]:
+            assert abs(sum(row["cler"].values()) / len(row["cler"]) - row["mean"]) <= 0.005 + 1e-9, row
+    for division, total in t["4"]["totals"].items():
+        rows = [r for r in t["4"]["rows"] if r["division"] == division]
+        assert sum(r["categories"] for r in rows) == total["categories"]
+        assert sum(r["validation_size"] for r in rows) == total["validation_size"]
+    packaged = set(genbench_datasets())
+    assert set(t["2"]["columns"]) == packaged == {r["dataset"] for r in t["4"]["rows"]}
+    assert set(t["3"]["columns"]) < packaged
+    assert t["2"]["shots"] == 20 and "20-shot" in t["2"]["caption"]
+    for key, table in t.items():
+        assert table["source"] == {"file": f"shared/papers/{PAPER}", "table": f"Table {key}"}
+    # the labelling price the issue asks for: original data, 1.20e-2 USD per image (Tables 1 and 5)
+    assert t["1"]["rows"][2]["cost_per_image"] == t["5"]["rows"][2]["cost_per_image"] == 0.012
+
+
+def test_the_json_is_package_data():
+    """pyproject's package-data takes gensets/data/**/*.json, so the wheel carries published.json."""
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"gensets.data" = ["**/*.json"' in text
+    path = ROOT / "gensets" / "data" / "genbench" / "published.json"
+    assert json.loads(path.read_text(encoding="utf-8")) == genbench_published()
