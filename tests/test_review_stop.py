@@ -189,17 +189,17 @@ def test_a_second_signal_ends_the_server_at_once_and_keeps_the_answered_decision
     ws = shutil.copytree(reference, tmp_path / "ws")
     keys = _keys(ws)
     proc, port = _start(ws)
-    poster = Poster(port, keys, "twice", keep_alive=True)
-    poster.start()
-    poster.first.wait(30)
-    # stopped, the process gets both signals before it runs again: the first asks the server to stop, the
-    # second (the handlers run in signal order) ends it before the first is done
-    proc.send_signal(signal.SIGSTOP)
-    proc.send_signal(signal.SIGINT)
-    proc.send_signal(signal.SIGTERM)
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGCONT)
     try:
+        poster = Poster(port, keys, "twice", keep_alive=True)
+        poster.start()
+        poster.first.wait(30)  # a hang guard only
+        # stopped, the process gets both signals before it runs again: the first asks the server to stop, the
+        # second (the handlers run in signal order) ends it before the first is done
+        proc.send_signal(signal.SIGSTOP)
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGCONT)
         _, err = proc.communicate(timeout=30)  # a hang guard only
     finally:
         if proc.poll() is None:
