@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -241,10 +242,13 @@ def _review_serve(a) -> int:
 
     try:
         serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a signal during start-up
         pass
-    print("review page stopped; every decision is in state.duckdb", file=sys.stderr)
-    return 0
+    print("review page stopped; every decision is in state.duckdb", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    # serve() closed the database and the listening socket: end here, without the interpreter's teardown (a
+    # second or more on a loaded machine) and whatever request threads still wait on open connections
+    os._exit(0)
 
 
 def _review_agreement(a) -> int:

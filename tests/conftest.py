@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,20 @@ def run_cli(*args, env=None, check=None, timeout=600):
     if check is not None and p.returncode != check:
         raise AssertionError(f"exit {p.returncode}, wanted {check}\nstdout: {p.stdout}\nstderr: {p.stderr}")
     return p
+
+
+def stop_server(proc: subprocess.Popen, hang_s: float = 60) -> str | None:
+    """Ctrl-C to a ``gensets review serve`` process, and its stderr (if piped) once it ended. It ends within 2 s
+    of the signal, also under load (tests/test_review_stop.py); ``hang_s`` only guards against a hang: then it
+    is killed and the test fails, instead of the server outliving it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=hang_s)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        err = proc.communicate()[1]
+        raise AssertionError(f"gensets review serve still ran {hang_s} s after SIGINT; stderr: {err}") from None
 
 
 @pytest.fixture(scope="session")

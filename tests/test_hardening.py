@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from .conftest import ROOT, SMOKE, run_cli
+from .conftest import ROOT, SMOKE, run_cli, stop_server
 from .test_card import digest, make_results_db
 
 
@@ -420,7 +420,6 @@ def test_review_page_bounds_requests_and_sends_security_headers(reference, tmp_p
 
 def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
     import re
-    import signal
     import urllib.error
     import urllib.request
 
@@ -442,8 +441,7 @@ def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
         assert status(f"evil.example:{port}") == 403  # a name that resolves here: DNS rebinding
         assert status(f"192.168.1.7:{port}") == 200 and status(f"localhost:{port}") == 200
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        stop_server(proc)
 
 
 # -------------------------------------------------------------------------- 12. one line, not a traceback

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, stop_server
 
 FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
 NEEDS_HUB = re.compile(r"#.*(GPUs, Hub|needs the Hub)")
@@ -103,12 +102,7 @@ def _serve(line: str, work: Path, env: dict) -> str | None:
                 time.sleep(0.5)
         return f"{url} did not answer in 120 s"
     finally:
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_server(p)
 
 
 def run_readme(readme: str, tmp: Path) -> list[str]:

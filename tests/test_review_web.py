@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, run_cli, stop_server
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))  # as .ci/run
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -61,15 +60,7 @@ class Server:
             return e.code, (json.loads(body) if body.startswith(b"{") else {})
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        stop_server(self.proc)  # a server that does not stop fails the test (it was killed silently)
 
 
 @pytest.fixture
@@ -328,8 +319,7 @@ def test_serving_beyond_loopback_warns(reference, tmp_path):
     try:
         assert "review page: http://0.0.0.0:" in proc.stdout.readline()
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        err = stop_server(proc)
     warning = err.splitlines()[0]
     assert warning.startswith("warning: 0.0.0.0:") and "no authentication" in warning
 

@@ -24,6 +24,7 @@ import contextlib
 import io
 import ipaddress
 import json
+import os
 import signal
 import sys
 import threading
@@ -33,7 +34,7 @@ from ..errors import GensetsError
 from . import queue, review, state
 from .queue import FLAG, has_flag, with_flag
 
-__all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "create_app", "serve", "agreement"]
+__all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "Stopped", "create_app", "serve", "agreement"]
 PAGE_SIZE = 60
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
@@ -73,6 +74,10 @@ def agreement(con) -> dict:
     return out
 
 
+class Stopped(GensetsError):
+    """A request that comes after the server closed its connection (it is stopping): nothing was read or saved."""
+
+
 class ReviewState:
     """The queue seen by the page: listing, counts and decisions over one locked connection."""
 
@@ -94,19 +99,31 @@ class ReviewState:
         self.imagenet = imagenet_names()
         queue.ensure(self.con)  # up to date after every build: one settings lookup
 
+    @contextlib.contextmanager
+    def _held(self):
+        """The lock, around a use of the connection; :class:`Stopped` once :meth:`close` closed it."""
+        with self.lock:
+            if self.con is None:
+                raise Stopped("the review page is stopping: nothing was saved")
+            yield
+
     def keep_mode(self) -> None:
         """Record double review in state.duckdb: once double, always (finalize relies on it)."""
         if self.double and not review.is_double(self.con):
-            with self.lock:
+            with self._held():
                 review.set_double(self.con)
 
     def close(self) -> None:
+        """Close the connection once the request using it, if any, is done (a decision is then committed);
+        a request after this one gets :class:`Stopped`."""
         with self.lock:
-            self.con.close()
+            if self.con is not None:
+                self.con.close()
+                self.con = None
 
     # ---------------------------------------------------------------- reading
     def counts(self, reviewer: str) -> dict:
-        with self.lock:
+        with self._held():
             return queue.summary(self.con, reviewer, self.double)["counts"]
 
     def page(self, reviewer: str, *, label: str | None = None, config: str | None = None,
@@ -115,7 +132,7 @@ class ReviewState:
         the pages before and after it (``after`` / ``before``: a cursor of a page shown before)."""
         if status not in queue.VIEWS:
             raise GensetsError(f"unknown status '{status[:40]}' (known: {', '.join(queue.VIEWS)})")
-        with self.lock:
+        with self._held():
             p = queue.page(self.con, reviewer, self.double, label=label, config=config, view=status,
                            after=after, before=before, size=PAGE_SIZE)
             s = queue.summary(self.con, reviewer, self.double, label=label, config=config, view=status)
@@ -148,7 +165,7 @@ class ReviewState:
         reviewer = review.check_reviewer((reviewer or "").strip())
         if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
-        with self.lock:
+        with self._held():
             row = next(iter(self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
                                              [key]).fetchall()), None)
             if row is None:
@@ -174,7 +191,7 @@ class ReviewState:
 
     def agreement(self) -> dict:
         """The page's view of agreement: counts and kappa, never anyone's decisions."""
-        with self.lock:
+        with self._held():
             a = agreement(self.con)
         return {k: a[k] for k in SUMMARY}
 
@@ -182,7 +199,7 @@ class ReviewState:
         """An image's bytes, read at its offset in its candidate shard; KeyError if the key has none."""
         from ..shards import read_at
 
-        with self.lock:
+        with self._held():
             where = state.images_of(self.con, [key], self.ws.candidate).get(key)
         if where is None:
             raise KeyError(key)
@@ -235,7 +252,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
 
     @app.errorhandler(GensetsError)
     def _bad(e):
-        return jsonify(error=str(e)), 400
+        return jsonify(error=str(e)), 503 if isinstance(e, Stopped) else 400
 
     def _query():
         a = request.args
@@ -303,17 +320,39 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     return app
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+class _Stop:
+    """The handler of SIGINT and SIGTERM in :func:`serve`. Until the server serves, it raises KeyboardInterrupt
+    (start-up stops where it is). Once it serves, the first signal raises nothing: it only asks the loop of
+    :func:`serve` to end at its next turn, so that no exception lands inside werkzeug's handling of a connection
+    or inside the closing of the database; a second one ends the process at once (a decision being written
+    then is rolled back by DuckDB, and was never answered)."""
+
+    serving = asked = False
+
+    def __call__(self, signum, frame):
+        if not self.serving:
+            raise KeyboardInterrupt
+        if self.asked:
+            os.write(2, b"review page stopped at once; every answered decision is in state.duckdb\n")
+            os._exit(128 + signum)
+        self.asked = True
 
 
 def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
           double: bool = False, announce=print) -> None:
-    """Serve the review page until interrupted (Ctrl-C)."""
+    """Serve the review page until SIGINT (Ctrl-C) or SIGTERM; in the main thread it sets their handlers
+    (:class:`_Stop`: also where the shell started it with SIGINT ignored). Stopping closes the listening
+    socket, lets the request holding the database finish and closes the database; connections still open
+    (idle keep-alive, half-sent requests) are left to the end of the process, and a request that reaches the
+    database after that is answered 503 (:class:`Stopped`)."""
     import logging
 
     from werkzeug.serving import make_server
 
+    stop = _Stop()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
     rs = ReviewState(workspace, reviewer=reviewer, double=double)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     loopback = host in ("127.0.0.1", "localhost", "::1")
@@ -326,23 +365,24 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         rs.close()
         why = said.getvalue().strip().split("\n")[0] or getattr(e, "strerror", None) or str(e)
         raise GensetsError(f"cannot listen on {host}:{port} ({why})") from None
-    rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone
-    port = server.server_port
-    shown = f"[{host}]" if ":" in host else host
-    # the loopback names, and the address given; bound to every address, any IP address (never a host name)
-    allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", shown))
-    if host in ("0.0.0.0", "::", ""):
-        allowed.add(f"*:{port}")
-    mode = "double review" if rs.double else "single review"
-    if threading.current_thread() is threading.main_thread():  # `kill` stops it as cleanly as Ctrl-C
-        signal.signal(signal.SIGTERM, _interrupt)
-    if not loopback:
-        print(f"warning: {shown}:{port} is not loopback and the review page has no authentication: "
-              "anyone who can reach it can see the images and change decisions", file=sys.stderr, flush=True)
-    announce(f"review page: http://{shown}:{port}/  ({rs.counts(rs.reviewer)['total']} images, {mode}, "
-             f"reviewer {rs.reviewer}; Ctrl-C to stop)", flush=True)
     try:
-        server.serve_forever()  # returns on Ctrl-C (werkzeug swallows the KeyboardInterrupt)
+        rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone
+        port = server.server_port
+        shown = f"[{host}]" if ":" in host else host
+        # the loopback names, and the address given; bound to every address, any IP address (never a host name)
+        allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", shown))
+        if host in ("0.0.0.0", "::", ""):
+            allowed.add(f"*:{port}")
+        mode = "double review" if rs.double else "single review"
+        if not loopback:
+            print(f"warning: {shown}:{port} is not loopback and the review page has no authentication: anyone "
+                  "who can reach it can see the images and change decisions", file=sys.stderr, flush=True)
+        announce(f"review page: http://{shown}:{port}/  ({rs.counts(rs.reviewer)['total']} images, {mode}, "
+                 f"reviewer {rs.reviewer}; Ctrl-C to stop)", flush=True)
+        server.timeout = 0.1  # handle_request() returns at least this often, to see a stop asked
+        stop.serving = True  # from here on a signal raises nothing (one just before: the finally below)
+        while not stop.asked:
+            server.handle_request()
     finally:
-        server.server_close()
+        server.server_close()  # no new connection; its request threads are daemons, not waited for
         rs.close()
