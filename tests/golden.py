@@ -158,7 +158,8 @@ def blas() -> list[str]:
     import scipy.linalg  # noqa: F401
     import threadpoolctl
 
-    return sorted(f"{i['internal_api']} {i['version']} {i.get('architecture')}" for i in threadpoolctl.threadpool_info())
+    return sorted(f"{i['internal_api']} {i['version']} {i.get('architecture')}" for i in threadpoolctl.threadpool_info()
+                  if i["internal_api"] == "openblas")
 
 
 _MEASURED_KEY = re.compile(r"seconds[a-z_]*|[a-z_]*_seconds|seconds_per_image|cost_per_image|cost_per_1000|"
