@@ -65,13 +65,13 @@ def pin(mode: str) -> None:
         return
     if _x86():
         before = {k: os.environ.get(k) for k in CPU_PINS}
+        os.environ.update(CPU_PINS)  # first: torch imported but not yet run still picks the pinned kernels
         late = [k for k, v in before.items() if v != CPU_PINS[k] and _loaded(k)]
         if late:
             need = " ".join(f"{k}={shlex.quote(CPU_PINS[k])}" for k in CPU_PINS)
-            raise GensetsError(f"reproducible: strict: {', '.join(late)} came too late (torch or numpy already ran "
-                               f"in this process with other CPU kernels); start it with {need}, or run the "
-                               "`gensets` command")
-        os.environ.update(CPU_PINS)
+            raise GensetsError(f"reproducible: strict: {', '.join(late)} came too late (torch or numpy was loaded in "
+                               f"this process before gensets could pin its CPU kernels); start it with {need}, or "
+                               "run the `gensets` command")
     os.environ.update(GPU_PINS)
 
 
