@@ -706,6 +706,14 @@ def test_hub_names_fail_fast_without_offline_env_and_cached_repos_load(tmp_path)
             walls[name] = time.perf_counter() - t0
             assert proc.returncode == 0, err
             results[name] = {r["spec"]: r for r in json.loads(out.strip().splitlines()[-1])}
+        silent.setblocking(False)  # the connections the two processes made, queued and never answered
+        connections = 0
+        while True:
+            try:
+                silent.accept()[0].close()
+            except BlockingIOError:
+                break
+            connections += 1
     finally:
         silent.close()
 
@@ -716,10 +724,10 @@ def test_hub_names_fail_fast_without_offline_env_and_cached_repos_load(tmp_path)
             f"model {spec!r} is not available: no network access to the Hugging Face Hub"
         )
         assert "not in the local cache" in r["error"] and "tiny:" in r["error"] and "\n" not in r["error"]
-        assert r["seconds"] < 10, (spec, r["seconds"])
-    # the whole subprocess, interpreter start and library imports included, run beside the other one (and, under
-    # pytest-xdist, beside other tests): far from the ~23 s per spec of a Hub client retrying
-    assert walls["fail"] < 45, walls
+        assert r["seconds"] < 10, (spec, r["seconds"])  # the probe's 3 s bound, its imports done before the clock
+    # no Hub client retrying (~23 s per spec, a new connection per try): at most one probe per process, whatever
+    # the load (a count, not a clock: the whole subprocess's wall time depends on the machine's load)
+    assert connections <= 2, (connections, walls)
 
     cached = results["cached"]
     for spec in ("timm:hf-hub:gensets/tiny-resnet", "hf:gensets/tiny-vit", "diffusers:gensets/tiny-sd"):
