@@ -36,7 +36,7 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     bytes. Throughput on CPU comes from processes (``accelerate launch``), not threads.
     """
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
-    determinism.pin(cfg.reproducible)  # before torch first runs (distributed() may import it)
+    determinism.pin(_mode(cfg))  # before torch first runs (distributed() may import it)
     dist = distributed()
     if dist.rank == 0:  # before the lock creates anything in it: --out of the wrong folder is refused as it is
         Workspace(out).check_links()
@@ -44,6 +44,11 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
         return _build(builder, cfg, out, dist, quiet, threads, str(config_path))
+
+
+def _mode(cfg) -> str:
+    """The build's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
+    return getattr(cfg, "reproducible", "strict")
 
 
 def _unit_name(unit) -> str:
@@ -102,12 +107,12 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
 
             if not torch.cuda.is_available():
                 torch.set_num_threads(threads)
-            determinism.switch(cfg.reproducible)
+            determinism.switch(_mode(cfg))
             ctx.load()  # every model up front: a missing one fails now, in one line, before any work
             if quality:
                 quality.load()
             loaded = True
-            env = ws.record_environment(determinism.describe(cfg.reproducible, default_device()))
+            env = ws.record_environment(determinism.describe(_mode(cfg), default_device()))
         for unit in mine:  # long_prompts: error stops here, before any image of the stage
             with _naming(config_path, unit):
                 builder.check_prompts(unit, ctx)
@@ -159,7 +164,7 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
-    determinism.pin(cfg.reproducible)
+    determinism.pin(_mode(cfg))
     rows = {r["unit"]: r for r in Manifest(ws.manifest_path).iter_rows()}
     if not rows:
         raise GensetsError(f"{ws.root}: no committed unit to rebuild; run `gensets build` first")
@@ -177,7 +182,7 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
         raise GensetsError(f"{ws.root}: the chosen units were built with different thread counts {sorted(threads)}")
     if not torch.cuda.is_available():
         torch.set_num_threads(threads.pop() if threads else 1)
-    determinism.switch(cfg.reproducible)
+    determinism.switch(_mode(cfg))
     ctx = builder.Context(cfg)
     ctx.workspace = ws
     ctx.load()
@@ -187,7 +192,7 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
 
         quality = QualityFilter(cfg.quality)
         quality.load()
-    now = determinism.describe(cfg.reproducible, default_device())
+    now = determinism.describe(_mode(cfg), default_device())
     out = []
     with tempfile.TemporaryDirectory(prefix="gensets-rebuild-") as tmp:
         todo = [u for u in units.values() if u.id in chosen]
