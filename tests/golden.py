@@ -39,14 +39,19 @@ _TMP: list[str] = []  # the temporary folder everything is built in: written int
 _ROOT = [str(ROOT)]  # this checkout (configs, reference folders), wherever it is cloned: <root>
 
 
+def _placeless(text: str) -> str:
+    """``text`` with the temporary folder and this checkout's path written as <tmp> and <root>."""
+    for tmp in _TMP:
+        text = text.replace(tmp, "<tmp>")
+    for root in _ROOT:
+        text = text.replace(root, "<root>")
+    return text
+
+
 def _digest(path: Path) -> str:
     data = path.read_bytes()
     if path.suffix in (".md", ".json", ".jsonl"):
-        text = data.decode("utf-8")
-        for tmp in _TMP:
-            text = text.replace(tmp, "<tmp>")
-        for root in _ROOT:
-            text = text.replace(root, "<root>")
+        text = _placeless(data.decode("utf-8"))
         for pat in _MEASURED:
             text = pat.sub("<measured>", text)
         if path.name == "manifest.json":  # dataset/manifest.json: each environment's units kept, the rest masked
@@ -124,7 +129,7 @@ def snapshot(tmp: Path) -> dict:
         _cli("report", *args, "--out", rep)
         out[f"report {name}"] = _tree(rep, skip=_MEASURED_FIGURES)
         if (rep / "report.json").is_file():  # its floats, for a machine whose OpenBLAS differs (see BLAS_TOLERANCE)
-            obj = json.loads((rep / "report.json").read_text(encoding="utf-8").replace(str(tmp), "<tmp>"))
+            obj = json.loads(_placeless((rep / "report.json").read_text(encoding="utf-8")))
             out[f"report {name} / shape"] = hashlib.sha256(json.dumps(_shape(obj), sort_keys=True).encode()).hexdigest()
             out[f"report {name} / numbers"] = _numbers(obj)
     for what in ("leaderboard", "query"):

@@ -165,7 +165,7 @@ def _digest(folder: Path) -> dict[str, str]:
 def test_tiny_models_are_cached_safetensors_and_reproducible(tmp_path, monkeypatch):
     first = {k: tiny_path(k) for k in ("sd", "resnet", "vit", "clip", "hf-clip")}
     for kind, path in first.items():
-        assert path.name == f"{kind}-v1" and (path / ".complete").is_file()
+        assert path.name == f"{kind}-v1-pinned" and (path / ".complete").is_file()  # the suite's kernels
         assert tiny_path(kind) == path  # cached
         files = [p.name for p in path.rglob("*") if p.is_file()]
         assert any(f.endswith(".safetensors") for f in files)
@@ -198,7 +198,7 @@ def test_tiny_build_keeps_caller_rng_and_is_safe_across_processes(tmp_path, monk
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1]
     assert _digest(Path(outs[0])) == _digest(tiny_path("clip"))
-    assert [p.name for p in (tmp_path / "race" / "tiny").iterdir()] == ["clip-v1"]
+    assert [p.name for p in (tmp_path / "race" / "tiny").iterdir()] == ["clip-v1-pinned"]
 
 
 def test_tiny_unknown_kind():
