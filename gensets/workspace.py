@@ -212,6 +212,14 @@ class Workspace:
         self.check_links()
         return load_build_config(self.config_path, frozen=True)
 
+    def manifest(self):
+        """``candidates/manifest.jsonl`` as a :class:`~gensets.shards.Manifest` whose rows are checked as read: a
+        row that is not what a build writes (a count as text, a number of 300 digits) is a DataError naming
+        ``file:line`` and the key, before anything is planned or ingested from it."""
+        from .shards import Manifest, check_candidate_row
+
+        return Manifest(self.manifest_path, check=check_candidate_row)
+
     def candidate(self, shard: str) -> Path:
         """The path of a committed candidate shard named in ``candidates/manifest.jsonl``: a file name in
         ``candidates/`` (a build writes ``<unit>.tar``), never a path or a symlink out of it (DataError)."""
