@@ -156,12 +156,11 @@ class Workspace:
 
     def environments(self) -> dict[str, dict]:
         """Every environment recorded in the workspace, by id."""
-        import json
+        from .safety import read_json
 
         if not self.environments_path.is_dir():
             return {}
-        return {p.stem: json.loads(p.read_text(encoding="utf-8"))
-                for p in sorted(self.environments_path.glob("*.json"))}
+        return {p.stem: read_json(p) for p in sorted(self.environments_path.glob("*.json"))}
 
     @contextmanager
     def lock(self, what: str = "build"):

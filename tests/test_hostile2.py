@@ -4,6 +4,7 @@ naming what and where (file:line, or file: key, or shard: key), a non-zero exit,
 written lost."""
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -219,7 +220,23 @@ def test_control_characters_in_class_names_from_data_are_refused(tmp_path):
         dataset_info("folder:pets", tmp_path)
     with pytest.raises(ConfigError, match="control character U\\+001B"):
         list_items(pets, None)
+    from gensets.errors import GensetsError
+    from gensets.sources.images import load_test_set
+
+    with pytest.raises(GensetsError, match="control character U\\+001B"):
+        load_test_set(str(pets), ["cat", "dog"])
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"path": "pets/cat/a.png", "category": "c\nat"}) + "\n")
     with pytest.raises(ConfigError, match=f"{rows}:1: category: control character U\\+000A"):
         list_items(rows, None)
+
+
+def test_control_characters_in_a_dataset_card_class_names_are_refused(small, tmp_path):
+    ds = _copy(small / "dataset", tmp_path / "ds")
+    readme = ds / "README.md"
+    text = readme.read_text()
+    changed = re.sub(r"'(\d+)': mug$", lambda m: f"'{m[1]}': \"m\\eug\"", text, count=1, flags=re.M)  # "\e": ESC
+    assert changed != text
+    readme.write_text(changed)
+    r = run_cli("eval", ds, "--model", "tiny:resnet", "--db", tmp_path / "r.duckdb", "--quiet")
+    one_line_error(r, "README.md", "features.cls", code=1)
