@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .config import nonneg_int, port, positive_int
 from .errors import GensetsError
 from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 
@@ -360,7 +361,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("config", help="a builder config (YAML), e.g. configs/imagenet_d.smoke.yaml")
     b.add_argument("--out", required=True, metavar="WORKSPACE", help="the workspace folder")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
-    b.add_argument("--threads", type=int, default=1,
+    b.add_argument("--threads", type=positive_int, default=1,
                    help="torch threads per process on CPU (default 1: CPU results depend on the thread "
                    "count, so keep it fixed for byte-identical rebuilds; scale with processes instead)")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
@@ -382,11 +383,11 @@ def parser() -> argparse.ArgumentParser:
                        "safe member names, and that every member decodes. Exit 0 when all is well, "
                        "1 when a problem was found (one line each), 2 on bad usage.")
     v.add_argument("dir")
-    v.add_argument("--rebuild", type=int, metavar="N",
+    v.add_argument("--rebuild", type=positive_int, metavar="N",
                    help="DIR is a workspace: rebuild N of its committed units, chosen at random, and compare "
                    "their bytes with the recorded ones (exit 1 if any differs, naming how the environment "
                    "differs from the one that built them)")
-    v.add_argument("--seed", type=int, help="with --rebuild: which units (default: a random seed, printed)")
+    v.add_argument("--seed", type=nonneg_int, help="with --rebuild: which units (default: a random seed, printed)")
     v.add_argument("--quiet", action="store_true", help="with --rebuild: no progress bar")
     v.set_defaults(func=_verify)
 
@@ -398,7 +399,7 @@ def parser() -> argparse.ArgumentParser:
                     choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "all"])
     rl.add_argument("--label", help="only this class")
     rl.add_argument("--config", help="only this config (nuisance kind)")
-    rl.add_argument("--limit", type=int)
+    rl.add_argument("--limit", type=positive_int)
     rl.add_argument("--json", action="store_true")
     for action, text in (("accept", "accept samples"), ("reject", "reject samples"),
                          ("relabel", "give samples another class (and accept them)")):
@@ -439,15 +440,15 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
                    help="zero-shot prompt template with {} for the class name (repeatable; default: the "
                    "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")
-    e.add_argument("--batch-size", type=int, default=32)
-    e.add_argument("--workers", type=int, default=None,
+    e.add_argument("--batch-size", type=positive_int, default=32)
+    e.add_argument("--workers", type=nonneg_int, default=None,
                    help="processes that decode and prepare the batches (default: the machine's cores less one, "
                    "at most 16, shared by accelerate's processes; 0: decode in this process); results do not "
                    "depend on it")
     e.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
                    help="fp32 (default: comparable results) or autocast to bf16 / fp16 (GPUs); recorded in the run "
                    "row, and the leaderboard names it")
-    e.add_argument("--limit", type=int, help="only the first N images of each split")
+    e.add_argument("--limit", type=positive_int, help="only the first N images of each split")
     e.add_argument("--json", action="store_true", help="print one JSON object per (model, config, split)")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (unsafe)")
@@ -474,9 +475,9 @@ def parser() -> argparse.ArgumentParser:
                     "(json.prompting.init_image: GenBench RA's reference folder)")
     sc.add_argument("--config", help="only this config")
     sc.add_argument("--split", help="only this split")
-    sc.add_argument("--batch-size", type=int, default=16)
-    sc.add_argument("--limit", type=int, help="only the first N images of each split")
-    sc.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    sc.add_argument("--batch-size", type=positive_int, default=16)
+    sc.add_argument("--limit", type=positive_int, help="only the first N images of each split")
+    sc.add_argument("--seed", type=nonneg_int, default=0, help="the bootstrap's seed (default 0)")
     sc.add_argument("--json", action="store_true", help="print the summaries as JSON")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
     sc.add_argument("--allow-pickle", action="store_true", help="allow pickle weights (unsafe)")
@@ -514,7 +515,7 @@ def parser() -> argparse.ArgumentParser:
                          "once (the server is the database's writer while it runs).")
     rs.add_argument("workspace")
     rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
-    rs.add_argument("--port", type=int, default=8765, help="default 8765; 0 picks a free port")
+    rs.add_argument("--port", type=port, default=8765, help="default 8765; 0 picks a free port")
     rs.add_argument("--reviewer", help="the default reviewer name on the page (default: the login name)")
     rs.add_argument("--double", action="store_true",
                     help="double review: each image needs two reviewers; each sees their own decisions")

@@ -170,8 +170,9 @@ class _Loader:
                     return self.build(alt, node, key)
                 except ConfigError as e:
                     errors.append(e)
-            if len(errors) == 1:
-                raise errors[0]
+            deeper = [e for e in errors if key and (f"{key}[" in str(e) or f"{key}." in str(e))]
+            if len(errors) == 1 or len(deeper) == 1:  # the one alternative whose shape fits: its own error
+                raise (deeper or errors)[0]
             self.fail(node, key, f"expected {' or '.join(_type_name(a) for a in args)}, got {_describe(v)}")
         if origin is Literal:
             if v in args:
@@ -204,8 +205,15 @@ class _Loader:
         elif tp is int:
             if isinstance(v, int) and not isinstance(v, bool):
                 return v
-        elif tp in (str, bool):
-            if isinstance(v, tp):
+        elif tp is str:
+            if isinstance(v, str):
+                bad = control_char(v)
+                if bad:
+                    self.fail(node, key, f"control character {bad} in {v[:80]!r}; refusing it (it would reach "
+                              "the dataset card and the terminal)")
+                return v
+        elif tp is bool:
+            if isinstance(v, bool):
                 return v
         elif tp is type(None):
             if v is None:
@@ -327,3 +335,48 @@ def fingerprint(obj: Any) -> str:
     """A short content hash of a config: it names the build."""
     blob = json.dumps(to_dict(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------ values from the command line and from data
+MAX_COUNT = 100_000  # a count a config asks for (images per class, per pair, ...): more is a typo, not a plan
+
+
+def check_count(name: str, value: int, low: int = 1, high: int = MAX_COUNT) -> None:
+    """ValueError ``"name: ..."`` (a validator's form: the loader names file:line) unless ``low <= value <=
+    high``: a typo'd ``1000000000`` is refused before anything is planned, not after minutes of it."""
+    if not low <= value <= high:
+        raise ValueError(f"{name}: must be between {low} and {high:,}, got {value:,}")
+
+
+def control_char(text: str) -> str | None:
+    """The first control character (NUL, newline, ESC, ...: Unicode Cc, or a line / paragraph separator) of
+    ``text`` as ``U+XXXX``; None when it has none. Such a character in a name would reach a card or a terminal."""
+    import unicodedata
+
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            return f"U+{ord(ch):04X}"
+    return None
+
+
+def _number(kind: type, low, high=None, what: str = ""):
+    import argparse
+
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if v != v or v in (float("inf"), float("-inf")) or v < low or (high is not None and v > high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return v
+
+    parse.__name__ = what  # argparse names the type in its message
+    return parse
+
+
+positive_int = _number(int, 1, what="a whole number of at least 1")
+nonneg_int = _number(int, 0, what="a whole number of at least 0")
+nonneg_float = _number(float, 0.0, what="a finite number of at least 0")
+positive_float = _number(float, 1e-300, what="a finite number above 0")
+port = _number(int, 0, 65535, what="a port number 0..65535")

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import DataError, GensetsError
-from .safety import check_regular, inside, read_regular, read_text, writable_inside
-from .shards import sha256_file
+from .safety import check_regular, inside, read_regular, writable_inside
+from .shards import read_dataset_manifest, sha256_file
 
 MAX_COMMIT_BYTES = 5 * 1024**3  # shards per commit: at most this many bytes ...
 MAX_COMMIT_FILES = 500  # ... and files
@@ -273,7 +273,7 @@ def deletions(previous: bytes | None, shards: set[str]) -> list[str]:
 
 def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MAX_COMMIT_FILES) -> list[Commit]:
     """The commits: shards in groups (per config, bounded in bytes and files), then the card last."""
-    manifest = json.loads(read_text(_inside(folder, "manifest.json")))
+    manifest = read_dataset_manifest(_inside(folder, "manifest.json"))
     commits: list[Commit] = []
     for s in manifest["shards"]:
         if not shard_path(s.get("path")):

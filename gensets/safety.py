@@ -15,6 +15,7 @@ read (``where``: ``file:line`` or ``file: key``).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -134,3 +135,17 @@ def read_text(path, where: str | None = None) -> str:
         return read_regular(path, where).decode("utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{os.fspath(path)}{_at(where)}: not UTF-8 text ({e})") from None
+
+
+def read_json(path, where: str | None = None):
+    """The JSON value of a regular file (:func:`read_text`); DataError naming ``path:line:column`` for JSON that
+    does not parse (cut short, foreign), and the path for one nested too deeply to read (a RecursionError)."""
+    text = read_text(path, where)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{os.fspath(path)}:{e.lineno}:{e.colno}{_at(where)}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise DataError(f"{os.fspath(path)}{_at(where)}: JSON nested too deeply to read; refusing it") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise DataError(f"{os.fspath(path)}{_at(where)}: not valid JSON ({str(e)[:200]})") from None

@@ -156,12 +156,11 @@ class Workspace:
 
     def environments(self) -> dict[str, dict]:
         """Every environment recorded in the workspace, by id."""
-        import json
+        from .safety import read_json
 
         if not self.environments_path.is_dir():
             return {}
-        return {p.stem: json.loads(p.read_text(encoding="utf-8"))
-                for p in sorted(self.environments_path.glob("*.json"))}
+        return {p.stem: read_json(p) for p in sorted(self.environments_path.glob("*.json"))}
 
     @contextmanager
     def lock(self, what: str = "build"):
@@ -211,6 +210,14 @@ class Workspace:
             raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
         self.check_links()
         return load_build_config(self.config_path, frozen=True)
+
+    def manifest(self):
+        """``candidates/manifest.jsonl`` as a :class:`~gensets.shards.Manifest` whose rows are checked as read: a
+        row that is not what a build writes (a count as text, a number of 300 digits) is a DataError naming
+        ``file:line`` and the key, before anything is planned or ingested from it."""
+        from .shards import Manifest, check_candidate_row
+
+        return Manifest(self.manifest_path, check=check_candidate_row)
 
     def candidate(self, shard: str) -> Path:
         """The path of a committed candidate shard named in ``candidates/manifest.jsonl``: a file name in

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from ..config import check_count
 from ..quality.thresholds import QualityFields
 
 
@@ -81,8 +82,7 @@ class GeneratorConfig:
             value = getattr(self, key)
             if value % 8 or not 8 <= value <= self.MAX_SIDE:
                 raise ValueError(f"{key}: must be a multiple of 8 in 8..{self.MAX_SIDE}, got {value}")
-        if self.batch_size < 1:
-            raise ValueError("batch_size: must be at least 1")
+        check_count("batch_size", self.batch_size)
 
     def load(self):
         """The generator this config names (``gensets.models.Generator``)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ..config import to_dict
+from ..config import check_count, control_char, to_dict
 from ..curation import surrogates
 from ..curation.surrogates import SurrogateFilter
 from ..records import Sample, content_id, derive_seed, slug
@@ -59,8 +59,13 @@ def read_names(path: Path) -> list[str]:
             names = [(r["name"] or "").strip() for r in reader]
         except csv.Error as e:
             raise ValueError(f"{path}: malformed CSV ({e})") from None
-        return [n for n in names if n]
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        names = [n for n in names if n]
+    else:
+        names = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    for n in names:
+        if control_char(n):
+            raise ValueError(f"{path}: name {n[:80]!r} has control character {control_char(n)}; refusing it")
+    return names
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,8 @@ class NuisanceConfig:
                 read_names(base_dir / self.source)
             except ValueError as e:
                 raise ValueError(f"source: {e}") from None
-        if self.limit is not None and self.limit < 1:
-            raise ValueError("limit: must be at least 1")
+        if self.limit is not None:
+            check_count("limit", self.limit)
         if self.template is not None and "{cls}" not in self.template:
             raise ValueError("template: must contain {cls}")
 
@@ -130,8 +135,8 @@ class ImageNetDConfig(BuildFields):
             raise ValueError(f"nuisances: unknown nuisance kind {bad[0]!r} (known: {', '.join(KINDS)})")
         if not self.nuisances:
             raise ValueError("nuisances: give at least one of background, texture, material")
-        if self.images_per_pair < 1 or self.unit_size < 1 or self.shard_size < 1:
-            raise ValueError("images_per_pair, unit_size and shard_size must be at least 1")
+        for key in ("images_per_pair", "unit_size", "shard_size"):
+            check_count(key, getattr(self, key))
 
     def resolved(self, base_dir: Path) -> ImageNetDConfig:
         """Nuisance lists read from their files into the config, so the frozen copy stands alone."""

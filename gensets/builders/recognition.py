@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from ..config import to_dict
+from ..config import check_count, to_dict
 from ..errors import DataError
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
@@ -57,8 +57,7 @@ class GenerateSource:
     template: str = "a photo of a {}"
 
     def validate(self, base_dir: Path) -> None:
-        if self.images_per_category < 1:
-            raise ValueError("images_per_category: must be at least 1")
+        check_count("images_per_category", self.images_per_category)
         if "{}" not in self.template:
             raise ValueError("template: must contain {} for the category")
 

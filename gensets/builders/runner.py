@@ -70,7 +70,7 @@ def _naming(config_path: str, unit):
 
 
 def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int, config_path: str) -> dict:
-    from ..shards import Manifest, clean_temp, write_shard
+    from ..shards import clean_temp, write_shard
 
     if dist.rank == 0:
         ws = Workspace.create(out, builder, cfg)
@@ -79,7 +79,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
     dist.barrier()
     ws = Workspace.create(out, builder, cfg)
     build_id = ws.fingerprint
-    manifest = Manifest(ws.manifest_path)
+    manifest = ws.manifest()
     ctx = builder.Context(cfg)
     ctx.workspace = ws  # staged builders read the shards of earlier stages
     quality = None  # the config's quality: thresholds (gensets.quality.thresholds), scored after each unit
@@ -160,12 +160,12 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
     import random
     import tempfile
 
-    from ..shards import Manifest, write_shard
+    from ..shards import write_shard
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
     determinism.pin(_mode(cfg))
-    rows = {r["unit"]: r for r in Manifest(ws.manifest_path).iter_rows()}
+    rows = {r["unit"]: r for r in ws.manifest().iter_rows()}
     if not rows:
         raise GensetsError(f"{ws.root}: no committed unit to rebuild; run `gensets build` first")
     envs = ws.environments()
@@ -214,12 +214,11 @@ def ingest(ws: Workspace) -> int:
     """Load committed candidate shards into state.duckdb (idempotent), with where each image lies and the
     review page's tables, so that ``gensets review serve`` starts at once."""
     from ..curation import queue, state
-    from ..shards import Manifest
 
     builder, _ = ws.load()
     con = state.connect(ws.state_path)
     try:
-        added = state.ingest(con, Manifest(ws.manifest_path).iter_rows(), ws.candidate,
+        added = state.ingest(con, ws.manifest().iter_rows(), ws.candidate,
                              builder.config_of, initial_status="pending" if builder.needs_review else "accepted")
         state.index_images(con, ws.candidate)  # a database from before ``images``
         queue.ensure(con)
@@ -248,7 +247,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     from ..cards import card
     from ..curation import review, state
     from ..errors import DataError
-    from ..shards import Manifest, ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
+    from ..shards import ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
 
     ws.clean_leftovers()
     if not ws.state_path.exists():
@@ -273,7 +272,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         tmp.mkdir(parents=True)
         shards, counts = [], {}
         split = builder.split
-        recorded = {r.get("shard"): r.get("sha256") for r in Manifest(ws.manifest_path).iter_rows()}
+        recorded = {r.get("shard"): r.get("sha256") for r in ws.manifest().iter_rows()}
         checked: set[str] = set()  # candidate shards whose bytes were checked against the manifest's sha256
 
         def candidate(shard: str):
@@ -292,7 +291,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
             meta = dict(metas.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)",
                                       [[r[0] for r in rows]]).fetchall())
             for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before in rows:
-                s = Sample(key, read_at(candidate(shard), offset, size), ext, cls, json.loads(meta[key]))
+                s = Sample(key, read_at(candidate(shard), offset, size, key), ext, cls, json.loads(meta[key]))
                 time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
                 decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
                 if status == "relabeled" and label != label_before:
@@ -339,10 +338,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
 def _environments(ws: Workspace) -> list[dict]:
     """The environments that built the workspace's committed units, each with how many units it built
     (``units_without``: units committed before gensets recorded environments)."""
-    from ..shards import Manifest
 
     built = {}
-    for row in Manifest(ws.manifest_path).iter_rows():
+    for row in ws.manifest().iter_rows():
         built[row.get("env")] = built.get(row.get("env"), 0) + 1
     envs = ws.environments()
     return [{"id": eid, "units": n, "environment": envs.get(eid)} for eid, n in built.items()]

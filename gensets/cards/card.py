@@ -235,7 +235,6 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
 
 def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder."""
-    import json
 
     from ..errors import GensetsError
     from ..shards import ShardSamples
@@ -246,9 +245,9 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     mpath = ws.dataset / "manifest.json"
     if not mpath.exists():
         raise GensetsError(f"{ws.root}: no dataset/manifest.json; run `gensets finalize {ws.root}` first")
-    from ..safety import read_text
+    from ..shards import read_dataset_manifest
 
-    manifest = json.loads(read_text(mpath))
+    manifest = read_dataset_manifest(mpath)
     counts = manifest["counts"]  # manifest.json has sorted keys: back to the builder's config order
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}

@@ -136,7 +136,7 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
 
     def task(r):
         spath, offset, size, ext = index[r["key"]]
-        data = base64.b64encode(read_at(spath, offset, size)).decode()
+        data = base64.b64encode(read_at(spath, offset, size, r["key"])).decode()
         preds = top1.get(r["key"], [])
 
         def prediction(version, lines, score=None):
@@ -285,6 +285,9 @@ def _choices(a: dict, where: str) -> dict[str, list]:
     out = {}
     for res in results:
         if isinstance(res, dict) and res.get("type") == "choices":
+            if not isinstance(res.get("from_name"), str):
+                raise GensetsError(f"{where}: a choices result's 'from_name' is not a name, got "
+                                   f"{type(res.get('from_name')).__name__}")
             value = res.get("value")
             chosen = value.get("choices") if isinstance(value, dict) else None
             if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):

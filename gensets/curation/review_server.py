@@ -204,7 +204,7 @@ class ReviewState:
         if where is None:
             raise KeyError(key)
         path, offset, size, ext = where
-        return read_at(path, offset, size), MIME.get(ext, "application/octet-stream")
+        return read_at(path, offset, size, key), MIME.get(ext, "application/octet-stream")
 
 
 def host_allowed(host: str, allowed: set[str]) -> bool:

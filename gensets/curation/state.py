@@ -40,15 +40,18 @@ CREATE TABLE IF NOT EXISTS images (
 def connect(path: Path, read_only: bool = False):
     import duckdb
 
+    from ..errors import DataError, GensetsError
+
     try:
         if read_only:
             return duckdb.connect(str(path), read_only=True)
         con = duckdb.connect(str(path))
-    except duckdb.IOException as e:  # another process is the writer (e.g. `gensets review serve`)
-        from ..errors import GensetsError
-
-        raise GensetsError(f"{path}: in use by another process ({str(e).splitlines()[0][:200]}); "
-                           "stop it (e.g. `gensets review serve`) and try again") from None
+    except duckdb.Error as e:  # another process is the writer (e.g. `gensets review serve`), or not a database
+        why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        if "lock" in why.lower():
+            raise GensetsError(f"{path}: in use by another process ({why}); "
+                               "stop it (e.g. `gensets review serve`) and try again") from None
+        raise DataError(f"{path}: not a readable state database ({why}); it was left as it is") from None
     con.execute(SCHEMA)
     return con
 
@@ -149,11 +152,38 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
     if not todo:
         return 0
     samples = con.execute("SELECT count(*) FROM samples").fetchone()[0] + sum(t[2] for t in todo.values())
-    con.execute(f"SET memory_limit = '{INGEST_MEMORY_MB + -(-samples * INDEX_BYTES_PER_SAMPLE // 2**20)}MB'")
+    mb = min(INGEST_MEMORY_MB + -(-int(samples) * INDEX_BYTES_PER_SAMPLE // 2**20), 1 << 22)  # at most 4 TB
+    con.execute(f"SET memory_limit = '{int(mb)}MB'")
     try:
         return _ingest(con, todo, shard_path, config_of, initial_status)
     finally:
         con.execute("RESET memory_limit")
+
+
+def _meta(d: dict, shard: str) -> dict:
+    """A sample's json member as a dict; DataError naming the shard and key otherwise."""
+    from ..errors import DataError
+
+    try:
+        m = json.loads(d["json"])
+    except (KeyError, ValueError, RecursionError) as e:
+        raise DataError(f"{shard}: {d['__key__']}: unreadable json member ({type(e).__name__})") from None
+    if not isinstance(m, dict):
+        raise DataError(f"{shard}: {d['__key__']}: the json member is not an object")
+    return m
+
+
+def _cls(d: dict, shard: str) -> int:
+    """A sample's cls member as a class index; DataError naming the shard and key otherwise."""
+    from ..errors import DataError
+
+    try:
+        v = int(d["cls"].decode("ascii"))
+    except (KeyError, ValueError, UnicodeDecodeError):
+        v = -1
+    if not 0 <= v < 1 << 31:
+        raise DataError(f"{shard}: {d['__key__']}: the cls member is not a class index")
+    return v
 
 
 def _ingest(con, todo: dict, shard_path, config_of, initial_status: str) -> int:
@@ -177,11 +207,11 @@ def _ingest(con, todo: dict, shard_path, config_of, initial_status: str) -> int:
         batch["units"].append({"unit": unit, "shard": shard, "sha256": sha256, "n": n})
         batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]} for r in skipped]
         for d in iter_index(shard_path(shard)):
-            key, m = d["__key__"], json.loads(d["json"])
+            key, m = d["__key__"], _meta(d, shard)
             batch["images"].append(_image_row(d, shard))
             batch["samples"].append({
                 "key": key, "unit": unit, "shard": shard, "config": config_of(m),
-                "label": m.get("label"), "label_index": int(d["cls"].decode()), "nuisance": m.get("nuisance"),
+                "label": m.get("label"), "label_index": _cls(d, shard), "nuisance": m.get("nuisance"),
                 "prompt": m.get("prompt"), "seed": m.get("seed"),
                 "surrogate_failures": m.get("surrogate_failures"), "kept": bool(m.get("kept")),
                 "meta": json.dumps(m, sort_keys=True),

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import control_char
 from ..errors import DataError, GensetsError
 from ..images import IMAGE_EXTS, decode_image
-from ..safety import check_regular, inside, no_symlink, parts_of, read_text
+from ..safety import check_regular, inside, no_symlink, parts_of, read_json, read_text
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
 
@@ -116,7 +117,50 @@ def _card_header(folder: Path) -> dict:
         raise DataError(f"{readme}: the card's YAML header does not parse: {' '.join(str(e).split())}") from None
     if not isinstance(header, dict):
         raise DataError(f"{readme}: the card's YAML header is not a mapping")
-    return header
+    return _checked_header(header, readme)
+
+
+def _checked_header(header: dict, readme: Path) -> dict:
+    """The card header's ``configs`` and ``dataset_info`` in the shapes read below (a Hub card may give one
+    config's ``dataset_info`` as a mapping); DataError naming the card and the key otherwise."""
+
+    def bad(key: str, want: str):
+        return DataError(f"{readme}: {key}: expected {want}; the card's header is not a dataset card's")
+
+    def name(v) -> bool:
+        return isinstance(v, str) and bool(v) and control_char(v) is None
+
+    configs = header.get("configs") or []
+    if not isinstance(configs, list):
+        raise bad("configs", "a list")
+    for i, c in enumerate(configs):
+        if not isinstance(c, dict) or not name(c.get("config_name")):
+            raise bad(f"configs[{i}].config_name", "a name")
+        files = c.get("data_files") or []
+        if not isinstance(files, list):
+            raise bad(f"configs[{i}].data_files", "a list")
+        for j, df in enumerate(files):
+            path = df.get("path") if isinstance(df, dict) else None
+            paths = path if isinstance(path, list) else [path]
+            if not isinstance(df, dict) or not name(df.get("split")) or not paths or not all(map(name, paths)):
+                raise bad(f"configs[{i}].data_files[{j}]", "{split: name, path: pattern or list of patterns}")
+    infos = header.get("dataset_info") or []
+    infos = [infos] if isinstance(infos, dict) else infos
+    if not isinstance(infos, list) or not all(isinstance(i, dict) for i in infos):
+        raise bad("dataset_info", "a list of mappings")
+    for i, info in enumerate(infos):
+        for key in ("features", "splits"):
+            if not isinstance(info.get(key) or [], list) or not all(isinstance(x, dict) for x in info.get(key) or []):
+                raise bad(f"dataset_info[{i}].{key}", "a list of mappings")
+        try:
+            names = _class_names(info)
+        except (AttributeError, TypeError, ValueError):
+            raise bad(f"dataset_info[{i}].features.cls", "class_label names") from None
+        if names is not None and (not isinstance(names, list) or not all(map(name, names))):
+            bad_name = next((n for n in names if not name(n)), None) if isinstance(names, list) else names
+            raise bad(f"dataset_info[{i}].features.cls", f"class names without control characters, got "
+                      f"{str(bad_name)[:60]!r}")
+    return {**header, "configs": configs, "dataset_info": infos}
 
 
 def _class_names(info: dict) -> list[str] | None:
@@ -149,11 +193,11 @@ def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
     """A Hub-style repo folder: configs and class names from its card, shards from its data_files."""
     header = _card_header(folder)
     manifest = folder / "manifest.json"
-    try:
-        revision = json.loads(read_text(inside(folder, "manifest.json")))["build"] if manifest.exists() else None
-    except (ValueError, TypeError, KeyError) as e:
-        raise DataError(f"{manifest}: not a gensets manifest.json ({type(e).__name__}: {e})") from None
-    infos = {i.get("config_name"): i for i in header.get("dataset_info", []) or []}
+    revision = read_json(inside(folder, "manifest.json")) if manifest.exists() else {"build": None}
+    revision = revision.get("build", ...) if isinstance(revision, dict) else ...
+    if revision is not None and not (isinstance(revision, str) and revision.isprintable() and 0 < len(revision) <= 200):
+        raise DataError(f"{manifest}: not a gensets manifest.json (its 'build' is not a build id); refusing it")
+    infos = {i.get("config_name"): i for i in header.get("dataset_info") or []}
     out = Source(str(folder), revision)
     configs = header.get("configs") or []
     if not configs:  # a bare folder of shards: one config, split from the folder name

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import control_char
 from ..errors import GensetsError
 from ..registry import PROTOCOLS
 from . import store
@@ -93,6 +94,18 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
         raise GensetsError(f"unknown precision '{cfg.precision}' (known: {', '.join(PRECISIONS)})")
     if cfg.workers is not None and cfg.workers < 0:
         raise GensetsError(f"--workers {cfg.workers}: must be 0 (decode in this process) or more")
+    if cfg.batch_size < 1:
+        raise GensetsError(f"--batch-size {cfg.batch_size}: must be at least 1")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise GensetsError(f"--limit {cfg.limit}: must be at least 1 (leave it out for every image)")
+    for t in cfg.templates or ():
+        try:
+            ok = t.format("x", c="x") != t.format("y", c="y") and not control_char(t)
+        except (ValueError, IndexError, KeyError, AttributeError):  # another {field} or a lone brace
+            ok = False
+        if not ok:
+            raise GensetsError(f"--template {t[:80]!r}: must contain {{}} (or {{c}}) where the class name "
+                               "goes, no other braces and no control character")
     (PROTOCOLS.get(cfg.protocol) if cfg.protocol else ClassifierProtocol).check(cfg)
     source = open_source(cfg.dataset, cfg.config, cfg.split)
     if cfg.templates:

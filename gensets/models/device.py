@@ -8,10 +8,26 @@ import os
 from dataclasses import dataclass
 
 
+def world_size() -> int:
+    """``WORLD_SIZE`` of ``accelerate launch`` / ``torchrun`` (1 when unset); GensetsError naming it when it is
+    not a whole number of at least 1 (``WORLD_SIZE=two``)."""
+    from ..errors import GensetsError
+
+    text = os.environ.get("WORLD_SIZE", "").strip() or "1"
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1 << 20:
+        raise GensetsError(f"environment variable WORLD_SIZE={text[:40]!r}: expected a whole number of at least 1 "
+                           "(the number of processes; leave it unset for one)")
+    return n
+
+
 def default_device() -> str:
     import torch
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if world_size() > 1:
         from accelerate import PartialState
 
         return str(PartialState(cpu=not torch.cuda.is_available()).device)
@@ -39,7 +55,7 @@ class Dist:
 
 def distributed() -> Dist:
     """Rank and world size under ``accelerate launch`` / ``torchrun``; one process otherwise."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if world_size() <= 1:
         return Dist()
     import torch
     from accelerate import PartialState

@@ -3,7 +3,13 @@
 Light to import: webdataset (which imports torch) is only loaded inside `write_shard`.
 """
 
-from gensets.shards.manifest import Manifest, clean_temp, write_json_atomic
+from gensets.shards.manifest import (
+    Manifest,
+    check_candidate_row,
+    clean_temp,
+    read_dataset_manifest,
+    write_json_atomic,
+)
 from gensets.shards.reader import (
     ShardSamples,
     StoredSample,
@@ -23,6 +29,8 @@ __all__ = [
     "ShardInfo",
     "sha256_file",
     "Manifest",
+    "check_candidate_row",
+    "read_dataset_manifest",
     "write_json_atomic",
     "clean_temp",
     "iter_shard",

@@ -153,10 +153,15 @@ def _open_fd(shard: str) -> int:
         f.close()
 
 
-def read_at(path: str | os.PathLike, offset: int, size: int) -> bytes:
+def read_at(path: str | os.PathLike, offset: int, size: int, key: str = "-") -> bytes:
     """``size`` bytes of ``path`` at ``offset`` (a member found by :func:`iter_index`); DataError if cut short."""
     try:
         with open_regular(path) as f:
+            have = os.fstat(f.fileno()).st_size
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, size)) \
+                    or offset + size > have:  # a corrupt index: never allocate what the file cannot hold
+                raise DataError(f"{os.fspath(path)}: {key}: no {str(size)[:40]} bytes at offset {str(offset)[:40]} "
+                                f"(the file has {have}); the recorded location is corrupt")
             data = os.pread(f.fileno(), size, offset)
     except OSError as e:
         raise DataError(f"{os.fspath(path)}: -: cannot read ({e.strerror or e})") from None

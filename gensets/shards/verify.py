@@ -25,7 +25,7 @@ from PIL import Image
 
 from gensets.config import safe_load
 from gensets.errors import DataError, GensetsError
-from gensets.safety import inside, open_regular, read_regular
+from gensets.safety import inside, open_regular, read_json
 from gensets.shards.manifest import Manifest, is_temp
 from gensets.shards.reader import end_marker_ok, member_problem, split_name
 
@@ -146,10 +146,16 @@ def _read_manifest(path: Path) -> list[tuple[str, dict]]:
         last = {r["shard"]: r for r in Manifest(path).rows() if isinstance(r.get("shard"), str)}
         return list(last.items())
     try:
-        obj = json.loads(read_regular(path).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(f"{path}: not valid JSON ({e})") from None
-    return [(e["path"], e) for e in _entries(obj)]
+        obj = read_json(path)
+    except DataError as e:  # verify's own form, "path: -: what": the line and column go into the message
+        where, sep, what = str(e).partition(": ")
+        at = where.removeprefix(f"{path}").lstrip(":").split(":")
+        raise DataError(f"{path}: {what}" + (f" at line {at[0]}, column {at[1]}" if sep and len(at) == 2 else "")) \
+            from None
+    try:
+        return [(e["path"], e) for e in _entries(obj)]
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply to read; refusing it") from None
 
 
 class _HashingReader:

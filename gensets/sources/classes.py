@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ..config import control_char
 from ..records import slug
 from .packaged import genbench_datasets
 
@@ -21,11 +22,16 @@ class DatasetInfo:
     group: str = "custom"
 
 
-def unique_names(names: list) -> tuple[str, ...]:
-    """Class names as the dataset lists them (first synonym of a list); a repeated name gets " (k)"."""
+def unique_names(names: list, where: str = "dataset") -> tuple[str, ...]:
+    """Class names as the dataset lists them (first synonym of a list); a repeated name gets " (k)".
+    ValueError ``"where: ..."`` for a name with a control character (NUL, newline, ESC: it would reach the
+    card and the terminal)."""
     out, seen = [], {}
     for n in names:
         n = str(n[0] if isinstance(n, list) else n)
+        bad = control_char(n)
+        if bad:
+            raise ValueError(f"{where}: class name {n[:80]!r} has control character {bad}; refusing it")
         seen[n] = seen.get(n, 0) + 1
         out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
     return tuple(out)
@@ -128,7 +134,7 @@ def dataset_info(dataset: str, base_dir: Path, hf_config: str | None = None,
         try:
             return DatasetInfo(unique_names(hf_label_feature(rest, hf_config, label_column)[1].names))
         except ValueError as e:  # name the key the problem is under
-            raise ValueError(str(e) if str(e).startswith("label_column:") else f"dataset: {e}") from None
+            raise ValueError(str(e) if str(e).startswith(("label_column:", "dataset:")) else f"dataset: {e}") from None
     if sep and kind == "folder" and rest:
         root = base_dir / rest
         if not root.is_dir():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import control_char
 from ..errors import GensetsError
 from ..images import decode_image, is_image_file
 
@@ -87,6 +88,10 @@ def load_test_set(source: str, class_names: list[str], split: str = "test") -> t
         files = [(f, matched[j]) for j, folder in enumerate(folders) if j in matched
                  for f in sorted(folder.iterdir()) if is_image_file(f) and f.is_file()]
         images, labels = Images([f for f, _ in files], _read_files), [y for _, y in files]
+    bad = next((str(n) for n in names if control_char(str(n))), None)
+    if bad is not None:  # it would reach the terminal (the unmatched classes) and the report
+        raise GensetsError(f"test set {source}: class name {bad[:80]!r} has control character "
+                           f"{control_char(bad)}; refusing it")
     unmatched = report_match(f"test set {source}", names, class_names, matched, how)
     if not labels:
         raise GensetsError(f"test set {source}: no images of any of the classes")

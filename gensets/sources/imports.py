@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import control_char
 from ..errors import ConfigError, DataError
 from ..shards import sha256_file
 
@@ -41,6 +42,10 @@ def list_items(path: Path, default_source: str | None) -> list[Item]:
     """The files of an import: ``path`` is a folder (``category/file``), a .csv or a .jsonl."""
     if path.is_dir():
         root = path.resolve()
+        for f in sorted(path.iterdir()):
+            if control_char(f.name):
+                raise ConfigError(f"{f}: control character {control_char(f.name)} in a category folder's name; "
+                                  "refusing it (it would reach the dataset card and the terminal)")
         return [Item(str(f.resolve()), f.parent.name, default_source, rel=f.relative_to(path).as_posix(),
                      skip="a symlink out of the import folder" if not f.resolve().is_relative_to(root)
                      else None if f.parent != path else "not in a category folder (put it in <import>/<category>/)")
@@ -54,6 +59,11 @@ def list_items(path: Path, default_source: str | None) -> list[Item]:
         if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not row["path"] \
                 or not row.get("category"):
             raise ConfigError(f"{path}:{line}: each row needs 'path' (a string) and 'category'")
+        for key in ("category", "source", "key"):
+            bad = control_char(str(row.get(key) or ""))
+            if bad:
+                raise ConfigError(f"{path}:{line}: {key}: control character {bad} in {str(row[key])[:80]!r}; "
+                                  "refusing it (it would reach the dataset card and the terminal)")
         written = Path(row["path"])
         p = (written if written.is_absolute() else path.parent / written).resolve()
         try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from ...config import check_count
 from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from .prompts import MODE_TEMPLATES, TEMPLATES
 
@@ -103,14 +104,15 @@ class FailureModesConfig(BuildFields):
             raise ValueError(f"superclasses: {unknown[0]!r} is not one of labels")
         if not all(str(v).strip() for v in self.superclasses.values()):
             raise ValueError("superclasses: a superclass is empty")
-        if self.images_per_label < 1 or (self.images_per_mode is not None and self.images_per_mode < 1):
-            raise ValueError("images_per_label and images_per_mode must be at least 1")
+        for key in ("images_per_label", "images_per_mode"):
+            if getattr(self, key) is not None:
+                check_count(key, getattr(self, key))
         if not 1 <= self.top_k <= 5:
             raise ValueError("top_k: must be between 1 and 5")
         if not 0 < self.alpha < 1:
             raise ValueError("alpha: must be between 0 and 1")
-        if self.unit_size < 1 or self.shard_size < 1 or self.batch_size < 1:
-            raise ValueError("unit_size, shard_size and batch_size must be at least 1")
+        for key in ("unit_size", "shard_size", "batch_size"):
+            check_count(key, getattr(self, key))
 
     def resolved(self, base_dir: Path) -> FailureModesConfig:
         labels = _canonical_labels(self.labels)

@@ -86,9 +86,8 @@ def top1(meta: dict) -> int:
 
 def _committed(ws, units: list[Unit]):
     """(shard, Sample) of every unit, in unit order; DataError when one is not committed."""
-    from ...shards import Manifest
 
-    rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()}
+    rows = {r["unit"]: r for r in ws.manifest().rows()}
     missing = [u.id for u in units if u.id not in rows]
     if missing:
         raise DataError(f"{ws.root}: {len(missing)} unit(s) of an earlier stage are not committed "

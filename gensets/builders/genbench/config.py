@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
+from ...config import check_count
 from ...sources.classes import DatasetInfo, dataset_info, plain_name, split_rev
 from ...sources.packaged import genbench_datasets, genbench_hub_copies
 from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
@@ -78,8 +79,8 @@ class ExpansionConfig:
         if self.input is not None and self.input != S.KEYTOTEXT and "{}" not in self.input:
             raise ValueError(f"input: {S.KEYTOTEXT!r} or a template that contains {{}} for the class name")
         for key in ("prompts", "draws", "max_new_tokens"):
-            if getattr(self, key) is not None and getattr(self, key) < 1:
-                raise ValueError(f"{key}: must be at least 1")
+            if getattr(self, key) is not None:
+                check_count(key, getattr(self, key))
         if (self.min_new_tokens or 0) < 0 or (self.top_k or 0) < 0:
             raise ValueError("min_new_tokens and top_k must be at least 0")
         if self.top_p is not None and not 0 < self.top_p <= 1:
@@ -119,8 +120,8 @@ class ReferenceConfig:
                 raise ValueError(f"source: expected folder:<path>, hf:<repo or path> or retrieval, got {self.source!r}")
             # a folder is looked for where the config lies: GenBenchConfig.validate (a workspace's frozen
             # copy keeps the path as written, relative to the config it was built from)
-        if self.per_class is not None and self.per_class < 1:
-            raise ValueError("per_class: must be at least 1")
+        if self.per_class is not None:
+            check_count("per_class", self.per_class)
         if self.strength is not None and not 0 < self.strength <= 1:
             raise ValueError("strength: must be in (0, 1]")
 
@@ -319,8 +320,8 @@ class GenBenchConfig(BuildFields):
             if key in seen:
                 raise ValueError(f"strategies: {s!r} is {seen[key]!r} again")
             seen[key] = s
-        if self.shots < 1 or self.unit_size < 1 or self.shard_size < 1:
-            raise ValueError("shots, unit_size and shard_size must be at least 1")
+        for key in ("shots", "unit_size", "shard_size"):
+            check_count(key, getattr(self, key))
         if (self.images_per_prompt is not None and self.images_per_prompt < 1) or (self.resize or 1) < 1:
             raise ValueError("images_per_prompt and resize must be at least 1")
         checked = [("simple_template", self.simple_template)] + [("templates", t) for t in self.templates]

@@ -16,8 +16,9 @@ import json
 from pathlib import Path
 
 from ...cards.markdown import table
-from ...errors import GensetsError
+from ...errors import DataError, GensetsError
 from ...registry import REPORTS
+from ...safety import read_json
 from .base import Report, add_precision
 
 # Item 6 of issue #12: published numbers beside gensets' own, where a configuration of the paper can be run
@@ -45,7 +46,9 @@ def compute(workspace: str | Path, db: str | Path | None = None, precision: str 
     path = ws.root / "modes.json"
     if not path.exists():
         raise GensetsError(f"{ws.root}: no modes.json yet; run `gensets build` on it to the end")
-    rep = json.loads(path.read_text(encoding="utf-8"))
+    rep = read_json(path)
+    if not isinstance(rep, dict):
+        raise DataError(f"{path}: not the modes.json a failure-modes build writes (not an object)")
     rep["workspace"] = str(ws.root)
     rep["published"] = {"numbers": [], "note": PUBLISHED}
     if db is not None:

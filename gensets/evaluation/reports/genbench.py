@@ -34,6 +34,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...config import nonneg_float, positive_float, positive_int
 from ...errors import GensetsError
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
@@ -47,14 +48,14 @@ def read_workspace(path: str | Path):
 
     The samples are :class:`gensets.shards.StoredSample`: their images and provenance stay in the shards
     and are read when asked for, so a workspace of any size costs a few hundred bytes per image."""
-    from ...shards import Manifest, stored_samples
+    from ...shards import stored_samples
     from ...workspace import Workspace
 
     ws = Workspace(path)
     builder, cfg = ws.load()
     if builder.name != "genbench":
         raise GensetsError(f"{ws.root}: a {builder.name} workspace, not a genbench one")
-    rows = {r["unit"]: r for r in Manifest(ws.manifest_path).rows()} if ws.manifest_path.exists() else {}
+    rows = {r["unit"]: r for r in ws.manifest().rows()} if ws.manifest_path.exists() else {}
     by_config: dict[str, list] = defaultdict(list)
     for row in sorted(rows.values(), key=lambda r: r["shard"]):
         for s in stored_samples(ws.candidate(row["shard"]), keep_meta=False):
@@ -539,7 +540,7 @@ class GenBench(Report):
         parser.add_argument("--features", metavar="SPEC", help="classifier whose image features FD / KID / "
                             "precision-recall use and whose softmax IS uses, e.g. an Inception or DINOv2 timm model "
                             "(default: --clip)")
-        parser.add_argument("--price-per-hour", type=float,
+        parser.add_argument("--price-per-hour", type=nonneg_float,
                             help="generator device price per hour (default: the config's)")
         parser.add_argument("--cler-centres", choices=list(VARIANTS["cler_centres"]), default="normalised",
                             help="CLER class centres: normalised (default, the authors' code) or mean (the paper's "
@@ -554,7 +555,7 @@ class GenBench(Report):
                             help="linear probe: clip (default: the CLIP paper's L2 sweep on a held-out 20%% of the "
                             "generated images), elevater (the paper's tuned probe; reports the best test epoch), "
                             "fixed-c (logistic regression at --probe-c)")
-        parser.add_argument("--probe-c", type=float, default=1.0, help="C of the fixed-c probe (default 1)")
+        parser.add_argument("--probe-c", type=positive_float, default=1.0, help="C of the fixed-c probe (default 1)")
         parser.add_argument("--shots", type=_shots, metavar="K,K,...",
                             help=f"K shots per class, a row per K, e.g. 10,20,50,100,500 (default: "
                             f"{DEFAULT_SHOTS}, Table 2's, or every shot of a smaller build)")
@@ -568,7 +569,7 @@ class GenBench(Report):
         parser.add_argument("--cler-delta-base", default="ST", metavar="STRATEGY",
                             help="the generated strategy the retrieval's CLER change is taken against in the CLER "
                             "change vs MTS correlation (Fig. 6; default ST)")
-        parser.add_argument("--batch-size", type=int, default=32)
+        parser.add_argument("--batch-size", type=positive_int, default=32)
         parser.add_argument("--out", default="out/report-genbench",
                             help="folder for report.md, report.json and cler.png")
 
