@@ -29,9 +29,10 @@ The paper's 17 categories (Sec. 2: "1,862 synthetic images ... across 17 categor
 name them): Fig. 1 elephant, mushroom, pizza, pretzel, rabbit, tractor; the text kite (Fig. 3), turtle,
 squirrel, sunglass, helmet (the five hardest), pretzel, tractor; Appendix B (Figs. 7-20, resnext101_32x8d_wsl's
 errors) bagel, clock, elephant, mushroom, pizza, rabbit/hare, squirrel, sunglass, teddy, tractor, turtle,
-umbrella, vase. That is 16 names (:data:`BORJI_CATEGORIES`); the 17th is named only in Fig. 2's bar labels
-(and Appendix B's Fig. 10, whose caption the text lacks), which the available text does not hold: gensets
-lacks that one category, and ``categories: borji`` gives the 16.
+umbrella, vase. That is 16 names (:data:`BORJI_CATEGORIES`); the 17th is named only in Fig. 2's bar labels,
+which the available text does not hold (Appendix B's Fig. 10 has no caption in it, but falls alphabetically
+between elephant and mushroom: helmet or kite, both known; pretzel, like the 17th, has no appendix figure):
+gensets lacks that one category, unnamed, and ``categories: borji`` gives the 16.
 
 Two rules for comparing words (``plural=``):
 
