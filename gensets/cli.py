@@ -433,8 +433,10 @@ def parser() -> argparse.ArgumentParser:
                    "class first, their answer matching); two-way-shuffled: gensets' lettered, shuffled variant; "
                    "zero-shot: on ImageNet-D the authors' names and 'A photo of a {}'; zero-shot-readable: "
                    "readable names and the default templates on every dataset; "
-                   "wordset: Borji's rule, the category word is one of the predicted label's words; "
-                   "wordset-plural: a trailing s/es may differ")
+                   "wordset: Borji's rule, the category word is one of the words of the predicted label's name; "
+                   "wordset-plural: a trailing s/es may differ; wordset-lemmas: the labels' whole lemma lists; "
+                   "wordset-gensets: lemma lists and gensets' extra synonyms; imagenet-top5-per-id: the ImageNet-D "
+                   "authors' top-5 (one count per mapped id)")
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",

@@ -27,6 +27,7 @@ from scipy.stats import rankdata
 __all__ = [
     "accuracy", "average_precision_11pt", "bootstrap_ci", "cohen_kappa", "mean_average_precision_11pt",
     "mean_per_class_accuracy", "normalize_yes_no", "per_class_accuracy", "roc_auc", "top1", "top5", "topk_correct",
+    "topk_count_per_id",
     "vqa_binary_accuracy",
 ]
 
@@ -110,6 +111,23 @@ def topk_correct(scores: Any, targets: Any, k: int = 1) -> np.ndarray:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     return _rank_of(s, np.arange(s.shape[0]), t) < k
+
+
+def topk_count_per_id(top_indices: Sequence[int], target_ids: Sequence[int], k: int = 5) -> int:
+    """How many of ``target_ids`` are among the first ``k`` of ``top_indices``: ImageNet-D's authors'
+    top-k arithmetic (chenshuang-zhang/imagenet_d, ``evaluate_imagenet_models.py``, ``test_model``: the
+    labels are the class's ImageNet ids padded with -1 to 10, and ``for k in range(len(target))`` adds
+    ``correct[:5].sum()`` once per id, so an image whose top-5 holds two ids of its class counts twice).
+    Ids are counted as distinct values; ``-1`` (their padding) never matches. The usual counted-once hit is
+    ``topk_count_per_id(...) > 0``.
+
+    >>> topk_count_per_id([3, 7, 1, 9, 4], [7, 9]), topk_count_per_id([3, 7, 1, 9, 4], [7, 9], k=1)
+    (2, 0)
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    top = {int(i) for i in top_indices[:k]}
+    return sum(1 for t in {int(t) for t in target_ids} if t in top)
 
 
 def accuracy(correct: Any) -> float:

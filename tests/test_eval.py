@@ -72,8 +72,9 @@ def test_masked_variant_is_reported_separately(reference, tmp_path):
     assert {"top1", "top5", "masked_top1", "masked_top5", "mean_per_class"} <= names
 
 
-def _wordset_folder(tmp_path, classes):
-    """A small Hub-style folder: one config, random images, a card declaring the class names."""
+def _wordset_folder(tmp_path, classes, meta=None):
+    """A small Hub-style folder: one config, random images, a card declaring the class names; ``meta(i)`` is
+    sample i's json (default: empty)."""
     import numpy as np
     from PIL import Image
 
@@ -84,8 +85,8 @@ def _wordset_folder(tmp_path, classes):
     (folder / "default").mkdir(parents=True)
     rng = np.random.default_rng(0)
     samples = [{"__key__": f"s{i:03d}", "png": encode_image(Image.fromarray(
-        rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)), "png"), "cls": i % len(classes), "json": {}}
-        for i in range(2 * len(classes))]
+        rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)), "png"), "cls": i % len(classes),
+        "json": meta(i) if meta else {}} for i in range(2 * len(classes))]
     write_shard(folder / "default" / "test-00000.tar", samples)
     names = {str(i): c for i, c in enumerate(classes)}
     header = {"configs": [{"config_name": "default", "data_files": [{"split": "test", "path": "default/test-*.tar"}]}],
@@ -114,6 +115,28 @@ def test_wordset_rules_hold_through_eval(tmp_path):
     assert by_target[0] == {(True, True)}  # clock: "wall clock" at rank 1
     assert by_target[1] == {(False, False)}  # toilet seat: in neither "toilet tissue, ..." nor "seat belt"
     assert by_target[2] == {(False, True)}  # rabbit: "hare" at rank 4, through the synonym set
+
+
+def test_imagenet_top5_counted_once_and_the_authors_per_id_count(tmp_path):
+    """By hand. Class "alarm clock" maps to two ImageNet ids (ImageNet-D: 409 analog clock, 530 digital clock),
+    "wall clock" to one (892); 2 images each; the model's top 5 is always 409, 530, 0, 1, 2.
+
+    - imagenet (default, counted once): alarm clock hits top-1 and top-5, wall clock neither: top1 0.5, top5 0.5.
+    - imagenet-top5-per-id (the authors' evaluate_imagenet_models.py: correct[:5].sum() added once per mapped
+      id): each alarm-clock image adds 2 (both ids in its top 5): top5 = (2 + 2 + 0 + 0) / 4 = 1.0; top1 0.5.
+    The run rows name the variant."""
+    ids = {0: [409, 530], 1: [892]}
+    folder = _wordset_folder(tmp_path, ["alarm clock", "wall clock"], meta=lambda i: {"imagenet_ids": ids[i % 2]})
+    spec = fixed_classifier(tmp_path / "m", [409, 530, 0, 1, 2])
+    db = tmp_path / "r.duckdb"
+    got = {}
+    for protocol in ("imagenet", "imagenet-top5-per-id"):
+        (row,) = json.loads(run_cli("eval", folder, "--model", spec, "--db", db, "--protocol", protocol, "--json",
+                                    "--quiet", check=0).stdout)
+        got[row["variant"]] = (row["metrics"]["top1"], row["metrics"]["top5"])
+    assert got == {"imagenet": (0.5, 0.5), "imagenet-top5-per-id": (0.5, 1.0)}
+    assert query(db, "SELECT protocol FROM runs ORDER BY 1") == [{"protocol": "imagenet"},
+                                                                 {"protocol": "imagenet-top5-per-id"}]
 
 
 def test_hostile_model_spec_is_plain_data(tmp_path):

@@ -289,7 +289,7 @@ def test_np_rd_builds_and_every_sample_names_its_variant(tmp_path):
     assert "| `cifar-10-st` | ST | ST | simple template | `airplane` |" in card
     assert "Prompt variant `authors`: the authors' code" in card and "set otherwise here: `images_per_prompt`" in card
     assert "64x64, stored at 24x24 (bicubic)" in card
-    assert f"- RD: `{SUFFIX}` appended to each prompt." in card
+    assert f"- RD: `{SUFFIX}` appended to each prompt (the authors' code, `sharp_focus`)." in card
     # the report scores a composed strategy, after its first part's place in the paper's order (ST ... NP, NP+RD)
     refs = Path(__file__).resolve().parents[1] / "configs" / "genbench.smoke-refs"
     assert main(["report", "genbench", str(tmp_path / "ws"), "--test", str(refs), "--clip", "tiny:clip",
@@ -313,3 +313,100 @@ def test_ce_sentences_come_from_the_model_under_their_recorded_seeds(tmp_path):
     for r in got:
         assert r["prompt"] == ctx.text.generate(["airplane </s>"], [r["prompting"]["expansion_seed"]], max_new_tokens=6,
                                                 min_new_tokens=0, top_k=50, top_p=1.0, temperature=1.0)[0]
+
+
+def two_classes(tmp_path, strategies, extra=""):
+    p = tmp_path / "two.yaml"
+    p.write_text(textwrap.dedent(f"""\
+        builder: genbench
+        dataset: cifar-10
+        classes: ["airplane", "automobile"]
+        shots: 64
+        strategies: [{', '.join(strategies)}]
+        generator: {{model: "tiny:sd", steps: 2, width: 64, height: 64}}
+        """) + textwrap.dedent(extra))
+    return load_build_config(p)[1]
+
+
+def templates_by_class(cfg, strategy):
+    out = {}
+    for r, cls in ((r, u.payload["class"]) for u in plan(cfg) if u.payload["strategy"] == strategy
+                   for r in unit_prompts(u)):
+        out.setdefault(cls, []).append((r["prompting"]["template"], r["prompting"]["draw_seed"]))
+    return out
+
+
+def test_dt_template_list_is_shuffled_once_for_every_class(tmp_path):
+    """The authors' sampling_images shuffles template_list once, before `for category_name in concept_list`:
+    every class gets the same 16 of CIFAR's 18 templates in the same order (seeded by base seed, dataset and
+    strategy: the class is not in the seed). gensets' earlier reading, `shuffle: per-class`, orders each class
+    under its own seed."""
+    from gensets.builders.genbench.strategies import authors_slots
+    from gensets.records import derive_seed
+    from gensets.sources.classes import source_name
+
+    cfg = two_classes(tmp_path, ["DT"])
+    assert cfg.shuffle == "once"
+    got = templates_by_class(cfg, "DT")
+    seed = derive_seed(cfg.seed, source_name(cfg.dataset), "DT", "prompts")
+    order = [cfg.templates[j] for j in authors_slots(18, 16, seed)]  # the one shuffle, worked out by hand
+    for cls in ("airplane", "automobile"):
+        assert got[cls] == [(order[i // 4], seed) for i in range(64)], cls
+    per_class = templates_by_class(two_classes(tmp_path, ["DT"], "shuffle: per-class\n"), "DT")
+    seeds = {cls: {s for _, s in rows} for cls, rows in per_class.items()}
+    assert seeds == {c: {derive_seed(cfg.seed, source_name(cfg.dataset), "DT", c, "prompts")}
+                     for c in ("airplane", "automobile")}
+    assert [t for t, _ in per_class["airplane"]] != [t for t, _ in per_class["automobile"]]
+    # the card names the reading
+    from gensets.builders.genbench.card import _sampling
+
+    assert "shuffled once for every class" in _sampling(cfg)
+    assert "per-class" in _sampling(two_classes(tmp_path, ["DT"], "shuffle: per-class\n"))
+
+
+def test_np_paper_subset_of_five_other_classes(tmp_path):
+    """The paper's Sec. 9 (Table 6's NP row): a random subset of 5 other classes; `negative: {classes: 5}` draws
+    one seeded subset per class (`sample: class`, the default) that every image of the class shares; the code's
+    default stays every other class."""
+    import random
+
+    from gensets.records import derive_seed
+    from gensets.sources.classes import source_name
+
+    cfg = config(tmp_path, "cifar-10", "airplane", ["NP"], extra="negative: {classes: 5}\n")
+    assert (cfg.negative.classes, cfg.negative.sample) == (5, "class")
+    got = rows(cfg, "NP")
+    seed = derive_seed(cfg.seed, source_name(cfg.dataset), "NP", "airplane", "negatives")
+    others = ["automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    five = random.Random(seed).sample(others, 5)
+    assert {r["negative_prompt"] for r in got} == {", ".join(five) + ", " + QUALITY}
+    assert {r["prompting"]["negative_seed"] for r in got} == {seed} and len(set(five)) == 5
+    per_image = rows(config(tmp_path, "cifar-10", "airplane", ["NP"],
+                            extra="negative: {classes: 5, sample: image}\n"), "NP")
+    assert len({r["negative_prompt"] for r in per_image}) > 1
+    assert all(len(r["negative_prompt"][: -len(", " + QUALITY)].split(", ")) == 5 for r in per_image)
+    assert {r["negative_prompt"] for r in rows(config(tmp_path, "cifar-10", "airplane", ["NP"]), "NP")} == \
+        {AIRPLANE_NEGATIVE}
+    from gensets.builders.genbench import strategies as S
+
+    assert "the paper's Sec. 9" in S.NegativePrompts().details(cfg)
+
+
+def test_rd_table6_form_beside_the_codes(tmp_path):
+    """RD: the code's ",highly detailed,hires,8k,sharp focus" (default) or Table 6's
+    ", ((sharp focus)), ((highly detailed)), ((hires))" (`restrictive: table-6`); every image names the form."""
+    from gensets.builders.genbench import strategies as S
+
+    t6 = ", ((sharp focus)), ((highly detailed)), ((hires))"
+    cfg = config(tmp_path, "cifar-10", "airplane", ["RD"], extra="restrictive: table-6\n")
+    assert cfg.restrictive == t6 == S.TABLE6_RESTRICTIVE
+    got = rows(cfg, "RD")
+    assert {r["prompt"] for r in got} <= {t + t6 for t in AIRPLANE_DT}
+    assert "a photo of the big airplane., ((sharp focus)), ((highly detailed)), ((hires))" in {t + t6 for t in AIRPLANE_DT}
+    assert {r["prompting"]["restrictive"] for r in got} == {"table-6"}
+    assert "the paper's Table 6" in S.RestrictiveDescription().details(cfg)
+    code = rows(config(tmp_path, "cifar-10", "airplane", ["RD"]), "RD")
+    assert {r["prompting"]["restrictive"] for r in code} == {"authors"}
+    assert {r["prompt"] for r in code} <= {t + SUFFIX for t in AIRPLANE_DT}
+    custom = rows(config(tmp_path, "cifar-10", "airplane", ["RD"], extra="restrictive: ', 4k'\n"), "RD")
+    assert {r["prompting"]["restrictive"] for r in custom} == {"custom"}

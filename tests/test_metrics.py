@@ -548,3 +548,17 @@ def test_cohen_kappa_matches_sklearn(seed):
     assert cohen_kappa(a.tolist(), b.tolist()) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
     ints_a, ints_b = rng.integers(0, 5, 50), rng.integers(0, 5, 50)
     assert cohen_kappa(ints_a, ints_b) == pytest.approx(cohen_kappa_score(ints_a, ints_b), abs=1e-12)
+
+
+def test_topk_count_per_id_is_the_imagenet_d_authors_arithmetic():
+    """By hand, ImageNet-D's alarm_clock (ImageNet ids 409 analog clock, 530 digital clock): the authors'
+    evaluate_imagenet_models.py adds correct[:5].sum() once per id, so a top 5 holding both counts 2."""
+    from gensets import metrics as M
+
+    assert M.topk_count_per_id([409, 530, 1, 2, 3], [409, 530]) == 2  # both ids in the top 5
+    assert M.topk_count_per_id([5, 6, 7, 8, 530], [409, 530]) == 1
+    assert M.topk_count_per_id([0, 1, 2, 3, 4], [409, 530]) == 0
+    assert M.topk_count_per_id([409, 530, 1, 2, 3], [409, 530], k=1) == 1  # top-1: at most one id is first
+    assert M.topk_count_per_id([409, 530], [409, 530, -1, -1]) == 2  # their -1 padding never matches
+    with pytest.raises(ValueError):
+        M.topk_count_per_id([1], [1], k=0)

@@ -7,11 +7,20 @@ import pytest
 
 from gensets.labels import BORJI_CATEGORIES, borji_category_ids, wordset_hit, wordset_targets
 from gensets.labels.imagenet import imagenet_names
+from gensets.labels.wordset import (
+    EXTRA_SYNONYMS,
+    SYNONYMS,
+    imagenet_label_words,
+    label_name,
+    label_words,
+    synonyms_of,
+)
 
 
 @pytest.fixture(scope="module")
 def names():
-    return imagenet_names()
+    """The ImageNet-1k label names as the paper reads them (the first lemma of each class)."""
+    return imagenet_label_words("names")
 
 
 # -- wordset_hit -------------------------------------------------------------
@@ -119,10 +128,12 @@ def test_targets_clock(names):
 
 
 def test_targets_rabbit(names):
-    assert [names[i] for i in wordset_targets("rabbit", names)] == ["cottontail rabbit", "Angora rabbit"]
+    assert [names[i] for i in wordset_targets("rabbit", names)] == ["wood rabbit"]
     ids = wordset_targets("rabbit", names, {"rabbit": ["hare"]})
-    assert ids == [330, 331, 332]
-    assert [names[i] for i in ids] == ["cottontail rabbit", "hare", "Angora rabbit"]
+    assert ids == [330, 331]
+    assert [names[i] for i in ids] == ["wood rabbit", "hare"]
+    clip = imagenet_names()  # CLIP's names: "cottontail rabbit", "Angora rabbit"
+    assert wordset_targets("rabbit", clip, {"rabbit": ["hare"]}) == [330, 331, 332]
 
 
 def test_targets_phrase(names):
@@ -148,21 +159,22 @@ def test_categories_shape():
         assert isinstance(spec["synonyms"], list)
 
 
+# the paper's rule (Borji 2022, Sec. 2): the words of each label's NAME ("wall clock", "toilet seat", "pick")
 EXPECTED = {
     "bagel": ["bagel"],
     "clock": ["analog clock", "digital clock", "wall clock"],
-    "elephant": ["Asian elephant", "African bush elephant"],
+    "elephant": ["Indian elephant", "African elephant"],
     "helmet": ["crash helmet", "football helmet"],
-    "kite": ["kite (bird of prey)"],
-    "mushroom": ["mushroom", "stinkhorn mushroom", "hen of the woods mushroom"],
+    "kite": ["kite"],
+    "mushroom": ["mushroom"],
     "pizza": ["pizza"],
     "pretzel": ["pretzel"],
-    "rabbit": ["cottontail rabbit", "hare", "Angora rabbit"],
-    "squirrel": ["fox squirrel", "common squirrel monkey"],
-    "sunglass": ["sunglasses", "sunglasses"],
-    "teddy": ["teddy bear"],
+    "rabbit": ["wood rabbit", "hare"],
+    "squirrel": ["fox squirrel", "squirrel monkey"],
+    "sunglass": ["sunglass"],
+    "teddy": ["teddy"],
     "tractor": ["tractor"],
-    "turtle": ["loggerhead sea turtle", "leatherback sea turtle", "mud turtle", "box turtle"],
+    "turtle": ["leatherback turtle", "mud turtle", "box turtle"],
     "umbrella": ["umbrella"],
     "vase": ["vase"],
 }
@@ -177,9 +189,52 @@ def test_category_ids_on_imagenet(names, category):
 
 def test_category_ids_spot_indices():
     assert borji_category_ids("clock") == [409, 530, 892]
-    assert borji_category_ids("sunglass") == [836, 837]
+    assert borji_category_ids("sunglass") == [836]
     assert borji_category_ids("kite") == [21]
-    assert borji_category_ids("rabbit") == [330, 331, 332]
+    assert borji_category_ids("rabbit") == [330, 331]
+
+
+def test_label_names_are_the_papers_examples():
+    """The paper's examples are label names: 714 is "pick, plectrum, plectron" as a lemma list, "pick" as a name."""
+    names, lemmas = imagenet_label_words("names"), imagenet_label_words("lemmas")
+    assert (names[714], names[892], names[861], names[33]) == ("pick", "wall clock", "toilet seat", "loggerhead")
+    assert lemmas[714] == "pick, plectrum, plectron" and lemmas[33] == "loggerhead, loggerhead turtle, Caretta caretta"
+    assert label_name("sunglasses, dark glasses, shades") == "sunglasses" and label_name("hare") == "hare"
+    assert label_words(["a, b", "c"], "lemmas") == ["a, b", "c"] and label_words(["a, b", "c"]) == ["a", "c"]
+    with pytest.raises(ValueError, match="words must be one of"):
+        label_words(["a"], "synsets")
+
+
+def test_loggerhead_turtle_names_vs_lemmas():
+    """By hand: 33 "loggerhead, loggerhead turtle, Caretta caretta": its name "loggerhead" has no word "turtle"
+    (the paper's rule: a miss), its lemma list has "loggerhead turtle" (wordset-lemmas: a hit)."""
+    label = "loggerhead, loggerhead turtle, Caretta caretta"
+    assert not wordset_hit("turtle", [label_name(label)]) and wordset_hit("turtle", [label])
+    assert borji_category_ids("turtle") == [34, 35, 37]
+    assert borji_category_ids("turtle", words="lemmas") == [33, 34, 35, 37]
+    # 332 "Angora, Angora rabbit" likewise: rabbit hits it by its lemmas only
+    assert borji_category_ids("rabbit", words="lemmas") == [330, 331, 332]
+
+
+def test_sunglasses_paper_vs_extra_synonyms():
+    """By hand: 836 "sunglass", 837 "sunglasses, dark glasses, shades". The paper's rule: "sunglass" is a word of
+    836 only (exact words, rabbit ~ hare the only synonym). gensets' extra synonym sunglass -> sunglasses (a
+    named variant) adds 837, by names or lemmas; so does the plural rule."""
+    assert SYNONYMS == {"rabbit": ["hare"]} and "sunglass" in EXTRA_SYNONYMS
+    assert synonyms_of() == {"rabbit": ["hare"]}
+    assert synonyms_of(extra=True)["sunglass"] == ["sunglasses"]
+    assert borji_category_ids("sunglass") == [836] == borji_category_ids("sunglass", words="lemmas")
+    assert borji_category_ids("sunglass", extra_synonyms=True) == [836, 837]
+    assert borji_category_ids("sunglass", words="lemmas", extra_synonyms=True) == [836, 837]
+    assert borji_category_ids("sunglass", plural=True) == [836, 837]
+    assert not wordset_hit("sunglass", ["sunglasses"], synonyms_of())
+    assert wordset_hit("sunglass", ["sunglasses"], synonyms_of(extra=True))
+
+
+def test_clip_names_are_not_the_label_names(names):
+    """CLIP's readable names (zero-shot) are not the names the paper's classifiers give: 33 "loggerhead sea
+    turtle" there; the word rule reads the classifiers' names."""
+    assert imagenet_names()[33] == "loggerhead sea turtle" and names[33] == "loggerhead"
 
 
 def test_category_ids_returns_a_copy():
@@ -188,7 +243,9 @@ def test_category_ids_returns_a_copy():
 
 
 def test_category_ids_custom_label_names():
-    assert borji_category_ids("rabbit", ["hare", "tench", "Angora, Angora rabbit"]) == [0, 2]
+    # the paper's rule reads each label's first name: "Angora, Angora rabbit" is "Angora"
+    assert borji_category_ids("rabbit", ["hare", "tench", "Angora, Angora rabbit"]) == [0]
+    assert borji_category_ids("rabbit", ["hare", "tench", "Angora, Angora rabbit"], words="lemmas") == [0, 2]
 
 
 def test_category_ids_exact_and_plural_differ_on_plural_names():
@@ -199,11 +256,11 @@ def test_category_ids_exact_and_plural_differ_on_plural_names():
     assert borji_category_ids("clock", names, plural=True) == [0, 1, 3]
 
 
-def test_paper_categories_hit_the_same_imagenet_classes_under_both_rules(names):
-    """On ImageNet-1k's CLIP names no Borji category needs the plural rule (sunglass gets 836/837 "sunglasses"
-    through its synonym), so the recognition sets' imagenet_ids are the same under both rules."""
-    for category in BORJI_CATEGORIES:
-        assert borji_category_ids(category) == borji_category_ids(category, plural=True), category
+def test_only_sunglass_needs_the_plural_rule_on_imagenet(names):
+    """On ImageNet-1k's label names only the sunglass category hits other classes under the plural rule (837
+    "sunglasses"), so the other categories' imagenet_ids are the same under both rules."""
+    differ = [c for c in BORJI_CATEGORIES if borji_category_ids(c) != borji_category_ids(c, plural=True)]
+    assert differ == ["sunglass"]
 
 
 def test_kite_documented():

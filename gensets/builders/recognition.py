@@ -1,7 +1,8 @@
 """Generated-image recognition sets (Borji 2022): everyday categories, generated or imported.
 
-Each category maps to the ImageNet indices that count as correct (its word set over the ImageNet
-names, with synonyms: clock -> analog / wall / digital clock; rabbit ~ hare), so a set is scored with
+Each category maps to the ImageNet indices that count as correct (``json.imagenet_ids``: its word set over the
+ImageNet-1k label names by the paper's rule, :func:`gensets.labels.wordset.imagenet_label_words`, with the paper's
+synonym rabbit ~ hare and the config's ``synonyms``: clock -> analog / wall / digital clock), so a set is scored with
 both the ``imagenet`` (index) and ``wordset`` protocols of ``gensets eval``. Sources mix freely:
 ``generate`` (one or more generators; every image records its generator) and ``imports`` (a folder of
 ``category/*.jpg`` or a CSV / JSONL of path, category, source). One published config per source, so
@@ -137,7 +138,7 @@ class RecognitionConfig(BuildFields):
 
 
 def category_synonyms(cfg: RecognitionConfig) -> dict[str, list[str]]:
-    """Each category -> its alternative words: the built-in SYNONYMS and the config's ``synonyms``.
+    """Each category -> its alternative words: the paper's SYNONYMS (rabbit ~ hare) and the config's ``synonyms``.
     Every sample carries its category's list (``json.synonyms``), so the ``wordset`` protocol of
     ``gensets eval`` counts the same words that ``imagenet_ids`` were computed from."""
     from ..labels.wordset import SYNONYMS
@@ -150,11 +151,12 @@ def category_synonyms(cfg: RecognitionConfig) -> dict[str, list[str]]:
 
 
 def category_ids(cfg: RecognitionConfig) -> dict[str, list[int]]:
-    """Each category -> the ImageNet indices its word set (with synonyms) hits."""
-    from ..labels.imagenet import imagenet_names
-    from ..labels.wordset import wordset_targets
+    """Each category -> the ImageNet indices its word set (with synonyms) hits, by the paper's rule: the words of
+    the ImageNet-1k label names (the first lemma: 33 "loggerhead" is no turtle), not CLIP's names (gensets
+    before issue #24: "loggerhead sea turtle") nor the lemma lists."""
+    from ..labels.wordset import imagenet_label_words, wordset_targets
 
-    names = imagenet_names()
+    names = imagenet_label_words("names")
     return {c: wordset_targets(c, names, {c: alts}) for c, alts in category_synonyms(cfg).items()}
 
 
@@ -338,9 +340,9 @@ class RecognitionBuilder(base.Builder):
     def card_body(self, cfg: RecognitionConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section: sources, category word sets, skipped imports."""
         from ..cards.markdown import table
-        from ..labels.imagenet import imagenet_names
+        from ..labels.wordset import imagenet_label_words
 
-        names = imagenet_names()
+        names = imagenet_label_words("names")
         ids = category_ids(cfg)
         src_rows = [[s.config_name, "generated", f"`{s.generator.model}`", f"{s.images_per_category} per category",
                      f"`{s.template}`, {s.generator.steps} steps, guidance {s.generator.guidance}"]

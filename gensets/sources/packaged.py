@@ -82,3 +82,13 @@ def imagenet_superclasses() -> tuple[str, ...]:
     rows = json.loads(_data_text("wordnet", "imagenet_superclasses.json"))["classes"]
     assert [r["index"] for r in rows] == list(range(1000))
     return tuple(r["superclass"] for r in rows)
+
+
+@cache
+def imagenet_lemmas() -> tuple[str, ...]:
+    """The WordNet 3.0 lemma list of each ImageNet-1k class, in class-index order ("loggerhead, loggerhead turtle,
+    Caretta caretta"): gensets/data/wordnet/imagenet_lemmas.json (from timm's synset files; WordNet 3.0 licence).
+    The first lemma of each is the class's label name as PyTorch's classifiers list it ("loggerhead")."""
+    rows = json.loads(_data_text("wordnet", "imagenet_lemmas.json"))["classes"]
+    assert [r["index"] for r in rows] == list(range(1000))
+    return tuple(r["lemmas"] for r in rows)

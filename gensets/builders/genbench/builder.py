@@ -61,7 +61,8 @@ def plan(cfg: GenBenchConfig, stage: str = "generate", workspace=None) -> list[U
     strategies = {name: compose(p) for name, p in parts.items()}
     files = reference_files(cfg) if any("references" in s.needs for s in strategies.values()) else None
     trained = embeddings(cfg, workspace) if any("ti" in s.needs for s in strategies.values()) else {}
-    sampling = {"mode": cfg.sampling, "prompts": prompts_per_class(cfg), "images_per_prompt": cfg.images_per_prompt}
+    sampling = {"mode": cfg.sampling, "prompts": prompts_per_class(cfg), "images_per_prompt": cfg.images_per_prompt,
+                "shuffle": cfg.shuffle}
     units = []
     for name_of_strategy, st in strategies.items():
         for index, name in selected(cfg):

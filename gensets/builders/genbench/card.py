@@ -19,7 +19,9 @@ def _sampling(cfg: GenBenchConfig) -> str:
     if cfg.sampling == "rounds":
         return ("every shot draws its own prompt: a strategy's prompt pool is shuffled once per round of shots, each "
                 "round under its own seed (`prompting.draw_seed`)")
-    return (f"as the authors' code: {prompts_per_class(cfg)} prompts per class (the pool repeated, shuffled under "
+    order = ("shuffled once for every class, as the authors' code" if cfg.shuffle == "once"
+             else "shuffled per class (`shuffle: per-class`, gensets' reading)")
+    return (f"as the authors' code: {prompts_per_class(cfg)} prompts per class (the pool repeated, {order}, under "
             f"`prompting.draw_seed`, cut; CE: that many distinct sentences), {cfg.images_per_prompt} images each")
 
 

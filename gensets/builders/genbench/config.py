@@ -27,8 +27,10 @@ VARIANTS: dict[str, dict] = {
         "restrictive": S.RESTRICTIVE,  # sharp_focus: template + ",highly detailed,hires,8k,sharp focus"
         "builds_on": "DT",  # RD and NP act on the lang_enc (CLIP) templates: Table 6, Table 2 "w/ NP, RD"
         "sampling": "authors",  # total_num_temps prompts per class, sample_num images each
+        "shuffle": "once",  # sampling_images: random.shuffle(template_list) once, before the loop over classes
         "images_per_prompt": 4,  # pipeline.py: --sample_num 4 (num_images_per_prompt)
-        "negative": {"classes": "all", "quality": S.QUALITY_NEGATIVES},  # neg_prompts
+        # neg_prompts: every other class; a sample (the paper's Sec. 9: negative.classes 5) is drawn per class
+        "negative": {"classes": "all", "quality": S.QUALITY_NEGATIVES, "sample": "class"},
         "expansion": {  # process_classnames: keytotext_pipeline("mrm8488/t5-base-finetuned-common_gen")
             "model": "hf:mrm8488/t5-base-finetuned-common_gen", "input": S.KEYTOTEXT, "prompts": None,
             "draws": None,  # None: prompts per class + 50 (num + 50)
@@ -40,8 +42,8 @@ VARIANTS: dict[str, dict] = {
     },
     "gensets-v1": {
         "simple_template": "a photo of a {}", "restrictive": S.V1_RESTRICTIVE, "builds_on": "ST", "sampling": "rounds",
-        "images_per_prompt": 1,
-        "negative": {"classes": 10, "quality": S.V1_QUALITY_NEGATIVES},
+        "shuffle": "per-class", "images_per_prompt": 1,
+        "negative": {"classes": 10, "quality": S.V1_QUALITY_NEGATIVES, "sample": "image"},
         "expansion": {"model": "hf:google/flan-t5-base", "input": "Write a short sentence describing a photo of a {}.",
                       "prompts": 8, "draws": None, "max_new_tokens": 40, "min_new_tokens": 2, "do_sample": True,
                       "top_p": 0.95, "top_k": 0, "temperature": 1.0},
@@ -89,10 +91,12 @@ class ExpansionConfig:
 
 @dataclass(frozen=True)
 class NegativeConfig:
-    """NP: other class names of the dataset (all, or a seeded sample of N per image) plus quality negatives."""
+    """NP: other class names of the dataset (all: the authors' code; or a seeded sample of N, per class: the
+    paper's Sec. 9 with N = 5, or per image: gensets-v1) plus quality negatives."""
 
     classes: Literal["all"] | int | None = None
     quality: str | None = None
+    sample: Literal["class", "image"] | None = None  # classes N: one sample per class or one per image
 
     def validate(self, base_dir: Path) -> None:
         if isinstance(self.classes, int) and self.classes < 0:
@@ -277,10 +281,12 @@ class GenBenchConfig(BuildFields):
     strategies: tuple[Annotated[str, STRATEGY_NAMES], ...] = ("ST",)
     variant: Literal["authors", "gensets-v1"] = "authors"  # the readings the keys left out take (VARIANTS)
     sampling: Literal["authors", "rounds"] | None = None  # how shots get prompts from a strategy's pool
+    # sampling authors: the template list shuffled once for every class (the code) or per class (gensets' reading)
+    shuffle: Literal["once", "per-class"] | None = None
     images_per_prompt: int | None = None  # sampling authors: K / images_per_prompt prompts per class
     simple_template: str | None = None  # ST
     templates: tuple[str, ...] = ()  # DT; default: the dataset's own CLIP templates (others: ImageNet's)
-    restrictive: str | None = None  # RD: appended to each prompt as it is
+    restrictive: str | None = None  # RD: appended to each prompt as it is; or a named form: authors, table-6
     builds_on: Literal["ST", "DT", "CE"] | None = None  # the prompt source of RD and NP when a strategy names none
     expansion: ExpansionConfig = ExpansionConfig()
     negative: NegativeConfig = NegativeConfig()
@@ -408,6 +414,8 @@ class GenBenchConfig(BuildFields):
         nested = {k: replace(getattr(self, k), **fill(getattr(self, k), v[k]))
                   for k in ("negative", "expansion", "reference")}
         top = fill(self, {k: val for k, val in v.items() if k not in nested})
+        if self.restrictive in S.RESTRICTIVE_FORMS:  # a named form: its text (the card and images name it back)
+            top["restrictive"] = S.RESTRICTIVE_FORMS[self.restrictive]
         return replace(self, **top, **nested, dataset_name=_config_slug(name), class_names=info.classes,
                        metric=self.metric or info.metric,
                        templates=self.templates or info.templates or tuple(imagenet_templates()))

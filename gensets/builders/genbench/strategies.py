@@ -16,10 +16,18 @@ Where it and the paper (arXiv 2307.13697) disagree, the code is the default and 
   model ``"<name> </s>"``, the name as ``str([name])`` with "," -> " " and "'", "[", "]" removed, cut at each "."
   (each piece expanded on its own, the texts concatenated): :func:`keytotext_inputs`.
 - RD: ``template + ",highly detailed,hires,8k,sharp focus"`` (``sharp_focus``), appended to the templates of
-  whatever prompt source is used; Table 6 builds RD on DT.
+  whatever prompt source is used; Table 6 builds RD on DT. The paper's Table 6 shows another suffix,
+  ``", ((sharp focus)), ((highly detailed)), ((hires))"`` (and Sec. 2.3 / the appendix speak of "((airplane))"
+  parentheses): the named form ``restrictive: table-6`` (:data:`RESTRICTIVE_FORMS`; also gensets-v1's). The card
+  line and every RD image (``json.prompting.restrictive``) name the form: ``authors``, ``table-6`` or ``custom``.
 - NP: ``", ".join(every other class name of the dataset) + ", ((disfigured)), ..., censorship,"``
   (``neg_prompts``, on DT in Table 6). A ``random.sample(names, 10)`` just above it is assigned to a variable that
-  the next line overwrites: dead code. (The paper's text, per issue #12, speaks of a few random other classes.)
+  the next line overwrites: dead code, so the code uses every other class (the default, ``negative.classes: all``).
+  The paper (appendix Sec. 9, "Negative Prompts") uses, "for datasets with a large number of categories", "a subset
+  of categories (such as randomly selecting 5 categories)", and Table 6's NP row shows 5 other names even for
+  CIFAR-10: the named option ``negative: {classes: 5}`` (one seeded subset per class, ``negative.sample: class``,
+  the default; ``sample: image`` draws one per image, as gensets-v1 did). A sampled image records its draw's seed
+  (``json.prompting.negative_seed``); the card says which reading.
 - RA: the paper's RA starts from retrieved images (LAION-400M, via REACT); the code keeps the 20 best
   retrieved images per class (``tools/prep_retrieval.py``: ``--ref_image=retrieval --ref_shot=20``, output
   ``SD_i2i_ret20``; ``textual_inversion_prepare_images`` sorts them by ``avg_dist`` and saves them at 224x224) for
@@ -28,6 +36,11 @@ Where it and the paper (arXiv 2307.13697) disagree, the code is the default and 
 - How prompts are drawn: ``sampling_images`` makes ``total_num_temps`` (16) prompts per class, the template list
   repeated ``16 // n + 1`` times, shuffled, cut to 16 (CE: the 16 sampled sentences), and generates
   ``sample_num`` (4) images per prompt: 64 images per class (``sampling: authors``, :func:`authors_slots`).
+  The template list is shuffled ONCE, before the loop over the classes (``random.shuffle(template_list)`` then
+  ``for category_name in concept_list``; ``textual_inversion_sampling`` likewise): every class gets the same
+  prompt order (``shuffle: once``, the default: the seed names the dataset and strategy, not the class).
+  gensets' earlier reading, a seeded shuffle per class, is the named option ``shuffle: per-class``. (CE's sentences
+  are sampled per class in the code too: ``sample_sentences``; ``shuffle`` does not apply to them.)
   gensets' other reading (``sampling: rounds``): every shot draws its own prompt, the pool shuffled once per round.
   (As published, ``sampling_images`` raises NameError whatever the mode: ``sampled_dict`` is only set for CE,
   ``template_list`` only for the others; gensets follows what each branch evidently means.)
@@ -61,8 +74,12 @@ QUALITY_NEGATIVES = ("((disfigured)), ((bad art)), ((deformed)), ((poorly drawn)
                      "((b&w)), weird colors, blurry, lowres, bad anatomy, bad hands, text, error, missing fingers, "
                      "extra digit, fewer digits, cropped, worst quality, low quality, normal quality, jpeg artefacts, "
                      "signature, watermark, username, blurry, out of focus, censorship,")
+# the paper's Table 6 (RD row): the suffix its example prompts show; gensets-v1 used it too
+TABLE6_RESTRICTIVE = ", ((sharp focus)), ((highly detailed)), ((hires))"
+# RD's named forms: ``restrictive: authors | table-6`` in a config is replaced by the text (any other text: custom)
+RESTRICTIVE_FORMS = {"authors": RESTRICTIVE, "table-6": TABLE6_RESTRICTIVE}
 # gensets' readings before issue #12 (variant gensets-v1)
-V1_RESTRICTIVE = ", ((sharp focus)), ((highly detailed)), ((hires))"
+V1_RESTRICTIVE = TABLE6_RESTRICTIVE
 V1_QUALITY_NEGATIVES = ("((disfigured)), ((bad art)), ((deformed)), ((poorly drawn)), ((extra limbs)), ((close up)), "
                         "((b&w)), weird colors, blurry, lowres, worst quality, low quality, jpeg artifacts, "
                         "signature, watermark, text")
@@ -101,13 +118,20 @@ def authors_slots(n: int, prompts: int, seed: int) -> list[int]:
     return order[:prompts]
 
 
+def restrictive_form(text: str) -> str:
+    """The name of an RD suffix: ``authors`` (the code's), ``table-6`` (the paper's Table 6) or ``custom``."""
+    return next((k for k, v in RESTRICTIVE_FORMS.items() if v == text), "custom")
+
+
 def pick(p: dict, n: int, i: int, *parts) -> tuple[int, int]:
     """Shot ``i``'s entry of a pool of ``n`` and the seed of the draw, as the unit's ``sampling`` says (authors:
-    shot i takes prompt ``i // images_per_prompt`` of the class's list)."""
+    shot i takes prompt ``i // images_per_prompt`` of the class's list). ``parts`` are (seed, dataset, strategy,
+    class); under ``shuffle: once`` (the authors': one shuffle for every class) the class is left out of the
+    seed, so every class of a (dataset, strategy) gets the same prompt order; ``per-class`` keeps it."""
     s = p["sampling"]
     if s["mode"] == "rounds":
         return draw(n, i, *parts)
-    seed = derive_seed(*parts, "prompts")
+    seed = derive_seed(*(parts[:3] if s.get("shuffle") == "once" else parts), "prompts")
     return authors_slots(n, s["prompts"], seed)[i // s["images_per_prompt"]], seed
 
 
@@ -272,6 +296,7 @@ class RestrictiveDescription(Modifier):
 
     def shot(self, p, i, base, row, references=None):
         row["_restrictive"] = p["restrictive"]
+        row["prompting"]["restrictive"] = restrictive_form(p["restrictive"])
 
     def finish(self, rows, expand=None):
         for r in rows:  # after the source's prompt (CE: its sentence); the code appends to the template before
@@ -281,7 +306,9 @@ class RestrictiveDescription(Modifier):
                 r["prompting"]["template"] += suffix
 
     def details(self, cfg) -> str:
-        return f"- RD: `{cfg.restrictive}` appended to each prompt."
+        which = {"authors": "the authors' code, `sharp_focus`", "table-6": "the paper's Table 6"}.get(
+            restrictive_form(cfg.restrictive), "custom")
+        return f"- RD: `{cfg.restrictive}` appended to each prompt ({which})."
 
 
 @STRATEGIES.register("NP")
@@ -290,19 +317,26 @@ class NegativePrompts(Modifier):
 
     def pool(self, cfg, name, files=None):
         others = [c for c in dict.fromkeys(map(plain_name, cfg.class_names)) if c != plain_name(name)]
-        return {"negatives": others, "negative_classes": cfg.negative.classes, "quality": cfg.negative.quality}
+        out = {"negatives": others, "negative_classes": cfg.negative.classes, "quality": cfg.negative.quality}
+        if cfg.negative.classes != "all":
+            out["negative_sample"] = cfg.negative.sample
+        return out
 
     def shot(self, p, i, base, row, references=None):
         others = p["negatives"]
-        if p["negative_classes"] != "all":  # gensets-v1: a seeded sample of them per image
-            rng = random.Random(derive_seed(*base, i, "negatives"))
-            others = rng.sample(others, min(p["negative_classes"], len(others)))
+        if p["negative_classes"] != "all":  # the paper's Sec. 9 (per class) / gensets-v1 (per image): a sample
+            seed = derive_seed(*base, "negatives") if p.get("negative_sample") == "class" else \
+                derive_seed(*base, i, "negatives")
+            others = random.Random(seed).sample(others, min(p["negative_classes"], len(others)))
+            row["prompting"]["negative_seed"] = seed
         row["negative_prompt"] = ", ".join([*others, p["quality"]] if p["quality"] else others)
 
     def details(self, cfg) -> str:
         n = cfg.negative.classes
-        which = ("every other class name of the dataset, in its order" if n == "all"
-                 else f"{n} other class names of the dataset (a seeded sample per image)")
+        per = "one seeded sample per class: the paper's Sec. 9" if cfg.negative.sample == "class" else \
+            "a seeded sample per image"
+        which = ("every other class name of the dataset, in its order (the authors' code)" if n == "all"
+                 else f"{n} other class names of the dataset ({per})")
         return f"- NP: negative prompt = {which}, then `{cfg.negative.quality}`."
 
 

@@ -7,7 +7,8 @@ every model fails and that every model gets right at top-1 and at top-5 (Borji 2
 category. Per model and category: the top-1 / top-5 table of the paper's appendix (markdown, JSON, heatmap).
 Beside them, Borji's published numbers (gensets/data/borji/published.json, with their source). Numbers are
 exactly what ``gensets query`` gives over ``predictions`` and ``runs`` of one dataset revision and one
-protocol (the report names it: ``wordset``, the paper's rule, or ``wordset-plural``): by default the
+protocol (the report names it: ``wordset``, the paper's rule, or a named variant: ``wordset-plural``,
+``wordset-lemmas``, ``wordset-gensets``): by default the
 revision scored last, so a rebuilt and re-scored set replaces the old one and no model counts twice.
 """
 
@@ -23,8 +24,12 @@ from .. import store
 from .base import Report, add_precision, pick_run_set, rows
 
 PROTOCOLS = {  # the word-set readings, as the report states them
-    "wordset": "Borji 2022's rule: the category word is exactly one of the predicted label's words",
+    "wordset": "Borji 2022's rule: the category word is exactly one of the words of the predicted label's name "
+               "(its first name: 'loggerhead', not 'loggerhead turtle'); rabbit ~ hare the only synonym",
     "wordset-plural": "gensets' lenient reading of the word-set rule: a trailing s/es is optional",
+    "wordset-lemmas": "the word-set rule on the labels' whole WordNet lemma lists (a named variant)",
+    "wordset-gensets": "gensets' earlier word-set rule: the lemma lists and gensets' extra synonyms "
+                       "(sunglass -> sunglasses, teddy -> teddy bear)",
 }
 AVERAGES = ("`top1` / `top5`: each category's accuracy, then the mean over categories (Borji 2022's "
             "averaging, the default); `top1_images` / `top5_images`: the mean over images")
@@ -251,7 +256,8 @@ class Recognition(Report):
         parser.add_argument("--db", required=True, help="the results database of `gensets eval`")
         parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only one)")
         parser.add_argument("--protocol", default="wordset",
-                            help="which protocol's runs (default: wordset, the paper's rule; or wordset-plural)")
+                            help="which protocol's runs (default: wordset, the paper's rule; or wordset-plural, "
+                            "wordset-lemmas, wordset-gensets)")
         parser.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
                             "(default: the one scored last)")
         add_precision(parser, "which runs")
