@@ -21,7 +21,6 @@ Top-5 with several ids per class (9 ImageNet-D classes map to several ImageNet i
 
 from __future__ import annotations
 
-from ... import metrics as M
 from ...errors import GensetsError
 from ...labels.hits import hit
 from ...registry import PROTOCOLS
@@ -68,6 +67,8 @@ class ImageNetTop5PerId(ImageNet):
 
     def metrics(self, rows, extra):
         import numpy as np
+
+        from ... import metrics as M  # numpy and scipy: not at import (the CLI's parser lists the protocols)
 
         out = summarize(rows, extra)
         counts = np.array([M.topk_count_per_id(p["top5"], p["target_ids"], 5) for p in rows], dtype=float)
