@@ -42,6 +42,19 @@ def offline_env(tmp_path_factory):
             os.environ[k] = v
 
 
+SMALL = ("--set", "classes=[mug]", "--set", "nuisances={background: {limit: 2}}")  # a small smoke build
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory):
+    """One small smoke build (one class, one nuisance kind), finalized with pending images; read only (tests that
+    change a workspace copy it first)."""
+    ws = tmp_path_factory.mktemp("small") / "ws"
+    run_cli("build", SMOKE, "--out", ws, "--quiet", *SMALL, check=0)
+    run_cli("finalize", ws, "--include-pending", check=0)
+    return ws
+
+
 def pytest_collection_modifyitems(items):
     """The longest test (every smoke build, eval and report: tests/test_golden.py) first, so that under
     pytest-xdist it runs beside the others instead of after them."""

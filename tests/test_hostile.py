@@ -11,20 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import SMOKE, run_cli
+from .conftest import SMALL, SMOKE, run_cli
 from .test_card import digest
 from .test_hardening import one_line_error
-
-SMALL = ("--set", "classes=[mug]", "--set", "nuisances={background: {limit: 2}}")
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """One small smoke build (one class, one nuisance kind), finalized with pending images."""
-    ws = tmp_path_factory.mktemp("small") / "ws"
-    run_cli("build", SMOKE, "--out", ws, "--quiet", *SMALL, check=0)
-    run_cli("finalize", ws, "--include-pending", check=0)
-    return ws
 
 
 def _copy(small, tmp_path) -> Path:
