@@ -58,3 +58,76 @@ def interleaved(fns: dict, repeats: int) -> dict[str, float]:
             r = fn()
             times[k].append(r if isinstance(r, float) else time.perf_counter() - t)
     return {k: min(v) for k, v in times.items()}
+
+
+# ---------------------------------------------------------------- the hardware's limit, and how close a run gets
+def device_name(threads: int | None = None) -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"cpu, {threads or torch.get_num_threads()} torch threads"
+
+
+def peak_flops(dtype: str = "float32", n: int | None = None, repeats: int = 5) -> float:
+    """The device's measured matmul FLOP/s in `dtype`, in this run: the best of `repeats` n x n x n products
+    (n: 8192 on a GPU, 1024 on CPU) after a warm-up. On a GPU with float32 the TF32 tensor cores are not used
+    (torch's default): the limit then is the float32 one. The denominator of every utilisation printed here."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    n = n or (8192 if cuda else 1024)
+    dev = "cuda" if cuda else "cpu"
+    a = torch.randn(n, n, device=dev, dtype=getattr(torch, dtype))
+    b = torch.randn(n, n, device=dev, dtype=getattr(torch, dtype))
+    best = float("inf")
+    for i in range(repeats + 1):
+        if cuda:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        a @ b
+        if cuda:
+            torch.cuda.synchronize()
+        if i:
+            best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+def count_flops(fn) -> int:
+    """The FLOPs of one call of `fn()`, counted by torch.utils.flop_counter.FlopCounterMode (matmuls and
+    convolutions: the model FLOPs that utilisation is about)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+class PeakMemory:
+    """Peak memory of what runs inside: the GPU's allocated bytes (reset at entry) or, on CPU, the process's
+    peak resident set (ru_maxrss: only grows, so on CPU it is the process's peak so far)."""
+
+    def __enter__(self):
+        import torch
+
+        self.cuda = torch.cuda.is_available()
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        return self
+
+    def __exit__(self, *exc):
+        import resource
+
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.bytes = torch.cuda.max_memory_allocated()
+        else:
+            self.bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return False
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / 2**30

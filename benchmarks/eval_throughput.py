@@ -10,6 +10,13 @@
     imports, fp32 (--no_amp). Target ratio >= 1.0.
 (c) four models (resnet18, a second resnet18, the small and the tiny open_clip) in ONE evaluate()
     pass (each image decoded once) against four separate passes.
+(e) with --model SPEC (any classifier spec; e.g. random:clip-vit-l-14, random:resnet50: the real architecture
+    with random weights): gensets evaluate() against a bare loop of the same folder loaded by its own library
+    (open_clip.create_model_and_transforms / timm.create_model) over tensors decoded, transformed and moved to the
+    device beforehand (zero-shot: the class texts encoded once, then encode_image, normalise, matmul, argmax), at
+    --precision. Printed beside the ratio (target >= 0.9): images/s, peak memory, and utilisation: the model FLOPs
+    of one image (torch.utils.flop_counter.FlopCounterMode over the bare forward) times images over the measured
+    time, divided by the device's matmul peak measured in the same run. `--only e` runs it alone.
 (d) decoding alone (read + decode + resnet18's preprocessing, no model: what gensets' workers do) with
     0 (in this process), 1, 2, ... --max-workers worker processes: images/s, and 2 processes against 1
     (target >= 1.6 on 2 cores).
@@ -37,7 +44,7 @@ for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import Load, cores, interleaved  # noqa: E402
+from _timing import Load, PeakMemory, cores, count_flops, device_name, interleaved, peak_flops  # noqa: E402
 
 from tests import clip_benchmark_env as cbe  # noqa: E402
 
@@ -93,6 +100,78 @@ def bare_loop(model_dir: Path, images: list[bytes], batch_size: int):
             for b in batches:
                 model(b).argmax(1)
 
+    return run
+
+
+def spec_loop(spec: str, images: list[bytes], batch_size: int, precision: str):
+    """`spec`'s model, loaded from its folder by its own library (no gensets code in the loop), over tensors
+    decoded, transformed and on the device already. Returns (run, flops of one image)."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    from gensets.models import loading
+    from gensets.models.spec import parse_spec
+
+    s = parse_spec(spec)
+    folder = loading.resolve(s).path
+    if folder is None:
+        raise SystemExit(f"--model {spec}: (e) needs a model in a local folder (tiny:, random:, local-dir:)")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    loaders = s.kind if not s.is_built else next(k for k in ("open_clip", "timm") if k in _loaders(s))
+    if loaders == "open_clip":
+        import open_clip
+
+        model, _, tf = open_clip.create_model_and_transforms(f"local-dir:{folder}", device=device)
+        tok = open_clip.get_tokenizer(f"local-dir:{folder}")
+        with torch.inference_mode():
+            text = model.encode_text(tok([TEMPLATE.format(c=c) for c in CLASSES]).to(device))
+            text = text / text.norm(dim=-1, keepdim=True)
+
+        def forward(b):
+            f = model.encode_image(b)
+            return ((f / f.norm(dim=-1, keepdim=True)) @ text.T).argmax(1)
+    else:
+        import timm
+        from timm.data import create_transform, resolve_model_data_config
+
+        model = timm.create_model(f"local-dir:{folder}", pretrained=True).to(device)
+        tf = create_transform(**resolve_model_data_config(model), is_training=False)
+
+        def forward(b):
+            return model(b).argmax(1)
+    model.eval()
+    x = torch.stack([tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in images]).to(device)
+    batches = list(x.split(batch_size))
+    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+    def run():
+        with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
+            for b in batches:
+                forward(b)
+            if device == "cuda":
+                torch.cuda.synchronize()
+
+    with torch.inference_mode():
+        flops = count_flops(lambda: forward(x[:1]))
+    return run, flops
+
+
+def _loaders(s) -> tuple[str, ...]:
+    from gensets.models.tiny import built_model
+
+    return built_model(s.kind, s.name).loaders
+
+
+def with_peak(fn):
+    def run():
+        with PeakMemory() as m:
+            r = fn()
+        run.peak = max(getattr(run, "peak", 0.0), m.gib)
+        return r
+
+    run.needs_warmup = getattr(fn, "needs_warmup", True)
     return run
 
 
@@ -169,7 +248,11 @@ def main() -> None:
     ap.add_argument("--only", default="abcd", help="which benchmarks, e.g. 'ad' (default abcd)")
     ap.add_argument("--profile", action="store_true", help="cProfile one gensets pass of (a)")
     ap.add_argument("--workdir", type=Path, help="keep data and models here (default: a temp dir, removed)")
+    ap.add_argument("--model", help="(e): a classifier spec to time against its bare loop, e.g. random:clip-vit-l-14")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"], help="(e): both sides")
     args = ap.parse_args()
+    if args.model and args.only == "abcd":
+        args.only = "e"
 
     import torch
 
@@ -236,6 +319,34 @@ def main() -> None:
                      ("", "one gensets pass, four models", 4 * n, one)]
             ratios.append(f"(c) one pass / four passes speed-up: {four / one:.2f}x")
 
+        if "e" in args.only:
+            if not args.model:
+                raise SystemExit("(e) needs --model SPEC")
+            bare, flops = spec_loop(args.model, images, args.batch_size, args.precision)
+            bare = with_peak(bare)
+            from gensets.evaluation.runner import EvalConfig, evaluate
+
+            def ours():
+                evaluate(EvalConfig(str(data), [args.model], str(work / "e.duckdb"), batch_size=args.batch_size,
+                                    workers=workers, quiet=True, templates=[TEMPLATE], precision=args.precision))
+
+            ours = with_peak(ours)
+            t = interleaved({"bare": bare, "ours": ours}, args.repeats)
+            peak = peak_flops("bfloat16" if args.precision == "bf16" else "float16" if args.precision == "fp16"
+                              else "float32")
+            util = {k: flops * n / v / peak for k, v in t.items()}
+            inner = model_seconds(work / "e.duckdb")
+            rows += [(f"(e) {args.model}", f"bare loop on ready tensors ({args.precision})", n, t["bare"]),
+                     ("", f"gensets eval --workers {workers} (load + read + model)", n, t["ours"]),
+                     ("", " of which preprocess+model+scoring (last run)", n, inner)]
+            ratios.append(f"(e) gensets / bare loop images/s: {t['bare'] / t['ours']:.2f} end to end (gensets loads "
+                          f"the model and reads the shards inside its time; the bare loop does neither), "
+                          f"{t['bare'] / inner:.2f} in the model loop  (target >= 0.9)")
+            ratios.append(f"(e) on {device_name()}: model FLOPs per image {flops / 1e9:.1f} GFLOP (FlopCounterMode), "
+                          f"measured matmul peak {peak / 1e12:.2f} TFLOP/s; utilisation: bare {util['bare']:.1%}, "
+                          f"gensets {util['ours']:.1%}; peak memory: bare {bare.peak:.1f} GiB, gensets "
+                          f"{ours.peak:.1f} GiB (GPU allocated; on CPU the process's peak resident set so far)")
+
         if "d" in args.only:
             counts = list(range(0, (args.max_workers or cores()) + 1))
             t = interleaved({k: decode_only(data, models["resnet18-0"], args.batch_size, k) for k in counts},
@@ -260,7 +371,8 @@ def main() -> None:
     print(load.line())
     print("\nre-run: HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 "
           f".venv/bin/python benchmarks/eval_throughput.py --n {args.n} --batch-size {args.batch_size} "
-          f"--threads {args.threads} --repeats {args.repeats} --only {args.only}")
+          f"--threads {args.threads} --repeats {args.repeats} --only {args.only}"
+          + (f" --model {args.model} --precision {args.precision}" if args.model else ""))
 
 
 if __name__ == "__main__":

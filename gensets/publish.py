@@ -304,10 +304,15 @@ def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MA
 
 def publish(path, repo: str, *, target: Target | None = None, private: bool = False,
             revision: str | None = None, tag: str | None = None, dry_run: bool = False,
-            out: Callable[[str], None] = print) -> str | None:
-    """Upload a finalized dataset: shards first, the card last, then the tag. Returns the last commit URL."""
+            allow_random_weights: bool = False, out: Callable[[str], None] = print) -> str | None:
+    """Upload a finalized dataset: shards first, the card last, then the tag. Returns the last commit URL.
+    A build made with `random:` models (random weights: noise) is refused unless `allow_random_weights`."""
     check_repo(repo)
     folder = dataset_folder(path)
+    random = read_dataset_manifest(_inside(folder, "manifest.json")).get("random_models")
+    if random and not allow_random_weights:
+        raise GensetsError(f"{folder}: built with random-weight models ({', '.join(map(str, random if isinstance(random, list) else [random]))}): its images"
+                           " and labels are noise, for timing only; refusing to publish (--allow-random-weights)")
     commits = plan(folder)
     shards = {f for c in commits[:-1] for f in c.files}
     where = f"{repo}" + (f" (branch {revision})" if revision else "")

@@ -1,5 +1,5 @@
 """Registries of every extension point: builders, prompt strategies, evaluation protocols, reports, tiny
-models, image-quality metrics. Entries register themselves where they are defined, with a decorator (the way timm's
+and random models, image-quality metrics. Entries register themselves where they are defined, with a decorator (the way timm's
 ``@register_model`` does), e.g.::
 
     @BUILDERS.register("imagenet-d")
@@ -80,4 +80,5 @@ STRATEGIES = Registry("prompt strategy", "gensets.builders.genbench")
 PROTOCOLS = Registry("protocol", "gensets.evaluation.protocols")
 REPORTS = Registry("report", "gensets.evaluation.reports")
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
+RANDOM_MODELS = Registry("random model", "gensets.models.random")
 QUALITY_METRICS = Registry("quality metric", "gensets.quality")

@@ -322,6 +322,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         con.close()
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
+    random = sorted({spec for _, spec in builder.models(cfg) if str(spec).startswith("random:")})
+    if random:  # full-size architectures with random weights: timing runs, not data (publish refuses them)
+        manifest["random_models"] = random
     write_json_atomic(tmp / "manifest.json", manifest)
     samples = ShardSamples([tmp / s["path"] for s in shards], n=sum(counts.values()))
     card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint)  # README.md + figures/

@@ -95,6 +95,8 @@ def models_md(builder, cfg, samples) -> str:
         spec = parse_spec(m)
         rev = (recorded or {}).get("revision") or spec.revision
         rev = (f"revision `{rev}`" if rev else "built locally (a tiny random model)" if spec.is_tiny
+               else "built locally: the full-size architecture with RANDOM weights (timing only; its images are"
+                    " noise)" if spec.kind == "random"
                else "revision not pinned (the default branch at build time)")
         return f"| {role} | `{m}` | `{(recorded or {}).get('id') or spec.name}` | {rev} |"
 

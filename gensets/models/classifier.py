@@ -21,7 +21,7 @@ from gensets.errors import ModelError
 from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
-from gensets.models.tiny import tiny_loaders, tiny_path
+from gensets.models.tiny import built_model, tiny_path
 from gensets.registry import TINY_MODELS
 
 if TYPE_CHECKING:
@@ -337,12 +337,12 @@ def _timm_local_weights(path: Path) -> Path | None:
 
 
 def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
-    if not (spec.is_tiny or spec.name.startswith("local-dir:")):
+    if not (spec.is_built or spec.name.startswith("local-dir:")):
         hub.start_probe()  # overlaps the probe with the slow import below
     import timm
 
     name, filename = spec.name, None
-    if spec.is_tiny or name.startswith(("local-dir:", "hf-hub:")):
+    if spec.is_built or name.startswith(("local-dir:", "hf-hub:")):
         source = loading.resolve(spec, allow_pickle)
         if source.path:
             weights = _timm_local_weights(source.path)
@@ -470,7 +470,7 @@ def _load_torchvision(spec: ModelSpec, allow_pickle: bool, device: str) -> Class
 
 # ---------------------------------------------------------------- open_clip
 def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, device: str) -> Classifier:
-    if not (spec.is_tiny or spec.name.startswith("local-dir:")):
+    if not (spec.is_built or spec.name.startswith("local-dir:")):
         hub.start_probe()  # overlaps the probe with the slow import below
     import open_clip
     from open_clip.factory import _find_checkpoint_in_dir
@@ -480,7 +480,7 @@ def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, devi
     fns = _template_fns(spec, templates)
     extra = {}
     with loading.load_errors(spec):
-        if spec.is_tiny or spec.name.startswith(("hf-hub:", "local-dir:")):
+        if spec.is_built or spec.name.startswith(("hf-hub:", "local-dir:")):
             # no check of the folder's weights here: the one checkpoint open_clip loads is checked below
             source = loading.resolve(spec, allow_pickle, check_weights=False)
             path = source.path
@@ -568,8 +568,8 @@ def load_classifier(
     s = parse_spec(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
     kind = s.kind
-    if s.is_tiny:  # read by the first of its loaders that is a classifier, else it is not one
-        loaders = tiny_loaders(s.name)
+    if s.is_built:  # read by the first of its loaders that is a classifier, else it is not one
+        loaders = built_model(s.kind, s.name).loaders
         kind = next((k for k in loaders if k in LOADERS), loaders[0] if loaders else "")
     if kind == "timm":
         return _load_timm(s, allow_pickle, device)

@@ -1,6 +1,6 @@
 """From a model spec to the place its weights load from: the one sequence every loader follows.
 
-    resolve(spec)       tiny:<kind> -> its folder (built on first use); a local folder (an hf: / diffusers:
+    resolve(spec)       tiny:<kind>, random:<kind> -> its folder (built on first use); a local folder (an hf: / diffusers:
                         path, timm: / open_clip: local-dir:PATH) -> the folder, refusing a revision and
                         pickle-only weights; a Hub repo (an hf: / diffusers: repo id, hf-hub:org/repo, or the
                         repo a library maps a timm name or open_clip tag to) -> the repo, after
@@ -23,7 +23,7 @@ from pathlib import Path
 from gensets.errors import ModelError
 from gensets.models import hub
 from gensets.models.spec import ModelSpec
-from gensets.models.tiny import tiny_kinds, tiny_loaders, tiny_path
+from gensets.models.tiny import built_kinds, built_model, built_path
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ def resolve(
     refusal of pickle weights in a local folder to the caller (open_clip checks the one file it loads).
     """
     path = None
-    if spec.is_tiny:
-        path, model_id = tiny_path(spec.name), spec.raw
+    if spec.is_built:
+        path, model_id = built_path(spec.kind, spec.name), spec.raw
     elif spec.kind in ("timm", "open_clip"):
         prefix, sep, rest = spec.name.partition(":")
         if sep and prefix == "local-dir":
@@ -122,11 +122,12 @@ def load_errors(spec: ModelSpec, what: str = ""):
 
 
 def expect(spec: ModelSpec, kind: str, loader: str, what: str) -> None:
-    """Refuse a spec that is neither `<kind>:` nor a tiny model registered for `loader`:
-    `model '<spec>' is not <what> (use <kind>:<repo or path>, tiny:a or tiny:b)`."""
-    if spec.kind == kind or (spec.is_tiny and loader in tiny_loaders(spec.name)):
+    """Refuse a spec that is neither `<kind>:` nor a tiny or random model registered for `loader`:
+    `model '<spec>' is not <what> (use <kind>:<repo or path>, tiny:a, random:b or random:c)`."""
+    if spec.kind == kind or (spec.is_built and loader in built_model(spec.kind, spec.name).loaders):
         return
-    options = [f"{kind}:<repo or path>", *(f"tiny:{k}" for k in tiny_kinds(loader))]
+    options = [f"{kind}:<repo or path>", *(f"{family}:{k}" for family in ("tiny", "random")
+                                           for k in built_kinds(family, loader))]
     use = " or ".join(filter(None, [", ".join(options[:-1]), options[-1]]))
     raise ModelError(f"model {spec.raw!r} is not {what} (use {use})")
 

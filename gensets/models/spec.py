@@ -7,6 +7,8 @@
     torchvision:<architecture>@<WEIGHTS>            (torchvision.models, e.g. alexnet@IMAGENET1K_V1: the weights
                                                     enum's member is required, it names the weights file)
     tiny:<kind>                                     (small random models built offline: gensets.models.tiny)
+    random:<kind>                                   (full-size architectures, random weights, built offline:
+                                                    gensets.models.random; for timing only)
 
 The revision is the text after the last `@` when that text holds no `/` (a path may contain `@`)
 or starts with `refs/` (e.g. `@refs/pr/1`).
@@ -19,9 +21,9 @@ import re
 from dataclasses import dataclass
 
 from gensets.errors import ModelError
-from gensets.registry import TINY_MODELS
+from gensets.registry import RANDOM_MODELS, TINY_MODELS
 
-KINDS = ("timm", "open_clip", "hf", "diffusers", "torchvision", "tiny")
+KINDS = ("timm", "open_clip", "hf", "diffusers", "torchvision", "tiny", "random")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -35,6 +37,11 @@ class ModelSpec:
     @property
     def is_tiny(self) -> bool:
         return self.kind == "tiny"
+
+    @property
+    def is_built(self) -> bool:
+        """Built locally from configs (gensets.models.tiny): a tiny model or a random full-size one."""
+        return self.kind in ("tiny", "random")
 
 
 def _split_revision(spec: str, name: str) -> tuple[str, str | None]:
@@ -68,6 +75,10 @@ def parse_spec(s: str) -> ModelSpec:
         if name not in TINY_MODELS:
             known = ", ".join(TINY_MODELS)
             raise ModelError(f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {known})")
+    elif kind == "random":
+        if name not in RANDOM_MODELS:
+            known = ", ".join(RANDOM_MODELS)
+            raise ModelError(f"bad model spec {s!r}: unknown random model {name!r} (expected one of {known})")
     elif kind == "open_clip":
         if not name.startswith("local-dir:"):
             name, revision = _split_revision(s, name)

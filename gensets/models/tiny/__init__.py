@@ -20,7 +20,10 @@ torch and the model libraries are imported inside the build functions). `tiny:<k
 through the same code path as a real model. transformer_config / vision_config give every tiny transformer
 its size.
 
-A kind is built once, on first use, under $GENSETS_CACHE/tiny/<kind>-v1-<kernels> (default ~/.cache/gensets/...;
+The full-size architectures with random weights (`random:<kind>`, gensets.models.random: for timing, memory
+and scaling) are the same kind of class in their own registry, built and loaded the same way (built_path).
+
+A kind is built once, on first use, under $GENSETS_CACHE/<tiny|random>/<kind>-v1-<kernels> (default ~/.cache/gensets/...;
 <kernels> is "pinned" under reproducible: strict, else torch's CPU capability, since random draws differ between
 kernel sets: gensets.determinism.kernels), in a temp folder renamed into place, so concurrent builders are safe: the
 first rename wins. It is built under ``torch.manual_seed(0)`` in a forked RNG (the caller's RNG is left as it
@@ -68,9 +71,26 @@ def vision_config(**kw) -> dict:
     return transformer_config(image_size=32, patch_size=8, **kw)
 
 
+def _family(family: str):
+    from gensets.registry import RANDOM_MODELS
+
+    return {"tiny": TINY_MODELS, "random": RANDOM_MODELS}[family]
+
+
+def built_kinds(family: str, loader: str | None = None) -> list[str]:
+    """The registered kinds of `family` ("tiny" or "random": gensets.models.random), sorted; with `loader`,
+    those it reads."""
+    return sorted(k for k, model in _family(family).items() if loader is None or loader in model.loaders)
+
+
+def built_model(family: str, kind: str) -> type[TinyModel]:
+    """The class of model `family:kind` (a registered kind)."""
+    return _family(family).get(kind)
+
+
 def tiny_kinds(loader: str | None = None) -> list[str]:
     """The registered tiny kinds, sorted; with `loader`, those it reads."""
-    return sorted(kind for kind, model in TINY_MODELS.items() if loader is None or loader in model.loaders)
+    return built_kinds("tiny", loader)
 
 
 def tiny_loaders(kind: str) -> tuple[str, ...]:
@@ -80,11 +100,18 @@ def tiny_loaders(kind: str) -> tuple[str, ...]:
 
 def tiny_path(kind: str) -> Path:
     """The folder of tiny model `kind`, built on first use."""
-    if kind not in TINY_MODELS:
-        raise ModelError(f"model 'tiny:{kind}': unknown tiny model (expected one of {', '.join(tiny_kinds())})")
+    return built_path("tiny", kind)
+
+
+def built_path(family: str, kind: str) -> Path:
+    """The folder of model `family:kind` ("tiny" or "random"), built on first use."""
+    registry = _family(family)
+    if kind not in registry:
+        known = ", ".join(built_kinds(family))
+        raise ModelError(f"model '{family}:{kind}': unknown {family} model (expected one of {known})")
     # its weights are random draws, which torch's CPU kernels compute differently (AVX-512, AVX2, scalar): one
     # folder per kernel set, so a strict (pinned) build never reads weights drawn by an unpinned process
-    final = cache_root() / "tiny" / f"{kind}-{VERSION}-{determinism.kernels()}"
+    final = cache_root() / family / f"{kind}-{VERSION}-{determinism.kernels()}"
     if (final / _DONE).is_file():
         return final
     with _BUILD_LOCK:  # the global torch RNG is seeded while building: one build at a time per process
@@ -93,8 +120,8 @@ def tiny_path(kind: str) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{VERSION}-", dir=final.parent))
         try:
-            _build(TINY_MODELS.get(kind), tmp)
-            (tmp / _DONE).write_text(f"tiny:{kind} {VERSION}\n")
+            _build(registry.get(kind), tmp)
+            (tmp / _DONE).write_text(f"{family}:{kind} {VERSION}\n")
             if final.exists() and not (final / _DONE).is_file():
                 shutil.rmtree(final, ignore_errors=True)  # left over from an interrupted, non-atomic copy
             try:

@@ -21,8 +21,9 @@ from gensets.registry import TINY_MODELS
 N_MERGES = 1000  # BPE merges kept for the tiny CLIP tokenizer (vocab = 512 byte tokens + merges + 2 specials)
 
 
-def clip_tokenizer(n_merges: int = N_MERGES):
-    """A transformers CLIPTokenizer rebuilt offline from open_clip's BPE file, first `n_merges` merges."""
+def clip_tokenizer(n_merges: int = N_MERGES, **kwargs):
+    """A transformers CLIPTokenizer rebuilt offline from open_clip's BPE file, first `n_merges` merges (CLIP's
+    own: 48,894); `kwargs` go to CLIPTokenizer (e.g. pad_token)."""
     import gzip
 
     from open_clip.tokenizer import bytes_to_unicode, default_bpe
@@ -34,7 +35,7 @@ def clip_tokenizer(n_merges: int = N_MERGES):
     tokens = byte_chars + [c + "</w>" for c in byte_chars] + ["".join(m) for m in merges]
     tokens += ["<|startoftext|>", "<|endoftext|>"]
     vocab = {t: i for i, t in enumerate(tokens)}
-    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=77)
+    return CLIPTokenizer(vocab=vocab, merges=merges, **{"model_max_length": 77, **kwargs})
 
 
 def clip_text_config(tokenizer) -> dict:

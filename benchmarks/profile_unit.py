@@ -1,0 +1,122 @@
+"""Where the time of an ImageNet-D build goes: one unit of configs/imagenet_d.yaml, profiled, split by stage.
+
+The paper-scale config (Stable Diffusion 2.1, four full-size surrogates) with its models swapped for `random:` specs
+(the same architectures, random weights: the same compute, nothing downloaded) and a reduced size (--size px,
+--steps steps, one class, one background, --images images in one unit) is built in this process under cProfile;
+the time is split into the stages below by the cumulative time of each stage's entry point (each counted once;
+a stage nested in another is not), and what is left is gensets' own work around the models:
+
+    loading           DiffusionPipeline.from_pretrained, load_classifier (once per build, not per unit)
+    text encoding     the pipeline's encode_prompt (and gensets' token counting: Generator.measure)
+    UNet steps        UNet2DConditionModel.forward (both halves of classifier-free guidance), scheduler.step
+    VAE decode        AutoencoderKL.decode, and the pipeline's postprocessing to PIL
+    image encode      gensets.images.encode_image (JPEG 95, as the config), decode_image
+    surrogates        each surrogate's preprocess and forward (Classifier.preprocess, Classifier.logits)
+    shard write       gensets.shards.writer.write_shard (tar, sha256, fsync, rename), the manifest row
+    state ingest      state.duckdb: ingest, queue tables
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/profile_unit.py --size 256 --steps 2 --images 2
+
+cProfile adds its own cost to every Python call (a few percent here, where the time is in torch's kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(_k, "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import Load, device_name  # noqa: E402
+
+SURROGATES = ["random:clip-vit-l-14", "random:resnet50", "random:vit-b-16", "random:convnext-tiny"]
+
+# stage -> entry points: (path suffix of the defining file, function name)
+STAGES = {
+    "loading": [("diffusers/pipelines/pipeline_utils.py", "from_pretrained"),
+                ("gensets/models/classifier.py", "load_classifier")],
+    "text encoding": [("pipeline_stable_diffusion.py", "encode_prompt"), ("gensets/models/generator.py", "measure")],
+    "UNet steps": [("diffusers/models/unets/unet_2d_condition.py", "forward"),
+                   ("diffusers/schedulers/scheduling_dpmsolver_multistep.py", "step")],
+    "VAE decode": [("diffusers/models/autoencoders/autoencoder_kl.py", "decode"),
+                   ("diffusers/image_processor.py", "postprocess")],
+    "image encode": [("gensets/images.py", "encode_image"), ("gensets/images.py", "decode_image")],
+    "surrogates": [("gensets/models/classifier.py", "preprocess"), ("gensets/models/classifier.py", "logits")],
+    "shard write": [("gensets/shards/writer.py", "write_shard"), ("gensets/shards/manifest.py", "append")],
+    "state ingest": [("gensets/curation/state.py", "ingest"), ("gensets/curation/queue.py", "rebuild")],
+}
+MODEL = ("text encoding", "UNet steps", "VAE decode", "surrogates")
+
+
+def stage_seconds(stats: pstats.Stats) -> dict[str, float]:
+    """Each stage's seconds: the cumulative time of its entry points (a function counted once however often it
+    recurses; an entry point called inside another of the same stage would count twice: none here is)."""
+    out = dict.fromkeys(STAGES, 0.0)
+    for (path, _line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():
+        for stage, points in STAGES.items():
+            if any(path.endswith(suffix) and name == fn for suffix, fn in points):
+                out[stage] += ct
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="random:sd2.1", help="the generator (default random:sd2.1)")
+    ap.add_argument("--surrogates", default=",".join(SURROGATES))
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--images", type=int, default=2, help="images in the one unit (default 2)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reproducible", default="fast", choices=["strict", "fast"],
+                    help="fast (default here: strict's pinned CPU kernels make every model stage ~3x slower on "
+                    "CPU and the split the same)")
+    ap.add_argument("--top", type=int, default=0, help="also print cProfile's top N functions by own time")
+    args = ap.parse_args()
+
+    from gensets.builders.runner import build
+
+    overrides = [f"generator.model={args.model}", f"generator.width={args.size}", f"generator.height={args.size}",
+                 f"generator.steps={args.steps}", f"generator.batch_size={args.images}", "generator.dtype=float32",
+                 f"filter.models=[{args.surrogates}]", "classes=[backpack]", "nuisances={background: {limit: 1}}",
+                 f"images_per_pair={args.images}", f"unit_size={args.images}", f"reproducible={args.reproducible}"]
+    load = Load()
+    with tempfile.TemporaryDirectory(prefix="profile-unit-") as work:
+        prof = cProfile.Profile()
+        t = time.perf_counter()
+        prof.enable()
+        build(ROOT / "configs" / "imagenet_d.yaml", Path(work) / "ws", quiet=True, threads=args.threads,
+              overrides=overrides)
+        prof.disable()
+        total = time.perf_counter() - t
+    stats = pstats.Stats(prof)
+    seconds = stage_seconds(stats)
+    rest = total - sum(seconds.values())
+    after_load = total - seconds["loading"]
+    model = sum(seconds[s] for s in MODEL)
+    print(f"\none unit of configs/imagenet_d.yaml: {args.images} images, {args.model} at {args.size}px, "
+          f"{args.steps} steps, surrogates {args.surrogates}; reproducible: {args.reproducible}; on "
+          f"{device_name(args.threads)}")
+    print("\n| stage | seconds | share of the build | share after loading |\n|---|---|---|---|")
+    for stage, s in [*seconds.items(), ("gensets' other work (planning, provenance, files, locks...)", rest)]:
+        after = "" if stage == "loading" else f"{s / after_load:.1%}"
+        print(f"| {stage} | {s:.2f} | {s / total:.1%} | {after} |")
+    print(f"| total | {total:.2f} | 100% | |")
+    print(f"\nmodel compute (text encoder, UNet, VAE, surrogates): {model / after_load:.1%} of the time after loading; "
+          f"gensets' own work (image encode, shard write, state, the rest): "
+          f"{(after_load - model) / after_load:.1%}")
+    print(load.line())
+    if args.top:
+        stats.sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
