@@ -144,9 +144,10 @@ def _eval(a) -> int:
     results = evaluate(EvalConfig(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
                                   batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
-                                  templates=a.templates, precision=a.precision))
+                                  templates=a.templates, precision=a.precision, force=a.force))
     if a.json:
-        print(json.dumps([{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n", "metrics")}
+        print(json.dumps([{**{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n",
+                                                "metrics", "intervals")}, "skipped": r.get("skipped", False)}
                           for r in results], indent=1))
     else:
         for r in results:
@@ -347,11 +348,13 @@ def _publish_results(a) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .errors import EXIT_CODES
     from .evaluation.runner import PRECISIONS  # no torch: --help stays fast
 
     p = argparse.ArgumentParser(
-        prog="gensets",
-        description="Generate, curate, publish and evaluate benchmark datasets of generated images.")
+        prog="gensets", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Generate, curate, publish and evaluate benchmark datasets of generated images.",
+        epilog="exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_CODES.items()))
     p.add_argument("--version", action="version", version=f"gensets {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -451,6 +454,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
                    help="fp32 (default: comparable results) or autocast to bf16 / fp16 (GPUs); recorded in the run "
                    "row, and the leaderboard names it")
+    e.add_argument("--force", action="store_true",
+                   help="score again the runs that --db holds complete already with the same settings (by default "
+                   "they are skipped, so an interrupted eval goes on where it stopped)")
     e.add_argument("--limit", type=positive_int, help="only the first N images of each split")
     e.add_argument("--json", action="store_true", help="print one JSON object per (model, config, split)")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -579,6 +585,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _interrupted(a) -> str:
+    """What an interrupted command kept, and how to go on (after "gensets: interrupted")."""
+    if a.command == "build":
+        try:
+            from .workspace import Workspace
+
+            with open(Workspace(a.out).manifest_path, "rb") as f:
+                units = sum(1 for line in f if line.strip())
+        except (OSError, GensetsError):
+            units = 0
+        return (f"; {units} unit{'s' * (units != 1)} committed in {a.out} are kept: run the same command to resume"
+                " (a unit cut short is redone)")
+    if a.command == "eval":
+        return "; runs already written to the database are kept: run the same command to go on (finished runs are skipped)"
+    if a.command == "finalize":
+        return "; the previous dataset/ (if any) is unchanged: run it again"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -587,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gensets: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("gensets: interrupted", file=sys.stderr)
+        print(f"gensets: interrupted{_interrupted(args)}", file=sys.stderr)
         return 130
     except OSError as e:
         print(f"gensets: error: {e}", file=sys.stderr)

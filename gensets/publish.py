@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .errors import DataError, GensetsError
+from .errors import DataError, GensetsError, Unavailable
 from .safety import check_regular, inside, read_regular, writable_inside
 from .shards import read_dataset_manifest, sha256_file
 
@@ -179,10 +179,10 @@ def _check_hub() -> None:
     from huggingface_hub import constants, get_token
 
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        raise GensetsError("cannot publish to the Hub: offline mode is on (HF_HUB_OFFLINE=1); "
-                           "unset it, or use --dry-run to see the plan")
+        raise Unavailable("cannot publish to the Hub: offline mode is on (HF_HUB_OFFLINE=1); "
+                          "unset it, or use --dry-run to see the plan")
     if not get_token():
-        raise GensetsError("no Hugging Face token: log in with `hf auth login` or set HF_TOKEN")
+        raise Unavailable("no Hugging Face token: log in with `hf auth login` or set HF_TOKEN")
 
 
 def _scrub(text: str) -> str:
@@ -202,7 +202,7 @@ def _call(what: str, fn, *args, **kwargs):
         raise
     except Exception as e:  # HfHubHTTPError, OfflineModeIsEnabled, connection errors, OSError
         msg = " ".join(str(e).split()) or type(e).__name__
-        raise GensetsError(_scrub(f"{what} failed: {msg}")[:500]) from None
+        raise Unavailable(_scrub(f"{what} failed: {msg}")[:500]) from None
 
 
 @dataclass

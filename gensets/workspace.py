@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from .config import apply_overrides, fingerprint, load_config, read_yaml, to_dict
-from .errors import ConfigError, GensetsError
+from .errors import Busy, ConfigError, GensetsError
 from .registry import BUILDERS
 
 OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock")
@@ -185,7 +185,7 @@ class Workspace:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "process"
-                raise GensetsError(f"{self.root}: another gensets {holder} is running on this workspace; "
+                raise Busy(f"{self.root}: another gensets {holder} is running on this workspace; "
                                    "wait for it to end (or stop it), then run this again") from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{what} (pid {os.getpid()})\n".encode(), 0)

@@ -252,7 +252,9 @@ def test_a_limited_run_never_replaces_a_complete_one(reference, tmp_path):
 
     db = tmp_path / "r.duckdb"
     run_cli(*base(db), check=0)
-    r = run_cli(*base(db), "--limit", 4)
+    skipped = run_cli(*base(db), "--limit", 4, check=0)  # a complete run is there: nothing to do
+    assert skipped.stderr.startswith("skipped tiny:resnet on material/test [imagenet]: complete in"), skipped.stderr
+    r = run_cli(*base(db), "--limit", 4, "--force")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     (line,) = r.stderr.strip().splitlines()
     assert "--limit 4" in line and "complete run of 12" in line, line
@@ -270,7 +272,10 @@ def test_a_limited_run_never_replaces_a_complete_one(reference, tmp_path):
     db3 = tmp_path / "r3.duckdb"
     run_cli(*base(db3), "--limit", 12, check=0)
     assert query(db3, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
-    r = run_cli(*base(db3), "--limit", 2)
+    r = run_cli(*base(db3), "--limit", 2)  # the complete run is kept: skipped
+    assert r.returncode == 0 and "skipped tiny:resnet on material/test" in r.stderr and "--force" in r.stderr
+    assert query(db3, "SELECT n, sample_limit FROM runs") == [{"n": 12, "sample_limit": None}]
+    r = run_cli(*base(db3), "--limit", 2, "--force")
     assert r.returncode == 2 and "complete run of 12" in r.stderr, r.stderr
 
 

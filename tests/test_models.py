@@ -229,7 +229,9 @@ def test_tiny_kinds_and_their_loaders_come_from_the_registry():
             load_classifier(spec)
         assert str(err.value) == f"model {spec!r} is {what}, not a classifier"
     for load, spec, message in [
-        (load_generator, "tiny:vit", "is not an image generator (use diffusers:<repo or path> or tiny:sd)"),
+        (load_generator, "tiny:vit",
+         "is not an image generator (use diffusers:<repo or path>, tiny:sd, random:sd2.1, random:sd2.1-base or "
+         "random:sdxl)"),
         (load_text2text, "tiny:sd", "is not a text-to-text model (use hf:<repo or path> or tiny:t5)"),
         (load_captioner, "timm:resnet50",
          "is not a captioning model (use hf:<repo or path>, tiny:blip-caption or tiny:vlm)"),
@@ -270,7 +272,7 @@ def test_a_tiny_model_is_one_class_with_one_decorator(tmp_path, monkeypatch):
         state = c.model.state_dict()
         assert all((state[k] == v).all() for k, v in saved.items())
         assert tuple(c.predict(_images(2)).shape) == (2, len(c.label_names))
-        with pytest.raises(ModelError, match=r"not an image generator \(use diffusers:<repo or path> or tiny:sd\)"):
+        with pytest.raises(ModelError, match=r"not an image generator \(use diffusers:<repo or path>, tiny:sd, random"):
             load_generator("tiny:test-vit")
     finally:
         TINY_MODELS.unregister("test-vit")

@@ -68,13 +68,13 @@ def test_publish_cli_dry_run_local_and_token(reference, tmp_path):
     assert lines[0] == "token: found" and "branch v1-branch" in dry.stdout and lines[-1] == "tag v1 on the last commit"
     # offline (the test environment): a real repo fails fast, in one line, before any network call
     off = run_cli("publish", reference, "--repo", "org/name", env=env, timeout=60)
-    assert off.returncode == 2 and len(off.stderr.strip().splitlines()) == 1 and "offline" in off.stderr
+    assert off.returncode == 3 and len(off.stderr.strip().splitlines()) == 1 and "offline" in off.stderr  # environment
     # online but nothing answers (a closed loopback port): one line, no traceback
     down = run_cli("publish", reference, "--repo", "org/name", timeout=120,
                    env={**env, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
-    assert down.returncode == 2 and len(down.stderr.strip().splitlines()) == 1 and "Traceback" not in down.stderr
+    assert down.returncode == 3 and len(down.stderr.strip().splitlines()) == 1 and "Traceback" not in down.stderr
     no_token = run_cli("publish", reference, "--repo", "org/name", env={"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""})
-    assert no_token.returncode == 2 and "HF_TOKEN" in no_token.stderr
+    assert no_token.returncode == 3 and "HF_TOKEN" in no_token.stderr
     bad = run_cli("publish", reference, "--repo", "not a repo", env=env)
     assert bad.returncode == 2 and "org/name" in bad.stderr
     local = run_cli("publish", reference, "--repo", f"file://{tmp_path / 'repo'}", "--tag", "v1", env=env, check=0)
@@ -83,7 +83,7 @@ def test_publish_cli_dry_run_local_and_token(reference, tmp_path):
     res_dry = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run", env=env, check=0)
     assert "upload results/leaderboard.parquet" in res_dry.stdout
     res_off = run_cli("publish-results", "--db", db, "--repo", "org/name", env=env)
-    assert res_off.returncode == 2 and "offline" in res_off.stderr
+    assert res_off.returncode == 3 and "offline" in res_off.stderr
     _check_no_token(dry, off, down, no_token, bad, local, res_dry, res_off)
 
 
@@ -187,5 +187,5 @@ def test_no_token_in_a_verbose_hub_log(reference, tmp_path):
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0",
              "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_VERBOSITY": "debug"})
-    assert p.returncode == 2
+    assert p.returncode == 3
     _check_no_token(p.stdout + p.stderr)

@@ -133,13 +133,13 @@ def test_real_metric_models_fail_fast_offline_in_one_line(reference, tmp_path):
     db = tmp_path / "x.duckdb"
     one_line_error(run_cli("score", reference, "--metric", "clip_score", "--db", db),
                    "'hf:openai/clip-vit-large-patch14@32bd64288804d66eefd0ccbe215aa642df71cc41' is not available",
-                   "offline")
+                   "offline", code=3)  # exit 3: the environment (offline), not the command
     one_line_error(run_cli("score", reference, "--metric", "aesthetic", "--model", "aesthetic.clip=tiny:hf-clip",
-                           "--db", db), "hf:ttj/sac-logos-ava1-l14-linearMSE@1e77fa0", "not available")
+                           "--db", db), "hf:ttj/sac-logos-ava1-l14-linearMSE@1e77fa0", "not available", code=3)
     one_line_error(run_cli("score", reference, "--metric", "fid", "--reference", ref, "--db", db),
                    "torch-fidelity:inception-v3-compat", "pickle", "--allow-pickle")
     one_line_error(run_cli("score", reference, "--metric", "fid", "--reference", ref, "--allow-pickle", "--db", db),
-                   "torch-fidelity:inception-v3-compat", "not available", "offline")
+                   "torch-fidelity:inception-v3-compat", "not available", "offline", code=3)
     one_line_error(run_cli("score", reference, "--metric", "hps_v2", "--db", db), "hps_v2", "pickle checkpoints")
     one_line_error(run_cli("score", reference, "--metric", "fid", "--db", db), "--reference")
     one_line_error(run_cli("score", reference, *CLIP, "--model", "fid=tiny:inception", "--db", db), "--metric fid")

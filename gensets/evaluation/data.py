@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import control_char
-from ..errors import DataError, GensetsError
+from ..errors import DataError, GensetsError, Unavailable
 from ..images import IMAGE_EXTS, decode_image
 from ..safety import check_regular, inside, no_symlink, parts_of, read_json, read_text
 
@@ -234,7 +234,7 @@ def hub_dataset(repo: str, config: str | None, split: str | None) -> Source:
     try:
         configs = [config] if config else datasets.get_dataset_config_names(name, revision=revision)
     except Exception as e:
-        raise GensetsError(f"dataset {repo!r} is not available: {str(e).splitlines()[0][:200]}") from None
+        raise Unavailable(f"dataset {repo!r} is not available: {str(e).splitlines()[0][:200]}") from None
     out = Source(name, revision)
     for c in configs:
         builder = datasets.load_dataset_builder(name, c, revision=revision)

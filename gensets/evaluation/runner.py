@@ -58,6 +58,7 @@ class EvalConfig:
     batch_size: int = 32
     workers: int | None = None
     limit: int | None = None
+    force: bool = False  # re-score runs that the database holds complete already (else they are skipped)
     quiet: bool = False
     allow_pickle: bool = False
     trust_remote_code: bool = False
@@ -126,6 +127,20 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
     return results
 
 
+def _rid(source: Source, sp: Split, spec: str, p: Protocol, cfg: EvalConfig) -> str:
+    return store.run_id(source.id, source.revision, sp.config, sp.split, spec, p.run_protocol, cfg.precision)
+
+
+def _settings(sp: Split, p: Protocol, cfg: EvalConfig) -> str:
+    """What changes a run's results besides its identity (run_id): the zero-shot templates, the model's
+    revision, its label space and classes, two-way's CLIP and seed. A complete run with other settings is
+    scored again."""
+    from ..records import content_id
+
+    return content_id([list(getattr(sp, "templates", None) or []), p.model.revision, p.label_space, p.class_names,
+                       cfg.clip, cfg.seed])
+
+
 def _bind(cfg: EvalConfig, models: Models, spec: str, sp: Split, first: dict) -> Protocol:
     if cfg.protocol is None:
         protocol, model = automatic(models, spec, sp, first)
@@ -153,6 +168,24 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
         return []
     sp.builder = sp.builder or first["meta"].get("builder")  # a protocol may follow its builder's paper
     bound = {spec: _bind(cfg, models, spec, sp, first) for spec in cfg.models}
+    out = []
+    if not cfg.force:  # resume: a complete run with the same identity and settings is not scored again
+        done = {}
+        for spec, p in bound.items():
+            old = store.finished_run(con, _rid(source, sp, spec, p, cfg), _settings(sp, p, cfg)) if con else None
+            if old is not None:
+                done[spec] = {"model": spec, "dataset": source.id, "revision": source.revision, "config": sp.config,
+                              "split": sp.split, "protocol": p.name, "variant": p.run_protocol,
+                              "precision": cfg.precision, "skipped": True, **old}
+        done = dict(x for part in dist.gather([list(done.items())]) for x in part)  # process 0's, everywhere
+        for spec in done:
+            del bound[spec]
+            if dist.rank == 0:  # a note, not progress: printed under --quiet too
+                print(f"skipped {spec} on {sp.config}/{sp.split} [{done[spec]['variant']}]: complete in {cfg.db} "
+                      "(--force to score it again)", file=sys.stderr)
+        out = list(done.values()) if dist.rank == 0 else []
+        if not bound:
+            return out
     device_type = torch.device(device).type
     workers = default_workers(dist.world) if cfg.workers is None else cfg.workers
     pin = device_type == "cuda" if cfg.pin_memory is None else cfg.pin_memory
@@ -189,7 +222,6 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
     images = sum(n for _, n, _ in scored_batches)
     execution = {"device": device_type, "processes": dist.world, "workers": workers, "pin_memory": pin,
                  "batch_size": cfg.batch_size}
-    out = []
     for spec, p in bound.items():
         mets = p.metrics(rows[spec], extra[spec])
         n, s = len(rows[spec]), sum(x[spec] for x in all_seconds)
@@ -198,7 +230,7 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
                "protocol": p.run_protocol, "label_space": p.label_space, "n": n, "started": started,
                "finished": finished, "seconds": s, "images_per_second": n / s if s and p.row_per_image else None,
                "versions": versions, "class_names": p.class_names, "sample_limit": _cut(cfg.limit, images, data.n),
-               "precision": cfg.precision, "execution": execution}
+               "precision": cfg.precision, "execution": execution, "settings": _settings(sp, p, cfg)}
         store.write_run(con, run, rows[spec], mets)
         out.append({"model": spec, "dataset": source.id, "revision": source.revision, "config": sp.config,
                     "split": sp.split, "protocol": p.name, "variant": p.run_protocol, "n": n, "precision": cfg.precision,

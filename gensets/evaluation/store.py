@@ -24,6 +24,7 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS class_names JSON;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS sample_limit INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS precision VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS execution JSON;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS settings VARCHAR;
 CREATE TABLE IF NOT EXISTS predictions (
     run_id VARCHAR, key VARCHAR, target INTEGER, target_ids INTEGER[], top5 INTEGER[],
     scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN);
@@ -97,7 +98,7 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
            "execution": json.dumps(run["execution"], sort_keys=True) if run.get("execution") else None}
     cols = ["run_id", "dataset", "dataset_revision", "config", "split", "model", "model_id",
             "model_revision", "protocol", "label_space", "n", "started", "finished", "seconds",
-            "images_per_second", "versions", "class_names", "sample_limit", "precision", "execution"]
+            "images_per_second", "versions", "class_names", "sample_limit", "precision", "execution", "settings"]
     preds = pa.Table.from_pylist([{**p, "run_id": rid} for p in predictions], schema=pa.schema([
         ("run_id", pa.string()), ("key", pa.string()), ("target", pa.int32()),
         ("target_ids", pa.list_(pa.int32())), ("top5", pa.list_(pa.int32())),
@@ -117,6 +118,19 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
         con.execute("INSERT INTO metrics SELECT * FROM _mets")
         con.unregister("_mets")
     return rid
+
+
+def finished_run(con, rid: str, settings: str) -> dict | None:
+    """The complete run ``rid`` (every sample: no ``sample_limit``) made with the same ``settings`` (what changes
+    its results beyond its identity: templates, the model's revision, ...), as ``evaluate`` returns a run (its
+    metrics and intervals read back), or None: ``gensets eval`` skips such a run unless --force."""
+    row = con.execute("SELECT n, protocol FROM runs WHERE run_id = ? AND sample_limit IS NULL AND settings = ?",
+                      [rid, settings]).fetchone()
+    if row is None:
+        return None
+    mets = con.execute("SELECT name, value, lo, hi FROM metrics WHERE run_id = ? ORDER BY rowid", [rid]).fetchall()
+    return {"n": row[0], "metrics": {m[0]: m[1] for m in mets},
+            "intervals": {m[0]: [m[2], m[3]] for m in mets if m[2] is not None}}
 
 
 LEADERBOARD = """

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gensets.errors import ModelError
+from gensets.errors import ModelError, ModelUnavailable
 from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
@@ -315,7 +315,7 @@ def _timm_hub_safetensors(spec: ModelSpec, repo: str, filename: str | None) -> N
         except Exception as e:
             raise loading.load_error(spec, e) from None
     if not_cached:
-        raise ModelError(
+        raise ModelUnavailable(
             f"model {spec.raw!r} is not available: the Hub cannot be reached and the local cache of {repo}"
             " holds no safetensors weights; offline, `make demo` runs the same pipeline on tiny: models"
         )

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from gensets.errors import ModelError
+from gensets.errors import ModelError, ModelUnavailable
 from gensets.models.spec import ModelSpec
 
 PROBE_TIMEOUT = 3.0
@@ -146,7 +146,7 @@ def ensure_reachable(spec: ModelSpec, repo_id: str | None = None) -> bool:
     if cached:
         return False
     rev = f"@{spec.revision}" if spec.revision else ""
-    raise ModelError(
+    raise ModelUnavailable(
         f"model {spec.raw!r} is not available: {reason} and {repo_id}{rev} is not in the local cache"
         f" ({hub_cache_dir()}) (offline); offline, `make demo` runs the same pipeline on tiny: models"
     )

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gensets.errors import ModelError
+from gensets.errors import ModelError, ModelUnavailable
 from gensets.models import hub
 from gensets.models.spec import ModelSpec
 from gensets.models.tiny import built_kinds, built_model, built_path
@@ -152,7 +152,7 @@ def torch_checkpoint(spec: ModelSpec, url: str, home: Path | None = None) -> Pat
     if hub.reachable(server):
         return path
     reason = "offline mode is set (HF_HUB_OFFLINE)" if hub.offline_env() else f"no network access to {server}"
-    raise ModelError(
+    raise ModelUnavailable(
         f"model {spec.raw!r} is not available: {reason} and {path.name} is not in the torch hub cache ({folder})"
         " (offline); offline, `make demo` runs the same pipeline on tiny: models"
     )

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gensets.errors import ModelError
+from gensets.errors import ModelError, ModelUnavailable
 from gensets.models import hub, loading
 from gensets.models.aesthetic import aesthetic_mlp
 from gensets.models.device import default_device
@@ -91,7 +91,7 @@ def _library_weights(spec: str, url: str, allow_pickle: bool) -> dict:
                          "(pass --allow-pickle / allow_pickle=True to accept them)")
     cached = Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
     if not cached.is_file() and hub.offline_env():
-        raise ModelError(f"model {spec!r} is not available: offline mode is set (HF_HUB_OFFLINE) and {url} is not "
+        raise ModelUnavailable(f"model {spec!r} is not available: offline mode is set (HF_HUB_OFFLINE) and {url} is not "
                          f"in the torch hub cache ({cached.parent}); offline, use tiny: models")
     try:
         return torch.hub.load_state_dict_from_url(url, map_location="cpu", progress=False, weights_only=True)
@@ -144,7 +144,7 @@ def load_lpips(spec: str, *, allow_pickle: bool = False, device: str | None = No
                                                    "squeeze": "SqueezeNet1_1_Weights"}[net]).DEFAULT
             cached = Path(torch.hub.get_dir()) / "checkpoints" / weights.url.rsplit("/", 1)[1]
             if not cached.is_file():
-                raise ModelError(f"model {spec!r} is not available: offline mode is set (HF_HUB_OFFLINE) and "
+                raise ModelUnavailable(f"model {spec!r} is not available: offline mode is set (HF_HUB_OFFLINE) and "
                                  f"{weights.url} is not in the torch hub cache; offline, use tiny:lpips")
         try:
             model = _LPIPS(pretrained=True, net=net, pnet_rand=False)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import control_char
-from ..errors import GensetsError
+from ..errors import GensetsError, Unavailable
 from ..images import decode_image, is_image_file
 
 
@@ -52,7 +52,7 @@ def hf_split(name: str, split: str, *, what: str, hf_config: str | None = None, 
     try:
         ds = datasets.load_dataset(repo, hf_config, split=split, revision=rev)
     except Exception as e:
-        raise GensetsError(f"{what}: split {split!r} is not available: "
+        raise Unavailable(f"{what}: split {split!r} is not available: "
                            f"{str(e).strip().splitlines()[0][:200]}") from None
     image_col = next((k for k, f in ds.features.items() if isinstance(f, datasets.Image)), None)
     if image_col is None:

@@ -1,0 +1,87 @@
+"""Exit codes a script can rely on (gensets.errors.EXIT_CODES, the README's table): 2 fix the command, 1 the data
+or a step failed, 3 fix the environment and retry, 4 retry once the other process ends, 130 interrupted."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gensets.errors import EXIT_CODES
+
+from .conftest import ROOT, SMALL, SMOKE, run_cli
+
+
+def one_line(r, code: int, *needles: str) -> str:
+    err = r.stderr.strip()
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = err.splitlines()
+    assert "Traceback" not in err and (len(lines) == 1 or lines[0].startswith("usage:")), err  # argparse: usage first
+    assert lines[-1].startswith("gensets"), err
+    for n in needles:
+        assert n in err, (n, err)
+    return err
+
+
+def test_the_table_is_in_the_help_and_the_readme():
+    out = run_cli("--help", check=0).stdout
+    readme = (ROOT / "README.md").read_text()
+    for code, what in EXIT_CODES.items():
+        assert f"  {code:<4} {what}" in out
+        assert f"| {code} |" in readme
+
+
+def test_each_class_of_failure_has_its_code(small, tmp_path):
+    # 2 usage: argparse's own errors, a malformed config, an unknown model spec, a missing workspace
+    one_line(run_cli("build"), 2, "the following arguments are required")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("builder: imagenet-d\nseed: [1\n")
+    one_line(run_cli("build", bad, "--out", tmp_path / "w"), 2, str(bad))
+    one_line(run_cli("eval", small, "--model", "nokind:x", "--db", tmp_path / "r.duckdb"), 2, "unknown kind")
+    one_line(run_cli("verify", tmp_path / "nowhere"), 2, "nowhere")
+    # 1 data: a shard whose bytes are not the manifest's
+    ws = tmp_path / "ws"
+    shutil.copytree(small, ws)
+    shard = sorted((ws / "dataset").rglob("*.tar"))[0]
+    data = bytearray(shard.read_bytes())
+    data[700] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    r = run_cli("verify", ws)  # verify lists every problem, then a summary line
+    assert r.returncode == 1 and shard.name in r.stdout + r.stderr and "Traceback" not in r.stderr, r.stderr
+    # 3 environment: a Hub model offline and not cached; publishing offline
+    one_line(run_cli("eval", small, "--model", "timm:resnet50.a1_in1k", "--db", tmp_path / "r.duckdb"), 3,
+             "not available", "offline")
+    one_line(run_cli("publish", small, "--repo", "org/name"), 3, "offline")
+    # 4 busy: another process holds the workspace's lock
+    from gensets.workspace import Workspace
+
+    with Workspace(ws).lock("build"):
+        one_line(run_cli("finalize", ws), 4, "another gensets build", "is running on this workspace")
+        one_line(run_cli("build", SMOKE, "--out", ws, "--quiet", *SMALL), 4, "another gensets build")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
+    ws = tmp_path / "ws"
+    cmd = [sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet",
+           "--set", "classes=[mug, backpack]"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    manifest = ws / "candidates" / "manifest.jsonl"
+    deadline = time.monotonic() + 600
+    while p.poll() is None and time.monotonic() < deadline:  # the first unit committed, others to go
+        if manifest.is_file() and manifest.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.2)
+    assert p.poll() is None, "the build ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 130, err
+    kept = manifest.read_text().count("\n")
+    assert err.strip() == (f"gensets: interrupted; {kept} unit{'s' * (kept != 1)} committed in {ws} are kept: run "
+                           "the same command to resume (a unit cut short is redone)"), err
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=os.environ)
+    assert r.returncode == 0, r.stderr
+    assert f"({kept} done before," in r.stdout, r.stdout
