@@ -562,6 +562,14 @@ def parser() -> argparse.ArgumentParser:
                     "scores of this build (gensets score)")
     cd.set_defaults(func=_card)
 
+    ls = sub.add_parser("list", help="what gensets has: builders, configs, protocols, metrics, reports, models, tables",
+                        description="List the registered builders, evaluation protocols, quality metrics and reports, "
+                        "the tiny: and random: models, the configs under ./configs, and the papers' published tables "
+                        "packaged for comparison.")
+    ls.add_argument("what", choices=LISTS)
+    ls.add_argument("--json", action="store_true", help="a JSON list of {name, description, ...}")
+    ls.set_defaults(func=_list)
+
     pb = sub.add_parser("publish", help="upload a finalized dataset to the Hugging Face Hub",
                         description="Shards first (one or more commits), then the card, manifest and figures in "
                         "the last commit, then an optional tag. The token comes from HF_TOKEN or `hf auth "
@@ -583,6 +591,79 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true")
     pr.set_defaults(func=_publish_results)
     return p
+
+
+LISTS = ("builders", "configs", "protocols", "metrics", "reports", "models", "tables")
+
+
+def _doc(obj, width: int = 110) -> str:
+    """The first sentence of an object's help, else of its docstring, else of its module's, for `gensets list`."""
+    text = getattr(obj, "help", None) if isinstance(getattr(obj, "help", None), str) else None
+    text = text or obj.__doc__ or sys.modules[obj.__module__].__doc__ or ""
+    line = " ".join(text.strip().split("\n\n")[0].replace("``", "").split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def catalog(what: str) -> list[dict]:
+    """What `gensets list WHAT` prints: rows of name and description (and kind-specific fields)."""
+    from .registry import BUILDERS, PROTOCOLS, QUALITY_METRICS, REPORTS
+
+    if what == "builders":
+        return [{"name": n, "description": _doc(c)} for n, c in BUILDERS.items()]
+    if what == "protocols":
+        return [{"name": n, "description": _doc(c)} for n, c in PROTOCOLS.items()]
+    if what == "metrics":
+        return [{"name": n, "description": _doc(c), "variant": getattr(c, "variant", None)}
+                for n, c in QUALITY_METRICS.items()]
+    if what == "reports":
+        return [{"name": n, "description": _doc(c)} for n, c in REPORTS.items()]
+    if what == "models":
+        from .models.random import packaged
+        from .models.tiny import built_kinds, built_model
+
+        real = {**{k: packaged(k)["stands_for"] for k in ("sd2.1", "sd2.1-base", "sdxl")},
+                **{k: v["stands_for"] for k, v in packaged("classifiers").items()}}
+        return [{"name": f"{family}:{k}", "loaders": list(built_model(family, k).loaders),
+                 "description": f"loaded by {', '.join(built_model(family, k).loaders)}"
+                 + (f"; the architecture of {real[k]}, random weights (timing only)" if family == "random" else
+                    "; small random weights, built offline (tests, demos)")}
+                for family in ("tiny", "random") for k in built_kinds(family)]
+    if what == "configs":
+        from pathlib import Path
+
+        folder = Path.cwd() / "configs"
+        rows = []
+        for f in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+            first = next((line.lstrip("# ").strip() for line in f.read_text(errors="replace").splitlines()
+                          if line.startswith("#")), "")
+            rows.append({"name": f"configs/{f.name}", "description": first})
+        return rows
+    if what == "tables":
+        import json
+        from importlib import resources
+
+        rows = []
+        for paper in ("genbench", "borji"):
+            d = json.loads(resources.files("gensets.data").joinpath(paper, "published.json").read_text())
+            for key, t in d.get("tables", {}).items():
+                rows.append({"name": f"{paper}:table-{key}", "description": t.get("caption", "")[:200]})
+            for key in ("recognition", "vqa"):
+                if key in d:
+                    rows.append({"name": f"{paper}:{key}", "description": f"{len(d[key])} published figures "
+                                 f"({d.get('source', '')[:120]})"})
+        return rows
+    raise GensetsError(f"gensets list: unknown {what!r} (expected one of {', '.join(LISTS)})")
+
+
+def _list(a) -> int:
+    rows = catalog(a.what)
+    if a.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    width = max((len(r["name"]) for r in rows), default=0)
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['description']}")
+    return 0
 
 
 def _interrupted(a) -> str:

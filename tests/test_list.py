@@ -1,0 +1,35 @@
+"""`gensets list WHAT`: what gensets has, from its registries and packaged data (checked against them)."""
+
+import json
+
+import pytest
+
+from gensets.cli import LISTS
+from gensets.models.tiny import built_kinds
+from gensets.registry import BUILDERS, PROTOCOLS, QUALITY_METRICS, REPORTS
+
+from .conftest import ROOT, run_cli
+
+EXPECTED = {
+    "builders": lambda: BUILDERS.names(),
+    "protocols": lambda: PROTOCOLS.names(),
+    "metrics": lambda: QUALITY_METRICS.names(),
+    "reports": lambda: REPORTS.names(),
+    "models": lambda: [f"tiny:{k}" for k in built_kinds("tiny")] + [f"random:{k}" for k in built_kinds("random")],
+    "configs": lambda: [f"configs/{p.name}" for p in sorted((ROOT / "configs").glob("*.yaml"))],
+    "tables": lambda: [f"genbench:table-{i}" for i in range(1, 6)] + ["borji:recognition", "borji:vqa"],
+}
+
+
+@pytest.mark.parametrize("what", LISTS)
+def test_list_matches_the_registries(what):
+    rows = json.loads(run_cli("list", what, "--json", check=0).stdout)
+    assert sorted(r["name"] for r in rows) == sorted(EXPECTED[what]())
+    assert all(r["description"] for r in rows if what != "configs"), rows
+    text = run_cli("list", what, check=0).stdout.splitlines()
+    assert [line.split()[0] for line in text] == [r["name"] for r in rows]  # the same rows, as text
+
+
+def test_list_refuses_an_unknown_kind():
+    r = run_cli("list", "widgets")
+    assert r.returncode == 2 and "invalid choice: 'widgets'" in r.stderr
