@@ -26,7 +26,10 @@ def _build(a) -> int:
             window = "/".join(map(str, r["text_windows"])) or "?"
             print(f"{r['prompts_cut']} prompts and {r['negative_prompts_cut']} negative prompts cut to the text "
                   f"encoder's {window} tokens (long_prompts: truncate; each sample records what it received)")
-        print(f"next: gensets review list {r['workspace']}   then: gensets finalize {r['workspace']}")
+        if r.get("needs_review"):
+            print(f"next: gensets review list {r['workspace']}   then: gensets finalize {r['workspace']}")
+        else:
+            print(f"next: gensets finalize {r['workspace']}")
     return 0
 
 
@@ -117,6 +120,8 @@ def _review(a) -> int:
         if a.json:
             print(json.dumps(rows, default=str, indent=1))
         else:
+            if rows:
+                print("key\tstatus\tlabel\tnuisance\tprompt")
             for r in rows:
                 label = r["label"] if r["review_label"] == r["label"] else f"{r['label']} -> {r['review_label']}"
                 print(f"{r['key']}\t{r['status']}\t{label}\t{r['nuisance']}\t{r['prompt']}")

@@ -150,8 +150,10 @@ def test_two_processes_under_accelerate(reference, tmp_path):
 def test_review_then_finalize(reference, tmp_path):
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
-    keys = run_cli("review", "list", ws, "--config", "texture", check=0).stdout.split("\n")
-    keys = [line.split("\t")[0] for line in keys if line]
+    lines = run_cli("review", "list", ws, "--config", "texture", check=0).stdout.split("\n")
+    assert lines[0] == "key\tstatus\tlabel\tnuisance\tprompt"  # a header, then one row per sample
+    keys = [line.split("\t")[0] for line in lines[1:] if line]
+    labels = {line.split("\t")[0]: line.split("\t")[2] for line in lines[1:] if line}
     assert len(keys) == 12
     run_cli("review", "accept", ws, keys[0], keys[1], "--reviewer", "ana", check=0)
     run_cli("review", "reject", ws, keys[2], "--reviewer", "ben", check=0)
@@ -160,6 +162,10 @@ def test_review_then_finalize(reference, tmp_path):
     assert bad.returncode == 2 and "no_such_key" in bad.stderr and "Traceback" not in bad.stderr
     bad = run_cli("review", "relabel", ws, keys[4], "--to", "unicorn")
     assert bad.returncode == 2 and "unicorn" in bad.stderr
+    bad = run_cli("review", "relabel", ws, keys[4], "--to", "teapt")  # a typo: the closest classes are offered
+    assert bad.returncode == 2 and "did you mean 'teapot'" in bad.stderr, bad.stderr
+    same = run_cli("review", "relabel", ws, keys[4], "--to", labels[keys[4]])  # no relabel "mug -> mug"
+    assert same.returncode == 2 and f"is a {labels[keys[4]]} already" in same.stderr, same.stderr
     run_cli("finalize", ws, check=0)
 
     import datasets

@@ -68,7 +68,11 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
         if not label:
             raise GensetsError("relabel needs the new class (--to CLASS)")
         if valid_labels and label not in valid_labels:
-            raise GensetsError(f"unknown class '{label}' for relabel")
+            import difflib
+
+            close = difflib.get_close_matches(label, list(valid_labels), n=3)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            raise GensetsError(f"unknown class '{label}' for relabel{hint}")
     keys = list(dict.fromkeys(keys))
     if not keys:
         raise GensetsError("no sample keys given")
@@ -77,6 +81,11 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
     missing = [k for k in keys if k not in known]
     if missing:
         raise GensetsError(f"sample '{missing[0]}' is not in the review queue")
+    if status == "relabeled":  # a relabel to the class a sample already has is no relabel
+        same = [k for k, lab in con.execute("SELECT key, label FROM samples WHERE list_contains(?, key)",
+                                            [keys]).fetchall() if lab == label]
+        if same:
+            raise GensetsError(f"sample '{same[0]}' is a {label} already: relabel it to another class, or accept it")
     reviewer = check_reviewer(reviewer or getpass.getuser())
     record(con, [(key, status, label, reviewer, note) for key in keys])
     return len(keys)
