@@ -141,6 +141,12 @@ def _review(a) -> int:
     return 0
 
 
+def _number(name: str, v: float) -> str:
+    """A metric as printed: a count (n_..., ..._n_...) as a whole number, a rate to 4 decimals."""
+    count = name.startswith("n_") or "_n_" in name or name.endswith("_n")
+    return str(int(v)) if count and float(v).is_integer() else f"{v:.4f}"
+
+
 def _eval(a) -> int:
     from .evaluation.runner import EvalConfig, evaluate
     from .workspace import refuse_own_file
@@ -159,7 +165,7 @@ def _eval(a) -> int:
             m = r["metrics"]
             lo, hi = r["intervals"].get("top1", (None, None))
             top1 = "-" if m["top1"] is None else f"{m['top1']:.4f}" + (f" ({lo:.4f}-{hi:.4f})" if lo is not None else "")
-            extra = "".join(f"  {k} {v:.4f}" for k, v in m.items() if k != "top1" and v is not None)
+            extra = "".join(f"  {k} {_number(k, v)}" for k, v in m.items() if k != "top1" and v is not None)
             print(f"{r['model']}  {r['config']}/{r['split']}  [{r['variant']}]  n={r['n']}  top1 {top1}{extra}")
         print(f"results in {a.db}: gensets leaderboard --db {a.db}", file=sys.stderr)
     return 0
@@ -354,7 +360,7 @@ def _publish_results(a) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from .errors import EXIT_CODES
-    from .evaluation.runner import PRECISIONS  # no torch: --help stays fast
+    from .evaluation.runner import METRICS, PRECISIONS  # no torch: --help stays fast
 
     p = argparse.ArgumentParser(
         prog="gensets", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -424,6 +430,8 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_review)
 
     e = sub.add_parser("eval", help="score models on a dataset; results into a DuckDB file",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="metrics:\n" + "\n".join(f"  {k:<15} {v}" for k, v in METRICS.items()),
                        description="Score every --model on DATASET (a workspace, a local repo folder, a hub id "
                        "org/name[@revision] or a WebDataset glob). Each batch is decoded once and every model "
                        "runs on it. The protocol (imagenet, zero-shot, native, wordset) is chosen from the "

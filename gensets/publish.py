@@ -180,7 +180,7 @@ def _check_hub() -> None:
 
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
         raise Unavailable("cannot publish to the Hub: offline mode is on (HF_HUB_OFFLINE=1); "
-                          "unset it, or use --dry-run to see the plan")
+                          "unset it (--dry-run shows the plan offline)")
     if not get_token():
         raise Unavailable("no Hugging Face token: log in with `hf auth login` or set HF_TOKEN")
 

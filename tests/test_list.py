@@ -33,3 +33,20 @@ def test_list_matches_the_registries(what):
 def test_list_refuses_an_unknown_kind():
     r = run_cli("list", "widgets")
     assert r.returncode == 2 and "invalid choice: 'widgets'" in r.stderr
+
+
+def test_every_metric_a_protocol_reports_is_explained():
+    """Each metric name a protocol can write is in METRICS, shown by `gensets eval --help` and the README."""
+    import re
+
+    from gensets.evaluation.runner import METRICS
+
+    names = set()
+    for f in (ROOT / "gensets" / "evaluation" / "protocols").glob("*.py"):
+        names |= set(re.findall(r'"name": "([a-z_0-9]+)"', f.read_text()))
+    names |= {"masked_top1", "masked_top5", "yes_accuracy", "no_accuracy", "n_yes", "n_no"}  # metrics.vqa_metrics
+    assert names <= set(METRICS), names - set(METRICS)
+    helptext = run_cli("eval", "--help", check=0).stdout
+    readme = (ROOT / "README.md").read_text()
+    for name in METRICS:
+        assert f"  {name} " in helptext and f"| `{name}` |" in readme, name

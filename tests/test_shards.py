@@ -268,13 +268,13 @@ def test_reader_refuses_links_and_truncation(tmp_path, read):
         list(read(tmp_path / "link.tar"))
     data = write_shard(tmp_path / "a.tar", make_samples(3)) and (tmp_path / "a.tar").read_bytes()
     (tmp_path / "cut.tar").write_bytes(data[:-10240])  # cut exactly between members
-    with pytest.raises(DataError, match="cut.tar: -: truncated or corrupt tar"):
+    with pytest.raises(DataError, match="cut.tar: truncated or corrupt tar"):
         list(read(tmp_path / "cut.tar"))
     (tmp_path / "mid.tar").write_bytes(data[:len(data) // 2])  # cut inside a member
-    with pytest.raises(DataError, match="mid.tar: -: truncated or corrupt tar"):
+    with pytest.raises(DataError, match="mid.tar: truncated or corrupt tar"):
         list(read(tmp_path / "mid.tar"))
     assert problems(tmp_path / "cut.tar") == [
-        f"{tmp_path / 'cut.tar'}: -: truncated or corrupt tar (no end-of-archive marker)"
+        f"{tmp_path / 'cut.tar'}: truncated or corrupt tar (no end-of-archive marker)"
     ]
 
 
@@ -388,8 +388,8 @@ def test_verify_truncated_shard(tmp_path):
     man = tmp_path / "dataset" / "manifest.json"
     got = problems(tmp_path)
     assert got == [
-        f"{shard}: -: sha256 {sha} differs from {want} in {man}",
-        f"{shard}: -: truncated or corrupt tar (ReadError: unexpected end of data)",
+        f"{shard}: sha256 {sha} differs from {want} in {man}",
+        f"{shard}: truncated or corrupt tar (ReadError: unexpected end of data)",
     ]
 
 
@@ -407,7 +407,7 @@ def test_verify_flipped_byte_in_image(tmp_path):
     shard.write_bytes(bytes(data))
     man = tmp_path / "candidates" / "manifest.jsonl"
     want = Manifest(man).rows()[1]["sha256"]
-    assert problems(tmp_path) == [f"{shard}: -: sha256 {sha256_file(shard)} differs from {want} in {man}"]
+    assert problems(tmp_path) == [f"{shard}: sha256 {sha256_file(shard)} differs from {want} in {man}"]
 
 
 def test_verify_member_escaping_the_folder(tmp_path):
@@ -454,17 +454,17 @@ def test_verify_manifest_consistency(tmp_path):
     rows = m.rows()
     m.append({**rows[1], "n": 99})  # a later row for the same shard replaces the earlier one
     assert problems(tmp_path) == [
-        f"{cand / '.unit-2.tar.tmp-4242'}: -: leftover temp file from a killed writer",
-        f"{cand / 'stray.tar'}: -: not listed in any manifest",
-        f"{cand / 'unit-0.tar'}: -: listed in {cand / 'manifest.jsonl'} but missing",
-        f"{cand / 'unit-1.tar'}: -: 3 samples, {cand / 'manifest.jsonl'} says 99",
+        f"{cand / '.unit-2.tar.tmp-4242'}: leftover temp file from a killed writer",
+        f"{cand / 'stray.tar'}: not listed in any manifest",
+        f"{cand / 'unit-0.tar'}: listed in {cand / 'manifest.jsonl'} but missing",
+        f"{cand / 'unit-1.tar'}: 3 samples, {cand / 'manifest.jsonl'} says 99",
     ]
 
 
 def test_verify_reports_a_malformed_manifest(tmp_path):
     (tmp_path / "manifest.json").write_text("{oops")
     (got,) = problems(tmp_path)
-    assert got.startswith(f"{tmp_path / 'manifest.json'}: -: not valid JSON")
+    assert got.startswith(f"{tmp_path / 'manifest.json'}: not valid JSON")
 
 
 def test_verify_stray_shard_in_a_config_folder(tmp_path):
@@ -475,7 +475,7 @@ def test_verify_stray_shard_in_a_config_folder(tmp_path):
     stray = tmp_path / "dataset" / "cfg" / "test-00002.tar"
     write_shard(stray, make_samples(1))
     p = run_cli("verify", tmp_path, check=1)
-    assert p.stdout.splitlines() == [f"{stray}: -: not listed in any manifest"]
+    assert p.stdout.splitlines() == [f"{stray}: not listed in any manifest"]
     assert p.stderr == f"{tmp_path}: 1 problem(s)\n"
 
 
@@ -492,4 +492,4 @@ def test_verify_manifest_path_leaving_its_folder(tmp_path, rel):
     ds.mkdir()
     info = write_shard(tmp_path / "x.tar", make_samples(1))
     write_json_atomic(ds / "manifest.json", {"shards": [{"path": rel, "sha256": info.sha256, "n": 1}]})
-    assert problems(tmp_path) == [f"{ds / 'manifest.json'}: -: shard path {rel!r} leaves {ds}"]
+    assert problems(tmp_path) == [f"{ds / 'manifest.json'}: shard path {rel!r} leaves {ds}"]

@@ -280,7 +280,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
             path = ws.candidate(shard)
             if shard not in checked:
                 if recorded.get(shard) is None or sha256_file(path) != recorded[shard]:
-                    raise DataError(f"{path}: -: not the bytes {ws.manifest_path} recorded (sha256 "
+                    raise DataError(f"{path}: not the bytes {ws.manifest_path} recorded (sha256 "
                                     f"{str(recorded.get(shard))[:16]}...); the candidate shard changed after it "
                                     "was built: restore it, or remove its manifest row and build again")
                 checked.add(shard)

@@ -29,6 +29,24 @@ from .data import Source, Split, open_source
 from .loader import SplitBatches, default_workers
 from .protocols.base import ClassifierProtocol, Models, Protocol, automatic
 
+# every metric a protocol reports, explained once (gensets eval --help, the README's "Evaluating models")
+METRICS = {
+    "top1": "fraction of images whose first prediction is (one of) the true class's ids / names; with an interval "
+            "(a seeded percentile bootstrap 95%) where the protocol gives one",
+    "top5": "fraction whose top 5 hold the true class (imagenet-top5-per-id: the authors' per-id count)",
+    "masked_top1": "top-1 with the logits restricted to the classes the dataset uses (ImageNet-D's mapped ids)",
+    "masked_top5": "top-5 likewise, counted once per image",
+    "mean_per_class": "top-1 averaged over classes (balanced accuracy), each class weighing the same",
+    "accuracy": "vqa: fraction of questions answered right (yes / no, normalised)",
+    "yes_accuracy": "vqa: accuracy on the questions whose answer is yes",
+    "no_accuracy": "vqa: accuracy on the questions whose answer is no",
+    "n_yes": "vqa: questions whose answer is yes (a count)",
+    "n_no": "vqa: questions whose answer is no (a count)",
+    "two_way_all": "two-way: accuracy counting answers that name both options or neither as wrong",
+    "two_way_parsed": "two-way-shuffled: accuracy over the answers that could be parsed",
+    "unparseable": "two-way: fraction of answers naming both options or neither",
+}
+
 PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}  # --precision -> torch.autocast dtype
 
 

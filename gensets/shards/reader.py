@@ -90,7 +90,7 @@ def _tar_members(shard: str) -> list[tuple[str, int, int]]:
                 out.append((info.name, info.offset_data, info.size))
         end = tf.offset
     if not end_marker_ok(shard, end):
-        raise DataError(f"{shard}: -: truncated or corrupt tar (no end-of-archive marker)")
+        raise DataError(f"{shard}: truncated or corrupt tar (no end-of-archive marker)")
     return out
 
 
@@ -139,7 +139,7 @@ def iter_index(path: str | os.PathLike, read: tuple[str, ...] = ("json", "cls"))
         if sample is not None:
             yield sample
     except (tarfile.TarError, EOFError, OSError) as e:
-        raise DataError(f"{shard}: -: truncated or corrupt tar ({e})") from None
+        raise DataError(f"{shard}: truncated or corrupt tar ({e})") from None
     finally:
         os.close(fd)
 
@@ -164,9 +164,9 @@ def read_at(path: str | os.PathLike, offset: int, size: int, key: str = "-") -> 
                                 f"(the file has {have}); the recorded location is corrupt")
             data = os.pread(f.fileno(), size, offset)
     except OSError as e:
-        raise DataError(f"{os.fspath(path)}: -: cannot read ({e.strerror or e})") from None
+        raise DataError(f"{os.fspath(path)}: cannot read ({e.strerror or e})") from None
     if len(data) != size:
-        raise DataError(f"{os.fspath(path)}: -: truncated (wanted {size} bytes at offset {offset})")
+        raise DataError(f"{os.fspath(path)}: truncated (wanted {size} bytes at offset {offset})")
     return data
 
 
@@ -197,11 +197,11 @@ def iter_shard(path: str | os.PathLike) -> Iterator[dict]:
                 sample[ext] = tf.extractfile(info).read()
             end = tf.offset  # tarfile stops quietly at a cut between members: check the end marker
         if not end_marker_ok(shard, end):
-            raise DataError(f"{shard}: -: truncated or corrupt tar (no end-of-archive marker)")
+            raise DataError(f"{shard}: truncated or corrupt tar (no end-of-archive marker)")
     except (tarfile.TarError, EOFError, OSError) as e:
         if isinstance(e, FileNotFoundError):
-            raise DataError(f"{shard}: -: no such file") from None
-        raise DataError(f"{shard}: -: truncated or corrupt tar ({e})") from None
+            raise DataError(f"{shard}: no such file") from None
+        raise DataError(f"{shard}: truncated or corrupt tar ({e})") from None
     if sample is not None:
         yield sample
 
@@ -230,7 +230,7 @@ def read_members(path: str | os.PathLike, entry: dict) -> dict:
                 if len(out[ext]) != size:
                     raise DataError(f"{shard}: {entry['__key__']}.{ext}: truncated (the shard changed while read)")
     except FileNotFoundError:
-        raise DataError(f"{shard}: -: no such file") from None
+        raise DataError(f"{shard}: no such file") from None
     return out
 
 

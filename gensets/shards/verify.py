@@ -37,7 +37,7 @@ class Problem:
     what: str
 
     def __str__(self) -> str:
-        return f"{self.shard}: {self.member}: {self.what}"
+        return f"{self.shard}: {self.what}" if self.member == "-" else f"{self.shard}: {self.member}: {self.what}"
 
 
 SPOOL = 8 << 20  # an image member up to this size is checked in memory, a larger one from a temporary file
@@ -147,7 +147,7 @@ def _read_manifest(path: Path) -> list[tuple[str, dict]]:
         return list(last.items())
     try:
         obj = read_json(path)
-    except DataError as e:  # verify's own form, "path: -: what": the line and column go into the message
+    except DataError as e:  # verify's own form, "path: what": the line and column go into the message
         where, sep, what = str(e).partition(": ")
         at = where.removeprefix(f"{path}").lstrip(":").split(":")
         raise DataError(f"{path}: {what}" + (f" at line {at[0]}, column {at[1]}" if sep and len(at) == 2 else "")) \
