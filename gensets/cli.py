@@ -228,7 +228,9 @@ def _leaderboard(a) -> int:
     con = store.connect(a.db, read_only=True)
     cols, rows = store.leaderboard(con, a.dataset, a.config, a.split)
     con.close()
-    _print_rows(cols, rows, a.format)
+    if a.pivot:
+        cols, rows = store.pivot(cols, rows, a.metric)
+    _print_rows(cols, rows, "json" if a.json else a.format)
     return 0
 
 
@@ -512,6 +514,10 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("--config")
     lb.add_argument("--split")
     lb.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    lb.add_argument("--json", action="store_true", help="the same as --format json")
+    lb.add_argument("--pivot", action="store_true",
+                    help="a grid: one row per model (and protocol), one column per config/split, --metric in the cells")
+    lb.add_argument("--metric", default="top1", help="the cell of --pivot (default top1; e.g. top5, masked_top1)")
     lb.set_defaults(func=_leaderboard)
 
     rp = sub.add_parser("report", help="reports of a builder's results: tables and plots")

@@ -50,3 +50,22 @@ def test_every_metric_a_protocol_reports_is_explained():
     readme = (ROOT / "README.md").read_text()
     for name in METRICS:
         assert f"  {name} " in helptext and f"| `{name}` |" in readme, name
+
+
+def test_leaderboard_pivot_is_the_long_table_as_a_grid(tmp_path):
+    from .test_card import make_results_db
+
+    db = make_results_db(tmp_path / "r.duckdb", configs=("background", "texture"), top1=(0.25, 0.5))
+    long = json.loads(run_cli("leaderboard", "--db", db, "--json", check=0).stdout)
+    grid = json.loads(run_cli("leaderboard", "--db", db, "--pivot", "--json", check=0).stdout)
+    assert [list(r) for r in grid][0] == ["model", "protocol", "background/test", "texture/test", "mean top1"]
+    assert [r["model"] for r in grid] == ["open_clip:ViT-B-32/openai", "timm:resnet50.a1_in1k"]  # best mean first
+    for r in grid:
+        for col in ("background/test", "texture/test"):
+            (cell,) = [x["top1"] for x in long if x["model"] == r["model"] and f"{x['config']}/{x['split']}" == col]
+            assert r[col] == cell
+        assert r["mean top1"] == (r["background/test"] + r["texture/test"]) / 2
+    top5 = json.loads(run_cli("leaderboard", "--db", db, "--pivot", "--metric", "top5", "--json", check=0).stdout)
+    assert all(r["background/test"] == 0.9 for r in top5)
+    bad = run_cli("leaderboard", "--db", db, "--pivot", "--metric", "nope")
+    assert bad.returncode == 2 and "--metric 'nope'" in bad.stderr

@@ -158,6 +158,31 @@ def leaderboard(con, dataset: str | None = None, config: str | None = None, spli
     return [d[0] for d in cur.description], cur.fetchall()
 
 
+def pivot(cols: list[str], rows: list, metric: str = "top1") -> tuple[list[str], list]:
+    """The long leaderboard as a grid: one row per (model, protocol), one column per dataset config/split,
+    ``metric`` in each cell (None where that model has no run), plus the mean over the cells it has. Rows in
+    order of that mean, best first."""
+    if metric not in cols:
+        from ..errors import GensetsError
+
+        raise GensetsError(f"--metric {metric!r}: not a leaderboard column (one of {', '.join(cols[7:])})")
+    at = {c: i for i, c in enumerate(cols)}
+    several = len({r[at["dataset"]] for r in rows}) > 1
+    columns: list[str] = []
+    cells: dict[tuple, dict] = {}
+    for r in rows:
+        col = (f"{r[at['dataset']]}:" if several else "") + f"{r[at['config']]}/{r[at['split']]}"
+        if col not in columns:
+            columns.append(col)
+        cells.setdefault((r[at["model"]], r[at["protocol"]]), {})[col] = r[at[metric]]
+    out = []
+    for (model, protocol), v in cells.items():
+        have = [x for x in v.values() if x is not None]
+        out.append([model, protocol, *(v.get(c) for c in columns), sum(have) / len(have) if have else None])
+    out.sort(key=lambda r: (r[-1] is None, -(r[-1] or 0), r[0]))
+    return ["model", "protocol", *columns, f"mean {metric}"], out
+
+
 def build_leaderboard(db, configs, build_id: str) -> tuple[list[str], list]:
     """The leaderboard rows of a results database (gensets eval) for these configs of this build.
 
