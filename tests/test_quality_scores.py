@@ -210,6 +210,9 @@ def test_clip_iqa_equals_torchmetrics_functions_on_the_same_model():
     ims = images(4, 4)
     clf = m.model("clip")
     prompts, names = _clip_iqa_format_prompts(("quality",))
+    from gensets.quality.metrics import CLIP_IQA_PROMPTS
+
+    assert list(CLIP_IQA_PROMPTS) == prompts  # gensets' copy of torchmetrics' "quality" pair
     model = HFAdapter(clf.model)
     anchors = _clip_iqa_get_anchor_vectors("hf", model, clf.processor, prompts, "cpu")
     pixels = torch.stack([torch.as_tensor(np.asarray(im)).permute(2, 0, 1).float() for im in ims])

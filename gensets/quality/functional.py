@@ -105,17 +105,18 @@ def cosine(image_emb: Any, text_emb: Any, scale: float = 1.0) -> np.ndarray:
 
 def clip_iqa(image_emb: Any, anchors: Any) -> np.ndarray:
     """CLIP-IQA of each image from its normalised CLIP embedding and the normalised embeddings of a
-    (positive, negative) prompt pair: torchmetrics' ``_clip_iqa_compute`` (``softmax(100 * image . anchors)`` of the
-    positive prompt)."""
+    (positive, negative) prompt pair: ``softmax(100 * image . anchors)`` of the positive prompt, the arithmetic of
+    torchmetrics' CLIPImageQualityAssessment. Written out (two lines) because torchmetrics offers it only as a
+    private function (``_clip_iqa_compute``, which minor releases may change) or inside a class that loads its own
+    CLIP; tests/test_quality_scores.py checks it against that function."""
     import numpy as np
     import torch
-    from torchmetrics.functional.multimodal.clip_iqa import _clip_iqa_compute
 
     img = torch.as_tensor(np.asarray(image_emb, dtype=np.float32))
     anc = torch.as_tensor(np.asarray(anchors, dtype=np.float32))
     if img.ndim != 2 or anc.shape != (2, img.shape[1]):
         raise ValueError(f"expected (N, D) image embeddings and (2, D) anchors, got {tuple(img.shape)}, {tuple(anc.shape)}")
-    return _clip_iqa_compute(img, anc, ["quality"]).reshape(-1).double().numpy()
+    return (100 * img @ anc.T).softmax(-1)[:, 0].double().numpy()
 
 
 def yes_probability(logits: Any, yes_id: int) -> np.ndarray:

@@ -42,6 +42,8 @@ PICKSCORE = "hf:yuvalkirstain/PickScore_v1@a4e4367c6dfa7288a00c550414478f865b875
 VQA_VLM = "hf:llava-hf/llava-onevision-qwen2-7b-ov-hf"
 
 
+CLIP_IQA_PROMPTS = ("Good photo.", "Bad photo.")  # torchmetrics CLIP-IQA's "quality" prompt pair
+
 class Models:
     """The models of one scoring run, each loaded once and shared by the metrics that name it (a CLIP used by
     CLIPScore, CLIP-IQA and the aesthetic predictor is loaded once)."""
@@ -192,15 +194,13 @@ class ClipIQA(Metric):
 
     roles = {"clip": ("clip", CLIP_L14)}
     variant = "prompts ('Good photo.', 'Bad photo.'), CLIP from the spec (torchmetrics CLIP-IQA)"
+    # torchmetrics' "quality" pair (tests/test_quality_scores.py checks it against torchmetrics' own table)
     description = "no-reference image quality: P('Good photo.' vs 'Bad photo.') under CLIP"
 
     def score(self, images, metas):
-        from torchmetrics.functional.multimodal.clip_iqa import _clip_iqa_format_prompts
-
         clip = self.model("clip")
         if not hasattr(self, "_anchors"):
-            prompts, _ = _clip_iqa_format_prompts(("quality",))
-            self._anchors = _text_embed(clip, prompts)
+            self._anchors = _text_embed(clip, list(CLIP_IQA_PROMPTS))
         return F.clip_iqa(_clip_embed(clip, images), self._anchors).tolist()
 
 
@@ -448,7 +448,6 @@ class LPIPSDiversity(Metric):
 
     def compute(self, gen, labels, ref):
         import torch
-        from torchmetrics.functional.image.lpips import _lpips_update
 
         net = self.model("lpips")
         by_class: dict = {}
@@ -463,7 +462,9 @@ class LPIPSDiversity(Metric):
                     chunk = pairs[start : start + 32]
                     a, b = (torch.as_tensor(gen["pixels"][[p[j] for p in chunk]]).permute(0, 3, 1, 2).float() / 255
                             for j in (0, 1))
-                    d = _lpips_update(a.to(net.device), b.to(net.device), net.model, normalize=True)
+                    # the LPIPS module's own forward on images in [0, 1] (what torchmetrics' private
+                    # _lpips_update calls after checking the range, which these pixels / 255 are in)
+                    d = net.model(a.to(net.device), b.to(net.device), normalize=True)
                     distances[y] += d.reshape(-1).double().cpu().tolist()
         value, n_pairs = F.lpips_diversity(distances)
         return {"lpips_diversity": {"value": value, "pairs": n_pairs}}
