@@ -27,7 +27,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
@@ -231,7 +231,8 @@ class _Loader:
         for name, child in node.value.items():
             if name not in fields:
                 known = ", ".join(sorted(fields))
-                self.fail(node.key_lines[name], _join(key, name), f"unknown key (known keys here: {known})")
+                self.fail(node.key_lines[name], _join(key, name),
+                          f"unknown key{did_you_mean(name, fields)} (known keys here: {known})")
             kwargs[name] = self.build(hints[name], child, _join(key, name))
         for name, f in fields.items():
             if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -58,3 +58,11 @@ class Busy(GensetsError):
     """Another gensets process holds the lock of the workspace."""
 
     exit_code = 4
+
+
+def did_you_mean(word: str, options) -> str:
+    """`` (did you mean 'x'?)`` naming the closest of ``options`` to a misspelt ``word`` (difflib), or ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=3, cutoff=0.7)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""

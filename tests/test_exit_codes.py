@@ -85,3 +85,20 @@ def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=os.environ)
     assert r.returncode == 0, r.stderr
     assert f"({kept} done before," in r.stdout, r.stdout
+
+
+def test_a_misspelt_name_gets_the_closest_ones(tmp_path):
+    """'did you mean' for class names, config keys, model kinds and names; errors name the user's input, not a
+    file inside the package."""
+    from gensets.errors import did_you_mean
+
+    assert did_you_mean("backpak", ["backpack", "bag", "mug"]) == " (did you mean 'backpack'?)"
+    assert did_you_mean("zebra", ["backpack", "mug"]) == ""
+    cases = [(("--set", "classes=[backpak]"), "unknown class 'backpak' (did you mean 'backpack'?)"),
+             (("--set", "filtr.top_k=2"), "filtr: unknown key (did you mean 'filter'?)"),
+             (("--set", "generator.model=tiny:sdd"), "unknown tiny model 'sdd' (did you mean 'sd'?)"),
+             (("--set", "generator.model=diffuser:x/y"), "unknown kind 'diffuser' (did you mean 'diffusers'?)")]
+    for args, want in cases:
+        r = run_cli("build", SMOKE, "--out", tmp_path / "ws", *args)
+        err = one_line(r, 2, want)
+        assert "gensets/data" not in err and "site-packages" not in err, err

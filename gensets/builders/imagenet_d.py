@@ -15,6 +15,7 @@ from typing import Literal
 from ..config import check_count, control_char, to_dict
 from ..curation import surrogates
 from ..curation.surrogates import SurrogateFilter
+from ..errors import did_you_mean
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
 from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
@@ -129,7 +130,8 @@ class ImageNetDConfig(BuildFields):
         if self.classes != "all":
             unknown = [c for c in self.classes if c not in table]
             if unknown:
-                raise ValueError(f"classes: unknown class {unknown[0]!r} (see gensets/data/imagenet_d/classes.json)")
+                raise ValueError(f"classes: unknown class {unknown[0]!r}{did_you_mean(unknown[0], table)} (not one of "
+                                 "ImageNet-D's 113 classes)")
         bad = [k for k in self.nuisances if k not in KINDS]
         if bad:
             raise ValueError(f"nuisances: unknown nuisance kind {bad[0]!r} (known: {', '.join(KINDS)})")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from ..errors import GensetsError
+from ..errors import GensetsError, did_you_mean
 from . import review, state
 from .queue import FLAG, has_flag, with_flag
 
@@ -366,7 +366,7 @@ def _validate(con, decisions: list[Decision], class_names: list[str]) -> list[De
             if not d.label:
                 raise GensetsError(f"{d.where}: relabeled needs the new class in 'label'")
             if d.label not in valid:
-                raise GensetsError(f"{d.where}: unknown class '{d.label}'")
+                raise GensetsError(f"{d.where}: unknown class '{d.label}'{did_you_mean(d.label, valid)}")
         elif d.label and d.label != labels[d.key]:
             raise GensetsError(f"{d.where}: label '{d.label}' differs from the sample's class "
                                f"'{labels[d.key]}': use status relabeled")

@@ -17,7 +17,7 @@ import getpass
 from collections.abc import Sequence
 
 from ..db import transaction
-from ..errors import GensetsError
+from ..errors import GensetsError, did_you_mean
 from . import queue, state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
@@ -68,11 +68,7 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
         if not label:
             raise GensetsError("relabel needs the new class (--to CLASS)")
         if valid_labels and label not in valid_labels:
-            import difflib
-
-            close = difflib.get_close_matches(label, list(valid_labels), n=3)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-            raise GensetsError(f"unknown class '{label}' for relabel{hint}")
+            raise GensetsError(f"unknown class '{label}' for relabel{did_you_mean(label, valid_labels)}")
     keys = list(dict.fromkeys(keys))
     if not keys:
         raise GensetsError("no sample keys given")

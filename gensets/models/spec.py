@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gensets.errors import ModelError
+from gensets.errors import ModelError, did_you_mean
 from gensets.registry import RANDOM_MODELS, TINY_MODELS
 
 KINDS = ("timm", "open_clip", "hf", "diffusers", "torchvision", "tiny", "random")
@@ -65,7 +65,8 @@ def parse_spec(s: str) -> ModelSpec:
             f"bad model spec {s!r}: expected '<kind>:<name>' with kind one of {', '.join(KINDS)}"
         )
     if kind not in KINDS:
-        raise ModelError(f"bad model spec {s!r}: unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
+        raise ModelError(f"bad model spec {s!r}: unknown kind {kind!r}{did_you_mean(kind, KINDS)} "
+                         f"(expected one of {', '.join(KINDS)})")
     name = name.strip()
     if not name:
         raise ModelError(f"bad model spec {s!r}: empty model name after '{kind}:'")
@@ -74,11 +75,13 @@ def parse_spec(s: str) -> ModelSpec:
     if kind == "tiny":
         if name not in TINY_MODELS:
             known = ", ".join(TINY_MODELS)
-            raise ModelError(f"bad model spec {s!r}: unknown tiny model {name!r} (expected one of {known})")
+            raise ModelError(f"bad model spec {s!r}: unknown tiny model {name!r}{did_you_mean(name, TINY_MODELS)} "
+                             f"(expected one of {known})")
     elif kind == "random":
         if name not in RANDOM_MODELS:
             known = ", ".join(RANDOM_MODELS)
-            raise ModelError(f"bad model spec {s!r}: unknown random model {name!r} (expected one of {known})")
+            raise ModelError(f"bad model spec {s!r}: unknown random model {name!r}{did_you_mean(name, RANDOM_MODELS)} "
+                             f"(expected one of {known})")
     elif kind == "open_clip":
         if not name.startswith("local-dir:"):
             name, revision = _split_revision(s, name)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from ...config import check_count
+from ...errors import did_you_mean
 from ...sources.classes import DatasetInfo, dataset_info, plain_name, split_rev
 from ...sources.packaged import genbench_datasets, genbench_hub_copies
 from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
@@ -374,8 +375,8 @@ class GenBenchConfig(BuildFields):
         if self.classes != "all":
             unknown = [c for c in self.classes if c not in names]
             if unknown:
-                raise ValueError(f"classes: unknown class {unknown[0]!r} of {self.dataset} "
-                                 f"(e.g. {', '.join(names[:5])})")
+                raise ValueError(f"classes: unknown class {unknown[0]!r} of {self.dataset}"
+                                 f"{did_you_mean(unknown[0], names)} (e.g. {', '.join(names[:5])})")
 
     def own_data(self, base_dir: Path | None) -> str | None:
         """Why RA's reference source is the evaluated dataset's own data (any split of it), or None: the same
