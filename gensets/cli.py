@@ -706,6 +706,8 @@ def _interrupted(a) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if not (getattr(args, "quiet", False) or getattr(args, "json", False)):
+        os.environ.setdefault("GENSETS_ANNOUNCE", "1")  # a line per model loaded, on a terminal
     try:
         return args.func(args)
     except GensetsError as e:

@@ -102,3 +102,13 @@ def test_a_misspelt_name_gets_the_closest_ones(tmp_path):
         r = run_cli("build", SMOKE, "--out", tmp_path / "ws", *args)
         err = one_line(r, 2, want)
         assert "gensets/data" not in err and "site-packages" not in err, err
+
+
+def test_each_model_loaded_is_announced(small, tmp_path):
+    """A line per model as it starts loading (on a terminal; GENSETS_ANNOUNCE=always here): spec and source."""
+    r = run_cli("eval", small, "--model", "tiny:resnet", "--db", tmp_path / "r.duckdb", "--quiet",
+                env={"GENSETS_ANNOUNCE": "always"}, check=0)
+    lines = [line for line in r.stderr.splitlines() if line.startswith("loading ")]
+    assert len(lines) == 1 and lines[0].startswith("loading tiny:resnet: from built locally ("), r.stderr
+    quiet = run_cli("eval", small, "--model", "tiny:resnet", "--db", tmp_path / "r2.duckdb", "--quiet", check=0)
+    assert "loading " not in quiet.stderr  # not a terminal: nothing

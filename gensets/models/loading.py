@@ -95,7 +95,30 @@ def resolve(
         if check_weights:
             hub.check_local_weights(spec, path, allow_pickle)
     online = hub.ensure_reachable(spec, repo)
-    return Source(path=path, repo=repo, revision=spec.revision, model_id=model_id or spec.name, online=online)
+    source = Source(path=path, repo=repo, revision=spec.revision, model_id=model_id or spec.name, online=online)
+    announce(spec, source)
+    return source
+
+
+def announce(spec: ModelSpec, source: Source) -> None:
+    """One line on stderr as a model starts loading: its spec, revision and where it comes from (built here, a
+    folder, the local cache, or the Hub: downloaded on first use). The CLI turns it on (GENSETS_ANNOUNCE=1, not
+    under --quiet / --json) for a terminal; GENSETS_ANNOUNCE=always prints it to any stderr."""
+    mode = os.environ.get("GENSETS_ANNOUNCE", "")
+    import sys
+
+    if not (mode == "always" or (mode == "1" and sys.stderr.isatty())):
+        return
+    rev = f"@{source.revision}" if source.revision else ""
+    if spec.is_built:
+        where = f"built locally ({source.path})"
+    elif source.path is not None:
+        where = f"the folder {source.path}"
+    elif source.online:
+        where = f"the Hub, {source.repo}{rev} (downloaded on first use, then from the cache)"
+    else:
+        where = f"the local cache, {source.repo}{rev} (offline)"
+    print(f"loading {spec.raw}: from {where}", file=sys.stderr, flush=True)
 
 
 def _local_dir(spec: ModelSpec, path: str) -> Path:
