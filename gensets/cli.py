@@ -36,7 +36,7 @@ def _build(a) -> int:
 def _finalize(a) -> int:
     from .builders.runner import finalize
 
-    r = finalize(a.workspace, include_pending=a.include_pending)
+    r = finalize(a.workspace, include_pending=a.include_pending, progress=True)
     print(f"{r['dataset']}: {r['shards']} shards; images per config: "
           + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     for config, f in r["funnel"].items():
@@ -61,7 +61,7 @@ def _verify(a) -> int:
 
     if a.rebuild is not None:
         return _rebuild(a)
-    problems = verify(Path(a.dir))
+    problems = verify(Path(a.dir), progress=True)
     for p in problems:
         print(p)
     if problems:

@@ -227,7 +227,7 @@ def ingest(ws: Workspace) -> int:
         con.close()
 
 
-def finalize(workspace: str | Path, *, include_pending: bool = False) -> dict:
+def finalize(workspace: str | Path, *, include_pending: bool = False, progress: bool = False) -> dict:
     """Write the publishable ``dataset/``: accepted images per config, manifest and card.
 
     In double review an image's decision is :func:`review.verdicts`'s, not the latest one: images whose
@@ -306,17 +306,24 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
             shards.append({"path": rel, "config": config, "split": split, "sha256": info.sha256,
                            "n": info.n, "nbytes": info.nbytes})
 
+        from tqdm.auto import tqdm
+
+        # progress: images written, on a terminal
+        bar = tqdm(desc="finalize", unit="img", disable=None if progress else True, file=sys.stderr, leave=False)
         for config in builder.config_names(cfg):
             counts[config] = 0
             rows: list[tuple] = []
+            bar.set_postfix_str(config)
             for row in _published(con, config, statuses, verdicts):
                 rows.append(row)
                 counts[config] += 1
+                bar.update(1)
                 if len(rows) == cfg.shard_size:
                     flush(config, (counts[config] - 1) // cfg.shard_size, rows)
                     rows = []
             if rows:
                 flush(config, (counts[config] - 1) // cfg.shard_size, rows)
+        bar.close()
     finally:
         metas.close()
         con.close()

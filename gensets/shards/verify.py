@@ -234,7 +234,7 @@ def _check_shard(path: Path, name: str, classes: int | None = None) -> tuple[str
     return sha, (keys if readable else None), problems
 
 
-def verify(root: str | os.PathLike) -> list[Problem]:
+def verify(root: str | os.PathLike, *, progress: bool = False) -> list[Problem]:
     """Find every manifest and tar under `root` (or check the single tar `root`) and return problems.
 
     A manifest governs the tars in its folder and every folder below it: a tar there that no manifest
@@ -303,7 +303,10 @@ def verify(root: str | os.PathLike) -> list[Problem]:
 
     shards = sorted({Path(os.path.normpath(t)) for t in tars} | set(expect))
     seen: dict[tuple, dict[str, str]] = {}  # group -> key -> the shard it was first seen in
-    for shard in shards:
+    from tqdm.auto import tqdm
+
+    # progress: a bar per shard on a terminal (rehashing and decoding every image takes a while at scale)
+    for shard in tqdm(shards, desc="verify", unit="shard", disable=None if progress else True, leave=False):
         name = str(shard)
         if not shard.exists():
             for e in expect[shard]:
