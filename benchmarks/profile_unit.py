@@ -6,7 +6,8 @@ The paper-scale config (Stable Diffusion 2.1, four full-size surrogates) with it
 the time is split into the stages below by the cumulative time of each stage's entry point (each counted once;
 a stage nested in another is not), and what is left is gensets' own work around the models:
 
-    loading           DiffusionPipeline.from_pretrained, load_classifier (once per build, not per unit)
+    loading           DiffusionPipeline.from_pretrained, load_classifier (once per build, not per unit; a zero-shot
+                      CLIP surrogate encodes its 1000 class prompts here)
     text encoding     the pipeline's encode_prompt (and gensets' token counting: Generator.measure)
     UNet steps        UNet2DConditionModel.forward (both halves of classifier-free guidance), scheduler.step
     VAE decode        AutoencoderKL.decode, and the pipeline's postprocessing to PIL
@@ -84,6 +85,22 @@ def main() -> None:
 
     from gensets.builders.runner import build
 
+    # the libraries are imported before the profile starts: imports are a cost per process (tens of seconds on a
+    # loaded 2-core machine), not per unit, and would otherwise land in "gensets' other work"
+    t = time.perf_counter()
+    import diffusers  # noqa: F401
+    import open_clip  # noqa: F401
+    import timm  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    from diffusers import DPMSolverMultistepScheduler, StableDiffusionPipeline  # noqa: F401
+    from transformers import CLIPTextModel, CLIPTokenizer  # noqa: F401
+
+    import gensets.builders.imagenet_d  # noqa: F401
+    import gensets.curation.state  # noqa: F401
+    import gensets.models.classifier  # noqa: F401
+    imports = time.perf_counter() - t
+
     overrides = [f"generator.model={args.model}", f"generator.width={args.size}", f"generator.height={args.size}",
                  f"generator.steps={args.steps}", f"generator.batch_size={args.images}", "generator.dtype=float32",
                  f"filter.models=[{args.surrogates}]", "classes=[backpack]", "nuisances={background: {limit: 1}}",
@@ -102,7 +119,8 @@ def main() -> None:
     rest = total - sum(seconds.values())
     after_load = total - seconds["loading"]
     model = sum(seconds[s] for s in MODEL)
-    print(f"\none unit of configs/imagenet_d.yaml: {args.images} images, {args.model} at {args.size}px, "
+    print(f"\n(imports before the profile: {imports:.1f} s, once per process)")
+    print(f"one unit of configs/imagenet_d.yaml: {args.images} images, {args.model} at {args.size}px, "
           f"{args.steps} steps, surrogates {args.surrogates}; reproducible: {args.reproducible}; on "
           f"{device_name(args.threads)}")
     print("\n| stage | seconds | share of the build | share after loading |\n|---|---|---|---|")
