@@ -224,7 +224,7 @@ def test_a_second_build_on_a_locked_workspace_is_refused(tmp_path):
     ws = tmp_path / "ws"
     with Workspace(ws).lock("build"):  # a build holds the workspace
         r = run_cli("build", SMOKE, "--out", ws, "--quiet", timeout=300)
-        one_line_error(r, ws, f"build (pid {os.getpid()})", "running")
+        one_line_error(r, ws, f"build (pid {os.getpid()})", "running", code=4)  # busy: retry later
         assert not list(ws.glob("candidates/*.tar")) and not (ws / "state.duckdb").exists()
         with pytest.raises(Exception, match=f"pid {os.getpid()}"):  # in-process too: the lock is per open
             with Workspace(ws).lock("build"):
@@ -242,7 +242,8 @@ def test_finalize_waits_for_no_build(reference, tmp_path):
     shutil.copytree(reference, ws)
     before = {p.relative_to(ws): p.read_bytes() for p in (ws / "dataset").rglob("*") if p.is_file()}
     with Workspace(ws).lock("build"):
-        one_line_error(run_cli("finalize", ws, "--include-pending"), ws, f"build (pid {os.getpid()})", "running")
+        one_line_error(run_cli("finalize", ws, "--include-pending"), ws, f"build (pid {os.getpid()})", "running",
+                       code=4)
     assert {p.relative_to(ws): p.read_bytes() for p in (ws / "dataset").rglob("*") if p.is_file()} == before
     run_cli("finalize", ws, "--include-pending", check=0)  # and runs once the build is over
     r = run_cli("finalize", tmp_path / "typo")
