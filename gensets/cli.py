@@ -17,8 +17,10 @@ from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 def _build(a) -> int:
     from .builders.runner import build
 
-    r = build(a.config, a.out, quiet=a.quiet, threads=a.threads, overrides=a.overrides)
-    if r["rank"] == 0:
+    r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides)
+    if r["rank"] == 0 and a.json:
+        print(json.dumps(r, indent=1, default=str))
+    elif r["rank"] == 0:
         print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
               f"{r['units_run']} run here); {r['samples_written']} samples written, "
               f"{r['samples_ingested']} added to state.duckdb")
@@ -36,7 +38,10 @@ def _build(a) -> int:
 def _finalize(a) -> int:
     from .builders.runner import finalize
 
-    r = finalize(a.workspace, include_pending=a.include_pending, progress=True)
+    r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json)
+    if a.json:
+        print(json.dumps(r, indent=1, default=str))
+        return 0
     print(f"{r['dataset']}: {r['shards']} shards; images per config: "
           + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     for config, f in r["funnel"].items():
@@ -61,7 +66,12 @@ def _verify(a) -> int:
 
     if a.rebuild is not None:
         return _rebuild(a)
-    problems = verify(Path(a.dir), progress=True)
+    problems = verify(Path(a.dir), progress=not a.json)
+    if a.json:
+        print(json.dumps({"dir": a.dir, "ok": not problems,
+                          "problems": [{"file": p.shard, "member": None if p.member == "-" else p.member,
+                                        "problem": p.what} for p in problems]}, indent=1))
+        return 1 if problems else 0
     for p in problems:
         print(p)
     if problems:
@@ -385,6 +395,7 @@ def parser() -> argparse.ArgumentParser:
                    help="override a config key before validation (repeatable; VALUE is YAML, dotted keys "
                    "reach nested ones), e.g. --set classifier=timm:resnet50.a1_in1k --set 'labels=[tench]'; "
                    "the workspace freezes the result")
+    b.add_argument("--json", action="store_true", help="print the counts as JSON (no progress bar)")
     b.set_defaults(func=_build)
 
     f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",
@@ -393,6 +404,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("workspace")
     f.add_argument("--include-pending", action="store_true",
                    help="also include images not yet reviewed (for smoke runs)")
+    f.add_argument("--json", action="store_true", help="print the counts and the funnel as JSON")
     f.set_defaults(func=_finalize)
 
     v = sub.add_parser("verify", help="rehash, recount and decode every shard under DIR",
@@ -406,6 +418,7 @@ def parser() -> argparse.ArgumentParser:
                    "differs from the one that built them)")
     v.add_argument("--seed", type=nonneg_int, help="with --rebuild: which units (default: a random seed, printed)")
     v.add_argument("--quiet", action="store_true", help="with --rebuild: no progress bar")
+    v.add_argument("--json", action="store_true", help="print {dir, ok, problems: [{file, member, problem}]}")
     v.set_defaults(func=_verify)
 
     r = sub.add_parser("review", help="the review queue: list, accept, reject, relabel")

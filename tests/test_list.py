@@ -69,3 +69,30 @@ def test_leaderboard_pivot_is_the_long_table_as_a_grid(tmp_path):
     assert all(r["background/test"] == 0.9 for r in top5)
     bad = run_cli("leaderboard", "--db", db, "--pivot", "--metric", "nope")
     assert bad.returncode == 2 and "--metric 'nope'" in bad.stderr
+
+
+def test_json_of_build_finalize_and_verify_carries_the_text_numbers(small, tmp_path):
+    import re
+    import shutil
+
+    from .conftest import SMALL, SMOKE
+
+    ws = tmp_path / "ws"
+    shutil.copytree(small, ws)
+    text = run_cli("build", SMOKE, "--out", ws, "--quiet", *SMALL, check=0).stdout  # nothing left to do
+    js = json.loads(run_cli("build", SMOKE, "--out", ws, *SMALL, "--json", check=0).stdout)
+    units, before = map(int, re.search(r": (\d+) units \((\d+) done before", text).groups())
+    assert (js["units"], js["done_before"], js["units_run"]) == (units, before, 0)
+    text = run_cli("finalize", ws, "--include-pending", check=0).stdout
+    js = json.loads(run_cli("finalize", ws, "--include-pending", "--json", check=0).stdout)
+    shards = int(re.search(r": (\d+) shards;", text).group(1))
+    assert js["shards"] == shards and all(f"{k} {v}" in text for k, v in js["counts"].items())
+    for config, f in js["funnel"].items():
+        assert f"{config}: generated {f['generated']} -> kept by the filters {f['kept']}" in text
+    ok = json.loads(run_cli("verify", ws / "dataset", "--json", check=0).stdout)
+    assert ok == {"dir": str(ws / "dataset"), "ok": True, "problems": []}
+    (sorted((ws / "dataset").rglob("*.tar"))[0]).write_bytes(b"not a tar")
+    r = run_cli("verify", ws / "dataset", "--json")
+    bad = json.loads(r.stdout)
+    assert r.returncode == 1 and not bad["ok"] and bad["problems"]
+    assert {"file", "member", "problem"} == set(bad["problems"][0])
