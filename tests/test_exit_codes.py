@@ -112,3 +112,33 @@ def test_each_model_loaded_is_announced(small, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("loading tiny:resnet: from built locally ("), r.stderr
     quiet = run_cli("eval", small, "--model", "tiny:resnet", "--db", tmp_path / "r2.duckdb", "--quiet", check=0)
     assert "loading " not in quiet.stderr  # not a terminal: nothing
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_in_an_eval_keeps_finished_runs_and_the_rerun_skips_them(reference, tmp_path):
+    import threading
+
+    db = tmp_path / "r.duckdb"
+    cmd = [sys.executable, "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet", "--db", str(db),
+           "--batch-size", "1", "--workers", "0"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(iter(lambda: p.stderr.read(1), "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 600
+    while p.poll() is None and time.monotonic() < deadline:  # the first config's runs are written: the second began
+        if "texture/test" in "".join(err):
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the eval ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=300)
+    reader.join(timeout=30)
+    assert p.returncode == 130, "".join(err)
+    assert ("gensets: interrupted; runs already written to the database are kept: run the same command to go on "
+            "(finished runs are skipped)") in "".join(err), "".join(err)[-500:]
+    r = subprocess.run(cmd + ["--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert "skipped tiny:resnet on background/test" in r.stderr, r.stderr
+    assert "skipped tiny:resnet on material/test" not in r.stderr  # not finished before: scored now
+    assert "texture/test" in r.stdout and "material/test" in r.stdout and "background/test" in r.stdout
