@@ -683,6 +683,9 @@ def catalog(what: str) -> list[dict]:
                 if key in d:
                     rows.append({"name": f"{paper}:{key}", "description": f"{len(d[key])} published figures "
                                  f"({d.get('source', '')[:120]})"})
+        d = json.loads(resources.files("gensets.data").joinpath("imagenet_d", "published.json").read_text())
+        rows.append({"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
+                     f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"})
         return rows
     raise GensetsError(f"gensets list: unknown {what!r} (expected one of {', '.join(LISTS)})")
 

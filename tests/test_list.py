@@ -17,7 +17,8 @@ EXPECTED = {
     "reports": lambda: REPORTS.names(),
     "models": lambda: [f"tiny:{k}" for k in built_kinds("tiny")] + [f"random:{k}" for k in built_kinds("random")],
     "configs": lambda: [f"configs/{p.name}" for p in sorted((ROOT / "configs").glob("*.yaml"))],
-    "tables": lambda: [f"genbench:table-{i}" for i in range(1, 6)] + ["borji:recognition", "borji:vqa"],
+    "tables": lambda: [f"genbench:table-{i}" for i in range(1, 6)] + ["borji:recognition", "borji:vqa",
+                                                                       "imagenet-d:top1"],
 }
 
 

@@ -189,3 +189,27 @@ def test_the_json_is_package_data():
     assert '"gensets.data" = ["**/*.json"' in text
     path = ROOT / "gensets" / "data" / "genbench" / "published.json"
     assert json.loads(path.read_text(encoding="utf-8")) == genbench_published()
+
+
+IMAGENET_D = "004_bd0ce56ed9367d6b.txt"
+IMAGENET_D_COPY = ROOT / "tests" / "data" / "imagenet_d_paper_key_results.txt"
+
+
+def test_imagenet_d_published_numbers_are_the_papers():
+    """Each packaged ImageNet-D number is read from the phrase it names, and that phrase is in the paper's text
+    (the summary beside the repo, else the copied line, itself checked against the summary when both are here)."""
+    from gensets.sources.packaged import imagenet_d_published
+
+    copy = IMAGENET_D_COPY.read_text(encoding="utf-8").splitlines()[1]
+    texts = [copy]
+    for base in (ROOT.parent / "shared" / "papers", ROOT / "shared" / "papers"):
+        if (base / IMAGENET_D).exists():
+            summary = (base / IMAGENET_D).read_text(encoding="utf-8")
+            assert copy in summary.splitlines()  # the copy is the summary's line
+            texts.append(summary)
+    pub = imagenet_d_published()
+    assert len(pub["top1"]) == 5
+    for row in pub["top1"] + [pub["drop_up_to"]]:
+        assert all(row["text"] in t for t in texts), row
+        percent = float(re.search(r"([\d.]+)%", row["text"]).group(1))
+        assert _same(row["value"], percent / 100), row

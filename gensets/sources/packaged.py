@@ -68,6 +68,14 @@ def genbench_published() -> dict:
 
 
 @cache
+def imagenet_d_published() -> dict:
+    """ImageNet-D's published accuracies (Zhang et al. 2024, from the summary shared/papers/004_bd0ce56ed9367d6b.txt):
+    {"paper", "file", "checked", "top1": [{"model", "value", "protocol", "text"}], "drop_up_to"}; ``text`` is the
+    phrase each number was read from (tests/test_published.py finds it in the paper's text)."""
+    return json.loads(_data_text("imagenet_d", "published.json"))
+
+
+@cache
 def borji_published() -> dict:
     """Borji (2022)'s published numbers for what gensets can run (recognition, VQA), with their source:
     {"source", "url", "checked", "recognition": [...], "vqa": [...]}, each number {"what", "metric", "value",
