@@ -229,3 +229,24 @@ def test_control_characters_in_a_dataset_card_class_names_are_refused(small, tmp
     readme.write_text(changed)
     r = run_cli("eval", ds, "--model", "tiny:resnet", "--db", tmp_path / "r.duckdb", "--quiet")
     one_line_error(r, "README.md", "features.cls", code=1)
+
+
+def test_a_hub_dataset_is_decoded_under_gensets_pixel_limit(tmp_path, monkeypatch):
+    """Images of a `datasets` dataset (a Hub id in `gensets eval`; here the same code on a local image folder) are
+    decoded by gensets.images.decode_image, with its pixel limit: an image over it is one DataError naming the
+    dataset, split and key, not a decompression bomb decoded by datasets."""
+    from PIL import Image
+
+    from gensets.errors import DataError
+    from gensets.evaluation.data import hub_dataset
+
+    for label in ("cat", "dog"):
+        (tmp_path / "ds" / "test" / label).mkdir(parents=True)
+        Image.new("RGB", (20, 20), (10, 200, 30)).save(tmp_path / "ds" / "test" / label / f"{label}0.png")
+    (split,) = hub_dataset(str(tmp_path / "ds"), None, None).splits
+    records = list(split.records())
+    assert len(records) == 2 and records[0]["image"].size == (20, 20) and split.class_names == ["cat", "dog"]
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 300)  # under 2x: gensets refuses it (PIL itself would warn)
+    with pytest.raises(DataError, match=r"ds default/test: .*cannot decode image: 20x20 = 400 pixels is over the "
+                                        r"limit of 300"):
+        list(split.records())

@@ -238,19 +238,40 @@ def hub_dataset(repo: str, config: str | None, split: str | None) -> Source:
     out = Source(name, revision)
     for c in configs:
         builder = datasets.load_dataset_builder(name, c, revision=revision)
-        feats = builder.info.features or {}
+        feats = builder.info.features
+        if feats is None:  # a builder that infers its features from the files (an image folder): ask the stream
+            first = split or next(iter(builder.info.splits or {"test": None}))
+            feats = datasets.load_dataset(name, c, split=first, revision=revision, streaming=True).features or {}
         image_col = next((k for k, f in feats.items() if isinstance(f, datasets.Image)), None)
         label_col = next((k for k, f in feats.items() if isinstance(f, datasets.ClassLabel)), None)
         names = feats[label_col].names if label_col else None
         for s in [split] if split else list((builder.info.splits or {"test": None}).keys()):
             def records(c=c, s=s, image_col=image_col, label_col=label_col):
                 ds = datasets.load_dataset(name, c, split=s, revision=revision, streaming=True)
+                # the image bytes, decoded by gensets (its pixel limit, one line per bad image), not by datasets
+                ds = ds.cast_column(image_col, datasets.Image(decode=False))
                 for i, row in enumerate(ds):
                     meta = row.get("json") or {}
-                    yield {"key": row.get("__key__") or f"{i:08d}", "image": row[image_col].convert("RGB"),
+                    key = row.get("__key__") or f"{i:08d}"
+                    yield {"key": key, "image": _hub_image(repo, c, s, key, row[image_col]),
                            "target": row[label_col] if label_col else None, "meta": meta}
             out.splits.append(Split(c, s, names, records))
     return out
+
+
+def _hub_image(repo: str, config: str, split: str, key: str, cell: dict):
+    """A datasets Image cell ({bytes, path}, not decoded) as an RGB image, through gensets.images.decode_image."""
+    data = cell.get("bytes") if isinstance(cell, dict) else None
+    try:
+        if data is None:
+            path = cell.get("path") if isinstance(cell, dict) else None
+            if not path:
+                raise ValueError("no image bytes or path")
+            with open(path, "rb") as f:  # a local dataset's file, as datasets itself would open it
+                data = f.read()
+        return decode_image(data)
+    except Exception as e:
+        raise DataError(f"dataset {repo} {config}/{split}: {key}: cannot decode image: {e}") from None
 
 
 def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
