@@ -355,7 +355,7 @@ def _publish(a) -> int:
     from .publish import publish
 
     url = publish(a.workspace, a.repo, private=a.private, revision=a.revision, tag=a.tag, dry_run=a.dry_run,
-                  allow_random_weights=a.allow_random_weights)
+                  allow_random_weights=a.allow_random_weights, replace=a.replace)
     if url:
         print(f"published: {url}")
     return 0
@@ -612,6 +612,8 @@ def parser() -> argparse.ArgumentParser:
     pb.add_argument("--revision", metavar="BRANCH", help="upload to this branch (created if missing)")
     pb.add_argument("--tag", help="tag the last commit, e.g. v1.0")
     pb.add_argument("--dry-run", action="store_true", help="list the operations, upload nothing")
+    pb.add_argument("--replace", action="store_true",
+                    help="publish over a repo that holds another builder's gensets dataset (its shards are deleted)")
     pb.add_argument("--allow-random-weights", action="store_true",
                     help="publish a build made with random: models (noise; refused without this)")
     pb.set_defaults(func=_publish)

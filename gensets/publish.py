@@ -257,6 +257,19 @@ def shard_path(path) -> bool:
     return len(parts) == 2 and all(p and p not in (".", "..") for p in parts)
 
 
+def check_same_dataset(previous: bytes | None, mine: dict, repo: str) -> None:
+    """GensetsError when the repo's manifest.json is another builder's gensets dataset: publishing here would
+    delete its shards as if they were an earlier version of this one (an earlier version has the same builder)."""
+    try:
+        old = json.loads(previous) if previous else None
+    except (ValueError, RecursionError):
+        return
+    if isinstance(old, dict) and "builder" in old and "shards" in old and old.get("builder") != mine.get("builder"):
+        raise GensetsError(f"{repo} holds another gensets dataset (builder {str(old.get('builder'))[:80]!r}, build "
+                           f"{str(old.get('build'))[:40]}), not a version of this {mine.get('builder')!r} one: "
+                           "publishing would delete its shards; use another --repo, or --replace to overwrite it")
+
+
 def deletions(previous: bytes | None, shards: set[str]) -> list[str]:
     """What the last commit deletes: the shards that the repo's manifest.json (``previous``: written by an
     earlier gensets publish) lists and this version (``shards``) does not have. Only paths of the form
@@ -304,12 +317,15 @@ def plan(folder: Path, *, max_bytes: int = MAX_COMMIT_BYTES, max_files: int = MA
 
 def publish(path, repo: str, *, target: Target | None = None, private: bool = False,
             revision: str | None = None, tag: str | None = None, dry_run: bool = False,
-            allow_random_weights: bool = False, out: Callable[[str], None] = print) -> str | None:
+            allow_random_weights: bool = False, replace: bool = False,
+            out: Callable[[str], None] = print) -> str | None:
     """Upload a finalized dataset: shards first, the card last, then the tag. Returns the last commit URL.
-    A build made with `random:` models (random weights: noise) is refused unless `allow_random_weights`."""
+    A build made with `random:` models (random weights: noise) is refused unless `allow_random_weights`; a repo that
+    holds another builder's gensets dataset is refused unless `replace` (its shards would be deleted as stale)."""
     check_repo(repo)
     folder = dataset_folder(path)
-    random = read_dataset_manifest(_inside(folder, "manifest.json")).get("random_models")
+    mine = read_dataset_manifest(_inside(folder, "manifest.json"))
+    random = mine.get("random_models")
     if random and not allow_random_weights:
         raise GensetsError(f"{folder}: built with random-weight models ({', '.join(map(str, random if isinstance(random, list) else [random]))}): its images"
                            " and labels are noise, for timing only; refusing to publish (--allow-random-weights)")
@@ -326,7 +342,7 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
         for i, c in enumerate(commits, 1):
             out(f"commit {i}/{len(commits)} to {where}: {c.message}")
             if i == len(commits):
-                out(_dry_deletions(repo, revision, target, shards))
+                out(_dry_deletions(repo, revision, target, shards, mine, replace))
             for f in c.files:
                 out(f"  upload {f}")
         if tag:
@@ -335,6 +351,8 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
     target = target or target_for(repo)
     _call(f"creating the repo {repo}", target.create_repo, private=private, revision=revision)
     previous = _call(f"reading manifest.json of {repo}", target.read_file, "manifest.json", revision)
+    if not replace:
+        check_same_dataset(previous, mine, repo)
     commits[-1].delete = deletions(previous, shards)
     url = None
     for i, c in enumerate(commits, 1):
@@ -347,7 +365,8 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
     return url
 
 
-def _dry_deletions(repo: str, revision: str | None, target: Target | None, shards: set[str]) -> str:
+def _dry_deletions(repo: str, revision: str | None, target: Target | None, shards: set[str],
+                   mine: dict | None = None, replace: bool = False) -> str:
     """The dry run's line(s) of what the last commit deletes (the repo's manifest.json is read when it can be)."""
     try:
         target = target or target_for(repo)
@@ -355,6 +374,11 @@ def _dry_deletions(repo: str, revision: str | None, target: Target | None, shard
     except GensetsError as e:
         return (f"  delete: cannot tell ({e}); only shards that the repo's manifest.json (an earlier gensets "
                 "publish) lists and this version does not have would be deleted")
+    if mine is not None and not replace:
+        try:
+            check_same_dataset(previous, mine, repo)
+        except GensetsError as e:
+            return f"  REFUSED: {e}"
     gone = deletions(previous, shards)
     if not gone:
         return "  delete nothing (no shard of an earlier gensets publish is missing from this version)"

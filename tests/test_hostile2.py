@@ -250,3 +250,27 @@ def test_a_hub_dataset_is_decoded_under_gensets_pixel_limit(tmp_path, monkeypatc
     with pytest.raises(DataError, match=r"ds default/test: .*cannot decode image: 20x20 = 400 pixels is over the "
                                         r"limit of 300"):
         list(split.records())
+
+
+def test_publish_refuses_a_repo_holding_another_builders_dataset(small, tmp_path):
+    """A repo that holds another builder's gensets dataset is not an earlier version of this one: publish refuses
+    it (its shards would be deleted as stale) unless --replace; the same builder's repo is updated as before."""
+    from .conftest import run_cli
+
+    repo = tmp_path / "repo"
+    run_cli("publish", small, "--repo", f"file://{repo}", check=0)
+    other = tmp_path / "other"
+    shutil.copytree(small / "dataset", other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["builder"] = "genbench"  # another builder's dataset, the same shards
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    before = sorted(p.relative_to(repo) for p in repo.rglob("*"))
+    r = run_cli("publish", other, "--repo", f"file://{repo}")
+    assert r.returncode == 2 and "holds another gensets dataset (builder 'imagenet-d'" in r.stderr, r.stderr
+    assert "--replace" in r.stderr and sorted(p.relative_to(repo) for p in repo.rglob("*")) == before
+    dry = run_cli("publish", other, "--repo", f"file://{repo}", "--dry-run", check=0)
+    assert "REFUSED: " in dry.stdout
+    run_cli("publish", other, "--repo", f"file://{repo}", "--replace", check=0)
+    assert json.loads((repo / "manifest.json").read_text())["builder"] == "genbench"
+    run_cli("publish", small, "--repo", f"file://{tmp_path / 'repo2'}", check=0)  # a fresh repo: nothing to check
+    run_cli("publish", small, "--repo", f"file://{tmp_path / 'repo2'}", check=0)  # the same builder again: fine
