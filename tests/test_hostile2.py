@@ -274,3 +274,23 @@ def test_publish_refuses_a_repo_holding_another_builders_dataset(small, tmp_path
     assert json.loads((repo / "manifest.json").read_text())["builder"] == "genbench"
     run_cli("publish", small, "--repo", f"file://{tmp_path / 'repo2'}", check=0)  # a fresh repo: nothing to check
     run_cli("publish", small, "--repo", f"file://{tmp_path / 'repo2'}", check=0)  # the same builder again: fine
+
+
+def test_card_bodies_show_config_text_as_text():
+    """A prompt template or a negative prompt from the config is text in the card: its HTML is escaped, a pipe
+    cannot break the table, a bracket cannot make a link, a backtick cannot end the code span."""
+    from gensets.cards.markdown import code, text
+    from gensets.workspace import load_build_config
+
+    from .conftest import SMOKE
+
+    assert text("alarm_clock, {cls} on {nuisance}.") == "alarm_clock, {cls} on {nuisance}."  # plain: unchanged
+    hostile = "a {cls} <img src=x onerror=alert(1)> | [click](javascript:alert(1))"
+    builder, cfg = load_build_config(SMOKE, [f"nuisances={{background: {{limit: 1, template: '{hostile}'}}}}",
+                                             "generator.negative_prompt='bad` <b>x</b> |'"])
+    body = builder.card_body(cfg, {"counts": {}}, [])
+    row = next(line for line in body.splitlines() if line.startswith("| background |"))
+    assert row == ("| background | 1 | a {cls} &lt;img src=x onerror=alert(1)&gt; \\| \\[click\\](javascript:alert(1)) |")
+    assert "<img" not in body
+    assert "negative prompt `bad' <b>x</b> |`" in body  # inside a code span HTML is shown as text already
+    assert code("a|b", in_table=True) == "`a\\|b`"

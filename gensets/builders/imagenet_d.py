@@ -294,18 +294,18 @@ class ImageNetDBuilder(base.Builder):
 
     def card_body(self, cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section."""
-        from ..cards.markdown import table
+        from ..cards.markdown import code, table, text
 
         g = cfg.generator
         gen = samples[0].meta["generator"] if samples else {}
         f = cfg.filter
         need = len(f.models) if f.min_failures is None else f.min_failures
-        rows = [[kind, len(n.names), n.template] for kind, n in cfg.nuisances.items()]
+        rows = [[kind, len(n.names), text(n.template)] for kind, n in cfg.nuisances.items()]
         models = "\n".join(f"  - `{m}`" for m in f.models) or "  - (none)"
         return f"""
 - Generator: `{g.model}` (id `{gen.get('id')}`, revision `{gen.get('revision')}`), scheduler
   `{gen.get('scheduler')}`, {g.steps} steps, guidance {g.guidance}, {g.width}x{g.height},
-  negative prompt `{g.negative_prompt or '(none)'}`, base seed {cfg.seed}; one seed per image derived from
+  negative prompt {code(g.negative_prompt or '(none)')}, base seed {cfg.seed}; one seed per image derived from
   (base seed, kind, class, nuisance, index), recorded in each sample.
 - {cfg.images_per_pair} image(s) per (class, nuisance) over {len(cfg.classes)} classes.
 

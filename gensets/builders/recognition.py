@@ -339,17 +339,18 @@ class RecognitionBuilder(base.Builder):
 
     def card_body(self, cfg: RecognitionConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section: sources, category word sets, skipped imports."""
-        from ..cards.markdown import table
+        from ..cards.markdown import code, table, text
         from ..labels.wordset import imagenet_label_words
 
         names = imagenet_label_words("names")
         ids = category_ids(cfg)
         src_rows = [[s.config_name, "generated", f"`{s.generator.model}`", f"{s.images_per_category} per category",
-                     f"`{s.template}`, {s.generator.steps} steps, guidance {s.generator.guidance}"]
+                     f"{code(s.template, in_table=True)}, {s.generator.steps} steps, guidance {s.generator.guidance}"]
                     for s in cfg.generate]
-        src_rows += [[s.config_name, "imported", s.source or "-", manifest["counts"].get(s.config_name, 0), "-"]
+        src_rows += [[text(s.config_name), "imported", text(s.source or "-"), manifest["counts"].get(s.config_name, 0),
+                      "-"]
                      for s in cfg.imports]
-        cat_rows = [[c, ", ".join(f"{names[i]} ({i})" for i in ids[c]) or "(no ImageNet class)"]
+        cat_rows = [[text(c), ", ".join(f"{names[i]} ({i})" for i in ids[c]) or "(no ImageNet class)"]
                     for c in cfg.categories]
         specs = cfg.eval.models if cfg.eval else ()
         models = ("\nThe classifiers that score it (`eval.models`; `gensets eval DATASET --model SPEC ... --protocol "
