@@ -66,15 +66,16 @@ def test_each_class_of_failure_has_its_code(small, tmp_path):
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
     ws = tmp_path / "ws"
+    # the whole smoke config (21 units): after the first is committed, seconds of work are left to interrupt
     cmd = [sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet",
-           "--set", "classes=[mug, backpack]"]
+           "--set", "images_per_pair=4"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     manifest = ws / "candidates" / "manifest.jsonl"
     deadline = time.monotonic() + 600
     while p.poll() is None and time.monotonic() < deadline:  # the first unit committed, others to go
         if manifest.is_file() and manifest.read_text().count("\n") >= 1:
             break
-        time.sleep(0.2)
+        time.sleep(0.02)
     assert p.poll() is None, "the build ended before it could be interrupted"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=300)
@@ -119,17 +120,19 @@ def test_ctrl_c_in_an_eval_keeps_finished_runs_and_the_rerun_skips_them(referenc
     import threading
 
     db = tmp_path / "r.duckdb"
-    cmd = [sys.executable, "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet", "--db", str(db),
-           "--batch-size", "1", "--workers", "0"]
+    # three models, one image at a time: each config takes seconds, so the interrupt lands inside the second
+    cmd = [sys.executable, "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet", "--model",
+           "tiny:vit", "--model", "tiny:clip", "--db", str(db), "--batch-size", "1", "--workers", "0"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(iter(lambda: p.stderr.read(1), "")), daemon=True)
+    reader = threading.Thread(target=lambda: err.extend(iter(lambda: os.read(p.stderr.fileno(), 65536).decode(
+        errors="replace"), "")), daemon=True)
     reader.start()
     deadline = time.monotonic() + 600
     while p.poll() is None and time.monotonic() < deadline:  # the first config's runs are written: the second began
         if "texture/test" in "".join(err):
             break
-        time.sleep(0.05)
+        time.sleep(0.01)
     assert p.poll() is None, "the eval ended before it could be interrupted"
     p.send_signal(signal.SIGINT)
     p.wait(timeout=300)
