@@ -65,14 +65,13 @@ def diffusion_parts(cfg: dict, device: str = "cpu") -> dict:
 class RandomDiffusion(TinyModel):
     loaders = ("diffusers",)
     quiet = ("diffusers", "transformers")
-    config = ""  # the packaged config's name
 
     @classmethod
     def build(cls, folder: Path) -> None:
         import diffusers
         import torch
 
-        cfg = packaged(cls.config)
+        cfg = packaged(cls.name)  # gensets/data/random/<kind>.json
         parts = diffusion_parts(cfg)
         for key in ("tokenizer", "tokenizer_2"):
             if key in cfg:
@@ -90,19 +89,13 @@ class RandomDiffusion(TinyModel):
         pipe.save_pretrained(folder, safe_serialization=True)
 
 
-@RANDOM_MODELS.register("sd2.1")
-class RandomSD21(RandomDiffusion):
-    config = "sd2.1"
+def _register(base: type, kinds: tuple[str, ...]) -> None:
+    """One registered subclass of ``base`` per kind; a kind's packaged config is found by its name."""
+    for kind in kinds:
+        RANDOM_MODELS.register(kind, type(f"Random_{kind.replace('-', '_').replace('.', '_')}", (base,), {"name": kind}))
 
 
-@RANDOM_MODELS.register("sd2.1-base")
-class RandomSD21Base(RandomDiffusion):
-    config = "sd2.1-base"
-
-
-@RANDOM_MODELS.register("sdxl")
-class RandomSDXL(RandomDiffusion):
-    config = "sdxl"
+_register(RandomDiffusion, ("sd2.1", "sd2.1-base", "sdxl"))
 
 
 class RandomTimm(TinyModel):
@@ -117,8 +110,7 @@ class RandomTimm(TinyModel):
         timm.models.save_for_hf(model, str(folder), safe_serialization=True)
 
 
-for _kind in ("resnet50", "vit-b-16", "convnext-tiny"):
-    RANDOM_MODELS.register(_kind, type(f"Random_{_kind.replace('-', '_')}", (RandomTimm,), {"name": _kind}))
+_register(RandomTimm, ("resnet50", "vit-b-16", "convnext-tiny"))
 
 
 @RANDOM_MODELS.register("clip-vit-l-14")
