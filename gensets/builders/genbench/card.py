@@ -10,7 +10,7 @@ from .strategies import describe
 
 VARIANT_TEXT = {
     "authors": "the authors' code (github.com/Luodian/GenBench, generation_utils.py `sampling_images`)",
-    "gensets-v1": "gensets' readings before issue #12 (simple template `a photo of a {}`, RD and NP on it, 10 sampled "
+    "gensets-v1": "gensets' earlier readings, kept as a named variant (simple template `a photo of a {}`, RD and NP on it, 10 sampled "
                   "other class names, flan-t5 CE)",
 }
 

@@ -101,7 +101,7 @@ VARIANTS = {
                  "shared/papers/001_f04b4de81b95e690.txt: Sec. 3 below Eq. 1 and Algorithm 1; with centres mean, "
                  "Algorithm 1 exactly)",
         "softmax-mean": "ensemble = mean of the CLER and CLIP zero-shot (logit scale 100) probability matrices "
-                        "(gensets' earlier reading, issue #12; neither the paper nor the code says it)"},
+                        "(gensets' earlier reading; neither the paper nor the code says it)"},
     "metric": {
         "dataset": "each dataset's own metric, as GenBench's code scores it (its Elevater dataset configs' "
                    "TEST.METRIC: mean per class for Caltech-101, FGVC Aircraft, Oxford Flowers, Oxford Pets; "
