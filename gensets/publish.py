@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,14 +356,32 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
         check_same_dataset(previous, mine, repo)
     commits[-1].delete = deletions(previous, shards)
     url = None
-    for i, c in enumerate(commits, 1):
-        url = _call(f"commit {i}/{len(commits)} ({c.message})", target.upload_folder, folder, c.files,
-                    c.message, revision, c.delete or None)
-        out(f"commit {i}/{len(commits)}: {c.message}: {url}")
+    with tempfile.TemporaryDirectory(prefix="gensets-card-") as staged:
+        card_folder = stage_card(folder, commits[-1].files, Path(staged), repo, tag or revision)
+        for i, c in enumerate(commits, 1):
+            url = _call(f"commit {i}/{len(commits)} ({c.message})", target.upload_folder,
+                        card_folder if i == len(commits) else folder, c.files, c.message, revision, c.delete or None)
+            out(f"commit {i}/{len(commits)}: {c.message}: {url}")
     if tag:
         _call(f"tagging {tag}", target.tag, tag, revision)
         out(f"tagged {tag}")
     return url
+
+
+def stage_card(folder: Path, files: list[str], staged: Path, repo: str, revision: str | None) -> Path:
+    """The last commit's files copied into ``staged``, the card as published: its load snippet and Repository
+    line name ``repo`` (a ``file://`` repo: its folder) and ``revision`` (the tag, else the branch), so a reader of
+    the repo copies a working ``load_dataset`` call. The local card stays as finalize wrote it."""
+    from .cards.card import for_repo
+
+    for rel in files:
+        dst = staged / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_inside(folder, rel), dst)
+    readme = staged / "README.md"
+    where = repo[len("file://"):] if repo.startswith("file://") else repo
+    readme.write_text(for_repo(readme.read_text(encoding="utf-8"), where, revision), encoding="utf-8")
+    return staged
 
 
 def _dry_deletions(repo: str, revision: str | None, target: Target | None, shards: set[str],

@@ -62,7 +62,8 @@ def test_card_header_body_and_figures(reference, tmp_path):
     sizes = {i["config_name"]: i["splits"][0]["num_examples"] for i in data["dataset_info"]}
     assert sizes == {"background": 18, "texture": 12, "material": 12}
     body = card.text
-    for section in ("## How it was built", "## Curation funnel", "## Images per class", "## Sample images",
+    for section in ("#### Data Collection and Processing (how it was built)", "#### Curation funnel",
+                    "## Images per class", "## Sample images",
                     "## How to load", "## Citation", "zhang2024imagenetd", "figures/images_per_class.png",
                     "figures/samples.png", "`tiny:resnet`", "| surrogate |", "a photo of a {cls} in the {nuisance}"):
         assert section in body, section

@@ -63,6 +63,7 @@ class Builder:
     task_categories: ClassVar[tuple[str, ...]] = ("image-classification",)  # the card's task_categories
     stages: ClassVar[tuple[str, ...] | None] = None  # staged builders: planned stage after stage
     fields: ClassVar[tuple] = ()  # (name, dtype) of the provenance fields it adds to records.schema's common ones
+    field_docs: ClassVar[dict[str, str]] = {}  # what each of its fields means (dotted paths), for the card
 
     def plan(self, cfg) -> list[Unit]:
         """Deterministic work units (a unit's id hashes its content). Staged builders (``stages``) are called
@@ -105,6 +106,11 @@ class Builder:
         shards again at each pass (``len``, ``samples[0]``, iteration): count or collect what you need, never
         a list of them all."""
         return ""
+
+    def selected_against(self, cfg) -> list[str]:
+        """The classifiers whose failures chose the published images (ImageNet-D's surrogates): the card warns that
+        their scores on this set are biased low by construction. None by default."""
+        return []
 
     def models(self, cfg) -> list[tuple[str, str]]:
         """(role, spec) of every model the build used, for the card: the generator by default."""

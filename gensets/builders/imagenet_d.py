@@ -26,6 +26,12 @@ KINDS = ("background", "texture", "material")
 # the provenance fields ImageNet-D adds to the common provenance (records.schema)
 FIELDS = (("imagenet_ids", ("list", "int64")), ("nuisance_kind", "string"), ("nuisance", "string"),
           *surrogates.FIELDS)
+FIELD_DOCS = {
+    "imagenet_ids": "the ImageNet-1k class indices that count as this class (names: the ImageNet-1k class list)",
+    "nuisance_kind": "background, texture or material: the image's config",
+    "nuisance": "the nuisance (a background, texture or material name) in the prompt",
+    **surrogates.FIELD_DOCS,
+}
 DEFAULT_TEMPLATES = {
     # the paper's prompt forms, one per nuisance kind
     "background": "a photo of a {cls} in the {nuisance}",
@@ -261,6 +267,7 @@ class ImageNetDBuilder(base.Builder):
     needs_review = True  # kept images wait for people in the review queue
     Context = Context
     fields = FIELDS
+    field_docs = FIELD_DOCS
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
@@ -270,6 +277,9 @@ class ImageNetDBuilder(base.Builder):
 
     def models(self, cfg: ImageNetDConfig) -> list[tuple[str, str]]:
         return [("generator", cfg.generator.model), *(("surrogate", m) for m in cfg.filter.models)]
+
+    def selected_against(self, cfg: ImageNetDConfig) -> list[str]:
+        return list(cfg.filter.models)
 
     def config_names(self, cfg: ImageNetDConfig) -> list[str]:
         """One published config per nuisance kind, each with a test split."""
@@ -303,7 +313,7 @@ class ImageNetDBuilder(base.Builder):
         rows = [[kind, len(n.names), text(n.template)] for kind, n in cfg.nuisances.items()]
         models = "\n".join(f"  - `{m}`" for m in f.models) or "  - (none)"
         return f"""
-- Generator: `{g.model}` (id `{gen.get('id')}`, revision `{gen.get('revision')}`), scheduler
+- Generator: `{g.model}` (id `{gen.get('id')}`, revision `{gen.get('revision') or 'none: built locally'}`), scheduler
   `{gen.get('scheduler')}`, {g.steps} steps, guidance {g.guidance}, {g.width}x{g.height},
   negative prompt {code(g.negative_prompt or '(none)')}, base seed {cfg.seed}; one seed per image derived from
   (base seed, kind, class, nuisance, index), recorded in each sample.

@@ -43,6 +43,14 @@ BORJI_2022 = """
 FIELDS = (("imagenet_ids", ("list", "int64")), ("synonyms", ("list", "string")), ("nuisance_kind", "string"),
           ("original_path", "string"), ("original_sha256", "string"))
 
+FIELD_DOCS = {
+    "imagenet_ids": "the ImageNet-1k class indices that count as this class (names: the ImageNet-1k class list)" + " (the category's word set over the ImageNet label names)",
+    "synonyms": "the extra words that count for the category (the paper's and the config's synonyms)",
+    "nuisance_kind": "the image's source: its published config",
+    "original_path": "an imported image's path inside its import (null: generated)",
+    "original_sha256": "an imported image's sha256 (null: generated)",
+}
+
 
 def default_categories() -> list[str]:
     from ..labels.wordset import BORJI_CATEGORIES
@@ -321,6 +329,7 @@ class RecognitionBuilder(base.Builder):
     Config = RecognitionConfig
     Context = Context
     fields = FIELDS
+    field_docs = FIELD_DOCS
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)

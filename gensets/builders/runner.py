@@ -257,6 +257,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     metas = con.cursor()  # the provenance of one output shard at a time, by key, beside the sorted stream
     try:
         double = review.is_double(con)
+        reviewed = review.summary(con)  # for the card (it reads the manifest, never state.duckdb)
         verdicts = review.verdicts(con) if double else {}
         funnel = state.funnel(con, {k: v[0] for k, v in verdicts.items()},
                               quality=bool(getattr(cfg, "quality", None)))
@@ -329,6 +330,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         con.close()
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
+    if builder.needs_review:
+        manifest["review"] = reviewed
     random = sorted({spec for _, spec in builder.models(cfg) if str(spec).startswith("random:")})
     if random:  # full-size architectures with random weights: timing runs, not data (publish refuses them)
         manifest["random_models"] = random

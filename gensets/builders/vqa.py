@@ -39,6 +39,14 @@ OBJECTS = ("person", "dog", "cat", "car", "bicycle", "bus", "horse", "bird", "bo
 # the provenance fields VQA sets add to the common provenance (records.schema)
 FIELDS = (("questions", ("list", ("struct", [("question", "string"), ("answer", "string"), ("kind", "string")]))),
           ("original_path", "string"), ("original_sha256", "string"))
+FIELD_DOCS = {
+    "questions": "the image's yes / no questions",
+    "questions[].question": "the question",
+    "questions[].answer": "yes or no",
+    "questions[].kind": "what the question asks about (an object, an attribute), or where it came from",
+    "original_path": "an imported image's file name (null: generated)",
+    "original_sha256": "an imported image's sha256 (null: generated)",
+}
 ATTRIBUTES = {
     "colour": ("red", "blue", "green", "yellow", "black", "white", "orange", "purple", "pink", "brown"),
     "material": ("wooden", "metal", "glass", "plastic", "stone"),
@@ -310,6 +318,7 @@ class VQABuilder(base.Builder):
     Config = VQAConfig
     Context = Context
     fields = FIELDS
+    field_docs = FIELD_DOCS
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -34,10 +35,34 @@ def size_category(n: int) -> str:
     return "1M<n<10M"
 
 
+# a builder's task categories -> the Hub's task_ids where one fits (the classification sets: one class per image)
+TASK_IDS = {"image-classification": "multi-class-image-classification"}
+REPO_PLACEHOLDER = "path/or/org/name"  # the load snippet's dataset until `gensets publish` names the repo
+
+
+def annotators(manifest: dict) -> list[str]:
+    """``annotations_creators``: the labels are the classes the prompts named (machine-generated); where people
+    decided images in the review queue (the manifest's review summary) they are expert-generated too (a build's
+    own reviewers, not a crowd: gensets records no crowd platform)."""
+    decided = (manifest.get("review") or {}).get("decided") or 0
+    return ["expert-generated", "machine-generated"] if decided else ["machine-generated"]
+
+
+def default_config(builder, cfg, manifest: dict) -> str | None:
+    """The config ``load_dataset(repo, split=...)`` loads without a config name: the builder's first published
+    one (its natural default). An ``all`` config over every shard was not chosen: ``gensets eval`` of a repo reads
+    every config of the card, and would count each image twice."""
+    names = [c for c in builder.config_names(cfg) if manifest["counts"].get(c)]
+    return (names or [c for c, n in manifest["counts"].items() if n] or [None])[0]
+
+
 def header(builder, cfg, manifest: dict) -> dict:
+    """The YAML header, as ``huggingface_hub.DatasetCardData`` writes it (its key order, no empty keys)."""
+    from huggingface_hub import DatasetCardData
+
     class_names = builder.class_names(cfg)
     fields = builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
-    feats = features(class_names, cfg.image.format, fields)._to_yaml_list()
+    default = default_config(builder, cfg, manifest)
     configs, infos = [], []
     for config, n in manifest["counts"].items():
         if not n:
@@ -45,22 +70,25 @@ def header(builder, cfg, manifest: dict) -> dict:
         split = builder.split
         nbytes = sum(s["nbytes"] for s in manifest["shards"] if s["config"] == config)
         configs.append({"config_name": config,
-                        "data_files": [{"split": split, "path": f"{config}/{split}-*.tar"}]})
+                        "data_files": [{"split": split, "path": f"{config}/{split}-*.tar"}],
+                        **({"default": True} if config == default else {})})
+        # every config repeats the features, class names included: a config's dataset_info must carry them all
+        # (datasets reads no shared features), and YAML anchors, which would state them once, are bounded by
+        # gensets' own card reader (config.BoundedLoader: 10,000 nodes against alias bombs) below what a 1000-class
+        # set with a few configs needs
+        feats = features(class_names, cfg.image.format, fields)._to_yaml_list()
         infos.append({"config_name": config, "features": feats,
                       "splits": [{"name": split, "num_bytes": nbytes, "num_examples": n}],
                       "download_size": nbytes, "dataset_size": nbytes})
     total = sum(manifest["counts"].values())
-    return {
-        "pretty_name": cfg.pretty_name,
-        "license": cfg.license,
-        "task_categories": list(builder.task_categories),
-        "size_categories": [size_category(total)],
-        "annotations_creators": ["machine-generated"],
-        "source_datasets": ["original"],
-        "tags": ["synthetic", "webdataset", "benchmark", "gensets", builder.name],
-        "configs": configs,
-        "dataset_info": infos,
-    }
+    task_ids = [TASK_IDS[c] for c in builder.task_categories if c in TASK_IDS]
+    data = DatasetCardData(
+        pretty_name=" ".join(cfg.pretty_name.split()), license=cfg.license, language=["en"],
+        task_categories=list(builder.task_categories), task_ids=task_ids or None,
+        size_categories=[size_category(total)], annotations_creators=annotators(manifest),
+        source_datasets=["original"], tags=["synthetic", "webdataset", "benchmark", "gensets", builder.name],
+        configs=configs, dataset_info=infos)
+    return data.to_dict()
 
 
 def _short_config(cfg) -> dict:
@@ -187,8 +215,12 @@ def _leaderboard_md(board) -> str:
     return table(head, out)
 
 
+def warn_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None,
-          scores=None) -> list[str]:
+          scores=None, warn=warn_stderr) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
     ``samples`` is re-iterable (:class:`gensets.shards.ShardSamples`: each pass reads the provenance again,
@@ -196,9 +228,10 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     ``leaderboard(configs, build_id) -> (columns, rows)``, when given, adds a baseline leaderboard (the CLI
     passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
     build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
-    (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``."""
+    (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``.
+    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: stderr)."""
     from ..safety import writable_inside
-    from . import figures
+    from . import figures, licensing
     from . import quality as q
 
     folder = Path(folder)
@@ -227,8 +260,11 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     rows = scores(configs, build_id) if scores else q.rows_of_samples(samples, builder.config_of)
     quality_figures = q.write_figures(folder, rows, configs, getattr(cfg, "quality", None))
     written += quality_figures
+    stats = collect(builder, samples)
+    for conflict in licensing.check(cfg.license, stats["generators"])[1]:
+        warn(conflict)
     text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board,
-                  quality=q.section(rows, quality_figures, cfg, samples))
+                  quality=q.section(rows, quality_figures, cfg, samples), stats=stats)
     tmp = folder / f".README.md.tmp-{os.getpid()}"
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, folder / "README.md")
@@ -285,29 +321,253 @@ def _fenced(text: str, lang: str) -> str:
     return f"{fence}{lang}\n{text}{fence}"
 
 
+def collect(builder, samples) -> dict:
+    """One pass over the published samples' provenance: images per class, each class's ImageNet ids, the
+    generators ``(spec, id)``, the sources of imported images, and the review statuses and relabels."""
+    per_class, statuses, relabels = Counter(), Counter(), Counter()
+    ids, generators, imported = {}, {}, set()
+    for s in samples:
+        m = s.meta
+        per_class[m["label"]] += 1
+        if m.get("imagenet_ids") is not None:
+            ids.setdefault(m["label"], m["imagenet_ids"])
+        g = m.get("generator") or {}
+        if g.get("spec"):
+            generators.setdefault(g["spec"], g.get("id"))
+        elif m.get("source"):
+            imported.add(str(m["source"]))
+        r = m.get("review") or {}
+        statuses[r.get("status") or "none"] += 1
+        if r.get("label_before"):
+            relabels[(r["label_before"], m["label"])] += 1
+    return {"per_class": per_class, "imagenet_ids": ids, "generators": sorted(generators.items()),
+            "imported": sorted(imported), "statuses": statuses, "relabels": relabels}
+
+
+def _dtype(dtype) -> str:
+    if isinstance(dtype, str):
+        return dtype
+    kind, inner = dtype
+    return f"list of {_dtype(inner)}" if kind == "list" else "struct"
+
+
+def field_rows(builder, cfg) -> list[list[str]]:
+    """(field, type, meaning) of every feature and every key of ``json`` (nested keys as dotted paths, a list's
+    items as ``name[]``), from the provenance schema the builder declares and the docs beside it."""
+    from ..records import FIELD_DOCS, schema
+
+    docs = {**FIELD_DOCS, **builder.field_docs}
+    fmt = cfg.image.format
+    rows = [["`__key__`", "string", "the sample's key (its file name in the shard, without the extension)"],
+            ["`__url__`", "string", "the shard the sample was read from"],
+            [f"`{fmt}`", "image", f"the image ({fmt}; `width` x `height` of `json` as generated)"],
+            ["`cls`", "class label", "the class index; its names are the `cls` feature's (`ds.features['cls'].int2str`)"],
+            ["`json`", "struct", "the sample's provenance: the keys below"]]
+    fields = builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
+
+    def walk(prefix: str, items) -> None:
+        for name, dtype in items:
+            path = f"{prefix}{name}"
+            rows.append([f"`json.{path}`", _dtype(dtype), docs.get(path) or docs.get(path.split(".")[0], "")
+                         if "." not in path else docs.get(path) or f"part of `{path.rsplit('.', 1)[0]}`"])
+            inner = dtype
+            suffix = ""
+            while not isinstance(inner, str) and inner[0] == "list":
+                inner, suffix = inner[1], suffix + "[]"
+            if not isinstance(inner, str) and inner[0] == "struct":
+                walk(f"{path}{suffix}.", inner[1])
+
+    walk("", schema(fields))
+    return rows
+
+
+def structure_md(builder, cfg, manifest: dict, stats: dict) -> str:
+    """Dataset Structure: configs and splits, the default config, every field, and what the class ids name."""
+    from .markdown import text
+
+    default = default_config(builder, cfg, manifest)
+    configs = [c for c, n in manifest["counts"].items() if n]
+    out = [f"One WebDataset shard folder per config ({', '.join(f'`{c}`' for c in configs) or 'none'}), each with a "
+           f"`{builder.split}` split of `{builder.split}-NNNNN.tar` shards; a sample is an image, its class index "
+           f"(`cls`) and its provenance (`json`). The default config (loaded when none is named) is `{default}`.",
+           "", "### Data Fields", "", table(["field", "type", "meaning"], field_rows(builder, cfg)), "",
+           "Class ids: `cls` and `json.label_index` index the class names of the `cls` feature in the header above "
+           f"({len(builder.class_names(cfg))} classes)."]
+    if stats["imagenet_ids"] or builder.selected_against(cfg):
+        from ..labels.imagenet import imagenet_names
+
+        names = imagenet_names()
+        out[-1] += (" `json.imagenet_ids` and `json.surrogates[].top5` are indices into the ImageNet-1k class list "
+                    f"(the order of torchvision and timm: 0 = {names[0]}, 999 = {names[999]}).")
+        rows = [[text(label), ", ".join(f"{i} ({text(names[i])})" for i in ids if 0 <= i < 1000)]
+                for label, ids in sorted(stats["imagenet_ids"].items())]
+        if rows:
+            out += ["", "The ImageNet-1k classes that count as each class here:", "",
+                    table(["class", "ImageNet-1k ids (names)"], rows)]
+    return "\n".join(out) + "\n"
+
+
+def uses_md(builder, cfg) -> str:
+    """Uses: Direct Use and Out-of-Scope Use, from the builder's task and split."""
+    tasks = ", ".join(builder.task_categories)
+    if builder.split == "train":
+        direct = (f"Training or few-shot adaptation data for {tasks} models, to compare how data made in different "
+                  "ways (prompt strategies, generators) helps a model on the real test set of the task.")
+    else:
+        direct = (f"A test set for {tasks} models on generated images: score a model with `gensets eval` (its "
+                  "protocols reproduce the papers' scoring) and compare it with others on the same configs, or "
+                  "study which nuisances and classes models fail on.")
+    against = builder.selected_against(cfg)
+    out_of_scope = [
+        "Training a model that is then evaluated on this same set, or tuning on it and reporting its score.",
+        "Estimating accuracy on photographs: the images are synthetic and their distribution is the prompts', not "
+        "the world's.",
+        "Drawing conclusions about people or groups from the images (the generator's depictions are not data about "
+        "anyone), or any use that the generators' licences restrict (see Licensing).",
+    ]
+    if against:
+        out_of_scope.insert(0, "Comparing the classifiers that selected the images ("
+                            + ", ".join(f"`{m}`" for m in against) + ") with other models: they were chosen to "
+                            "fail here (see Bias, Risks, and Limitations).")
+    return ("### Direct Use\n\n" + direct + "\n\n### Out-of-Scope Use\n\n"
+            + "\n".join(f"- {x}" for x in out_of_scope) + "\n")
+
+
+def bias_md(builder, cfg, stats: dict) -> str:
+    """Bias, Risks, and Limitations: the selection bias of a surrogate filter, and generated-image caveats."""
+    from ..models.spec import parse_spec
+
+    out = []
+    against = builder.selected_against(cfg)
+    if against:
+        names = ", ".join(f"`{m}`" for m in against)
+        out.append(f"**Selection bias.** The images were kept because the named classifiers fail on them: {names} "
+                   "(the build's surrogate filter: an image is kept when these models miss its class). Their scores "
+                   "on this set are biased low by construction (near zero where every one of them had to fail), so "
+                   "they say nothing about those models' robustness; models of the same family or training data "
+                   "share part of that bias. Compare models that played no part in the selection, and report which "
+                   "surrogates built the set beside any number measured on it.")
+    gens = [spec for spec, _ in stats["generators"]]
+    shown = ", ".join(f"`{g}`" for g in gens) or "the generators named above"
+    out.append(f"**Generated images.** The images come from {shown}: they carry the biases of the generator's "
+               "training data (web image-text pairs) in how objects, places and people are drawn, and its failure "
+               "modes (malformed objects, text, counts). A label is the class the prompt named; the image may not "
+               "show it" + (" unless a reviewer accepted it (see Annotations)" if builder.needs_review else "")
+               + ". A model's accuracy here measures the shift to generated images, not accuracy on photographs.")
+    if any(parse_spec(g).is_tiny or parse_spec(g).kind == "random" for g in gens):
+        out.append("**Test build.** Some images come from tiny or random-weight models built locally: they are "
+                   "noise, for testing the pipeline only.")
+    if stats["statuses"].get("pending"):
+        out.append(f"**Unreviewed images.** {stats['statuses']['pending']} image(s) were published before review "
+                   "(`finalize --include-pending`, a smoke build): their labels were not checked.")
+    recs = ("Report results per config and with the `json` provenance (generator, seed) in mind; keep the "
+            "selection models out of comparisons; check a sample of images yourself before relying on the labels.")
+    return "\n\n".join(out) + "\n\n### Recommendations\n\n" + recs + "\n"
+
+
+def annotation_md(builder, manifest: dict, stats: dict) -> str:
+    """Annotations: who labelled the images and how (the review summary finalize recorded in the manifest)."""
+    from .markdown import text
+
+    if not builder.needs_review:
+        return ("#### Annotation process\n\nNo person annotated the images: each label is the class its prompt (or "
+                "an import's folder) named, machine-generated.\n\n#### Who are the annotators?\n\nNone (the labels "
+                "are machine-generated).\n")
+    r = manifest.get("review")
+    lines = ["Each image the filters kept entered a review queue (`gensets review`): a person accepts it, rejects "
+             "it or relabels it with another class of the list; only accepted and relabelled images are published."]
+    if r is None:
+        lines.append("The review statistics were not recorded (finalized before gensets recorded them).")
+    else:
+        kinds = ", ".join(f"{n} {k}" for k, n in r["decisions"].items()) or "none"
+        lines.append(f"{r['reviewers']} reviewer(s) decided {r['decided']} image(s) (decisions: {kinds}).")
+        if r["double"]:
+            kappa = "undefined (one answer only)" if r["kappa"] is None and r["double_reviewed"] else r["kappa"]
+            lines.append(f"Double review: {r['double_reviewed']} image(s) decided by two reviewers, observed "
+                         f"agreement {r['observed_agreement']}, Cohen's kappa {kappa}; an image is published when its "
+                         "two reviewers agree, or later reviewers settle it.")
+        else:
+            lines.append("Single review: one reviewer's latest decision counts (no agreement measured).")
+    st = stats["statuses"]
+    lines.append(f"In this dataset: {st.get('accepted', 0)} accepted, {st.get('relabeled', 0)} relabelled, "
+                 f"{st.get('pending', 0)} pending (unreviewed).")
+    out = "#### Annotation process\n\n" + " ".join(lines) + "\n"
+    if stats["relabels"]:
+        rows = [[text(a), text(b), n] for (a, b), n in sorted(stats["relabels"].items())]
+        out += "\nRelabelled by reviewers:\n\n" + table(["prompted class", "class after review", "images"], rows) + "\n"
+    who = ("The build's own reviewers (named in each sample's `json.review.reviewer`), judging against the class "
+           "list; the filters and the prompts made the rest of the labels (machine-generated)."
+           if (r or {}).get("decided") else "No person has decided an image yet; the labels are machine-generated.")
+    return out + "\n#### Who are the annotators?\n\n" + who + "\n"
+
+
+def load_md(builder, cfg, manifest: dict, patterns: dict, repo: str | None = None,
+            revision: str | None = None) -> str:
+    """How to load: the default config without a name, another by name; the repo and revision once published
+    (between markers: :func:`for_repo` fills them in)."""
+    default = default_config(builder, cfg, manifest)
+    other = next((c for c, n in manifest["counts"].items() if n and c != default), None)
+    split, fmt = builder.split, cfg.image.format
+    named = (f'\nds = load_dataset(REPO, "{other}", split="{split}", revision=REVISION)  # another config'
+             if other else "")
+    return f"""<!-- load -->
+```python
+from datasets import load_dataset
+
+{repo_line(repo, revision)}
+ds = load_dataset(REPO, split="{split}", revision=REVISION)  # the default config, `{default}`{named}
+ds[0]["{fmt}"], ds.features["cls"].int2str(ds[0]["cls"]), ds[0]["json"]["prompt"]
+```
+<!-- /load -->
+
+With `webdataset`: `webdataset.WebDataset("{patterns.get(default, default)}").decode("pil")` (the shards of each config: {", ".join(f"`{p}`" for p in patterns.values())}).
+Evaluate a model on it with `gensets eval`."""
+
+
+def repo_line(repo: str | None, revision: str | None) -> str:
+    if repo is None:
+        return f'REPO, REVISION = "{REPO_PLACEHOLDER}", None  # this folder, or the Hub repo it was published to'
+    return f"REPO, REVISION = {repo!r}, {revision!r}  # published with gensets publish".replace("'", '"')
+
+
+def repository_line(repo: str | None, revision: str | None) -> str:
+    if repo is None:
+        return "<!-- repo -->not published yet (a local folder: `gensets publish` fills this in)<!-- /repo -->"
+    where = repo if repo.startswith("/") else f"https://huggingface.co/datasets/{repo}"
+    return f"<!-- repo -->{where}" + (f", revision `{revision}`" if revision else "") + "<!-- /repo -->"
+
+
+def for_repo(text: str, repo: str, revision: str | None) -> str:
+    """The card as published to ``repo`` at ``revision``: the load snippet's REPO / REVISION line and the
+    Repository line filled in (``gensets publish`` uploads this text; the local card stays as written)."""
+    text = re.sub(r"^REPO, REVISION = .*$", lambda _: repo_line(repo, revision), text, count=1, flags=re.M)
+    return re.sub(r"<!-- repo -->.*?<!-- /repo -->", lambda _: repository_line(repo, revision), text, count=1)
+
+
 def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
-           leaderboard: tuple | None = None, quality: str = "") -> str:
-    """The card: the YAML header, then generic sections around the builder's own ``card_body``.
+           leaderboard: tuple | None = None, quality: str = "", stats: dict | None = None) -> str:
+    """The card: the YAML header (``huggingface_hub.DatasetCardData``), then the sections of the Hub's dataset
+    card template around the builder's own ``card_body``; parsed back by ``huggingface_hub.DatasetCard``.
 
     ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
-    ``(columns, rows)`` of a leaderboard, shown when given.
+    ``(columns, rows)`` of a leaderboard, shown when given; ``stats``: :func:`collect` of the samples.
     """
+    from . import licensing
+
+    stats = stats if stats is not None else collect(builder, samples)
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]
     below = any("below_quality" in f for f in funnel.values())  # a build with quality: thresholds
     funnel_rows = [[c, f["generated"], f["kept"], *([f["below_quality"]] if below else []), f["accepted"],
                     f["pending"], f["rejected"]] for c, f in funnel.items()]
-    per_class = Counter(s.meta["label"] for s in samples)
-    class_rows = [[name, n] for name, n in sorted(per_class.items(), key=lambda kv: (-kv[1], kv[0]))]
+    class_rows = [[name, n] for name, n in sorted(stats["per_class"].items(), key=lambda kv: (-kv[1], kv[0]))]
     reviewed = "accepted and pending (a smoke build)" if manifest["include_pending"] else "accepted"
     included = f"{reviewed} by review" if builder.needs_review else "all kept"
-    first = next((c["config_name"] for c in header(builder, cfg, manifest)["configs"]), "default")
     configs = ", ".join(f"`{c}`" for c in builder.config_names(cfg))
     by_config: dict[str, list[str]] = {}
     for sh in manifest["shards"]:
         by_config.setdefault(sh["config"], []).append(sh["path"])
     patterns = {c: shard_pattern(p) for c, p in by_config.items()}
-    pattern_list = "the shards of each config: " + ", ".join(f"`{p}`" for p in patterns.values())
     models = models_md(builder, cfg, samples)
     models = f"\nModels (ids and revisions):\n\n{models}" if models else ""
     models += prompt_lengths_md(builder, samples)
@@ -322,39 +582,79 @@ def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
         board = ("\n## Baseline leaderboard\n\nAccuracy of baseline models on this dataset "
                  f"(`gensets eval`; 95% bootstrap interval in brackets):\n\n{_leaderboard_md(leaderboard)}\n")
     title = html.escape(" ".join(cfg.pretty_name.split()), quote=False)  # text, never markup, on one line
+    paper = next(iter(re.findall(r"title\s*=\s*\{(.+?)\},?\n", builder.citation)), "")
+    producers = ("The generators named in Licensing and in each sample's `json.generator` (no person drew or "
+                 "photographed an image)" if stats["generators"] else "")
+    if stats["imported"]:
+        producers = (producers + "; " if producers else "") + ("The imported images' sources (`json.source`): "
+                                                               + ", ".join(f"`{s}`" for s in stats["imported"][:8]))
     body = f"""
 # {title}
 
 {builder.description}
 
+## Dataset Details
+
+### Dataset Description
+
 This folder was built with [gensets](https://github.com/gensets/gensets) (build `{build_id}`): it holds
 {sum(manifest['counts'].values())} images ({included}), as WebDataset shards in the configs {configs},
 each with a `{builder.split}` split. Every sample carries its provenance in its `json` field.
 
-## How it was built
+- **Curated by:** the gensets build `{build_id}` (builder `{builder.name}`)
+- **Language(s):** English (`en`: prompts, questions and class names)
+- **License:** `{cfg.license}` (see Licensing)
+- **Repository:** {repository_line(None, None)}
+- **Paper:** {html.escape(paper, quote=False) or "(none)"}
+
+## Uses
+
+{uses_md(builder, cfg)}
+## Dataset Structure
+
+{structure_md(builder, cfg, manifest, stats)}
+## Dataset Creation
+
+### Curation Rationale
+
+{builder.description}
+
+### Source Data
+
+#### Data Collection and Processing (how it was built)
 
 {builder.card_body(cfg, manifest, samples).strip()}
 {models}
-## Curation funnel
+#### Curation funnel
 
 {table(["config", "generated", "kept by the filters", *(["below quality"] if below else []), "accepted", "pending",
         "rejected"], funnel_rows)}
-{quality}
+
+#### Who are the source data producers?
+
+{producers or "(none recorded)"}
+
+### Annotations
+
+{annotation_md(builder, manifest, stats)}
+#### Personal and Sensitive Information
+
+The images are generated from prompts that name objects and scenes, not people; no personal data was collected.
+Reviewer names, where there was review, are in `json.review.reviewer`.
+
+## Bias, Risks, and Limitations
+
+{bias_md(builder, cfg, stats)}
+## Licensing
+
+{licensing.section(cfg.license, stats["generators"], stats["imported"])}{quality}
 ## Images per class
 
 {figs["classes"]}{table(["class", "images"], class_rows) if class_rows else "(no images)"}
 {figs["samples"]}{board}
 ## How to load
 
-```python
-from datasets import load_dataset
-
-ds = load_dataset("path/or/org/name", "{first}", split="{builder.split}")
-ds[0]["{cfg.image.format}"], ds.features["cls"].int2str(ds[0]["cls"]), ds[0]["json"]["prompt"]
-```
-
-With `webdataset`: `webdataset.WebDataset("{patterns.get(first, first)}").decode("pil")` ({pattern_list}).
-Evaluate a model on it with `gensets eval`.
+{load_md(builder, cfg, manifest, patterns)}
 
 ## Reproducibility
 

@@ -179,3 +179,23 @@ def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | 
         _, status, label, _ = deciders[-1]
         out[key] = (status, label, " & ".join(r for r, *_ in deciders), max(t for *_, t in deciders))
     return out
+
+
+def summary(con) -> dict:
+    """What the dataset card says about the review (finalize records it in manifest.json, so the card never
+    opens a database): how many people decided how many images, in double review how many images two reviewers
+    decided and their agreement (observed, and Cohen's kappa of the first two decisions; null when undefined),
+    and the decisions by kind (latest per reviewer and image)."""
+    from ..metrics import cohen_kappa
+
+    ds = decisions(con)
+    pairs = [(category(*d[0][1:3]), category(*d[1][1:3])) for d in ds.values() if len(d) >= 2]
+    kappa = cohen_kappa([a for a, _ in pairs], [b for _, b in pairs]) if pairs else None
+    kinds: dict[str, int] = {}
+    for d in ds.values():
+        for _, status, _, _ in d:
+            kinds[status] = kinds.get(status, 0) + 1
+    return {"double": is_double(con), "reviewers": len({r for d in ds.values() for r, *_ in d}),
+            "decided": len(ds), "decisions": dict(sorted(kinds.items())), "double_reviewed": len(pairs),
+            "observed_agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4) if pairs else None,
+            "kappa": None if kappa is None or kappa != kappa else round(kappa, 4)}

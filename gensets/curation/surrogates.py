@@ -17,6 +17,15 @@ FIELDS = (("surrogate_top_k", "int64"),
           ("surrogates", ("list", ("struct", [("model", "string"), ("top5", ("list", "int64")),
                                               ("scores", ("list", "float64")), ("hit", "bool")]))),
           ("surrogate_failures", "int64"))
+FIELD_DOCS = {
+    "surrogate_top_k": "an image fails a surrogate when none of its class's ImageNet ids is in the surrogate's top-k",
+    "surrogates": "per surrogate classifier, its prediction on the stored image bytes",
+    "surrogates[].model": "the surrogate's model spec",
+    "surrogates[].top5": "its five best ImageNet-1k class indices (names: the ImageNet-1k class list)",
+    "surrogates[].scores": "their softmax probabilities",
+    "surrogates[].hit": "whether one of the class's ImageNet ids is in the surrogate's top-k",
+    "surrogate_failures": "how many surrogates failed the image",
+}
 
 
 def keep(failures: int, n_surrogates: int, min_failures: int | None = None) -> bool:

@@ -100,3 +100,10 @@ def imagenet_lemmas() -> tuple[str, ...]:
     rows = json.loads(_data_text("wordnet", "imagenet_lemmas.json"))["classes"]
     assert [r["index"] for r in rows] == list(range(1000))
     return tuple(r["lemmas"] for r in rows)
+
+
+@cache
+def model_licences() -> dict:
+    """The licences of known generators (gensets/data/licenses/models.json): {"licences": {id: {name, url,
+    use_restrictions, compatible}}, "models": {Hub model id: licence id}}."""
+    return json.loads(_data_text("licenses", "models.json"))

@@ -7,7 +7,7 @@ from .. import base
 from . import prompts
 from .analysis import analyze
 from .config import CLUSTER_RULE, STAGES, FailureModesConfig
-from .stages import FIELDS, NAME, Context, plan, run_unit
+from .stages import FIELD_DOCS, FIELDS, NAME, Context, plan, run_unit
 
 
 @BUILDERS.register(NAME)
@@ -27,6 +27,7 @@ class FailureModesBuilder(base.Builder):
     Context = Context
     stages = STAGES
     fields = FIELDS
+    field_docs = FIELD_DOCS
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
@@ -38,6 +39,9 @@ class FailureModesBuilder(base.Builder):
 
     def after_build(self, ws) -> None:
         analyze(ws)
+
+    def selected_against(self, cfg: FailureModesConfig) -> list[str]:
+        return [cfg.classifier]
 
     def config_names(self, cfg: FailureModesConfig) -> list[str]:
         return ["baseline", "modes"]

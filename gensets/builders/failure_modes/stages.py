@@ -26,6 +26,15 @@ VARIANT = [("template", "string"), ("regeneration", "string"), ("top_k", "int64"
 FIELDS = (("imagenet_ids", ("list", "int64")), ("superclass", "string"), ("variant", ("struct", VARIANT)),
           *surrogates.FIELDS, ("failure_mode", ("struct", FAILURE_MODE)))
 
+FIELD_DOCS = {
+    "imagenet_ids": "the ImageNet-1k class indices that count as this class (names: the ImageNet-1k class list)",
+    "superclass": "the label's WordNet superclass",
+    "variant": "what names the numbers of the build: baseline template, regeneration form, k of the top-k rule",
+    "failure_mode": "the failure mode (a cluster of misclassified images and its caption) the image belongs to or "
+                    "was regenerated for (null: a baseline image)",
+    **surrogates.FIELD_DOCS,
+}
+
 
 def plan(cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> list[Unit]:
     """The units of one stage; ``clusters`` and ``regenerate`` read the committed earlier stages."""

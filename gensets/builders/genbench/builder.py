@@ -37,6 +37,12 @@ PROMPTING = [("variant", "string"), ("prompt_source", "string"), ("template", "s
 # the data types that are not generated (baselines.py: original, retrieval): where each image came from
 DATA = [("type", "string"), ("item", "string"), ("sha256", "string"), ("caption", "string"), ("query", "string"),
         ("score", "float64"), ("draw_seed", "int64")]
+FIELD_DOCS = {
+    "strategy": "the prompt strategy (or data type) as the config names it",
+    "prompting": "how the prompt was made: variant of readings, prompt source, template, seeded draw, expansion "
+                 "model (CE), init image (RA), textual-inversion token (TI)",
+    "data": "for the data types that are not generated (original, retrieval): where the image came from",
+}
 FIELDS = (("strategy", "string"), ("prompting", ("struct", PROMPTING)), ("data", ("struct", DATA)))
 
 
@@ -241,6 +247,7 @@ class GenBenchBuilder(base.Builder):
     Context = Context
     split = "train"
     fields = FIELDS
+    field_docs = FIELD_DOCS
     stages = (TI_STAGE, "generate")  # TI's tokens are trained before any image is generated
 
     plan = staticmethod(plan)
