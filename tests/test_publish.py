@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -129,7 +130,9 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
             return str(path)
 
         def create_commit(self, **kw):
-            calls.append(("create_commit", kw["operations"], kw))
+            calls.append(("create_commit", kw["operations"], kw,  # the bytes as uploaded (staged files go away)
+                          {op.path_in_repo: Path(op.path_or_fileobj).read_bytes() for op in kw["operations"]
+                           if isinstance(op, CommitOperationAdd) and "README" in op.path_in_repo}))
 
             class Info:
                 commit_url = f"https://huggingface.co/datasets/{kw['repo_id']}/commit/{len(calls)}"
@@ -150,7 +153,15 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
     added = [[op.path_in_repo for op in c[1] if isinstance(op, CommitOperationAdd)] for c in commits]
     assert added == [p.files for p in planned] and added[-1][-1] == "README.md"
     assert all(str(op.path_or_fileobj) == str(reference / "dataset" / op.path_in_repo)
-               for c in commits for op in c[1] if isinstance(op, CommitOperationAdd))
+               for c in commits[:-1] for op in c[1] if isinstance(op, CommitOperationAdd))
+    # the card's commit comes from a staged copy: the card as published names the repo and the tag
+    staged = [op for op in commits[-1][1] if isinstance(op, CommitOperationAdd)]
+    assert all(Path(op.path_or_fileobj).parts[-len(Path(op.path_in_repo).parts) - 1].startswith("gensets-card-")
+               for op in staged)
+    from gensets.cards.card import for_repo
+
+    card = for_repo((reference / "dataset" / "README.md").read_text(), "org/name", "v1").encode()
+    assert commits[-1][3]["README.md"] == card and b'REPO, REVISION = "org/name", "v1"' in card
     deleted = [[op.path_in_repo for op in c[1] if isinstance(op, CommitOperationDelete)] for c in commits]
     assert deleted == [[]] * (len(commits) - 1) + [["background/test-00009.tar"]]
     assert all(c[2]["repo_type"] == "dataset" and c[2]["revision"] == "dev" for c in commits)
