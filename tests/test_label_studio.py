@@ -158,3 +158,118 @@ def test_the_streamed_export_equals_one_json_dumps(items, tmp_path):
     assert write_json_list(path, iter(items)) == len(items)
     assert path.read_bytes() == (json.dumps(items, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
     assert [p.name for p in tmp_path.iterdir()] == ["tasks.json"]
+
+
+# ------------------------------------------------------------- issue 27 item 3: exact and at scale
+def _users(tmp_path):
+    users = tmp_path / "users.json"
+    shutil.copy(EXPORTS / "users-api.json", users)
+    return users
+
+
+def test_one_reviewer_whatever_the_form_of_the_id(ws, tmp_path):
+    """The JSON export imported without --users (ids), then with --users, then the snapshot with emails: one
+    reviewer per person (an alias, the log untouched), so agreement and finalize say what one import says: 5 images
+    double-reviewed, 3 published (before: 15 and 10, seven on one person's decision)."""
+    _import(ws, "two-annotators-json.json", "--double", check=0)
+    r = _import(ws, "two-annotators-json.json", "--users", _users(tmp_path), check=0)
+    assert "0 decision(s) recorded, 20 unchanged" in r.stdout
+    r = _import(ws, "two-annotators-snapshot-with-emails.json", check=0)
+    assert "0 decision(s) recorded, 20 unchanged" in r.stdout
+    assert len(_log(ws)) == 20 and {row[3] for row in _log(ws)} == {"label-studio:1", "label-studio:3"}
+    r = run_cli("review", "agreement", ws, "--json", check=0)
+    agreement = json.loads(r.stdout)
+    assert agreement["items"] == 5 and [p["reviewers"] for p in agreement["pairs"]] == [["a@x.org", "bee@x.org"]]
+    r = run_cli("finalize", ws, check=0)
+    manifest = json.loads((ws / "dataset" / "manifest.json").read_text())
+    assert sum(manifest["counts"].values()) == 3
+    # a later import without --users names the ids as learned; a contradicting --users is refused in one line
+    r = _import(ws, "two-annotators-json.json", check=0)
+    assert "0 decision(s) recorded" in r.stdout and "label-studio:1" not in r.stderr
+    bad = tmp_path / "bad-users.json"
+    bad.write_text(json.dumps({"1": "someone@else.org"}))
+    r = _import(ws, "two-annotators-json.json", "--users", bad)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "a@x.org" in r.stderr, r.stderr
+
+
+def test_a_deleted_annotation_is_withdrawn_and_an_edit_is_a_new_decision(ws, tmp_path):
+    """Item 2: an annotation deleted in Label Studio (one-annotator vs one-annotator-after-deletion) becomes a
+    decision back to pending (appended: nothing deleted), once; an edited one (another updated_at) a new decision
+    made when Label Studio says (item 3), even if it says the same."""
+    _import(ws, "one-annotator-json.json", check=0)
+    before = _log(ws)
+    r = _import(ws, "one-annotator-after-deletion-json.json", check=0)
+    assert "0 decision(s) recorded, 13 unchanged, 1 withdrawn" in r.stdout and "annotation 28 of project 2" in r.stderr
+    log = _log(ws)
+    assert log[:len(before)] == before and log[len(before):] == [
+        ("texture_chair_dotted_000", "pending", "chair", "label-studio:1", "withdrawn: no longer in Label Studio")]
+    r = _import(ws, "one-annotator-after-deletion-json.json", check=0)
+    assert "0 decision(s) recorded, 13 unchanged" in r.stdout and "withdrawn" not in r.stdout
+    tasks = json.loads((EXPORTS / "one-annotator-after-deletion-json.json").read_text())
+    a = next(t for t in tasks if t["data"]["key"] == "texture_mug_blotchy_000")["annotations"][0]
+    a["updated_at"] = "2026-11-27T09:30:00.123456Z"  # edited, same verdict
+    src = tmp_path / "edited.json"
+    src.write_text(json.dumps(tasks))
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src, check=0)
+    assert "1 decision(s) recorded" in r.stdout
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    last = con.execute("SELECT key, status, time FROM review_log ORDER BY rowid DESC LIMIT 1").fetchone()
+    con.close()
+    assert last[:2] == ("texture_mug_blotchy_000", "rejected") and str(last[2]) == "2026-11-27 09:30:00.123456"
+
+
+def test_decisions_are_made_when_label_studio_says(ws):
+    """Item 3: a decision's time is its annotation's updated_at, not the import's clock."""
+    _import(ws, "one-annotator-json.json", check=0)
+    tasks = json.loads((EXPORTS / "one-annotator-json.json").read_text())
+    from gensets.curation.interchange import _made
+
+    made = {(t["data"]["key"]): _made(a) for t in tasks for a in t["annotations"] if not a["was_cancelled"]}
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    times = dict(con.execute("SELECT key, time FROM review_log").fetchall())
+    con.close()
+    assert times["material_backpack_wood_001"].year == 2026 and all(times[k] == made[k] for k in times)
+
+
+def test_a_large_export_is_streamed(ws, tmp_path):
+    """Item 9: the import reads the export a task at a time. ~60 MB of tasks (the real ones, then copies without
+    annotations, each with its base64 image) are imported with a Python peak far below the file: the issue's bar is
+    a 1 GB export under 300 MB (30%); this one stays under 5% of the file."""
+    import tracemalloc
+
+    from gensets.curation import interchange
+
+    tasks = json.loads((EXPORTS / "two-annotators-json.json").read_text())
+    blank = [{**t, "annotations": []} for t in tasks]
+    src = tmp_path / "big.json"
+    with open(src, "w") as f:
+        f.write("[" + ",".join(json.dumps(t) for t in tasks))
+        chunk = "," + ",".join(json.dumps(t) for t in blank)
+        while f.tell() < 60_000_000:
+            f.write(chunk)
+        f.write("]")
+    size = src.stat().st_size
+    interchange.import_(ws, "label-studio", EXPORTS / "two-annotators-json.json", double=True)  # modules imported
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        r = interchange.import_(ws, "label-studio", src)
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert r["rows"] == 20 and r["unchanged"] == 20
+    assert peak < 0.05 * size, (peak, size)  # 3 MB for 60 MB; the reader alone peaks at a few hundred KB
+
+
+def test_the_streamed_reader_names_errors(tmp_path):
+    from gensets.curation.interchange import iter_json_list
+    from gensets.errors import GensetsError
+
+    f = tmp_path / "x.json"
+    for text, why in [('{"a": 1}', "expected"), ("", "empty"), ('[{"a": 1}\n, {"b": }]', ":2: not valid JSON"),
+                      ('[1, 2', "not closed"), ('[1] 2', "extra data"), ('[1 2]', "',' or ']'")]:
+        f.write_text(text)
+        with pytest.raises(GensetsError, match=why):
+            list(iter_json_list(f))
+    f.write_text(' [ 1 ,\n12345678901234567890 , "x" , {"k": [true, null]} ] \n')
+    assert list(iter_json_list(f)) == [1, 12345678901234567890, "x", {"k": [True, None]}]
