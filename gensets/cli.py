@@ -124,8 +124,8 @@ def _review(a) -> int:
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
     if a.action == "list":
         con = state.connect(ws.state_path, read_only=True)
-        rows = review.list_queue(con, status=None if a.status == "all" else a.status,
-                                 label=a.label, config=a.config, limit=a.limit)
+        rows = review.list_outcomes(con, status=None if a.status == "all" else a.status,
+                                    label=a.label, config=a.config, limit=a.limit)
         con.close()
         if a.json:
             print(json.dumps(rows, default=str, indent=1))
@@ -429,7 +429,9 @@ def parser() -> argparse.ArgumentParser:
     rl = rsub.add_parser("list", help="list samples in the queue")
     rl.add_argument("workspace")
     rl.add_argument("--status", default="pending",
-                    choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "all"])
+                    choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "disputed", "held",
+                             "all"], help="in double review, the outcome finalize sees (disputed: the reviewers "
+                    "disagree; held: rejected by its one reviewer so far), not each image's last decision")
     rl.add_argument("--label", help="only this class")
     rl.add_argument("--config", help="only this config (nuisance kind)")
     rl.add_argument("--limit", type=positive_int)

@@ -183,6 +183,23 @@ def test_one_reviewer_whatever_the_form_of_the_id(ws, tmp_path):
     r = run_cli("finalize", ws, check=0)
     manifest = json.loads((ws / "dataset" / "manifest.json").read_text())
     assert sum(manifest["counts"].values()) == 3
+    from gensets.shards import iter_shard
+
+    # item 4: "several objects" is published in the review fields (user 1 flagged it, user 3 agreed on accept)
+    published = {d["__key__"]: json.loads(d["json"])["review"] for s in manifest["shards"]
+                 for d in iter_shard(ws / "dataset" / s["path"])}
+    assert {k: v["several_objects"] for k, v in published.items()} == {
+        "background_backpack_bedroom_s_000": False, "background_chair_street_s_000": False,
+        "background_mug_living_room_s_000": True}
+    # item 5: review list shows the outcome finalize sees, not each image's last decision
+    listed = {r["key"]: r for r in json.loads(run_cli("review", "list", ws, "--status", "all", "--json",
+                                                      check=0).stdout)}
+    assert listed["background_backpack_bedroom_s_001"]["status"] == "disputed"  # a@x.org accept, bee@x.org reject
+    assert listed["background_chair_bedroom_s_000"]["status"] == "pending"  # one reviewer so far
+    assert listed["background_chair_street_s_000"]["review_label"] == "mug"
+    assert {k for k, r in listed.items() if r["status"] in ("accepted", "relabeled")} == set(published)
+    assert [r["key"] for r in json.loads(run_cli("review", "list", ws, "--status", "disputed", "--json",
+                                                 check=0).stdout)] == ["background_backpack_bedroom_s_001"]
     # a later import without --users names the ids as learned; a contradicting --users is refused in one line
     r = _import(ws, "two-annotators-json.json", check=0)
     assert "0 decision(s) recorded" in r.stdout and "label-studio:1" not in r.stderr
@@ -273,3 +290,65 @@ def test_the_streamed_reader_names_errors(tmp_path):
             list(iter_json_list(f))
     f.write_text(' [ 1 ,\n12345678901234567890 , "x" , {"k": [true, null]} ] \n')
     assert list(iter_json_list(f)) == [1, 12345678901234567890, "x", {"k": [True, None]}]
+
+
+def test_a_relabel_needs_its_class(ws, tmp_path):
+    """Item 6: the exported labeling config requires the class when (and only when) relabel is chosen; an export
+    with a relabel without class (made under the old config) is still refused, naming the task."""
+    import xml.etree.ElementTree as ET
+
+    f = tmp_path / "tasks.json"
+    run_cli("review", "export", ws, "--format", "label-studio", "--file", f, "--status", "pending", check=0)
+    cls = next(c for c in ET.parse(f"{f}.label_config.xml").getroot().iter("Choices") if c.get("name") == "class")
+    assert (cls.get("required"), cls.get("visibleWhen"), cls.get("whenTagName"), cls.get("whenChoiceValue")) == (
+        "true", "choice-selected", "verdict", "relabel")
+    r = _import(ws, "relabel-without-class-json.json", "--double")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "needs the new class" in err and "task " in err, err
+    assert _log(ws) == []
+
+
+def test_images_by_url_or_local_files(ws, tmp_path):
+    """Item 8: tasks that reference their images instead of holding them: a URL of the review server's image route
+    (which serves those bytes), or a local-files path; 10k tasks under 10 MB; the export round-trips."""
+    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.shards import iter_shard
+
+    f = tmp_path / "tasks.json"
+    run_cli("review", "export", ws, "--format", "label-studio", "--file", f, "--images", "url",
+            "--base-url", "http://127.0.0.1:8765/", check=0)
+    text = f.read_text()
+    tasks = json.loads(text)
+    sizes = [len(line.encode()) + 1 for line in text.splitlines()[1:-1]]  # a task a line, compact
+    assert len(sizes) == len(tasks) == 42 and max(sizes) * 10_000 < 10_000_000, max(sizes)  # base64: ~9.6 KB a task
+    assert [p["model_version"] for p in tasks[0]["predictions"]] == ["gensets: all surrogates"]
+    originals = {d["__key__"]: d["jpg"] for s in (ws / "candidates").glob("*.tar") for d in iter_shard(s)}
+    rs = ReviewState(ws)
+    try:
+        client = create_app(rs).test_client()
+        for t in tasks[:3]:
+            url = t["data"]["image"]
+            assert url == f"http://127.0.0.1:8765/image/{t['data']['key']}"
+            assert client.get(url.removeprefix("http://127.0.0.1:8765")).data == originals[t["data"]["key"]]
+    finally:
+        rs.close()
+    # Label Studio's export of it: the tasks as imported, with ids, the project and annotations
+    exported = [{**t, "id": i, "project": 7, "annotations": [
+        {"id": 100 + i, "completed_by": {"id": 1, "email": "a@x.org"}, "was_cancelled": False,
+         "updated_at": "2026-11-27T10:00:00Z", "result": [
+             {"type": "choices", "from_name": "verdict", "to_name": "image", "value": {"choices": ["accept"]}}]}]}
+                for i, t in enumerate(tasks[:4], start=1)]
+    src = tmp_path / "export.json"
+    src.write_text(json.dumps(exported))
+    r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src, check=0)
+    assert "4 decision(s) recorded" in r.stdout
+    root = tmp_path / "ls-root"
+    root.mkdir()
+    run_cli("review", "export", ws, "--format", "label-studio", "--file", f, "--images", "local-files",
+            "--root", root, "--status", "pending", check=0)
+    for t in json.loads(f.read_text()):
+        key = t["data"]["key"]
+        assert t["data"]["image"] == f"/data/local-files/?d=gensets-images/{key}.jpg"
+        assert (root / "gensets-images" / f"{key}.jpg").read_bytes() == originals[key]
+    r = run_cli("review", "export", ws, "--format", "label-studio", "--file", f, "--images", "url")
+    assert r.returncode == 2 and "--base-url" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -6,8 +6,9 @@ A cell that a spreadsheet would run as a formula (starting with ``= + - @``, or 
 a leading ``'``, which import takes off again: a round trip is lossless.
 
 Label Studio: ``export`` writes a JSON list of tasks whose ``data.image`` is the image itself as a
-``data:`` URI (base64), so the file is self-contained and needs no file server or local-files storage,
-and whose ``predictions`` carry each surrogate's top-1 ImageNet class as a pre-annotation, one per surrogate
+``data:`` URI (base64: self-contained, but ~10 KB a small image), or a URL of ``gensets review serve``'s image
+route, or a ``/data/local-files/?d=`` path of Label Studio's local-files storage (:class:`Images`: a few hundred
+bytes a task), and whose ``predictions`` carry each surrogate's top-1 ImageNet class as a pre-annotation, one per surrogate
 and, last, one holding every surrogate's line (model version :data:`ALL_SURROGATES`: Label Studio shows only
 the last imported model version's prediction while annotating). The labeling config that matches it is
 written beside it (``<file>.label_config.xml``): choices ``verdict`` (accept / reject / relabel), ``class``
@@ -15,17 +16,26 @@ written beside it (``<file>.label_config.xml``): choices ``verdict`` (accept / r
 
 ``import`` reads Label Studio 1.23's JSON export of such a project (it writes it on one line, so errors name
 the task: its id and key). Every annotation that was not cancelled becomes one decision by its annotator:
-  * who: the snapshot export (``POST /api/projects/{id}/exports/`` with ``{"annotations__completed_by":
-    {"only_id": false}}``) gives each annotator's email; the UI's Export -> JSON gives only a numeric user id,
+  * who: the snapshot export (``POST /api/projects/{id}/exports/`` with ``{"serialization_options":
+    {"annotations__completed_by": {"only_id": false}}}``; 1.23 ignores the option at the top level) gives each
+    annotator's email; the UI's Export -> JSON gives only a numeric user id,
     mapped through ``users`` (``--users``: the JSON of ``GET /api/users``, or ``{"1": "a@b.c"}``), else kept
-    as ``label-studio:<id>`` (and said so);
+    as ``label-studio:<id>`` (and said so). Once an import learns whom an id names (``--users``, or the
+    snapshot), ``label-studio:<id>`` is an alias of that reviewer in the workspace (``reviewer_aliases``): the
+    decisions logged under it are theirs, and later imports name the id without ``--users``;
+  * when: the annotation's ``updated_at`` (else ``created_at``) is the decision's time;
+  * re-imports: each annotation is remembered by (project, annotation id, ``updated_at``) in
+    ``label_studio_annotations`` (append-only). The same annotation again changes nothing; an edited one (another
+    ``updated_at``) is a new decision; an annotation of the export's project that is no longer there (deleted,
+    or now skipped) is withdrawn by a decision back to ``pending`` for its reviewer (note :data:`WITHDRAWN`),
+    unless that reviewer decided the image since. Nothing is ever deleted from the log;
   * one annotator twice on a task (Label Studio allows it): their latest annotation by ``updated_at`` (said so);
   * several annotators on a task: double review's rules (:func:`review.verdicts`; disputed images held back),
     so the workspace must be in double review, or the import is asked to put it there (``double=True``).
 
-Imports check every row first and name the first bad one (``file:line``, or the task); then all decisions
-are written in one transaction (all or none). A row equal to its reviewer's latest decision is skipped, so
-re-importing is harmless.
+The export is read a task at a time (:func:`iter_json_list`: memory of one task, not of the file). Imports check
+every row first and name the first bad one (``file:line``, or the task); then all decisions are written in one
+transaction (all or none). A row equal to its reviewer's latest decision is skipped, so re-importing is harmless.
 """
 
 from __future__ import annotations
@@ -97,7 +107,9 @@ def export_csv(con, path: Path, status: str | None = None) -> int:
 
 
 def label_config(class_names: list[str]) -> str:
-    """The Label Studio labeling config that matches the exported tasks."""
+    """The Label Studio labeling config that matches the exported tasks. The ``class`` choices show, and are
+    required, only when the verdict is relabel (Label Studio checks a required tag only while it is visible), so a
+    relabel without its class is refused while annotating, not only at import."""
     classes = "\n".join(f"      <Choice value={quoteattr(c)}/>" for c in class_names)
     return f"""<View>
   <Header value="$class · $config: $nuisance"/>
@@ -110,10 +122,12 @@ def label_config(class_names: list[str]) -> str:
   </Choices>
   <View visibleWhen="choice-selected" whenTagName="verdict" whenChoiceValue="relabel">
     <Header value="new class"/>
-    <Choices name="class" toName="image" choice="single" showInline="true">
-{classes}
-    </Choices>
   </View>
+  <Choices name="class" toName="image" choice="single" showInline="true" required="true"
+           requiredMessage="relabel: pick the new class" visibleWhen="choice-selected" whenTagName="verdict"
+           whenChoiceValue="relabel">
+{classes}
+  </Choices>
   <Choices name="flags" toName="image" choice="multiple">
     <Choice value={quoteattr(FLAG)} hotkey="s"/>
   </Choices>
@@ -186,16 +200,18 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
         for r in rows:
             spath, offset, size, ext = index[r["key"]]
             image = images.reference(r["key"], ext, lambda: read_at(spath, offset, size, r["key"]))  # noqa: B023
-            yield label_studio_task(r, image, top1.get(r["key"], []))
+            yield label_studio_task(r, image, top1.get(r["key"], []), each=images.mode == "base64")
 
-    n = write_json_list(path, tasks())
+    n = write_json_list(path, tasks(), indent=1 if images.mode == "base64" else None)
     Path(f"{path}.label_config.xml").write_text(label_config(class_names), encoding="utf-8")
     return n
 
 
-def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]]) -> dict:
+def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], each: bool = True) -> dict:
     """One queue row as a Label Studio task: ``image`` (a data: URI or a URL), the row's fields, and each
-    surrogate's top-1 ``(model, class name, score)`` as a prediction, then one with all of them."""
+    surrogate's top-1 ``(model, class name, score)`` as a prediction (unless not ``each``), then one with all of
+    them (the one Label Studio shows). An export that references its images leaves out the per-surrogate ones
+    (the same lines, a third of a task's bytes): 10k tasks stay under 10 MB."""
     def prediction(version, lines, score=None):
         return {"model_version": version, **({"score": score} if score is not None else {}),
                 "result": [{"from_name": "surrogate_top1", "to_name": "image", "type": "textarea",
@@ -206,21 +222,22 @@ def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]]) 
         "data": {"image": image, "key": r["key"], "class": r["label"], "config": r["config"],
                  "nuisance": r["nuisance"], "prompt": r["prompt"], "status": r["status"]},
         "predictions": [prediction(model, [line], round(float(score), 6))
-                        for (model, _, score), line in zip(preds, lines, strict=True)]
+                        for (model, _, score), line in zip(preds, lines, strict=True) if each]
                        + ([prediction(ALL_SURROGATES, lines)] if lines else []),
     }
 
 
-def write_json_list(path: Path, items) -> int:
+def write_json_list(path: Path, items, indent: int | None = 1) -> int:
     """``json.dumps(list(items), indent=1, ensure_ascii=False)`` and a newline, byte for byte, written one item at a
     time (a Label Studio export holds one image in memory, not all), into a temporary file renamed at the end.
-    Returns the number of items."""
+    ``indent=None``: each item compact on a line of its own (an export at scale). Returns the number of items."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     n = 0
+    compact = {"separators": (",", ":")} if indent is None else {"indent": indent}
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             for item in items:
-                text = json.dumps(item, indent=1, ensure_ascii=False)  # newlines in strings are escaped
+                text = json.dumps(item, ensure_ascii=False, **compact)  # newlines in strings are escaped
                 f.write(("[\n" if n == 0 else ",\n") + "\n".join(" " + line for line in text.split("\n")))
                 n += 1
             f.write("\n]\n" if n else "[]\n")

@@ -59,6 +59,25 @@ def list_queue(con, status: str | None = "pending", label: str | None = None,
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
+def list_outcomes(con, status: str | None = "pending", label: str | None = None,
+                  config: str | None = None, limit: int | None = None) -> list[dict]:
+    """:func:`list_queue` as ``finalize`` sees it (``review list``): in double review each image's status, class,
+    reviewer and time are its :func:`verdicts`' (``pending`` until two reviewers decided, ``disputed``, ``held``),
+    not its last decision, which may be one reviewer's of two who disagree."""
+    if not is_double(con):
+        return list_queue(con, status=status, label=label, config=config, limit=limit)
+    verdict, out = verdicts(con), []
+    for r in list_queue(con, status=None, label=label, config=config):
+        if r["key"] in verdict:
+            s, lb, who, time = verdict[r["key"]]
+            r.update(status=s, review_label=lb if s == "relabeled" else r["label"], reviewer=who, time=time)
+        if status is None or r["status"] == status:
+            out.append(r)
+        if limit and len(out) == limit:
+            break
+    return out
+
+
 def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
            reviewer: str | None = None, note: str | None = None, valid_labels: Sequence[str] = ()) -> int:
     """Record one decision for each key. Unknown keys are refused before anything is written."""
