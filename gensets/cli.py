@@ -124,8 +124,8 @@ def _review(a) -> int:
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
     if a.action == "list":
         con = state.connect(ws.state_path, read_only=True)
-        rows = review.list_queue(con, status=None if a.status == "all" else a.status,
-                                 label=a.label, config=a.config, limit=a.limit)
+        rows = review.list_outcomes(con, status=None if a.status == "all" else a.status,
+                                    label=a.label, config=a.config, limit=a.limit)
         con.close()
         if a.json:
             print(json.dumps(rows, default=str, indent=1))
@@ -310,12 +310,15 @@ def _review_exchange(a) -> int:
         refuse_own_file(a.file, "--file")
         if a.format == "label-studio":
             refuse_own_file(f"{a.file}.label_config.xml", "--file")
-        n = interchange.export(a.workspace, a.format, a.file, status=None if a.status == "all" else a.status)
+        n = interchange.export(a.workspace, a.format, a.file, status=None if a.status == "all" else a.status,
+                               images=a.images, base_url=a.base_url, root=a.root)
         extra = f" (+ {a.file}.label_config.xml)" if a.format == "label-studio" else ""
         print(f"{a.file}: {n} sample(s){extra}")
     else:
         r = interchange.import_(a.workspace, a.format, a.file, reviewer=a.reviewer, users=a.users, double=a.double)
-        print(f"{a.file}: {r['rows']} row(s): {r['recorded']} decision(s) recorded, {r['unchanged']} unchanged")
+        withdrawn = f", {r['withdrawn']} withdrawn" if r["withdrawn"] else ""
+        print(f"{a.file}: {r['rows']} row(s): {r['recorded']} decision(s) recorded, {r['unchanged']} unchanged"
+              + withdrawn)
         for note in r["notes"]:
             print(f"note: {note}", file=sys.stderr)
     return 0
@@ -426,7 +429,9 @@ def parser() -> argparse.ArgumentParser:
     rl = rsub.add_parser("list", help="list samples in the queue")
     rl.add_argument("workspace")
     rl.add_argument("--status", default="pending",
-                    choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "all"])
+                    choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "disputed", "held",
+                             "all"], help="in double review, the outcome finalize sees (disputed: the reviewers "
+                    "disagree; held: rejected by its one reviewer so far), not each image's last decision")
     rl.add_argument("--label", help="only this class")
     rl.add_argument("--config", help="only this config (nuisance kind)")
     rl.add_argument("--limit", type=positive_int)
@@ -578,6 +583,14 @@ def parser() -> argparse.ArgumentParser:
         if action == "export":
             rx.add_argument("--status", default="all",
                             choices=["all", "pending", "accepted", "rejected", "relabeled"])
+            rx.add_argument("--images", choices=["base64", "url", "local-files"], default="base64",
+                            help="Label Studio: each image in its task as base64 (default: self-contained, ~10 KB "
+                            "per small image), as a URL of `gensets review serve` (url, with --base-url), or "
+                            "written under --root for Label Studio's local-files storage (local-files)")
+            rx.add_argument("--base-url", metavar="URL", help="--images url: where `gensets review serve` answers, "
+                            "e.g. http://127.0.0.1:8765")
+            rx.add_argument("--root", metavar="DIR", help="--images local-files: Label Studio's "
+                            "LOCAL_FILES_DOCUMENT_ROOT; images go to DIR/gensets-images/")
         else:
             rx.add_argument("--reviewer", help="for rows without one (default: the login name)")
             rx.add_argument("--users", metavar="FILE", help="Label Studio: who the numeric user ids of Export -> "

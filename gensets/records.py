@@ -21,7 +21,9 @@ _GEN = [("spec", "string"), ("id", "string"), ("revision", "string"), ("pipeline
         ("scheduler", "string"), ("dtype", "string"), ("attention", "string"), ("compile", "bool"),
         ("channels_last", "bool"), ("device", "string"), ("batching", "string"), ("batch_index", "int64"),
         ("batch_size", "int64"), ("batch_position", "int64"), ("text_window", "int64")]
-_REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string")]
+# several_objects: the review flagged the image as showing several objects (the page's "s", Label Studio's flags)
+_REVIEW = [("status", "string"), ("reviewer", "string"), ("time", "string"), ("label_before", "string"),
+           ("several_objects", "bool")]
 LIBRARIES = ("gensets", "torch", "diffusers", "transformers", "timm", "open_clip_torch", "webdataset")
 # The provenance every builder's samples carry; a builder adds its own fields (``Builder.fields``) between
 # the two parts: a sample's json holds COMMON + the fields of the builder that made it, nothing else.

@@ -588,7 +588,7 @@ def test_label_studio_export_and_import(reference, tmp_path):
     r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)
     assert r.returncode == 2 and f"{src}: task 4 ({k[4]}):" in r.stderr and "unicorn" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and _count_log(ws) == 4
-    src.write_text('[{"data": {"key": 1}}')
+    src.write_text('[{"data": {"key": "k"}, "annotations": []}')  # read a task at a time: the list is not closed
     r = run_cli("review", "import", ws, "--format", "label-studio", "--file", src)
     assert r.returncode == 2 and f"{src}:1:" in r.stderr and "JSON" in r.stderr
 

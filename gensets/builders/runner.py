@@ -291,10 +291,11 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
             samples = []
             meta = dict(metas.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)",
                                       [[r[0] for r in rows]]).fetchall())
-            for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before in rows:
+            for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before, several in rows:
                 s = Sample(key, read_at(candidate(shard), offset, size, key), ext, cls, json.loads(meta[key]))
                 time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
-                decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None}
+                decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None,
+                            "several_objects": bool(several)}
                 if status == "relabeled" and label != label_before:
                     s.cls, fields = builder.relabel(s.meta, label)
                     s.meta.update(fields)
@@ -361,9 +362,16 @@ def _environments(ws: Workspace) -> list[dict]:
 
 def _published(con, config: str, statuses: list[str], verdicts: dict):
     """The samples of ``config`` that go into the dataset, in key order, a batch at a time: ``(key, shard, byte
-    offset, size, ext, class index, status, label, reviewer, time, label before)``; in double review the status,
-    label, reviewer and time are the image's verdict's (``verdicts``). (No provenance: DuckDB sorts narrow rows.)"""
+    offset, size, ext, class index, status, label, reviewer, time, label before, several objects)``; in double
+    review the status, label, reviewer and time are the image's verdict's (``verdicts``), and several objects is
+    whether one of its reviewers' latest decisions flagged it (single review: the decision's note). (No
+    provenance: DuckDB sorts narrow rows.)"""
     import pyarrow as pa
+
+    from ..curation import queue
+
+    def flagged(note: str) -> str:  # queue.has_flag in SQL: the flag is one of the note's ';'-separated parts
+        return f"list_contains(list_transform(string_split(coalesce({note}, ''), ';'), lambda x: trim(x)), '{queue.FLAG}')"
 
     con.register("_verdicts", pa.table({
         "key": pa.array(list(verdicts), pa.string()),
@@ -372,15 +380,19 @@ def _published(con, config: str, statuses: list[str], verdicts: dict):
         "reviewer": pa.array([v[2] for v in verdicts.values()], pa.string()),
         "time": pa.array([v[3] for v in verdicts.values()], pa.timestamp("us"))}))
     try:
-        reader = con.sql("""
+        reader = con.sql(f"""
             SELECT * FROM (
                 SELECT s.key, i.shard, i.byte_offset, i.nbytes, i.ext, s.label_index,
                        CASE WHEN v.key IS NULL THEN r.status ELSE v.status END AS status,
                        CASE WHEN v.key IS NULL THEN r.label ELSE v.label END AS label,
                        CASE WHEN v.key IS NULL THEN r.reviewer ELSE v.reviewer END AS reviewer,
-                       CASE WHEN v.key IS NULL THEN r.time ELSE v.time END AS time, s.label AS label_before
+                       CASE WHEN v.key IS NULL THEN r.time ELSE v.time END AS time, s.label AS label_before,
+                       CASE WHEN v.key IS NULL THEN {flagged("r.note")} ELSE coalesce(f.flagged, false) END
                 FROM samples s JOIN reviews r USING (key) JOIN images i USING (key)
-                LEFT JOIN _verdicts v USING (key) WHERE s.config = ?)
+                LEFT JOIN _verdicts v USING (key)
+                LEFT JOIN (SELECT key, bool_or({flagged("note")}) AS flagged FROM ({queue.LATEST.format(where="")})
+                           WHERE status <> 'pending' GROUP BY key) f USING (key)
+                WHERE s.config = ?)
             WHERE list_contains(?, status) ORDER BY key""", params=[config, statuses]).to_arrow_reader(1024)
         for batch in reader:
             yield from zip(*(col.to_pylist() for col in batch.columns), strict=True)

@@ -6,8 +6,9 @@ A cell that a spreadsheet would run as a formula (starting with ``= + - @``, or 
 a leading ``'``, which import takes off again: a round trip is lossless.
 
 Label Studio: ``export`` writes a JSON list of tasks whose ``data.image`` is the image itself as a
-``data:`` URI (base64), so the file is self-contained and needs no file server or local-files storage,
-and whose ``predictions`` carry each surrogate's top-1 ImageNet class as a pre-annotation, one per surrogate
+``data:`` URI (base64: self-contained, but ~10 KB a small image), or a URL of ``gensets review serve``'s image
+route, or a ``/data/local-files/?d=`` path of Label Studio's local-files storage (:class:`Images`: a few hundred
+bytes a task), and whose ``predictions`` carry each surrogate's top-1 ImageNet class as a pre-annotation, one per surrogate
 and, last, one holding every surrogate's line (model version :data:`ALL_SURROGATES`: Label Studio shows only
 the last imported model version's prediction while annotating). The labeling config that matches it is
 written beside it (``<file>.label_config.xml``): choices ``verdict`` (accept / reject / relabel), ``class``
@@ -15,17 +16,26 @@ written beside it (``<file>.label_config.xml``): choices ``verdict`` (accept / r
 
 ``import`` reads Label Studio 1.23's JSON export of such a project (it writes it on one line, so errors name
 the task: its id and key). Every annotation that was not cancelled becomes one decision by its annotator:
-  * who: the snapshot export (``POST /api/projects/{id}/exports/`` with ``{"annotations__completed_by":
-    {"only_id": false}}``) gives each annotator's email; the UI's Export -> JSON gives only a numeric user id,
+  * who: the snapshot export (``POST /api/projects/{id}/exports/`` with ``{"serialization_options":
+    {"annotations__completed_by": {"only_id": false}}}``; 1.23 ignores the option at the top level) gives each
+    annotator's email; the UI's Export -> JSON gives only a numeric user id,
     mapped through ``users`` (``--users``: the JSON of ``GET /api/users``, or ``{"1": "a@b.c"}``), else kept
-    as ``label-studio:<id>`` (and said so);
+    as ``label-studio:<id>`` (and said so). Once an import learns whom an id names (``--users``, or the
+    snapshot), ``label-studio:<id>`` is an alias of that reviewer in the workspace (``reviewer_aliases``): the
+    decisions logged under it are theirs, and later imports name the id without ``--users``;
+  * when: the annotation's ``updated_at`` (else ``created_at``) is the decision's time;
+  * re-imports: each annotation is remembered by (project, annotation id, ``updated_at``) in
+    ``label_studio_annotations`` (append-only). The same annotation again changes nothing; an edited one (another
+    ``updated_at``) is a new decision; an annotation of the export's project that is no longer there (deleted,
+    or now skipped) is withdrawn by a decision back to ``pending`` for its reviewer (note :data:`WITHDRAWN`),
+    unless that reviewer decided the image since. Nothing is ever deleted from the log;
   * one annotator twice on a task (Label Studio allows it): their latest annotation by ``updated_at`` (said so);
   * several annotators on a task: double review's rules (:func:`review.verdicts`; disputed images held back),
     so the workspace must be in double review, or the import is asked to put it there (``double=True``).
 
-Imports check every row first and name the first bad one (``file:line``, or the task); then all decisions
-are written in one transaction (all or none). A row equal to its reviewer's latest decision is skipped, so
-re-importing is harmless.
+The export is read a task at a time (:func:`iter_json_list`: memory of one task, not of the file). Imports check
+every row first and name the first bad one (``file:line``, or the task); then all decisions are written in one
+transaction (all or none). A row equal to its reviewer's latest decision is skipped, so re-importing is harmless.
 """
 
 from __future__ import annotations
@@ -37,17 +47,21 @@ import getpass
 import io
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from ..db import transaction
 from ..errors import GensetsError, did_you_mean
-from . import review, state
+from . import queue, review, state
 from .queue import FLAG, has_flag, with_flag
 
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
 ALL_SURROGATES = "gensets: all surrogates"  # the model version of the combined prediction
+WITHDRAWN = "withdrawn: no longer in Label Studio"  # the note of a decision that withdraws a deleted annotation's
+IMAGES = ("base64", "url", "local-files")  # how exported tasks hold their images (:class:`Images`)
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet may run a cell starting with one (OWASP)
 
 
@@ -69,6 +83,9 @@ class Decision:
     reviewer: str
     note: str | None
     where: str  # file:line, or file: task <id> (<key>)
+    time: dt.datetime | None = None  # when it was made, if the file says (naive UTC); else the import's clock
+    source: tuple[str, str] | None = None  # Label Studio (project, annotation id)
+    decided: dt.datetime | None = None  # the time of the logged decision an annotation stands for, if not its own
 
 
 def _queue(con, status: str | None = None) -> list[dict]:
@@ -90,7 +107,9 @@ def export_csv(con, path: Path, status: str | None = None) -> int:
 
 
 def label_config(class_names: list[str]) -> str:
-    """The Label Studio labeling config that matches the exported tasks."""
+    """The Label Studio labeling config that matches the exported tasks. The ``class`` choices show, and are
+    required, only when the verdict is relabel (Label Studio checks a required tag only while it is visible), so a
+    relabel without its class is refused while annotating, not only at import."""
     classes = "\n".join(f"      <Choice value={quoteattr(c)}/>" for c in class_names)
     return f"""<View>
   <Header value="$class · $config: $nuisance"/>
@@ -103,10 +122,12 @@ def label_config(class_names: list[str]) -> str:
   </Choices>
   <View visibleWhen="choice-selected" whenTagName="verdict" whenChoiceValue="relabel">
     <Header value="new class"/>
-    <Choices name="class" toName="image" choice="single" showInline="true">
-{classes}
-    </Choices>
   </View>
+  <Choices name="class" toName="image" choice="single" showInline="true" required="true"
+           requiredMessage="relabel: pick the new class" visibleWhen="choice-selected" whenTagName="verdict"
+           whenChoiceValue="relabel">
+{classes}
+  </Choices>
   <Choices name="flags" toName="image" choice="multiple">
     <Choice value={quoteattr(FLAG)} hotkey="s"/>
   </Choices>
@@ -116,10 +137,54 @@ def label_config(class_names: list[str]) -> str:
 """
 
 
-def export_label_studio(ws, con, path: Path, class_names: list[str], status: str | None = None) -> int:
+@dataclass(frozen=True)
+class Images:
+    """How exported tasks hold their images. ``base64``: the image itself as a ``data:`` URI (self-contained; ~10 KB
+    per 64 px image, gigabytes for 100k full-size ones). ``url``: ``<base_url>/image/<key>``, the route of
+    ``gensets review serve`` (so Label Studio's browser loads each image from the review server). ``local-files``:
+    each image written to ``<root>/gensets-images/<key>.<ext>`` and referenced as
+    ``/data/local-files/?d=gensets-images/<key>.<ext>``, what Label Studio serves with
+    ``LOCAL_FILES_SERVING_ENABLED=true`` and ``LOCAL_FILES_DOCUMENT_ROOT=<root>`` (and a local storage on that
+    folder). A task is then a few hundred bytes: 10k tasks in a few MB."""
+    mode: str = "base64"
+    base_url: str | None = None
+    root: Path | None = None
+
+    FOLDER = "gensets-images"
+
+    def __post_init__(self):
+        if self.mode not in IMAGES:
+            raise GensetsError(f"--images must be one of {', '.join(IMAGES)}, got {self.mode!r}")
+        if self.mode == "url" and not re.match(r"https?://[^/\s]+", self.base_url or ""):
+            raise GensetsError("--images url needs --base-url http(s)://HOST[:PORT] (where `gensets review serve` "
+                               f"answers), got {self.base_url!r}")
+        if self.mode == "local-files" and (self.root is None or not self.root.is_dir()):
+            raise GensetsError(f"--images local-files needs --root DIR, an existing folder (Label Studio's "
+                               f"LOCAL_FILES_DOCUMENT_ROOT), got {str(self.root) if self.root else None!r}")
+
+    def reference(self, key: str, ext: str, read) -> str:
+        """The task's ``data.image`` for an image; ``read()`` gives its bytes."""
+        from urllib.parse import quote
+
+        from .review_server import MIME
+
+        if self.mode == "url":
+            return f"{self.base_url.rstrip('/')}/image/{quote(key, safe='')}"
+        if self.mode == "local-files":
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", key):
+                raise GensetsError(f"sample key {key[:100]!r} is not a plain file name: export it with --images url")
+            name = f"{self.FOLDER}/{key}.{ext}"
+            folder = self.root / self.FOLDER
+            folder.mkdir(exist_ok=True)
+            (folder / f"{key}.{ext}").write_bytes(read())
+            return f"/data/local-files/?d={quote(name)}"
+        return f"data:{MIME[ext]};base64,{base64.b64encode(read()).decode()}"
+
+
+def export_label_studio(ws, con, path: Path, class_names: list[str], status: str | None = None,
+                        images: Images = Images()) -> int:
     from ..labels.imagenet import imagenet_names
     from ..shards import read_at
-    from .review_server import MIME
 
     rows = _queue(con, status)
     keys = [r["key"] for r in rows]
@@ -130,45 +195,49 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
             "SELECT key, model, class_index, score FROM surrogate_predictions "
             "WHERE rank = 1 AND list_contains(?, key) ORDER BY key, model", [keys]).fetchall():
         top1.setdefault(key, []).append((model, names[idx] if 0 <= idx < len(names) else str(idx), score))
+
     def tasks():
         for r in rows:
-            yield task(r)
+            spath, offset, size, ext = index[r["key"]]
+            image = images.reference(r["key"], ext, lambda: read_at(spath, offset, size, r["key"]))  # noqa: B023
+            yield label_studio_task(r, image, top1.get(r["key"], []), each=images.mode == "base64")
 
-    def task(r):
-        spath, offset, size, ext = index[r["key"]]
-        data = base64.b64encode(read_at(spath, offset, size, r["key"])).decode()
-        preds = top1.get(r["key"], [])
-
-        def prediction(version, lines, score=None):
-            return {"model_version": version, **({"score": score} if score is not None else {}),
-                    "result": [{"from_name": "surrogate_top1", "to_name": "image", "type": "textarea",
-                                "value": {"text": lines}}]}
-
-        lines = [f"{model}: {name} ({score:.3f})" for model, name, score in preds]
-        return {
-            "data": {"image": f"data:{MIME[ext]};base64,{data}", "key": r["key"], "class": r["label"],
-                     "config": r["config"], "nuisance": r["nuisance"], "prompt": r["prompt"],
-                     "status": r["status"]},
-            "predictions": [prediction(model, [line], round(float(score), 6))
-                            for (model, _, score), line in zip(preds, lines, strict=True)]
-                           + ([prediction(ALL_SURROGATES, lines)] if lines else []),
-        }
-
-    n = write_json_list(path, tasks())
+    n = write_json_list(path, tasks(), indent=1 if images.mode == "base64" else None)
     Path(f"{path}.label_config.xml").write_text(label_config(class_names), encoding="utf-8")
     return n
 
 
-def write_json_list(path: Path, items) -> int:
+def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], each: bool = True) -> dict:
+    """One queue row as a Label Studio task: ``image`` (a data: URI or a URL), the row's fields, and each
+    surrogate's top-1 ``(model, class name, score)`` as a prediction (unless not ``each``), then one with all of
+    them (the one Label Studio shows). An export that references its images leaves out the per-surrogate ones
+    (the same lines, a third of a task's bytes): 10k tasks stay under 10 MB."""
+    def prediction(version, lines, score=None):
+        return {"model_version": version, **({"score": score} if score is not None else {}),
+                "result": [{"from_name": "surrogate_top1", "to_name": "image", "type": "textarea",
+                            "value": {"text": lines}}]}
+
+    lines = [f"{model}: {name} ({score:.3f})" for model, name, score in preds]
+    return {
+        "data": {"image": image, "key": r["key"], "class": r["label"], "config": r["config"],
+                 "nuisance": r["nuisance"], "prompt": r["prompt"], "status": r["status"]},
+        "predictions": [prediction(model, [line], round(float(score), 6))
+                        for (model, _, score), line in zip(preds, lines, strict=True) if each]
+                       + ([prediction(ALL_SURROGATES, lines)] if lines else []),
+    }
+
+
+def write_json_list(path: Path, items, indent: int | None = 1) -> int:
     """``json.dumps(list(items), indent=1, ensure_ascii=False)`` and a newline, byte for byte, written one item at a
     time (a Label Studio export holds one image in memory, not all), into a temporary file renamed at the end.
-    Returns the number of items."""
+    ``indent=None``: each item compact on a line of its own (an export at scale). Returns the number of items."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     n = 0
+    compact = {"separators": (",", ":")} if indent is None else {"indent": indent}
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             for item in items:
-                text = json.dumps(item, indent=1, ensure_ascii=False)  # newlines in strings are escaped
+                text = json.dumps(item, ensure_ascii=False, **compact)  # newlines in strings are escaped
                 f.write(("[\n" if n == 0 else ",\n") + "\n".join(" " + line for line in text.split("\n")))
                 n += 1
             f.write("\n]\n" if n else "[]\n")
@@ -176,6 +245,92 @@ def write_json_list(path: Path, items) -> int:
     finally:
         tmp.unlink(missing_ok=True)
     return n
+
+
+# ---------------------------------------------------------------------------------------- streamed JSON
+CHUNK = 1 << 16  # characters read at a time
+MAX_ITEM = 1 << 28  # a list item (a task) longer than this is refused instead of read whole
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+class _JsonStream:
+    """A JSON text read a buffer at a time: whitespace skipped and values decoded at the buffer's start with
+    ``json.JSONDecoder.raw_decode``; a value cut by the buffer's end is decoded again once more text is read
+    (the read doubling, so a long value costs a few passes, not one per chunk). Only the unread rest of the
+    buffer is kept: memory is one value and a chunk, not the file."""
+
+    def __init__(self, f, path: Path):
+        self.f, self.path, self.buf, self.pos, self.line, self.eof = f, path, "", 0, 1, False
+        self.decoder = json.JSONDecoder()
+
+    def where(self, pos: int | None = None) -> str:
+        return f"{self.path}:{self.line + self.buf.count(chr(10), 0, self.pos if pos is None else pos)}"
+
+    def more(self, n: int = CHUNK) -> bool:
+        """Read up to ``n`` more characters; False at the end of the file."""
+        self.line += self.buf.count("\n", 0, self.pos)
+        self.buf, self.pos = self.buf[self.pos:], 0
+        try:
+            text = self.f.read(n)
+        except UnicodeDecodeError as e:
+            raise GensetsError(f"{self.where(len(self.buf))}: not UTF-8 text ({e.reason})") from None
+        self.eof = not text
+        self.buf += text
+        return bool(text)
+
+    def peek(self) -> str:
+        """The next character after whitespace ('' at the end of the file)."""
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def value(self):
+        n = CHUNK
+        self.peek()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+                if end < len(self.buf) or self.eof or isinstance(value, (dict, list, str)):
+                    self.pos = end  # a number or literal at the buffer's end may go on in the next read
+                    return value
+            except json.JSONDecodeError as e:
+                if self.eof or len(self.buf) - self.pos > MAX_ITEM:
+                    why = e.msg if self.eof else f"an item of more than {MAX_ITEM >> 20} MiB"
+                    raise GensetsError(f"{self.where(e.pos)}: not valid JSON ({why})") from None
+            except (ValueError, RecursionError) as e:  # a number of 4300+ digits, nesting deeper than Python recurses
+                raise GensetsError(f"{self.where()}: not valid JSON "
+                                   f"({' '.join(str(e).split())[:200] or 'nested too deeply'})") from None
+            self.more(n)
+            n *= 2
+
+
+def iter_json_list(path: Path, what: str = "a JSON list"):
+    """The items of the JSON list that ``path`` holds, one at a time (:class:`_JsonStream`): a Label Studio export
+    of 100k tasks with their images is read in the memory of one task. A syntax error is raised when the reader
+    gets to it, so items before it have been yielded. GensetsError (``file:line``) for anything not a list."""
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        s = _JsonStream(f, path)
+        c = s.peek()
+        if c != "[":
+            raise GensetsError(f"{s.where()}: " + (f"expected {what}" if c else "not valid JSON (an empty file)"))
+        s.pos += 1
+        if s.peek() == "]":
+            s.pos += 1
+        else:
+            while True:
+                yield s.value()
+                c = s.peek()
+                s.pos += 1
+                if c == "]":
+                    break
+                if c != ",":
+                    raise GensetsError(f"{s.where(s.pos - 1)}: not valid JSON ("
+                                       + ("expecting ',' or ']'" if c else "the list is not closed") + ")")
+        if s.peek():
+            raise GensetsError(f"{s.where()}: not valid JSON (extra data after the list)")
 
 
 # ---------------------------------------------------------------------------------------- import
@@ -246,17 +401,28 @@ def read_users(path: Path) -> dict[str, str]:
     return {str(k): v for k, v in users.items()}
 
 
-def _annotator(a: dict, default: str, users: dict[str, str], unknown: set[str]) -> str:
+def _user_id(v) -> bool:
+    return isinstance(v, (int, str)) and not isinstance(v, bool) and str(v).isdecimal()
+
+
+def _annotator(a: dict, default: str, users: dict[str, str], unknown: set[str], learned: dict[str, str]) -> str:
+    """Who made an annotation: the snapshot's email, or the numeric id named by ``users``, else
+    ``label-studio:<id>``. What an id turned out to name goes into ``learned`` (``label-studio:<id>`` -> name): the
+    alias that makes an earlier import under the bare id the same reviewer."""
     who = a.get("completed_by")
     if isinstance(who, dict):  # the snapshot export with emails
-        who = who.get("email") or who.get("username") or who.get("id")
+        uid = who.get("id")
+        who = who.get("email") or who.get("username") or uid
         if not isinstance(who, (int, str)) or isinstance(who, bool) or who == "":
             return default
         if isinstance(who, str) and not who.isdecimal():
+            if _user_id(uid):
+                learned[f"label-studio:{uid}"] = who
             return who
     if who is None or who == "":
         return default
     if str(who) in users:
+        learned[f"label-studio:{who}"] = users[str(who)]
         return users[str(who)]
     unknown.add(f"label-studio:{who}")
     return f"label-studio:{who}"
@@ -269,6 +435,16 @@ def _when(a: dict, key: str) -> dt.datetime:
     except ValueError:
         return dt.datetime.min.replace(tzinfo=dt.UTC)
     return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+def _made(a: dict) -> dt.datetime | None:
+    """When Label Studio says an annotation was last made (``updated_at``, else ``created_at``), as the log stores
+    times (naive UTC); None if it says neither."""
+    for key in ("updated_at", "created_at"):
+        t = _when(a, key)
+        if t.year > 1:
+            return t.astimezone(dt.UTC).replace(tzinfo=None)
+    return None
 
 
 def _latest_order(a: dict) -> tuple:
@@ -296,14 +472,20 @@ def _choices(a: dict, where: str) -> dict[str, list]:
     return out
 
 
+@dataclass
+class _Export:
+    """What a Label Studio export said: its decisions, who its user ids are, which projects it covers."""
+    decisions: list[Decision]
+    aliases: dict[str, str]  # label-studio:<id> -> name
+    projects: set[str]  # withdrawals are looked for in these only
+
+
 def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] | None = None,
-                       notes: list[str] | None = None) -> list[Decision]:
+                       notes: list[str] | None = None) -> _Export:
     users, notes = users or {}, notes if notes is not None else []
-    tasks = _load_json(path)
-    if not isinstance(tasks, list):
-        raise GensetsError(f"{path}:1: expected a JSON list of tasks (Label Studio: Export -> JSON)")
-    out, unknown, superseded = [], set(), []
-    for i, task in enumerate(tasks, start=1):
+    read = _Export([], {}, set())
+    unknown, superseded = set(), []
+    for i, task in enumerate(iter_json_list(path, "a JSON list of tasks (Label Studio: Export -> JSON)"), start=1):
         tid = task.get("id") if isinstance(task, dict) else None
         name = f"task {tid}" if isinstance(tid, (int, str)) and str(tid).isdecimal() else f"task #{i} of the list"
         data = task.get("data") if isinstance(task, dict) else None
@@ -313,6 +495,9 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
                                    "or the snapshot with emails, instead")
             raise GensetsError(f"{path}: {name}: no data.key (was it exported by gensets?)")
         where = f"{path}: {name} ({data['key'][:100]})"
+        project = str(task["project"]) if _user_id(task.get("project")) else None
+        if project:
+            read.projects.add(project)
         annotations = task.get("annotations") if task.get("annotations") is not None else []
         if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
             raise GensetsError(f"{where}: 'annotations' is not a list of annotations")
@@ -321,7 +506,7 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
         for a in annotations:
             if a.get("was_cancelled"):
                 continue
-            who = _annotator(a, default_reviewer, users, unknown)
+            who = _annotator(a, default_reviewer, users, unknown, read.aliases)
             first[who] = min(first.get(who, _when(a, "created_at")), _when(a, "created_at"))
             if who in latest:
                 superseded.append(f"{name} ({data['key'][:100]}) by {who}")
@@ -330,32 +515,60 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
             latest[who] = a
         # in the order the annotators first annotated: double review's first two reviewers
         for who, a in sorted(latest.items(), key=lambda wa: first[wa[0]]):
-            choices = _choices(a, where)
-            verdict = (choices.get("verdict") or [None])[0]
-            if verdict not in review.ACTIONS:
-                raise GensetsError(f"{where}: annotation by {who} without a verdict (accept, reject or relabel), "
-                                   f"got {str(verdict)[:40]!r}")
-            label = (choices.get("class") or [None])[0] if verdict == "relabel" else None
-            note = FLAG if FLAG in (choices.get("flags") or []) else None
-            out.append(Decision(data["key"], review.ACTIONS[verdict], label, who, note, where))
+            read.decisions.append(_decision(a, data["key"], who, where, project))
     if superseded:
         notes.append(f"{len(superseded)} annotator(s) annotated a task twice; their latest annotation "
                      f"(updated_at) was taken: {'; '.join(superseded[:5])}" + ("; ..." if len(superseded) > 5 else ""))
+    unknown -= set(read.aliases)
     if unknown:
         notes.append(f"annotators known only by their Label Studio id ({', '.join(sorted(unknown))}): pass --users "
                      "(the JSON of GET /api/users) or import the snapshot export with emails to name them")
-    return out
+    return read
 
 
-def _validate(con, decisions: list[Decision], class_names: list[str]) -> list[Decision]:
-    """Check every decision; returns those that change something. Raises on the first bad one."""
+def _decision(a: dict, key: str, who: str, where: str, project: str | None) -> Decision:
+    """One annotation as a decision, made when Label Studio says; its source (project, annotation id) when both are
+    known, so that a re-import sees it edited (another ``updated_at``) or deleted (absent)."""
+    choices = _choices(a, where)
+    verdict = (choices.get("verdict") or [None])[0]
+    if verdict not in review.ACTIONS:
+        raise GensetsError(f"{where}: annotation by {who} without a verdict (accept, reject or relabel), "
+                           f"got {str(verdict)[:40]!r}")
+    label = (choices.get("class") or [None])[0] if verdict == "relabel" else None
+    note = FLAG if FLAG in (choices.get("flags") or []) else None
+    aid = a.get("id")
+    source = (project, str(aid)) if project and _user_id(aid) else None
+    return Decision(key, review.ACTIONS[verdict], label, who, note, where, _made(a), source)
+
+
+def _latest(con, keys: list[str]) -> dict[tuple[str, str], tuple]:
+    """(key, reviewer) -> that reviewer's latest decision ``(status, label, note, time)``, aliases resolved."""
+    return {(k, r): (s, lb, n, t) for k, r, s, lb, n, t in con.execute(
+        "SELECT key, reviewer, status, label, note, time FROM ("
+        + queue.LATEST.format(where="WHERE list_contains(?, key)") + ")", [keys]).fetchall()}
+
+
+def _imported(con) -> dict[tuple[str, str], tuple]:
+    """(project, annotation) -> the last import's row of it ``(key, reviewer, updated_at, decided, withdrawn)``."""
+    return {(p, a): rest for p, a, *rest in con.execute(
+        "SELECT project, annotation, arg_max(key, t.rowid), arg_max(coalesce(al.reviewer, t.reviewer), t.rowid), "
+        "arg_max(updated_at, t.rowid), arg_max(decided, t.rowid), arg_max(withdrawn, t.rowid) "
+        "FROM label_studio_annotations t LEFT JOIN reviewer_aliases al ON al.alias = t.reviewer "
+        "GROUP BY project, annotation").fetchall()}
+
+
+def _validate(con, decisions: list[Decision], class_names: list[str]) -> tuple[list[Decision], list[Decision]]:
+    """Check every decision; returns those that change something, and the Label Studio annotations to remember as
+    imported (:func:`_remember`). Raises on the first bad one.
+
+    A Label Studio annotation already imported with the same ``updated_at`` changes nothing; one with another
+    (edited in Label Studio) is a new decision whatever it says; one never imported is a decision unless it equals
+    its reviewer's latest (an import from before annotations were remembered)."""
     keys = [d.key for d in decisions]
     labels = dict(con.execute("SELECT s.key, s.label FROM reviews JOIN samples s USING (key) "
                               "WHERE list_contains(?, key)", [keys]).fetchall())
-    latest = {(k, r): (s, lb, n) for k, r, s, lb, n in con.execute(
-        "SELECT key, reviewer, arg_max(status, rowid), arg_max(label, rowid), arg_max(note, rowid) "
-        "FROM review_log WHERE list_contains(?, key) GROUP BY key, reviewer", [keys]).fetchall()}
-    valid, seen, todo = set(class_names), {}, []
+    latest, imported = _latest(con, keys), _imported(con)
+    valid, seen, todo, remember = set(class_names), {}, [], []
     for d in decisions:
         if d.key not in labels:
             raise GensetsError(f"{d.where}: sample '{d.key}' is not in the review queue")
@@ -382,12 +595,48 @@ def _validate(con, decisions: list[Decision], class_names: list[str]) -> list[De
         d.note = with_flag(d.note, True) if has_flag(d.note) else d.note
         if d.status == "pending":
             continue  # nothing decided
-        before = latest.get((d.key, d.reviewer))
-        if before and before[0] == d.status and (before[1] if d.status == "relabeled" else None) == d.label \
-                and (before[2] or None) == d.note:
+        before, known = latest.get((d.key, d.reviewer)), imported.get(d.source)
+        if known and not known[4] and known[2] == d.time:
+            continue  # this annotation, as it was imported
+        if not known and before and before[0] == d.status and (before[1] if d.status == "relabeled" else None) \
+                == d.label and (before[2] or None) == d.note:
+            if d.source:
+                remember.append(Decision(**{**vars(d), "time": d.time, "decided": before[3]}))
             continue  # the same decision again
         todo.append(d)
-    return todo
+        if d.source:
+            remember.append(d)
+    return todo, remember
+
+
+def _withdrawals(con, read: _Export, path: Path) -> list[Decision]:
+    """A decision back to pending for each imported annotation of the export's projects that Label Studio no longer
+    has (deleted, or now skipped) while its reviewer has no other annotation of that task there, provided that
+    reviewer's latest decision is still the one it made (not one made since, e.g. on the page)."""
+    present = {(p, d.key, d.reviewer) for d in read.decisions if d.source for p in [d.source[0]]}
+    gone: dict[tuple[str, str], list] = {}
+    for (project, annotation), (key, reviewer, _, decided, withdrawn) in _imported(con).items():
+        if project in read.projects and not withdrawn and (project, key, reviewer) not in present:
+            gone.setdefault((key, reviewer), []).append((project, annotation, decided))
+    latest = _latest(con, sorted({k for k, _ in gone}))
+    out = []
+    for (key, reviewer), sources in sorted(gone.items()):
+        now = latest.get((key, reviewer))
+        if now is None or now[0] == "pending" or now[3] not in {decided for *_, decided in sources}:
+            continue
+        for project, annotation, _ in sources:
+            out.append(Decision(key, "pending", None, reviewer, WITHDRAWN,
+                                f"{path}: annotation {annotation} of project {project}", None, (project, annotation)))
+    return out
+
+
+def _remember(con, decisions: list[Decision], withdrawn: list[Decision]) -> None:
+    """Append the imported (and withdrawn) Label Studio annotations to ``label_studio_annotations``."""
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    rows = [(*d.source, d.key, d.reviewer, d.time, d.decided or d.time, False, now) for d in decisions]
+    rows += [(*d.source, d.key, d.reviewer, None, None, True, now) for d in withdrawn]
+    if rows:
+        con.executemany("INSERT INTO label_studio_annotations VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def _open(workspace, read_only: bool):
@@ -400,12 +649,14 @@ def _open(workspace, read_only: bool):
     return ws, list(builder.class_names(cfg)), state.connect(ws.state_path, read_only=read_only)
 
 
-def export(workspace, fmt: str, file, *, status: str | None = None) -> int:
+def export(workspace, fmt: str, file, *, status: str | None = None, images: str = "base64",
+           base_url: str | None = None, root=None) -> int:
     ws, class_names, con = _open(workspace, read_only=True)
     try:
         if fmt == "csv":
             return export_csv(con, Path(file), status)
-        return export_label_studio(ws, con, Path(file), class_names, status)
+        where = Images(images, base_url, Path(root) if root else None)
+        return export_label_studio(ws, con, Path(file), class_names, status, where)
     finally:
         con.close()
 
@@ -418,6 +669,12 @@ def _several_reviewers(decisions: list[Decision]) -> list[Decision]:
     return list({d.key: d for d in reversed(decisions) if len(reviewers[d.key]) > 1}.values())[::-1]
 
 
+def _known_ids(con, users: dict[str, str]) -> dict[str, str]:
+    """Label Studio user id -> name: what earlier imports learned (``reviewer_aliases``), then ``--users``."""
+    ids = {a.split(":", 1)[1]: r for a, r in review.aliases(con).items() if a.startswith("label-studio:")}
+    return {**ids, **users}
+
+
 def import_(workspace, fmt: str, file, *, reviewer: str | None = None, users=None, double: bool = False) -> dict:
     """Validate every row of ``file``, then record the decisions that change something.
 
@@ -425,7 +682,10 @@ def import_(workspace, fmt: str, file, *, reviewer: str | None = None, users=Non
     needs double review (else the last would silently win): in a workspace not yet in it, ``double=True`` puts
     it there (recorded in state.duckdb, as ``review serve --double`` does), otherwise nothing is written. The
     result's ``notes`` say what was read in a way worth knowing (an annotator's superseded annotation, ids
-    without a name)."""
+    without a name, annotations withdrawn because Label Studio no longer has them).
+
+    Aliases learned (a user id's name), decisions, withdrawals and the annotations imported are written in one
+    transaction, the checks run inside it (so they see the aliases): all or none."""
     path = Path(file)
     if not path.is_file():
         raise GensetsError(f"{path}: no such file")
@@ -434,19 +694,40 @@ def import_(workspace, fmt: str, file, *, reviewer: str | None = None, users=Non
     names = read_users(Path(users)) if users else {}
     _, class_names, con = _open(workspace, read_only=False)
     try:
-        decisions = _read_csv(path, default) if fmt == "csv" else _read_label_studio(path, default, names, notes)
-        todo = _validate(con, decisions, class_names)
-        several = _several_reviewers(decisions)
-        if several and not review.is_double(con):
-            if not double:
-                d = several[0]
-                raise GensetsError(f"{d.where}: {len(several)} image(s) have decisions by several reviewers, but this "
-                                   "workspace is in single review, where the last decision would win; import with "
-                                   "--double to apply double review (an image lands when its reviewers agree, "
-                                   "disputed ones are held back)")
-            review.set_double(con)
-            notes.append("the workspace is now in double review")
-        review.record(con, [(d.key, d.status, d.label, d.reviewer, d.note) for d in todo])  # all or none
+        if fmt == "csv":
+            read = _Export(_read_csv(path, default), {}, set())
+        else:
+            read = _read_label_studio(path, default, _known_ids(con, names), notes)
+        with transaction(con):
+            try:
+                review.add_aliases(con, read.aliases)
+            except GensetsError as e:
+                raise GensetsError(f"{path}: {e} (Label Studio user ids name one person per workspace)") from None
+            todo, remember = _validate(con, read.decisions, class_names)
+            withdrawn = _withdrawals(con, read, path)
+            _double(con, read.decisions, double, notes)
+            review.record_in(con, [(d.key, d.status, d.label, d.reviewer, d.note) for d in todo + withdrawn],
+                             [d.time for d in todo + withdrawn])
+            _remember(con, remember, withdrawn)
     finally:
         con.close()
-    return {"rows": len(decisions), "recorded": len(todo), "unchanged": len(decisions) - len(todo), "notes": notes}
+    if withdrawn:
+        notes.append(f"{len(withdrawn)} annotation(s) imported before are no longer in Label Studio: withdrawn "
+                     f"(back to pending for their reviewer): {'; '.join(d.where for d in withdrawn[:5])}")
+    return {"rows": len(read.decisions), "recorded": len(todo), "unchanged": len(read.decisions) - len(todo),
+            "withdrawn": len(withdrawn), "notes": notes}
+
+
+def _double(con, decisions: list[Decision], double: bool, notes: list[str]) -> None:
+    """Refuse decisions by several reviewers on one image in single review, unless ``double`` puts the workspace
+    in double review."""
+    several = _several_reviewers(decisions)
+    if several and not review.is_double(con):
+        if not double:
+            d = several[0]
+            raise GensetsError(f"{d.where}: {len(several)} image(s) have decisions by several reviewers, but this "
+                               "workspace is in single review, where the last decision would win; import with "
+                               "--double to apply double review (an image lands when its reviewers agree, "
+                               "disputed ones are held back)")
+        review.set_double(con)
+        notes.append("the workspace is now in double review")

@@ -35,12 +35,15 @@ FLAG = "several objects"
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
 REFRESH_MAX = 1000  # a decision touching more images than this rebuilds the tables (set-based) instead
 
-# every reviewer's latest decision per image; rowid orders decisions made within the same second
+# every reviewer's latest decision per image; rowid orders decisions (their time may be another tool's, e.g. a
+# Label Studio annotation's); a name in reviewer_aliases counts as the reviewer it names (one person, one reviewer)
+LOG = """SELECT l.key, coalesce(a.reviewer, l.reviewer) AS reviewer, l.status, l.label, l.note, l.time,
+                l.rowid AS seq FROM review_log l LEFT JOIN reviewer_aliases a ON a.alias = l.reviewer"""
 LATEST = """
     SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
            arg_max(note, seq) AS note, arg_max(time, seq) AS time,
            min(seq) AS first_seq, max(seq) AS last_seq
-    FROM (SELECT *, rowid AS seq FROM review_log {where}) GROUP BY key, reviewer"""
+    FROM (""" + LOG + """ {where}) GROUP BY key, reviewer"""
 
 TABLES = """
 CREATE TABLE queue (

@@ -59,6 +59,25 @@ def list_queue(con, status: str | None = "pending", label: str | None = None,
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
+def list_outcomes(con, status: str | None = "pending", label: str | None = None,
+                  config: str | None = None, limit: int | None = None) -> list[dict]:
+    """:func:`list_queue` as ``finalize`` sees it (``review list``): in double review each image's status, class,
+    reviewer and time are its :func:`verdicts`' (``pending`` until two reviewers decided, ``disputed``, ``held``),
+    not its last decision, which may be one reviewer's of two who disagree."""
+    if not is_double(con):
+        return list_queue(con, status=status, label=label, config=config, limit=limit)
+    verdict, out = verdicts(con), []
+    for r in list_queue(con, status=None, label=label, config=config):
+        if r["key"] in verdict:
+            s, lb, who, time = verdict[r["key"]]
+            r.update(status=s, review_label=lb if s == "relabeled" else r["label"], reviewer=who, time=time)
+        if status is None or r["status"] == status:
+            out.append(r)
+        if limit and len(out) == limit:
+            break
+    return out
+
+
 def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
            reviewer: str | None = None, note: str | None = None, valid_labels: Sequence[str] = ()) -> int:
     """Record one decision for each key. Unknown keys are refused before anything is written."""
@@ -87,30 +106,61 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
     return len(keys)
 
 
-def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]]) -> None:
+def record(con, decisions: Sequence[tuple[str, str, str | None, str, str | None]],
+           times: Sequence[dt.datetime | None] | None = None) -> None:
     """Write checked decisions ``(key, status, label, reviewer, note)`` in one transaction: all or none, with
-    the review page's tables (:func:`queue.refresh`). Each statement finds its rows by key (indexed)."""
+    the review page's tables (:func:`queue.refresh`). ``times``: when each was made (naive UTC) where another tool
+    says so (a Label Studio annotation's ``updated_at``); None, or a None in it, is now."""
+    with transaction(con):
+        record_in(con, decisions, times)
+
+
+def record_in(con, decisions, times=None) -> None:
+    """:func:`record` inside the caller's transaction (an import that writes more in the same one). Each
+    statement finds its rows by key (indexed)."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    times = [t or now for t in times] if times is not None else [now] * len(decisions)
     keys = list(dict.fromkeys(d[0] for d in decisions))
     for key, _, _, reviewer, _ in decisions:
         if not reviewer:
             raise GensetsError(f"sample '{key}': a decision needs a reviewer name")
-    with transaction(con):
-        if len(keys) == len(decisions):  # one decision per image (e.g. accept --all-pending): two statements
-            _record_set(con, decisions, now)
-        else:  # an image decided twice: in order, each decision logged
-            labels = dict(con.execute("SELECT key, label FROM samples WHERE list_contains(?, key)",
-                                      [keys]).fetchall())
-            for key, status, label, reviewer, note in decisions:
-                new_label = label if status == "relabeled" else None
-                con.execute("UPDATE reviews SET status = ?, label = ?, reviewer = ?, time = ?, note = ? WHERE key = ?",
-                            [status, labels.get(key) if new_label is None else new_label, reviewer, now, note, key])
-                con.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note "
-                            "FROM reviews WHERE key = ?", [key])
+    if len(keys) == len(decisions):  # one decision per image (e.g. accept --all-pending): two statements
+        _record_set(con, decisions, times)
+    else:  # an image decided twice: in order, each decision logged
+        labels = dict(con.execute("SELECT key, label FROM samples WHERE list_contains(?, key)",
+                                  [keys]).fetchall())
+        for (key, status, label, reviewer, note), time in zip(decisions, times, strict=True):
+            new_label = label if status == "relabeled" else None
+            con.execute("UPDATE reviews SET status = ?, label = ?, reviewer = ?, time = ?, note = ? WHERE key = ?",
+                        [status, labels.get(key) if new_label is None else new_label, reviewer, time, note, key])
+            con.execute("INSERT INTO review_log SELECT key, status, label, reviewer, time, note "
+                        "FROM reviews WHERE key = ?", [key])
+    queue.refresh(con, keys)
+
+
+def add_aliases(con, aliases: dict[str, str]) -> None:
+    """Record that decisions logged under each alias (e.g. ``label-studio:1``) are the named reviewer's (inside the
+    caller's transaction); the log is not rewritten, its readers join the aliases (``queue.LATEST``). The page's
+    tables of every image such a name decided are brought up to date."""
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    known = dict(con.execute("SELECT alias, reviewer FROM reviewer_aliases").fetchall())
+    new = {a: r for a, r in aliases.items() if known.get(a) != r}
+    for alias, reviewer in new.items():
+        if alias in known:
+            raise GensetsError(f"reviewer '{alias}' is '{known[alias]}' in this workspace, not '{reviewer}'")
+        con.execute("INSERT INTO reviewer_aliases VALUES (?, ?, ?)", [alias, check_reviewer(reviewer), now])
+    if new:
+        keys = [k for (k,) in con.execute("SELECT DISTINCT key FROM review_log WHERE list_contains(?, reviewer)",
+                                          [list(new)]).fetchall()]
         queue.refresh(con, keys)
 
 
-def _record_set(con, decisions, now: dt.datetime) -> None:
+def aliases(con) -> dict[str, str]:
+    """alias -> reviewer (:func:`add_aliases`)."""
+    return dict(con.execute("SELECT alias, reviewer FROM reviewer_aliases").fetchall())
+
+
+def _record_set(con, decisions, times) -> None:
     """Decisions on distinct images as one UPDATE and one INSERT over an Arrow table of them (the log in their
     order): what the per-decision statements write, in two statements whatever their number."""
     import pyarrow as pa
@@ -121,12 +171,13 @@ def _record_set(con, decisions, now: dt.datetime) -> None:
     con.register("_decisions", pa.table({
         "seq": pa.array(range(len(decisions)), pa.int64()), "key": pa.array(cols[0], pa.string()),
         "status": pa.array(cols[1], pa.string()), "label": pa.array(cols[2], pa.string()),
-        "reviewer": pa.array(cols[3], pa.string()), "note": pa.array(cols[4], pa.string())}))
+        "reviewer": pa.array(cols[3], pa.string()), "note": pa.array(cols[4], pa.string()),
+        "time": pa.array(times, pa.timestamp("us"))}))
     try:
         con.execute("""
-            UPDATE reviews SET status = d.status, reviewer = d.reviewer, time = ?, note = d.note,
+            UPDATE reviews SET status = d.status, reviewer = d.reviewer, time = d.time, note = d.note,
                    label = CASE WHEN d.status = 'relabeled' THEN d.label ELSE s.label END
-            FROM _decisions d LEFT JOIN samples s USING (key) WHERE reviews.key = d.key""", [now])
+            FROM _decisions d LEFT JOIN samples s USING (key) WHERE reviews.key = d.key""")
         con.execute("INSERT INTO review_log SELECT r.key, r.status, r.label, r.reviewer, r.time, r.note "
                     "FROM reviews r JOIN _decisions d USING (key) ORDER BY d.seq")
     finally:

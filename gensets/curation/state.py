@@ -34,7 +34,18 @@ CREATE TABLE IF NOT EXISTS settings (
     name VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS images (
     key VARCHAR PRIMARY KEY, shard VARCHAR, byte_offset BIGINT, nbytes BIGINT, ext VARCHAR);
+CREATE TABLE IF NOT EXISTS reviewer_aliases (
+    alias VARCHAR PRIMARY KEY, reviewer VARCHAR, time TIMESTAMP);
+CREATE TABLE IF NOT EXISTS label_studio_annotations (
+    project VARCHAR, annotation VARCHAR, key VARCHAR, reviewer VARCHAR, updated_at TIMESTAMP,
+    decided TIMESTAMP, withdrawn BOOLEAN, imported TIMESTAMP);
 """
+# reviewer_aliases: a name decisions were logged under before the reviewer's name was known (a Label Studio
+# user id, ``label-studio:1``) -> that name; every reading of the log (queue.LATEST) goes through it, so one person
+# is one reviewer whatever form of their id an import carried. label_studio_annotations: append-only, the Label
+# Studio annotations whose decisions an import logged (by project and annotation id, with their updated_at and the
+# time of the decision that stands for them) and
+# those it withdrew because Label Studio no longer has them (gensets.curation.interchange)
 
 
 def connect(path: Path, read_only: bool = False):
@@ -44,7 +55,7 @@ def connect(path: Path, read_only: bool = False):
 
     try:
         if read_only:
-            return duckdb.connect(str(path), read_only=True)
+            return _read_only(duckdb.connect(str(path), read_only=True))
         con = duckdb.connect(str(path))
     except duckdb.Error as e:  # another process is the writer (e.g. `gensets review serve`), or not a database
         why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
@@ -53,6 +64,15 @@ def connect(path: Path, read_only: bool = False):
                                "stop it (e.g. `gensets review serve`) and try again") from None
         raise DataError(f"{path}: not a readable state database ({why}); it was left as it is") from None
     con.execute(SCHEMA)
+    return con
+
+
+def _read_only(con):
+    """A read-only connection to a database from before ``reviewer_aliases``: an empty one of its own (a
+    temporary table), so that reading the log, which joins it, needs no writer."""
+    if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'reviewer_aliases' AND NOT temporary"
+                       ).fetchall():
+        con.execute("CREATE TEMP TABLE reviewer_aliases (alias VARCHAR PRIMARY KEY, reviewer VARCHAR, time TIMESTAMP)")
     return con
 
 
