@@ -52,8 +52,9 @@ lock:
 	$(COMPILE) $(UPGRADE) --extra dev --extra distributed --extra distributed-dev -o requirements/distributed.lock.txt
 	$(COMPILE) --extra dev -c requirements/distributed.lock.txt -o $(LOCK)
 
-# two pytest-xdist processes (the machines have 2 cores) and the 25 slowest tests listed; PYTEST_ARGS= runs in one process
-PYTEST_ARGS ?= -n 2 --durations=25
+# two pytest-xdist processes (the machines have 2 cores; worksteal: an idle one takes half of the other's queue) and the
+# 25 slowest tests listed; PYTEST_ARGS= runs in one process
+PYTEST_ARGS ?= -n 2 --dist worksteal --durations=25
 test: lint
 	$(OFFLINE) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

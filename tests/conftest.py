@@ -1,3 +1,4 @@
+import atexit
 import os
 import signal
 import subprocess
@@ -34,6 +35,7 @@ def offline_env(tmp_path_factory):
     (base / "tmp").mkdir(exist_ok=True)
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    _SESSION_ENV.update(os.environ)
     yield env
     for k, v in old.items():
         if v is None:
@@ -55,16 +57,45 @@ def small(tmp_path_factory):
     return ws
 
 
+LONGEST = ("test_golden.py::test_smoke", "test_readme.py::test_readme_commands_run_as_written")
+
+
 def pytest_collection_modifyitems(items):
-    """The longest test (every smoke build, eval and report: tests/test_golden.py) first, so that under
-    pytest-xdist it runs beside the others instead of after them."""
-    items.sort(key=lambda item: "test_golden" not in item.nodeid)
+    """The longest tests (every smoke build, eval and report: test_golden; every README command: test_readme), each
+    at the start of its share of the collection: under ``pytest-xdist --dist worksteal`` (``make test``) each
+    worker's queue is one contiguous share, so each starts one of them and steals the rest around it."""
+    long = [i for i in items if any(name in i.nodeid for name in LONGEST)]
+    rest = [i for i in items if i not in long]
+    for j, item in enumerate(long):
+        rest.insert(j * len(items) // len(long), item)
+    items[:] = rest
+
+
+_SESSION_ENV: dict = {}  # os.environ once offline_env set it: the fork server's environment
+_FORK: list = []  # this pytest process's fork server (tests/forkserver.py), started at its first command
+
+
+def _fork_server():
+    if os.environ.get("GENSETS_TEST_FORK", "1") == "0":
+        return None
+    if not _FORK:
+        from .forkserver import ForkServer
+
+        _FORK.append(ForkServer(ROOT, _SESSION_ENV or dict(os.environ)))
+        atexit.register(_FORK[0].close)
+    return _FORK[0]
 
 
 def run_cli(*args, env=None, check=None, timeout=600):
-    """Run ``gensets`` in a subprocess, as a user would."""
-    p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True,
-                       text=True, env={**os.environ, **(env or {})}, timeout=timeout, cwd=ROOT)
+    """Run ``gensets`` in a process of its own, as a user would: forked from a process that has imported the
+    heavy libraries where the environment is the session's (tests/forkserver.py), else a fresh subprocess."""
+    full = {**os.environ, **(env or {})}
+    server = _fork_server()
+    if server is not None and server.usable(full, ROOT):
+        p = server.run([str(a) for a in args], timeout)
+    else:
+        p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True,
+                           text=True, env=full, timeout=timeout, cwd=ROOT)
     if check is not None and p.returncode != check:
         raise AssertionError(f"exit {p.returncode}, wanted {check}\nstdout: {p.stdout}\nstderr: {p.stderr}")
     return p

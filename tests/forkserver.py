@@ -1,0 +1,149 @@
+"""``python -m gensets.cli ARGS`` in a process forked from one that has already imported the heavy libraries.
+
+Most of the suite's CPU time went into importing torch, torchvision, timm, open_clip, transformers, diffusers and
+datasets once per command (5-7 s of CPU for a command that loads a model, about 380 commands). A *fork server*
+(one per pytest process, started at its first command) imports them once, never runs them, and forks a child
+per command. The child is a separate process, as ``subprocess.run`` would start: its own exit code, stdout and
+stderr (files), stdin /dev/null, cwd and environment those of the server. gensets itself is imported by the child,
+from scratch, exactly as by ``python -m gensets.cli``.
+
+It is used only where it cannot change what a command does:
+- the command's environment must equal the one the server was started with (every variable: a test that sets
+  one, e.g. ``HF_HUB_OFFLINE=0`` or ``OMP_NUM_THREADS``, gets a real subprocess); the libraries read their
+  settings (``HF_HOME``, the CPU kernel pins of ``reproducible: strict``) from that same environment at import;
+- the server has started no thread (a fork would copy a lock held by one) and run no torch op (the kernels are
+  picked at the first one, in the child, as in a fresh process).
+Where either does not hold, or ``GENSETS_TEST_FORK=0``, every command is a real subprocess. What a fresh process
+has that a child does not: its own hash seed (``PYTHONHASHSEED``); cross-process determinism is what
+``tests/test_golden.py`` checks (digests recorded by another process) and ``tests/test_reproducible.py`` (real
+subprocesses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEAVY = ["numpy", "PIL.Image", "torch", "torchvision", "timm", "open_clip", "transformers", "diffusers", "datasets",
+         "accelerate", "duckdb", "sklearn.cluster", "scipy.linalg", "webdataset", "matplotlib.pyplot"]
+
+_SERVER = r"""
+import importlib, json, os, runpy, sys, threading, traceback
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+ok = threading.active_count() == 1
+chan_in, chan_out = os.fdopen(os.dup(0), "r"), os.fdopen(os.dup(1), "w")
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+chan_out.write(json.dumps({"ready": ok, "threads": threading.active_count()}) + "\n")
+chan_out.flush()
+for line in chan_in:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        chan_in.close(); chan_out.close()
+        for fd, path in ((1, req["out"]), (2, req["err"])):
+            f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(f, fd); os.close(f)
+        sys.stdout = sys.__stdout__ = open(1, "w", encoding=sys.stdout.encoding, errors="strict", closefd=False)
+        sys.stderr = sys.__stderr__ = open(2, "w", encoding=sys.stderr.encoding, errors="backslashreplace",
+                                           closefd=False, buffering=1)
+        sys.argv = ["-m", *req["argv"]]
+        code = 0
+        try:
+            runpy.run_module("gensets.cli", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else (print(e.code, file=sys.stderr) or 1))
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        try:
+            threading._shutdown()  # as the interpreter does at exit: join the non-daemon threads
+        except Exception:
+            pass
+        import atexit
+        atexit._run_exitfuncs()
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except Exception:
+                pass
+        os._exit(code & 0xFF)
+    chan_out.write(json.dumps({"pid": pid}) + "\n")
+    chan_out.flush()
+    _, status = os.waitpid(pid, 0)
+    chan_out.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+    chan_out.flush()
+"""
+
+
+class ForkServer:
+    """One server process; ``run(args, timeout)`` -> ``subprocess.CompletedProcess`` (text stdout / stderr)."""
+
+    def __init__(self, cwd: Path, env: dict):
+        self.env = dict(env)
+        self.cwd = cwd
+        self.tmp = tempfile.mkdtemp(prefix="gensets-fork-")
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(HEAVY)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, cwd=cwd, env=self.env, bufsize=1)
+        hello = json.loads(self.proc.stdout.readline() or "{}")
+        self.ready = bool(hello.get("ready"))
+        self.n = 0
+
+    def usable(self, env: dict, cwd: Path) -> bool:
+        return self.ready and self.proc.poll() is None and env == self.env and Path(cwd) == Path(self.cwd)
+
+    def _reply(self, deadline: float | None) -> dict | None:
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if ready:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError("the test fork server ended")
+                return json.loads(line)
+
+    def run(self, argv: list[str], timeout: float | None) -> subprocess.CompletedProcess:
+        self.n += 1
+        out, err = (os.path.join(self.tmp, f"{self.n}.{s}") for s in ("out", "err"))
+        self.proc.stdin.write(json.dumps({"argv": argv, "out": out, "err": err}) + "\n")
+        self.proc.stdin.flush()
+        pid = self._reply(None)["pid"]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        reply = self._reply(deadline)
+        timed_out = reply is None
+        if timed_out:
+            os.kill(pid, signal.SIGKILL)
+            reply = self._reply(None)
+        texts = []
+        for path in (out, err):
+            with open(path, encoding=None) as f:  # the locale's encoding, as subprocess.run(text=True)
+                texts.append(f.read())
+            os.unlink(path)
+        cmd = [sys.executable, "-m", "gensets.cli", *argv]
+        if timed_out:
+            raise subprocess.TimeoutExpired(cmd, timeout, output=texts[0], stderr=texts[1])
+        return subprocess.CompletedProcess(cmd, reply["status"], texts[0], texts[1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc.stdout.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
