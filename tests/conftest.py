@@ -92,7 +92,7 @@ def run_cli(*args, env=None, check=None, timeout=600):
     full = {**os.environ, **(env or {})}
     server = _fork_server()
     if server is not None and server.usable(full, ROOT):
-        p = server.run([str(a) for a in args], timeout)
+        p = server.run([str(a) for a in args], timeout, full)
     else:
         p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True,
                            text=True, env=full, timeout=timeout, cwd=ROOT)

@@ -10,7 +10,8 @@ from scratch, exactly as by ``python -m gensets.cli``.
 It is used only where it cannot change what a command does:
 - the command's environment must equal the one the server was started with (every variable: a test that sets
   one, e.g. ``HF_HUB_OFFLINE=0`` or ``OMP_NUM_THREADS``, gets a real subprocess); the libraries read their
-  settings (``HF_HOME``, the CPU kernel pins of ``reproducible: strict``) from that same environment at import;
+  settings (``HF_HOME``, the CPU kernel pins of ``reproducible: strict``) from that same environment at import
+  (what they set for themselves on import, e.g. ``TOKENIZERS_PARALLELISM``, is set in a fresh process too);
 - the server has started no thread (a fork would copy a lock held by one) and run no torch op (the kernels are
   picked at the first one, in the child, as in a fresh process).
 Where either does not hold, or ``GENSETS_TEST_FORK=0``, every command is a real subprocess. What a fresh process
@@ -46,7 +47,7 @@ ok = threading.active_count() == 1
 chan_in, chan_out = os.fdopen(os.dup(0), "r"), os.fdopen(os.dup(1), "w")
 null = os.open(os.devnull, os.O_RDONLY)
 os.dup2(null, 0)
-chan_out.write(json.dumps({"ready": ok, "threads": threading.active_count()}) + "\n")
+chan_out.write(json.dumps({"ready": ok, "threads": threading.active_count(), "env": dict(os.environ)}) + "\n")
 chan_out.flush()
 for line in chan_in:
     req = json.loads(line)
@@ -59,6 +60,8 @@ for line in chan_in:
         sys.stdout = sys.__stdout__ = open(1, "w", encoding=sys.stdout.encoding, errors="strict", closefd=False)
         sys.stderr = sys.__stderr__ = open(2, "w", encoding=sys.stderr.encoding, errors="backslashreplace",
                                            closefd=False, buffering=1)
+        for k, v in req["env"].items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         sys.argv = ["-m", *req["argv"]]
         code = 0
         try:
@@ -88,6 +91,10 @@ for line in chan_in:
 """
 
 
+# set by pytest for each test, read by no library at import: passed to the child, not compared
+VOLATILE = ("PYTEST_CURRENT_TEST",)
+
+
 class ForkServer:
     """One server process; ``run(args, timeout)`` -> ``subprocess.CompletedProcess`` (text stdout / stderr)."""
 
@@ -99,10 +106,22 @@ class ForkServer:
                                      stdout=subprocess.PIPE, text=True, cwd=cwd, env=self.env, bufsize=1)
         hello = json.loads(self.proc.stdout.readline() or "{}")
         self.ready = bool(hello.get("ready"))
+        # what the libraries set for themselves while imported (TOKENIZERS_PARALLELISM, TORCHINDUCTOR_CACHE_DIR):
+        # a fresh process sets it too, as this process did when it imported them
+        self.set_by_imports = {k: v for k, v in hello.get("env", {}).items() if self.env.get(k) != v}
         self.n = 0
 
+    def differences(self, env: dict) -> dict:
+        """The variables where ``env`` differs from this server's: {name: (server's, env's)}."""
+        mine = {k: v for k, v in self.env.items() if k not in self.set_by_imports and k not in VOLATILE}
+        theirs = {k: v for k, v in env.items() if k not in VOLATILE
+                  and not (k in self.set_by_imports and v == self.set_by_imports[k])}
+        return {k: (mine.get(k), theirs.get(k)) for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
+
     def usable(self, env: dict, cwd: Path) -> bool:
-        return self.ready and self.proc.poll() is None and env == self.env and Path(cwd) == Path(self.cwd)
+        """Whether a child of this server runs with ``env`` as a fresh process would."""
+        return (self.ready and self.proc.poll() is None and Path(cwd) == Path(self.cwd)
+                and not self.differences(env))
 
     def _reply(self, deadline: float | None) -> dict | None:
         while True:
@@ -116,10 +135,12 @@ class ForkServer:
                     raise RuntimeError("the test fork server ended")
                 return json.loads(line)
 
-    def run(self, argv: list[str], timeout: float | None) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], timeout: float | None, env: dict | None = None) -> subprocess.CompletedProcess:
+        """``argv`` in a child (``env``: the command's environment, as ``usable`` accepted it)."""
         self.n += 1
         out, err = (os.path.join(self.tmp, f"{self.n}.{s}") for s in ("out", "err"))
-        self.proc.stdin.write(json.dumps({"argv": argv, "out": out, "err": err}) + "\n")
+        volatile = {k: (env or os.environ).get(k) for k in VOLATILE}
+        self.proc.stdin.write(json.dumps({"argv": argv, "out": out, "err": err, "env": volatile}) + "\n")
         self.proc.stdin.flush()
         pid = self._reply(None)["pid"]
         deadline = None if timeout is None else time.monotonic() + timeout
