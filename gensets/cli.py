@@ -350,16 +350,25 @@ def _card(a) -> int:
         def scores(configs, build_id):
             return build_scores(a.db, configs, build_id)
     files = rerender(a.workspace, leaderboard=board, scores=scores)
-    print("wrote " + ", ".join(files) + f" in {Path(a.workspace) / 'dataset'}")
+    folder = Path(a.workspace) / "dataset"
+    if a.json:
+        print(json.dumps({"dir": str(folder), "files": list(files)}, indent=1))
+    else:
+        print("wrote " + ", ".join(files) + f" in {folder}")
     return 0
 
 
 def _publish(a) -> int:
     from .publish import publish
 
+    lines: list[str] = []
     url = publish(a.workspace, a.repo, private=a.private, revision=a.revision, tag=a.tag, dry_run=a.dry_run,
-                  allow_random_weights=a.allow_random_weights, replace=a.replace)
-    if url:
+                  allow_random_weights=a.allow_random_weights, replace=a.replace,
+                  out=lines.append if a.json else print)
+    if a.json:
+        print(json.dumps({"repo": a.repo, "revision": a.revision, "tag": a.tag, "dry_run": a.dry_run, "url": url,
+                          "steps": lines}, indent=1))
+    elif url:
         print(f"published: {url}")
     return 0
 
@@ -605,6 +614,7 @@ def parser() -> argparse.ArgumentParser:
     cd.add_argument("workspace")
     cd.add_argument("--db", help="a results database: adds a baseline leaderboard (gensets eval) and the quality "
                     "scores of this build (gensets score)")
+    cd.add_argument("--json", action="store_true", help="print {dir, files} as JSON")
     cd.set_defaults(func=_card)
 
     ls = sub.add_parser("list", help="what gensets has: builders, configs, protocols, metrics, reports, models, tables",
@@ -629,6 +639,8 @@ def parser() -> argparse.ArgumentParser:
                     help="publish over a repo that holds another builder's gensets dataset (its shards are deleted)")
     pb.add_argument("--allow-random-weights", action="store_true",
                     help="publish a build made with random: models (noise; refused without this)")
+    pb.add_argument("--json", action="store_true",
+                    help="print {repo, revision, tag, dry_run, url, steps} as JSON (steps: the lines otherwise printed)")
     pb.set_defaults(func=_publish)
 
     pr = sub.add_parser("publish-results", help="upload the leaderboard as results/leaderboard.parquet")

@@ -83,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         from gensets.evaluation.runner import EvalConfig, evaluate
 
         cfg = load_config(LeaderboardConfig, a.models_yaml)
+        if a.eval_results and not cfg.dataset_hub_id:
+            if not cfg.dataset.startswith("hf:"):
+                raise GensetsError(f"{a.models_yaml}: --eval-results needs dataset_hub_id: (the dataset's id on the "
+                                   f"Hub, which each entry names; {cfg.dataset!r} is not one)")
+            cfg = replace(cfg, dataset_hub_id=cfg.dataset[3:].split("@")[0])
         if cfg.models_from:
             from gensets.workspace import load_build_config
 

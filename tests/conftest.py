@@ -44,6 +44,18 @@ def offline_env(tmp_path_factory):
             os.environ[k] = v
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """What a test (or a command it ran in this process) set in os.environ ends with it: the next test, and the
+    fork server's environment check (tests/forkserver.py), see the session's environment."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own, per phase
+    yield
+    if {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"} != env:
+        now = os.environ.get("PYTEST_CURRENT_TEST")
+        os.environ.clear()
+        os.environ.update(env, **({"PYTEST_CURRENT_TEST": now} if now else {}))
+
+
 SMALL = ("--set", "classes=[mug]", "--set", "nuisances={background: {limit: 2}}")  # a small smoke build
 
 

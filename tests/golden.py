@@ -70,18 +70,21 @@ def _tree(root: Path, skip=()) -> dict[str, str]:
 
 def _cli(*args) -> str:
     """``gensets ARGS`` in this process (as ``gensets.cli.main``; the libraries are imported once for all the
-    calls); its stdout. A build pins torch to one thread: the thread count is restored after each call."""
+    calls); its stdout. A build pins torch to one thread, and the CLI may set variables: the thread count and the
+    environment are restored after each call."""
     import torch
 
     from gensets.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    threads = torch.get_num_threads()
+    threads, env = torch.get_num_threads(), dict(os.environ)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main([str(a) for a in args])
-    finally:
+    finally:  # what a command sets for itself (GENSETS_ANNOUNCE) ends with it, as with a process of its own
         torch.set_num_threads(threads)
+        os.environ.clear()
+        os.environ.update(env)
     if code:
         raise RuntimeError(f"gensets {' '.join(map(str, args))}: exit {code}\n{err.getvalue()[-3000:]}")
     return out.getvalue()

@@ -1,7 +1,14 @@
 """Exit codes a script can rely on (gensets.errors.EXIT_CODES, the README's table): 2 fix the command, 1 the data
 or a step failed, 3 fix the environment and retry, 4 retry once the other process ends, 130 interrupted."""
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
 
 from gensets.errors import EXIT_CODES
 
@@ -56,6 +63,40 @@ def test_each_class_of_failure_has_its_code(small, tmp_path):
         one_line(run_cli("build", SMOKE, "--out", ws, "--quiet", *SMALL), 4, "another gensets build")
 
 
+def _ctrl_c_reaches_it():
+    """In the child before it starts: SIGINT at its default, as in a terminal. A process started with SIGINT
+    ignored keeps it ignored (POSIX: what a non-interactive shell does to `cmd &`, so a Ctrl-C at the terminal
+    does not reach background jobs), and Python then installs no KeyboardInterrupt handler: a test run from such a
+    shell (CI) would see the signal do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
+    ws = tmp_path / "ws"
+    # the whole smoke config (21 units): after the first is committed, seconds of work are left to interrupt
+    cmd = [sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet",
+           "--set", "images_per_pair=4"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         preexec_fn=_ctrl_c_reaches_it)
+    manifest = ws / "candidates" / "manifest.jsonl"
+    deadline = time.monotonic() + 600
+    while p.poll() is None and time.monotonic() < deadline:  # the first unit committed, others to go
+        if manifest.is_file() and manifest.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.02)
+    assert p.poll() is None, "the build ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 130, err
+    kept = manifest.read_text().count("\n")
+    assert err.strip() == (f"gensets: interrupted; {kept} unit{'s' * (kept != 1)} committed in {ws} are kept: run "
+                           "the same command to resume (a unit cut short is redone)"), err
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=os.environ)
+    assert r.returncode == 0, r.stderr
+    assert f"({kept} done before," in r.stdout, r.stdout
+
+
 def test_a_misspelt_name_gets_the_closest_ones(tmp_path):
     """'did you mean' for class names, config keys, model kinds and names; errors name the user's input, not a
     file inside the package."""
@@ -83,3 +124,34 @@ def test_each_model_loaded_is_announced(small, tmp_path):
     assert "loading " not in quiet.stderr  # not a terminal: nothing
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_in_an_eval_keeps_finished_runs_and_the_rerun_skips_them(reference, tmp_path):
+    import threading
+
+    db = tmp_path / "r.duckdb"
+    # three models, one image at a time: each config takes seconds, so the interrupt lands inside the second
+    cmd = [sys.executable, "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet", "--model",
+           "tiny:vit", "--model", "tiny:clip", "--db", str(db), "--batch-size", "1", "--workers", "0"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         preexec_fn=_ctrl_c_reaches_it)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(iter(lambda: os.read(p.stderr.fileno(), 65536).decode(
+        errors="replace"), "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 600
+    while p.poll() is None and time.monotonic() < deadline:  # the first config's runs are written: the second began
+        if "texture/test" in "".join(err):
+            break
+        time.sleep(0.01)
+    assert p.poll() is None, "the eval ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=300)
+    reader.join(timeout=30)
+    assert p.returncode == 130, "".join(err)
+    assert ("gensets: interrupted; runs already written to the database are kept: run the same command to go on "
+            "(finished runs are skipped)") in "".join(err), "".join(err)[-500:]
+    r = subprocess.run(cmd + ["--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert "skipped tiny:resnet on background/test" in r.stderr, r.stderr
+    assert "skipped tiny:resnet on material/test" not in r.stderr  # not finished before: scored now
+    assert "texture/test" in r.stdout and "material/test" in r.stdout and "background/test" in r.stdout

@@ -80,3 +80,11 @@ def test_leaderboard_models_from_a_build_config(reference, tmp_path):
     (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
     p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg)], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 2 and "models_from: build.yaml lists no eval.models" in p.stderr
+
+
+def test_eval_results_name_a_hub_dataset_never_a_local_path(tmp_path):
+    cfg = tmp_path / "models.yaml"
+    cfg.write_text(yaml.safe_dump({"dataset": str(tmp_path / "ws"), "models": [{"spec": "tiny:resnet"}]}))
+    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--eval-results"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "needs dataset_hub_id:" in p.stderr

@@ -97,3 +97,20 @@ def test_json_of_build_finalize_and_verify_carries_the_text_numbers(small, tmp_p
     bad = json.loads(r.stdout)
     assert r.returncode == 1 and not bad["ok"] and bad["problems"]
     assert {"file", "member", "problem"} == set(bad["problems"][0])
+
+
+def test_json_of_card_and_publish_carries_the_text(small, tmp_path):
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(small, ws)
+    text = run_cli("card", ws, check=0).stdout
+    js = json.loads(run_cli("card", ws, "--json", check=0).stdout)
+    assert js["dir"] == str(ws / "dataset") and "README.md" in js["files"]
+    assert text.strip() == "wrote " + ", ".join(js["files"]) + f" in {js['dir']}"
+    dry = run_cli("publish", ws, "--repo", "org/name", "--tag", "v1", "--dry-run", check=0).stdout.splitlines()
+    js = json.loads(run_cli("publish", ws, "--repo", "org/name", "--tag", "v1", "--dry-run", "--json", check=0).stdout)
+    assert js["steps"] == dry and js["url"] is None and (js["repo"], js["tag"], js["dry_run"]) == ("org/name", "v1", True)
+    repo = tmp_path / "repo"
+    js = json.loads(run_cli("publish", ws, "--repo", f"file://{repo}", "--tag", "v1", "--json", check=0).stdout)
+    assert js["url"] and js["steps"][-1] == "tagged v1" and (repo / "README.md").is_file()
