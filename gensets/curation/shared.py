@@ -1,0 +1,125 @@
+"""Many processes, one state.duckdb: who holds it, and waiting for it in one line.
+
+DuckDB lets one process at a time open a database file (a read-write process excludes every other). So no
+gensets process keeps state.duckdb open longer than it needs: ``gensets review serve`` opens it for each request
+and closes it, the review commands and ``finalize`` for their moment. A process that finds it held retries for a
+while (:func:`gensets.curation.state.connect`); when the wait is noticeable it says so in one line naming the
+holder, never DuckDB's own message. A running review server records itself in the workspace's
+``.review-server.json`` (pid, URL; removed when it stops), so that line, and ``gensets review invite``'s link,
+can name it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+RECORD = ".review-server.json"  # the running review servers of a workspace: [{pid, url, started}]
+_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def is_lock_conflict(message: str) -> bool:
+    """DuckDB's error when another process holds the file ("Could not set lock ... Conflicting lock")."""
+    return "lock" in message.lower()
+
+
+def holder_pid(message: str) -> int | None:
+    """The pid DuckDB names in its lock-conflict message, if any."""
+    m = _PID.search(message)
+    return int(m.group(1)) if m else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _record_file(root: Path):
+    """The record file, opened without following a symlink and locked (fcntl) while it is read and rewritten: two
+    servers starting together both end up in it."""
+    import fcntl
+
+    fd = os.open(root / RECORD, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read(fd) -> list[dict]:
+    """The live servers of a record (a server killed with SIGKILL left its entry: a dead pid is dropped)."""
+    data = os.pread(fd, 1 << 16, 0)
+    try:
+        rows = json.loads(data or b"[]")
+    except ValueError:
+        return []
+    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("pid"), int) and _alive(r["pid"])] \
+        if isinstance(rows, list) else []
+
+
+def _write(fd, rows: list[dict]) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(rows, indent=1).encode() + b"\n", 0)
+
+
+def register(root: Path, url: str) -> None:
+    """Record this process as a review server of the workspace at ``root`` answering at ``url``."""
+    import time
+
+    with _record_file(root) as fd:
+        rows = [r for r in _read(fd) if r["pid"] != os.getpid()]
+        _write(fd, rows + [{"pid": os.getpid(), "url": url, "started": int(time.time())}])
+
+
+def unregister(root: Path) -> None:
+    """Take this process out of the record; the file goes with the last server."""
+    try:
+        with _record_file(root) as fd:
+            rows = [r for r in _read(fd) if r["pid"] != os.getpid()]
+            if rows:
+                _write(fd, rows)
+            else:
+                os.unlink(root / RECORD)
+    except OSError:
+        pass
+
+
+def servers(root: Path) -> list[dict]:
+    """The review servers running on the workspace at ``root`` (pid, url), as recorded; [] when none."""
+    path = root / RECORD
+    if not path.is_file() or path.is_symlink():
+        return []
+    try:
+        with _record_file(root) as fd:
+            return _read(fd)
+    except OSError:
+        return []
+
+
+def describe(root: Path, pid: int | None) -> str:
+    """Who holds state.duckdb, for one line: a recorded review server with its URL, else the command line of
+    the process (Linux), else its pid."""
+    if pid is None:
+        return "another process"
+    for s in servers(root):
+        if s["pid"] == pid:
+            return f"gensets review serve (pid {pid}, {s.get('url')})"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        argv = []
+    if "gensets.cli" in argv or any(Path(a).name == "gensets" for a in argv[:2]):
+        start = next(i for i, a in enumerate(argv) if a == "gensets.cli" or Path(a).name == "gensets") + 1
+        return f"gensets {' '.join(argv[start:start + 2])} (pid {pid})"
+    return f"process {pid}"
