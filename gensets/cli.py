@@ -304,7 +304,7 @@ def _review_invite(a) -> int:
     finally:
         con.close()
     if a.action == "revoke":
-        print(f"{a.name}: {n} link(s) revoked (a running review page refuses them within a second)")
+        print(f"{a.name}: {n} link(s) revoked (a running review page refuses them from now on)")
         return 0
     running = [s["url"] for s in shared.servers(ws.root)]
     base = a.url or (running[0] if running else "http://127.0.0.1:8765/")

@@ -49,7 +49,8 @@ MAX_BODY = 16 * 1024  # a decision is a few hundred bytes: a larger request body
 MAX_KEY = 200  # longer than any sample key: refused without being echoed
 SERVER_WAIT = 10.0  # how long a request waits for state.duckdb held by another process (finalize's snapshot, a
 # command, another server's request), then: 503 with one line naming it
-TOKENS_TTL = 1.0  # seconds between two readings of the invitations (a revoked link works at most this long)
+IDLE_S = 10.0  # the server gives state.duckdb up after this long unused (else: when another process asks)
+SHARED_S = 2.0  # after a release, the server closes state.duckdb after every use for this long
 WHERE_MAX = 10_000  # image locations kept for the pages shown (a page has PAGE_SIZE)
 CSRF_HEADER = "X-CSRF-Token"  # every POST carries the page's token in it (review.js)
 # the page loads only its own script, style and images, and no other site may frame it (clickjacking)
@@ -95,8 +96,8 @@ class ReviewState:
     it needs (:meth:`_held`), so that the review commands, ``finalize`` and other servers use it in between."""
 
     def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False, keep_open: bool = False):
-        """``keep_open``: hold state.duckdb from start to :meth:`close` (``self.con``), for a caller that is alone
-        with the workspace (a test, a profile); the server opens it per request."""
+        """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a
+        profile); the server keeps it open while it is in use and gives it up when asked (:meth:`release`)."""
         import getpass
         import secrets
 
@@ -109,47 +110,101 @@ class ReviewState:
             raise GensetsError(f"{self.ws.root}: nothing built yet (no state.duckdb)")
         self.lock = threading.Lock()  # one use of the database at a time in this process
         self.closed = False
+        self.keep_open = keep_open
+        self.con = None  # state.duckdb while this process holds it
+        self.used = 0.0  # when it was last used (monotonic)
+        self.shared_until = 0.0  # until then (after a release), closed after every use
+        self.release_asked = False
         self.reviewer = reviewer or getpass.getuser()
         self.class_names = list(self.builder.class_names(self.cfg))
         self.imagenet = imagenet_names()
         self.where: dict[str, tuple] = {}  # key -> (shard, offset, size, ext) of the images of pages shown
         self.secret = secrets.token_bytes(32)  # CSRF tokens are HMACs of the session under it
+        self.release_key = secrets.token_urlsafe(24)  # what a process asking for the database shows (shared.py)
         self.loopback = True  # serve() says: beyond loopback, every request needs a reviewer's link
         self.cookie = "gensets"  # serve() names it after the port: servers on one host keep their sessions apart
-        self.tokens: dict[str, str] = {}  # digest -> reviewer (reviewers.active), re-read every TOKENS_TTL s
-        self.tokens_read = float("-inf")
+        self.tokens: dict[str, str] = {}  # digest -> reviewer (reviewers.active), read whenever the database opens
         self.by_invitation = False  # someone was invited: links only (reviewers.ever_invited)
         con = state.connect(self.ws.state_path, wait=SERVER_WAIT)  # the schema, once; the page's tables
         try:
             self.double = double or review.is_double(con)  # recorded by keep_mode(), once serving
-            queue.ensure(con)
+            self._opened(con)
         except BaseException:
             con.close()
             raise
-        self.con = con if keep_open else con.close()
+        if keep_open:
+            self.con = con
+        else:
+            con.close()
+
+    def _opened(self, con) -> None:
+        """What another process may have changed while this one did not hold the database: the invitations (a
+        revoked link stops here) and the page's tables (a build since)."""
+        from . import reviewers
+
+        queue.ensure(con)
+        self.tokens, self.by_invitation = reviewers.active(con), reviewers.ever_invited(con)
 
     @contextlib.contextmanager
     def _held(self):
-        """state.duckdb, open for one use under the lock and closed after it (another process may be waiting for
-        it); a wait for another process's use ends, as :class:`Stopped`, once :meth:`close` was called."""
+        """state.duckdb for one use, under the lock: opened if this process does not hold it (waiting for another
+        holder), kept open after it unless someone asked for it (:meth:`release`) in the last :data:`SHARED_S`
+        seconds. A wait ends, as :class:`Stopped`, once :meth:`close` was called."""
         with self.lock:
             if self.closed:
                 raise Stopped("the review page is stopping: nothing was saved")
-            if self.con is not None:
+            if self.con is None:
+                self.con = self._open()
+            try:
                 yield self.con
-                return
-            try:
-                con = state.connect(self.ws.state_path, schema=False, wait=SERVER_WAIT, notice=None,
-                                    cancelled=lambda: self.closed)
-            except Busy:
-                if self.closed:
-                    raise Stopped("the review page is stopping: nothing was saved") from None
-                raise
-            try:
-                queue.ensure(con)  # a build since the last request: its images are in the page's tables
-                yield con
             finally:
-                con.close()
+                self.used = time.monotonic()
+                if not self.keep_open and (self.release_asked or self.used < self.shared_until):
+                    self._close()
+
+    def _open(self):
+        try:
+            con = state.connect(self.ws.state_path, schema=False, wait=SERVER_WAIT, notice=None,
+                                cancelled=lambda: self.closed)
+        except Busy:
+            if self.closed:
+                raise Stopped("the review page is stopping: nothing was saved") from None
+            raise
+        try:
+            self._opened(con)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _close(self) -> None:
+        """Give the database up (the lock held)."""
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+        if self.release_asked:
+            self.release_asked = False
+            self.shared_until = time.monotonic() + SHARED_S
+
+    def release(self) -> None:
+        """Another process asks for state.duckdb: given up now, or by the request using it once it is done; for
+        :data:`SHARED_S` seconds after, it is closed after every use (the asker gets its turn)."""
+        self.release_asked = True
+        if self.lock.acquire(blocking=False):
+            try:
+                self._close()
+            finally:
+                self.lock.release()
+
+    def release_if_idle(self) -> None:
+        """Give the database up after :data:`IDLE_S` seconds unused (a process that could not ask gets it then)."""
+        if self.con is not None and not self.keep_open and time.monotonic() - self.used > IDLE_S \
+                and self.lock.acquire(blocking=False):
+            try:
+                if self.con is not None and time.monotonic() - self.used > IDLE_S:
+                    self._close()
+            finally:
+                self.lock.release()
 
     def keep_mode(self) -> None:
         """Record double review in state.duckdb: once double, always (finalize relies on it)."""
@@ -163,22 +218,17 @@ class ReviewState:
         returns once the request using it, if any, is done (a decision is then committed)."""
         self.closed = True
         with self.lock:
-            if self.con is not None:
-                self.con.close()
-                self.con = None
+            self._close()
 
     # ---------------------------------------------------------------- who
     def reviewer_of(self, token: str | None) -> str | None:
-        """The invited reviewer whose link carries ``token``; None for no token, or one unknown or revoked.
-        Invitations are re-read at most every :data:`TOKENS_TTL` seconds (a revocation takes that long); read
-        once when the database is kept open (nobody else can change them)."""
+        """The invited reviewer whose link carries ``token``; None for no token, or one unknown or revoked. The
+        invitations are read whenever this process opens the database (while it holds it, nobody changes them)."""
         from . import reviewers
 
-        never = self.tokens_read == float("-inf")
-        if never or (self.con is None and time.monotonic() - self.tokens_read > TOKENS_TTL):
-            with self._held() as con:
-                self.tokens, self.by_invitation = reviewers.active(con), reviewers.ever_invited(con)
-            self.tokens_read = time.monotonic()
+        if self.con is None:
+            with self._held():
+                pass
         if not token:
             return None
         return self.tokens.get(reviewers.digest(token[:200]))  # looked up by digest: no token is compared
@@ -320,6 +370,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     def _guard():
         if allowed_hosts is not None and not host_allowed(request.host, allowed_hosts):
             abort(403)
+        if request.path == shared.RELEASE_PATH:
+            return _release(rs, request)
         if request.method == "POST":
             if not request.is_json:  # no cross-site form posts
                 abort(415)
@@ -464,6 +516,21 @@ def _identify(rs: ReviewState, request, g):
     return None
 
 
+def _release(rs: ReviewState, request):
+    """Another gensets process waits for state.duckdb (:func:`shared.ask_release`): it shows the key this server
+    recorded in ``.review-server.json`` (readable by whoever can write the workspace), and the server gives the
+    database up (:meth:`ReviewState.release`). No page, no session, nothing else."""
+    import hmac
+
+    from flask import Response
+
+    sent = request.headers.get(shared.RELEASE_HEADER) or ""
+    if request.method != "POST" or not hmac.compare_digest(sent.encode(), rs.release_key.encode()):
+        return Response(status=403)
+    rs.release()
+    return Response(status=204)
+
+
 def _csrf_ok(sent: str | None, expected: str) -> bool:
     import hmac
 
@@ -549,7 +616,7 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
                   "cross the network unencrypted (a TLS proxy in front of it keeps them private)",
                   file=sys.stderr, flush=True)
         url = f"http://{shown}:{port}/"
-        shared.register(rs.ws.root, url)
+        shared.register(rs.ws.root, url, rs.release_key)
         registered = True
         who = f"invited reviewers only ({len(set(rs.tokens.values()))})" if rs.invited() else f"reviewer {rs.reviewer}"
         announce(f"review page: {url}  ({rs.counts(rs.reviewer)['total']} images, {mode}, {who}; "
@@ -558,6 +625,7 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         stop.serving = True  # from here on a signal raises nothing (one just before: the finally below)
         while not stop.asked:
             server.handle_request()
+            rs.release_if_idle()
     finally:
         server.server_close()  # no new connection; its request threads are daemons, not waited for
         rs.close()

@@ -3,8 +3,8 @@
 A link carries a secret token (:func:`secrets.token_urlsafe`); state.duckdb keeps only its sha256, with the
 reviewer's name and when it was made (``reviewer_tokens``), so a copy of the database gives nobody a way in.
 The review page takes a reviewer's identity from the token (a cookie set from the link), never from a name
-typed on the page. ``gensets review revoke WS NAME`` ends every link of that reviewer: the page refuses them
-within :data:`gensets.curation.review_server.TOKENS_TTL` seconds.
+typed on the page. ``gensets review revoke WS NAME`` ends every link of that reviewer: a running page reads
+the invitations whenever it opens the database again, which it does after giving it up to the command.
 """
 
 from __future__ import annotations

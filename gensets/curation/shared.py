@@ -17,7 +17,10 @@ import os
 import re
 from pathlib import Path
 
-RECORD = ".review-server.json"  # the running review servers of a workspace: [{pid, url, started}]
+RECORD = ".review-server.json"  # the running review servers of a workspace: [{pid, url, started, release}]
+RELEASE_PATH = "/internal/release"  # where a server is asked to give state.duckdb up
+RELEASE_HEADER = "X-Gensets-Release"  # with the key it recorded
+ASK_TIMEOUT_S = 2.0
 _PID = re.compile(r"\(PID (\d+)\)")
 
 
@@ -48,7 +51,7 @@ def _record_file(root: Path):
     servers starting together both end up in it."""
     import fcntl
 
-    fd = os.open(root / RECORD, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    fd = os.open(root / RECORD, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd
@@ -72,13 +75,14 @@ def _write(fd, rows: list[dict]) -> None:
     os.pwrite(fd, json.dumps(rows, indent=1).encode() + b"\n", 0)
 
 
-def register(root: Path, url: str) -> None:
-    """Record this process as a review server of the workspace at ``root`` answering at ``url``."""
+def register(root: Path, url: str, release: str) -> None:
+    """Record this process as a review server of the workspace at ``root`` answering at ``url``, which gives the
+    database up to whoever shows ``release`` (:func:`ask_release`)."""
     import time
 
     with _record_file(root) as fd:
         rows = [r for r in _read(fd) if r["pid"] != os.getpid()]
-        _write(fd, rows + [{"pid": os.getpid(), "url": url, "started": int(time.time())}])
+        _write(fd, rows + [{"pid": os.getpid(), "url": url, "started": int(time.time()), "release": release}])
 
 
 def unregister(root: Path) -> None:
@@ -123,3 +127,32 @@ def describe(root: Path, pid: int | None) -> str:
         start = next(i for i, a in enumerate(argv) if a == "gensets.cli" or Path(a).name == "gensets") + 1
         return f"gensets {' '.join(argv[start:start + 2])} (pid {pid})"
     return f"process {pid}"
+
+
+def ask_release(root: Path, pid: int | None) -> bool:
+    """Ask the review server ``pid`` (as recorded) to give state.duckdb up: it keeps it open between requests,
+    so that a decision costs no opening. False when ``pid`` is no recorded server or it could not be asked (it
+    then gives it up once idle)."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    server = next((s for s in servers(root) if s["pid"] == pid and s.get("release")), None)
+    if server is None:
+        return False
+    try:
+        u = urlsplit(str(server.get("url")))
+        # bound to every address: asked on loopback
+        netloc = {"0.0.0.0": f"127.0.0.1:{u.port}", "::": f"[::1]:{u.port}"}.get(u.hostname or "", u.netloc)
+        req = urllib.request.Request(f"http://{netloc}{RELEASE_PATH}", data=b"", method="POST",
+                                     headers={RELEASE_HEADER: str(server["release"])})
+        with _no_proxy().open(req, timeout=ASK_TIMEOUT_S) as r:
+            return r.status == 204
+    except (OSError, ValueError):
+        return False
+
+
+def _no_proxy():
+    """An opener that goes straight to the server (an http_proxy of the environment would not reach loopback)."""
+    import urllib.request
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))

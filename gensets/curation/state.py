@@ -81,7 +81,7 @@ def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: f
     from . import shared
 
     wait = WAIT_S if wait is None else wait
-    start, said = time.monotonic(), False
+    start, said, asked = time.monotonic(), False, set()
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
@@ -91,6 +91,9 @@ def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: f
             if not shared.is_lock_conflict(why):
                 raise DataError(f"{path}: not a readable state database ({why}); it was left as it is") from None
             waited, pid = time.monotonic() - start, shared.holder_pid(str(e))
+            if pid not in asked:  # a review server keeps it between requests: asked once to give it up
+                asked.add(pid)
+                shared.ask_release(Path(path).parent, pid)
             if waited >= wait or (cancelled is not None and cancelled()):
                 who = shared.describe(Path(path).parent, pid)
                 raise Busy(f"{path}: in use by {who} for more than {wait:g} s; try again when it is done") from None
