@@ -596,8 +596,8 @@ def parser() -> argparse.ArgumentParser:
                          description="Serve the review page: pending images in a grid with their class, "
                          "nuisance, prompt and the surrogates' top-5; keys a accept, r reject, l relabel, "
                          "s several objects, arrows or j/k move. Each decision is saved in state.duckdb at "
-                         "once; the server opens it per request, so review commands, finalize and other servers "
-                         "work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
+                         "once; the server gives it up whenever another gensets process asks, so review commands, "
+                         "finalize and other servers work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
     rs.add_argument("workspace")
     rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
     rs.add_argument("--port", type=port, default=8765, help="default 8765; 0 picks a free port")

@@ -63,6 +63,16 @@ def test_commands_finalize_and_a_second_server_work_beside_a_running_server(ws, 
     s = servers(ws, "--reviewer", "ana")
     record = json.loads((ws / ".review-server.json").read_text())
     assert [r["pid"] for r in record] == [s.proc.pid] and record[0]["url"] == s.url
+    assert (ws / ".review-server.json").stat().st_mode & 0o077 == 0  # its release key: the workspace's owner's
+    for headers in ({}, {"X-Gensets-Release": "guess"}):  # only a gensets process that read the record asks
+        req = urllib.request.Request(s.url + "internal/release", data=b"", headers=headers, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        assert e.value.code == 403
+    req = urllib.request.Request(s.url + "internal/release", data=b"", method="POST",
+                                 headers={"X-Gensets-Release": record[0]["release"]})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 204
     keys = _keys(ws)
     listed = run_cli("review", "list", ws, "--json")
     _no_raw_error(listed)

@@ -1,9 +1,10 @@
 """The review page: ``gensets review serve`` shows the queue in a browser and saves each decision at once.
 
 One Flask app, served by werkzeug's threaded server on loopback by default. DuckDB lets one process at a time
-open state.duckdb, so the server keeps it open only for each request (under a lock, then closed): the review
-commands, ``finalize`` and other servers on the same workspace use it in between, each waiting its turn
-(:mod:`gensets.curation.shared`; a running server is recorded in ``.review-server.json``). Every decision goes
+open state.duckdb. The server uses it under a lock and keeps it open between requests (opening it costs more
+than a decision), but gives it up as soon as another gensets process asks (:func:`shared.ask_release`: the
+review commands, ``finalize``, another server on the same workspace) or after :data:`IDLE_S` unused; it is
+recorded in ``.review-server.json`` while it runs. Every decision goes
 through :func:`review.decide`, so ``reviews`` and ``review_log`` change together with the reviewer and the time.
 
 Reviewers are who their links say (:mod:`gensets.curation.reviewers`): once anyone was invited, or when the
@@ -92,8 +93,9 @@ class Stopped(GensetsError):
 
 
 class ReviewState:
-    """The queue seen by the page: listing, counts and decisions, each over state.duckdb opened for the moment
-    it needs (:meth:`_held`), so that the review commands, ``finalize`` and other servers use it in between."""
+    """The queue seen by the page: listing, counts and decisions over state.duckdb, held between requests and
+    given up when another process asks (:meth:`_held`, :meth:`release`), so that the review commands,
+    ``finalize`` and other servers use it in between."""
 
     def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False, keep_open: bool = False):
         """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a

@@ -1,12 +1,13 @@
 """Many processes, one state.duckdb: who holds it, and waiting for it in one line.
 
 DuckDB lets one process at a time open a database file (a read-write process excludes every other). So no
-gensets process keeps state.duckdb open longer than it needs: ``gensets review serve`` opens it for each request
-and closes it, the review commands and ``finalize`` for their moment. A process that finds it held retries for a
-while (:func:`gensets.curation.state.connect`); when the wait is noticeable it says so in one line naming the
-holder, never DuckDB's own message. A running review server records itself in the workspace's
-``.review-server.json`` (pid, URL; removed when it stops), so that line, and ``gensets review invite``'s link,
-can name it.
+gensets process keeps state.duckdb from another: the review commands and ``finalize`` hold it for their moment;
+``gensets review serve`` keeps it between requests (a decision then costs no opening) but gives it up when asked
+(:func:`ask_release`). A process that finds it held asks a recorded server once, then retries for a while
+(:func:`gensets.curation.state.connect`); when the wait is noticeable it says so in one line naming the holder,
+never DuckDB's own message. A running review server records itself in the workspace's ``.review-server.json``
+(pid, URL, the key that asks it to give the database up; mode 0600; removed when it stops), so that line, and
+``gensets review invite``'s link, can name it.
 """
 
 from __future__ import annotations
