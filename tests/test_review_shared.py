@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from .conftest import run_cli
-from .test_review_web import Server, _db
+from .test_review_web import Server, _browser, _db, _playwright
 
 
 @pytest.fixture
@@ -250,3 +250,29 @@ def test_invite_names_the_running_server_and_checks_its_input(ws, servers):
     assert bad.returncode == 2 and "--url" in bad.stderr and "Traceback" not in bad.stderr
     bad = run_cli("review", "invite", ws, " x\n")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_link_in_chromium_reviews_as_its_reviewer(ws, servers):
+    """The page opened from a link: the cookie replaces the token in the address, the Reviewer field is the
+    link's and read-only, and the page's script sends the CSRF token with its decision."""
+    sync_api = _playwright()
+    token = _invite(ws, "ana")
+    s = servers(ws, "--reviewer", "mallory", token=token)
+    with sync_api.sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{s.url}?token={token}&status=all")
+        assert "token" not in page.url and "status=all" in page.url
+        assert page.locator("#reviewer").input_value() == "ana" and page.locator("#reviewer").get_attribute("readonly") is not None
+        key = page.locator(".card").nth(0).get_attribute("data-key")
+        page.locator(".card").nth(0).click()
+        page.keyboard.press("a")
+        page.wait_for_selector(f'.card[data-key="{key}"].status-accepted', timeout=10_000)
+        assert errors == []
+        browser.close()
+    s.stop()
+    con = _db(ws)
+    assert con.execute("SELECT key, status, reviewer FROM review_log").fetchall() == [(key, "accepted", "ana")]
+    con.close()
