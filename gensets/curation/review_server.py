@@ -591,6 +591,7 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     loopback = rs.loopback = host in ("127.0.0.1", "localhost", "::1")
     rs.invited()  # reads the invitations
     if not loopback and not rs.tokens:
+        rs.close()
         raise GensetsError(f"{host} is not loopback: the review page then needs reviewers' links, and nobody holds "
                            f"one (gensets review invite {rs.ws.root} NAME)")
     allowed: set[str] = set()  # filled once the port is known (--port 0 picks a free one)

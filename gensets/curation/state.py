@@ -58,6 +58,7 @@ WAIT_S = 60.0  # how long a command waits for state.duckdb held by another proce
 # server holds it for milliseconds; finalize for its ingest and snapshot), then: Busy, in one line
 NOTICE_S = 0.3  # a wait longer than this is said, once, in one line naming the holder
 RETRY_S = 0.01  # between two tries
+ASK_S = 1.0  # between two requests to a review server holding it (shared.ask_release)
 
 
 def _stderr(line: str) -> None:
@@ -68,8 +69,8 @@ def _stderr(line: str) -> None:
 
 def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: float | None = None,
             notice=_stderr, cancelled=None):
-    """A connection to state.duckdb. Another process holding it (a review server's request, finalize) is waited
-    for, up to ``wait`` seconds (:data:`WAIT_S`); once the wait passes :data:`NOTICE_S`, ``notice`` (default: a
+    """A connection to state.duckdb. Another process holding it (a review server, a command, finalize) is waited
+    for, a review server asked to give it up (:func:`shared.ask_release`), up to ``wait`` seconds (:data:`WAIT_S`); once the wait passes :data:`NOTICE_S`, ``notice`` (default: a
     line on stderr; None to say nothing) gets one line naming the holder (:func:`shared.describe`); after it,
     :class:`~gensets.errors.Busy` in one line. ``cancelled()`` true ends the wait early (a stopping server).
     ``schema``: create missing tables (a process that opens it again and again does it once)."""
@@ -81,7 +82,7 @@ def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: f
     from . import shared
 
     wait = WAIT_S if wait is None else wait
-    start, said, asked = time.monotonic(), False, set()
+    start, said, asked = time.monotonic(), False, {}
     while True:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
@@ -91,8 +92,8 @@ def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: f
             if not shared.is_lock_conflict(why):
                 raise DataError(f"{path}: not a readable state database ({why}); it was left as it is") from None
             waited, pid = time.monotonic() - start, shared.holder_pid(str(e))
-            if pid not in asked:  # a review server keeps it between requests: asked once to give it up
-                asked.add(pid)
+            if time.monotonic() - asked.get(pid, -ASK_S) >= ASK_S:  # a review server keeps it between requests:
+                asked[pid] = time.monotonic()  # asked to give it up (again each ASK_S: it may have just started)
                 shared.ask_release(Path(path).parent, pid)
             if waited >= wait or (cancelled is not None and cancelled()):
                 who = shared.describe(Path(path).parent, pid)
