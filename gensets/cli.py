@@ -262,6 +262,16 @@ def _query(a) -> int:
     return 0
 
 
+def _http_url(value: str) -> str:
+    """--url: an http(s) address (what a reviewer's browser opens)."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(value)
+    if u.scheme not in ("http", "https") or not u.netloc or u.query or u.fragment:
+        raise argparse.ArgumentTypeError(f"not an http(s) address of the review page: {value[:80]!r}")
+    return value
+
+
 def _review_serve(a) -> int:
     from .curation.review_server import serve
 
@@ -274,6 +284,34 @@ def _review_serve(a) -> int:
     # serve() closed the database and the listening socket: end here, without the interpreter's teardown (a
     # second or more on a loaded machine) and whatever request threads still wait on open connections
     os._exit(0)
+
+
+def _review_invite(a) -> int:
+    """A personal link to the review page for reviewer NAME (its token stored hashed), or their links revoked."""
+    from .curation import reviewers, shared, state
+    from .workspace import Workspace
+
+    ws = Workspace(a.workspace)
+    ws.load()
+    if not ws.state_path.exists():
+        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    con = state.connect(ws.state_path)
+    try:
+        if a.action == "revoke":
+            n = reviewers.revoke(con, a.name)
+        else:
+            token = reviewers.invite(con, a.name)
+    finally:
+        con.close()
+    if a.action == "revoke":
+        print(f"{a.name}: {n} link(s) revoked (a running review page refuses them from now on)")
+        return 0
+    running = [s["url"] for s in shared.servers(ws.root)]
+    base = a.url or (running[0] if running else "http://127.0.0.1:8765/")
+    print(f"{base.rstrip('/')}/?token={token}")
+    print(f"the link above is {a.name}'s alone: whoever opens it reviews as {a.name}; "
+          f"`gensets review revoke {a.workspace} {a.name}` ends it", file=sys.stderr)
+    return 0
 
 
 def _review_agreement(a) -> int:
@@ -567,14 +605,30 @@ def parser() -> argparse.ArgumentParser:
                          description="Serve the review page: pending images in a grid with their class, "
                          "nuisance, prompt and the surrogates' top-5; keys a accept, r reject, l relabel, "
                          "s several objects, arrows or j/k move. Each decision is saved in state.duckdb at "
-                         "once (the server is the database's writer while it runs).")
+                         "once; the server gives it up whenever another gensets process asks, so review commands, "
+                         "finalize and other servers work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
     rs.add_argument("workspace")
     rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
     rs.add_argument("--port", type=port, default=8765, help="default 8765; 0 picks a free port")
-    rs.add_argument("--reviewer", help="the default reviewer name on the page (default: the login name)")
+    rs.add_argument("--reviewer", help="the default reviewer name on the page when nobody is invited (default: the "
+                    "login name)")
     rs.add_argument("--double", action="store_true",
                     help="double review: each image needs two reviewers; each sees their own decisions")
     rs.set_defaults(func=_review_serve)
+    iv = rsub.add_parser("invite", help="a personal link to the review page for a reviewer",
+                         description="Print a link with a secret token for reviewer NAME (state.duckdb keeps only "
+                         "its sha256). Once anyone is invited, the review page admits only such links, and the "
+                         "reviewer is the link's, never a name typed on the page; a page served beyond loopback "
+                         "needs them.")
+    iv.add_argument("workspace")
+    iv.add_argument("name", metavar="NAME")
+    iv.add_argument("--url", type=_http_url, help="the page's address as reviewers reach it (default: the running "
+                    "server's, else http://127.0.0.1:8765/)")
+    iv.set_defaults(func=_review_invite)
+    rv = rsub.add_parser("revoke", help="end every personal link of a reviewer")
+    rv.add_argument("workspace")
+    rv.add_argument("name", metavar="NAME")
+    rv.set_defaults(func=_review_invite)
     ag = rsub.add_parser("agreement", help="agreement of double review (Cohen's kappa)")
     ag.add_argument("workspace")
     ag.add_argument("--json", action="store_true")

@@ -14,9 +14,10 @@ from .config import apply_overrides, fingerprint, load_config, read_yaml, to_dic
 from .errors import Busy, ConfigError, GensetsError
 from .registry import BUILDERS
 
-OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock")
+OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock",
+       ".review-server.json")
 """A workspace's own entries: none is ever a symlink, and no command writes a file of its own over one."""
-_LEFTOVER = re.compile(r"^\.(?:(?:config\.yaml|dataset)\.tmp-|dataset\.old-)\d+$")  # what create / finalize leave
+_LEFTOVER = re.compile(r"^\.(?:(?:config\.yaml|dataset|state\.snapshot)\.tmp-|dataset\.old-)\d+(?:\.wal)?$")  # what create / finalize leave
 _ENV_LEFTOVER = re.compile(r"^\.[0-9a-f]+\.json\.tmp-\d+$")  # what record_environment leaves
 
 

@@ -5,6 +5,7 @@ the workspace / database touched, nothing lost."""
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -383,8 +384,11 @@ def _app(reference, tmp_path):
 
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
-    rs = ReviewState(ws, reviewer="ana")
-    return rs, create_app(rs, allowed_hosts={"localhost"}).test_client()
+    rs = ReviewState(ws, reviewer="ana", keep_open=True)
+    client = create_app(rs, allowed_hosts={"localhost"}).test_client()
+    page = client.get("/").get_data(as_text=True)  # the page's session cookie and CSRF token, sent with every POST
+    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+    return rs, client
 
 
 def _log(rs):
@@ -426,13 +430,15 @@ def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
 
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
+    token = run_cli("review", "invite", ws, "ana", check=0).stdout.strip().split("?token=")[1]
     proc = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0",
                              "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = re.search(r":(\d+)/", proc.stdout.readline()).group(1)
 
         def status(host: str) -> int:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts", headers={"Host": host})
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts",
+                                         headers={"Host": host, "Cookie": f"gensets-{port}={token}"})
             try:
                 with urllib.request.urlopen(req, timeout=10) as r:
                     return r.status

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 
 from .conftest import ROOT
 
@@ -28,25 +29,40 @@ SIGINT_IGNORED = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.S
 
 class Poster(threading.Thread):
     """Decisions POSTed one after another until one is not answered 200 (the server stopped): over one
-    keep-alive connection, or over a new connection each (``Connection: close``). ``answered`` holds the
-    reviewer name, unique to the decision, of each one answered 200."""
+    keep-alive connection, or over a new connection each (``Connection: close``), as the reviewer ``name`` (with
+    its link's ``token`` when given: invited reviewers only) and the page's CSRF token. ``answered`` holds the
+    reviewer name of each one answered 200 (one reviewer per poster)."""
 
-    def __init__(self, port: int, keys: list[str], name: str, keep_alive: bool):
+    def __init__(self, port: int, keys: list[str], name: str, keep_alive: bool, token: str | None = None):
         super().__init__(daemon=True)
         self.port, self.keys, self.tag, self.keep_alive = port, keys, name, keep_alive
         self.answered: list[str] = []
         self.first = threading.Event()  # set once one decision was answered (or the poster gave up)
+        self.headers = {"Content-Type": "application/json", **({"Cookie": f"gensets-{port}={token}"} if token else {})}
+
+    def _session(self) -> None:
+        """The page's cookies and CSRF token, as a browser gets them by opening it."""
+        con = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        con.request("GET", "/", headers=self.headers)
+        r = con.getresponse()
+        page = r.read().decode()
+        con.close()
+        cookie = [c.split(";")[0] for c in r.headers.get_all("Set-Cookie") or []]
+        if cookie:
+            self.headers["Cookie"] = "; ".join(filter(None, [self.headers.get("Cookie"), *cookie]))
+        self.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
 
     def run(self):
         con = None
         try:
+            self._session()
             for n in range(10_000):
                 if con is None or not self.keep_alive:
                     con = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)  # a hang guard only
-                reviewer = f"{self.tag}-{n}"
+                reviewer = self.tag
                 body = json.dumps({"key": self.keys[n % len(self.keys)], "action": ("accept", "reject")[n % 2],
                                    "reviewer": reviewer})
-                con.request("POST", "/api/decide", body, {"Content-Type": "application/json",
+                con.request("POST", "/api/decide", body, {**self.headers,
                                                           **({} if self.keep_alive else {"Connection": "close"})})
                 r = con.getresponse()
                 r.read()
@@ -56,7 +72,7 @@ class Poster(threading.Thread):
                 self.first.set()
                 if not self.keep_alive:
                     con.close()
-        except (OSError, http.client.HTTPException):  # refused, reset, cut short: the server is gone
+        except (OSError, http.client.HTTPException, AttributeError):  # refused, reset, cut short: the server is gone
             return
         finally:
             self.first.set()
@@ -85,16 +101,18 @@ def _round(ws, i: int, keys: list[str]) -> tuple[float, list[str]]:
     answered 200."""
     host = "0.0.0.0" if i % 2 else "127.0.0.1"
     sig = signal.SIGTERM if i % 3 == 2 else signal.SIGINT
+    names = [f"s{i}-{k}" for k in range(2)]
+    tokens = _invite(ws, names)  # beyond loopback, invited reviewers only (and then on loopback too)
     proc, port = _start(ws, "--host", host, sigint_ignored=i % 4 >= 2)
     idle = half = None
     try:
         idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)  # answered, then left open
-        idle.request("GET", "/api/counts")
+        idle.request("GET", "/api/counts", headers={"Cookie": f"gensets-{port}={tokens[0]}"})
         assert idle.getresponse().read()
         half = socket.create_connection(("127.0.0.1", port), timeout=30)  # headers sent, body never ends
         half.sendall(f"POST /api/decide HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: 200\r\n\r\n{{\"key\": ".encode())
-        posters = [Poster(port, keys, f"s{i}-{k}", keep_alive=k == 0) for k in range(2)]
+        posters = [Poster(port, keys, names[k], keep_alive=k == 0, token=tokens[k]) for k in range(2)]
         for p in posters:
             p.start()
         for p in posters:
@@ -144,14 +162,25 @@ def _keys(ws) -> list[str]:
     return keys
 
 
-def _logged(ws) -> set[str]:
-    """The reviewer names in the review log (DuckDB replays what a killed writer left in its WAL)."""
+def _logged(ws) -> Counter:
+    """The decisions in the review log by reviewer (DuckDB replays what a killed writer left in its WAL)."""
     import duckdb
 
     con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
-    logged = {r for (r,) in con.execute("SELECT reviewer FROM review_log").fetchall()}
+    logged = Counter(r for (r,) in con.execute("SELECT reviewer FROM review_log").fetchall())
     con.close()
     return logged
+
+
+def _invite(ws, names: list[str]) -> list[str]:
+    """A link's token for each reviewer (gensets review invite), written while no server runs on ``ws``."""
+    from gensets.curation import reviewers, state
+
+    con = state.connect(ws / "state.duckdb")
+    try:
+        return [reviewers.invite(con, name) for name in names]
+    finally:
+        con.close()
 
 
 def test_review_serve_stops_at_once_under_load_and_keeps_every_answered_decision(reference, tmp_path):
@@ -177,8 +206,8 @@ def test_review_serve_stops_at_once_under_load_and_keeps_every_answered_decision
         raise failures[0]
     assert sorted(times) == list(range(ROUNDS))
     for ws, decided in zip(workspaces, answered, strict=True):
-        lost = [r for r in decided if r not in _logged(ws)]
-        assert not lost, f"{ws}: {len(lost)} of {len(decided)} decisions answered 200 are not in state.duckdb"
+        lost = Counter(decided) - _logged(ws)
+        assert not lost, f"{ws}: {lost.total()} of {len(decided)} decisions answered 200 are not in state.duckdb"
     slow = {i: round(t, 2) for i, t in times.items() if t > STOP_S}
     assert not slow, f"stops over {STOP_S} s (round: seconds): {slow}; all: {sorted(round(t, 2) for t in times.values())}"
     stops = sorted(times.values())
@@ -209,4 +238,4 @@ def test_a_second_signal_ends_the_server_at_once_and_keeps_the_answered_decision
     poster.join(30)
     assert proc.returncode == 128 + signal.SIGTERM and took <= STOP_S, (proc.returncode, took, err)
     assert err == "review page stopped at once; every answered decision is in state.duckdb\n"
-    assert poster.answered and set(poster.answered) <= _logged(ws)
+    assert poster.answered and not Counter(poster.answered) - _logged(ws)

@@ -31,9 +31,12 @@ def _workspace(reference, tmp_path) -> Path:
 
 
 class Server:
-    """``gensets review serve`` in a subprocess on a free loopback port, stopped with Ctrl-C."""
+    """``gensets review serve`` in a subprocess on a free loopback port, stopped with Ctrl-C. Its requests keep the
+    page's cookies (a reviewer's link, ``token``: the reviewer's) and POSTs carry the page's CSRF token."""
 
-    def __init__(self, ws: Path, *args: str):
+    def __init__(self, ws: Path, *args: str, token: str | None = None):
+        import http.cookiejar
+
         self.ws = ws
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0", *args],
@@ -44,31 +47,39 @@ class Server:
             self.proc.kill()
             raise AssertionError(f"no address in {line!r}; stderr: {self.proc.stderr.read()}")
         self.url = m.group(0)
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        self.csrf = self.session(token)
+
+    def session(self, token: str | None = None) -> str:
+        """Open the page (through a reviewer's link when ``token``): the page's CSRF token."""
+        with self.opener.open(self.url + (f"?token={token}" if token else ""), timeout=10) as r:
+            return re.search(r'<meta name="csrf-token" content="([0-9a-f]+)">', r.read().decode()).group(1)
 
     def get(self, path: str):
-        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=10) as r:
+        with self.opener.open(self.url + path.lstrip("/"), timeout=10) as r:
             return json.loads(r.read())
 
-    def post(self, payload: dict, content_type: str = "application/json") -> tuple[int, dict]:
-        req = urllib.request.Request(self.url + "api/decide", data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": content_type}, method="POST")
+    def post(self, payload: dict, content_type: str = "application/json", csrf: bool = True) -> tuple[int, dict]:
+        headers = {"Content-Type": content_type, **({"X-CSRF-Token": self.csrf} if csrf else {})}
+        req = urllib.request.Request(self.url + "api/decide", data=json.dumps(payload).encode(), headers=headers,
+                                     method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with self.opener.open(req, timeout=10) as r:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
             body = e.read()
             return e.code, (json.loads(body) if body.startswith(b"{") else {})
 
-    def stop(self) -> None:
-        stop_server(self.proc)  # a server that does not stop fails the test (it was killed silently)
+    def stop(self) -> str | None:
+        return stop_server(self.proc)  # a server that does not stop fails the test (it was killed silently)
 
 
 @pytest.fixture
 def server_factory():
     servers = []
 
-    def start(ws, *args):
-        s = Server(ws, *args)
+    def start(ws, *args, token=None):
+        s = Server(ws, *args, token=token)
         servers.append(s)
         return s
 
@@ -305,23 +316,33 @@ def test_page_guards_and_errors(reference, tmp_path, server_factory):
             assert r.status == 200
     page = urllib.request.urlopen(s.url, timeout=10).read().decode()
     assert "http://" not in page.replace(s.url, "") and "https://" not in page  # nothing from a CDN
-    # the server is the database's writer while it runs: the CLI says so in one line
-    r = run_cli("review", "accept", ws, key)
-    assert r.returncode != 0 and "Traceback" not in r.stderr
-    bad = run_cli("review", "serve", ws, "--port", "0")
-    assert bad.returncode == 2 and "serve" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    # a POST without the page's CSRF token is refused, and so is one from another site
+    assert s.post({"key": key, "action": "accept"}, csrf=False)[0] == 403
+    assert s.get("/api/counts")["accepted"] == 0
 
 
-def test_serving_beyond_loopback_warns(reference, tmp_path):
+def test_serving_beyond_loopback_needs_invited_reviewers(reference, tmp_path):
     ws = _workspace(reference, tmp_path)
+    r = run_cli("review", "serve", ws, "--port", "0", "--host", "0.0.0.0")
+    assert r.returncode == 2 and "invite" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    link = run_cli("review", "invite", ws, "ana", check=0).stdout.strip()
     proc = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0",
                              "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert "review page: http://0.0.0.0:" in proc.stdout.readline()
+        line = proc.stdout.readline()
+        assert "review page: http://0.0.0.0:" in line and "invited reviewers only" in line
+        port = re.search(r":(\d+)/", line).group(1)
+        with pytest.raises(urllib.error.HTTPError) as e:  # no link: nothing of the page
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/counts", timeout=10)
+        assert e.value.code == 401
+        token = link.split("?token=")[1]
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts", headers={"Cookie": f"gensets-{port}={token}"})
+        with urllib.request.urlopen(req, timeout=10) as got:
+            assert json.loads(got.read())["total"] == 42
     finally:
         err = stop_server(proc)
     warning = err.splitlines()[0]
-    assert warning.startswith("warning: 0.0.0.0:") and "no authentication" in warning
+    assert warning.startswith("warning: 0.0.0.0:") and "unencrypted" in warning
 
 
 def test_double_review_agreement(reference, tmp_path, server_factory):
@@ -606,6 +627,8 @@ def test_pages_and_filters_in_process(reference, tmp_path, monkeypatch):
     rs = review_server.ReviewState(ws, reviewer="ana")
     try:
         client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
+        csrf = re.search(r'name="csrf-token" content="(\w+)"', client.get("/").get_data(as_text=True)).group(1)
+        client.environ_base["HTTP_X_CSRF_TOKEN"] = csrf
         # every key once, in page order (config, class, key), over 5 pages of 10, 10, 10, 10, 2
         pages, cursor = [], ""
         while cursor is not None:

@@ -11,6 +11,7 @@ card and review never import torch.
 import importlib.util
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -128,7 +129,7 @@ def test_page_tables_agree_with_a_full_scan_after_any_decisions(reference, tmp_p
     from gensets.curation import queue, review, review_server
 
     ws = _copy(reference, tmp_path)
-    rs = review_server.ReviewState(ws, reviewer="ana")
+    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
     con = rs.con
     rng = random.Random(0)
     every = [k for (k,) in con.execute("SELECT key FROM reviews ORDER BY key").fetchall()]
@@ -252,9 +253,11 @@ def test_a_page_and_a_decision_cost_the_same_at_any_size(reference, tmp_path, ca
     _inflate(big, 600_000)
     seen = {}
     for name, ws in (("small", small), ("big", big)):
-        rs = review_server.ReviewState(ws, reviewer="ana")
+        rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
         try:
             client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
+            page = client.get("/").get_data(as_text=True)  # the session's CSRF token, sent with the POST
+            client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
             after = client.get("/api/counts").get_json()["total"] // 2  # a page in the middle of the queue
             key = client.get("/api/items").get_json()["items"][0]["key"]
             page = _profiled(capfd, rs, lambda: client.get(f"/api/items?status=all&after={after}"))  # noqa: B023
@@ -281,7 +284,7 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     ws = _copy(reference, tmp_path)
     away = tmp_path / "away"
     shutil.move(ws / "candidates", away)
-    rs = review_server.ReviewState(ws, reviewer="ana")
+    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
         client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
         html = client.get("/?status=all").get_data(as_text=True)
@@ -302,7 +305,7 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     con.execute("DELETE FROM images")
     con.execute("DELETE FROM settings")
     con.close()
-    rs = review_server.ReviewState(ws, reviewer="ana")
+    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
         client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
         assert client.get("/api/counts").get_json()["pending"] == 42

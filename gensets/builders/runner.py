@@ -253,7 +253,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     if not ws.state_path.exists():
         raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
     ingest(ws)
-    con = state.connect(ws.state_path)
+    # a snapshot, read for as long as the shards take: review servers and commands use state.duckdb meanwhile
+    snap = state.snapshot(ws.state_path, ws.root / f".state.snapshot.tmp-{os.getpid()}")
+    con = state.connect(snap, read_only=True)
     metas = con.cursor()  # the provenance of one output shard at a time, by key, beside the sorted stream
     try:
         double = review.is_double(con)
@@ -329,6 +331,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     finally:
         metas.close()
         con.close()
+        for leftover in (snap, Path(f"{snap}.wal")):
+            leftover.unlink(missing_ok=True)
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
     if builder.needs_review:

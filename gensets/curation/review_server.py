@@ -1,9 +1,17 @@
 """The review page: ``gensets review serve`` shows the queue in a browser and saves each decision at once.
 
-One Flask app, served by werkzeug's threaded server on loopback by default. The server owns the one
-read-write DuckDB connection of the workspace while it runs (DuckDB allows one writer process); every
-request uses it under a lock, and every decision goes through :func:`review.decide`, so ``reviews``
-and ``review_log`` change together with the reviewer and the time.
+One Flask app, served by werkzeug's threaded server on loopback by default. DuckDB lets one process at a time
+open state.duckdb. The server uses it under a lock and keeps it open between requests (opening it costs more
+than a decision), but gives it up as soon as another gensets process asks (:func:`shared.ask_release`: the
+review commands, ``finalize``, another server on the same workspace) or after :data:`IDLE_S` unused; it is
+recorded in ``.review-server.json`` while it runs. Every decision goes
+through :func:`review.decide`, so ``reviews`` and ``review_log`` change together with the reviewer and the time.
+
+Reviewers are who their links say (:mod:`gensets.curation.reviewers`): once anyone was invited, or when the
+server listens beyond loopback, every request needs a valid link's token (a cookie set from its ``?token=``),
+and the reviewer name comes from it, never from the page. Every POST carries the session's CSRF token (an HMAC
+of the session under a secret of the server's, embedded in the page). On loopback with nobody invited, the page
+works as on one's own machine: the reviewer is the name typed on it.
 
 Nothing grows with the queue: a page reads its rows by keyset from ``queue`` and its counts from
 ``queue_counts`` (:mod:`gensets.curation.queue`), a decision updates the rows of its image, and an image is
@@ -30,8 +38,8 @@ import sys
 import threading
 import time
 
-from ..errors import GensetsError
-from . import queue, review, state
+from ..errors import Busy, GensetsError
+from . import queue, review, shared, state
 from .queue import FLAG, has_flag, with_flag
 
 __all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "Stopped", "create_app", "serve", "agreement"]
@@ -40,6 +48,12 @@ MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
 MAX_BODY = 16 * 1024  # a decision is a few hundred bytes: a larger request body is refused unread (413)
 MAX_KEY = 200  # longer than any sample key: refused without being echoed
+SERVER_WAIT = 10.0  # how long a request waits for state.duckdb held by another process (finalize's snapshot, a
+# command, another server's request), then: 503 with one line naming it
+IDLE_S = 10.0  # the server gives state.duckdb up after this long unused (else: when another process asks)
+SHARED_S = 2.0  # after a release, the server closes state.duckdb after every use for this long
+WHERE_MAX = 10_000  # image locations kept for the pages shown (a page has PAGE_SIZE)
+CSRF_HEADER = "X-CSRF-Token"  # every POST carries the page's token in it (review.js)
 # the page loads only its own script, style and images, and no other site may frame it (clickjacking)
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -79,10 +93,15 @@ class Stopped(GensetsError):
 
 
 class ReviewState:
-    """The queue seen by the page: listing, counts and decisions over one locked connection."""
+    """The queue seen by the page: listing, counts and decisions over state.duckdb, held between requests and
+    given up when another process asks (:meth:`_held`, :meth:`release`), so that the review commands,
+    ``finalize`` and other servers use it in between."""
 
-    def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False):
+    def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False, keep_open: bool = False):
+        """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a
+        profile); the server keeps it open while it is in use and gives it up when asked (:meth:`release`)."""
         import getpass
+        import secrets
 
         from ..labels.imagenet import imagenet_names
         from ..workspace import Workspace
@@ -91,40 +110,147 @@ class ReviewState:
         self.builder, self.cfg = self.ws.load()
         if not self.ws.state_path.exists():
             raise GensetsError(f"{self.ws.root}: nothing built yet (no state.duckdb)")
-        self.con = state.connect(self.ws.state_path)  # the one writer while the page is served
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one use of the database at a time in this process
+        self.closed = False
+        self.keep_open = keep_open
+        self.con = None  # state.duckdb while this process holds it
+        self.used = 0.0  # when it was last used (monotonic)
+        self.shared_until = 0.0  # until then (after a release), closed after every use
+        self.release_asked = False
         self.reviewer = reviewer or getpass.getuser()
-        self.double = double or review.is_double(self.con)  # recorded by keep_mode(), once serving
         self.class_names = list(self.builder.class_names(self.cfg))
         self.imagenet = imagenet_names()
-        queue.ensure(self.con)  # up to date after every build: one settings lookup
+        self.where: dict[str, tuple] = {}  # key -> (shard, offset, size, ext) of the images of pages shown
+        self.secret = secrets.token_bytes(32)  # CSRF tokens are HMACs of the session under it
+        self.release_key = secrets.token_urlsafe(24)  # what a process asking for the database shows (shared.py)
+        self.loopback = True  # serve() says: beyond loopback, every request needs a reviewer's link
+        self.cookie = "gensets"  # serve() names it after the port: servers on one host keep their sessions apart
+        self.tokens: dict[str, str] = {}  # digest -> reviewer (reviewers.active), read whenever the database opens
+        self.by_invitation = False  # someone was invited: links only (reviewers.ever_invited)
+        con = state.connect(self.ws.state_path, wait=SERVER_WAIT)  # the schema, once; the page's tables
+        try:
+            self.double = double or review.is_double(con)  # recorded by keep_mode(), once serving
+            self._opened(con)
+        except BaseException:
+            con.close()
+            raise
+        if keep_open:
+            self.con = con
+        else:
+            con.close()
+
+    def _opened(self, con) -> None:
+        """What another process may have changed while this one did not hold the database: the invitations (a
+        revoked link stops here) and the page's tables (a build since)."""
+        from . import reviewers
+
+        queue.ensure(con)
+        self.tokens, self.by_invitation = reviewers.active(con), reviewers.ever_invited(con)
 
     @contextlib.contextmanager
     def _held(self):
-        """The lock, around a use of the connection; :class:`Stopped` once :meth:`close` closed it."""
+        """state.duckdb for one use, under the lock: opened if this process does not hold it (waiting for another
+        holder), kept open after it unless someone asked for it (:meth:`release`) in the last :data:`SHARED_S`
+        seconds. A wait ends, as :class:`Stopped`, once :meth:`close` was called."""
         with self.lock:
-            if self.con is None:
+            if self.closed:
                 raise Stopped("the review page is stopping: nothing was saved")
-            yield
+            if self.con is None:
+                self.con = self._open()
+            try:
+                yield self.con
+            finally:
+                self.used = time.monotonic()
+                if not self.keep_open and (self.release_asked or self.used < self.shared_until):
+                    self._close()
+
+    def _open(self):
+        try:
+            con = state.connect(self.ws.state_path, schema=False, wait=SERVER_WAIT, notice=None,
+                                cancelled=lambda: self.closed)
+        except Busy:
+            if self.closed:
+                raise Stopped("the review page is stopping: nothing was saved") from None
+            raise
+        try:
+            self._opened(con)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _close(self) -> None:
+        """Give the database up (the lock held)."""
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+        if self.release_asked:
+            self.release_asked = False
+            self.shared_until = time.monotonic() + SHARED_S
+
+    def release(self) -> None:
+        """Another process asks for state.duckdb: given up now, or by the request using it once it is done; for
+        :data:`SHARED_S` seconds after, it is closed after every use (the asker gets its turn)."""
+        self.release_asked = True
+        if self.lock.acquire(blocking=False):
+            try:
+                self._close()
+            finally:
+                self.lock.release()
+
+    def release_if_idle(self) -> None:
+        """Give the database up after :data:`IDLE_S` seconds unused (a process that could not ask gets it then)."""
+        if self.con is not None and not self.keep_open and time.monotonic() - self.used > IDLE_S \
+                and self.lock.acquire(blocking=False):
+            try:
+                if self.con is not None and time.monotonic() - self.used > IDLE_S:
+                    self._close()
+            finally:
+                self.lock.release()
 
     def keep_mode(self) -> None:
         """Record double review in state.duckdb: once double, always (finalize relies on it)."""
-        if self.double and not review.is_double(self.con):
-            with self._held():
-                review.set_double(self.con)
+        if self.double:
+            with self._held() as con:
+                if not review.is_double(con):
+                    review.set_double(con)
 
     def close(self) -> None:
-        """Close the connection once the request using it, if any, is done (a decision is then committed);
-        a request after this one gets :class:`Stopped`."""
+        """No use of the database after this one: a request waiting for it gives up (:class:`Stopped`), and this
+        returns once the request using it, if any, is done (a decision is then committed)."""
+        self.closed = True
         with self.lock:
-            if self.con is not None:
-                self.con.close()
-                self.con = None
+            self._close()
+
+    # ---------------------------------------------------------------- who
+    def reviewer_of(self, token: str | None) -> str | None:
+        """The invited reviewer whose link carries ``token``; None for no token, or one unknown or revoked. The
+        invitations are read whenever this process opens the database (while it holds it, nobody changes them)."""
+        from . import reviewers
+
+        if self.con is None:
+            with self._held():
+                pass
+        if not token:
+            return None
+        return self.tokens.get(reviewers.digest(token[:200]))  # looked up by digest: no token is compared
+
+    def invited(self) -> bool:
+        """Someone was invited (a link revoked since counts): the page then requires a link (also on loopback)."""
+        self.reviewer_of(None)
+        return self.by_invitation
+
+    def csrf(self, session: str) -> str:
+        """The CSRF token of a session (a reviewer's token digest, or a session cookie): every POST carries it."""
+        import hashlib
+        import hmac
+
+        return hmac.new(self.secret, session.encode(), hashlib.sha256).hexdigest()
 
     # ---------------------------------------------------------------- reading
     def counts(self, reviewer: str) -> dict:
-        with self._held():
-            return queue.summary(self.con, reviewer, self.double)["counts"]
+        with self._held() as con:
+            return queue.summary(con, reviewer, self.double)["counts"]
 
     def page(self, reviewer: str, *, label: str | None = None, config: str | None = None,
              status: str = "todo", after: int | None = None, before: int | None = None) -> dict:
@@ -132,19 +258,24 @@ class ReviewState:
         the pages before and after it (``after`` / ``before``: a cursor of a page shown before)."""
         if status not in queue.VIEWS:
             raise GensetsError(f"unknown status '{status[:40]}' (known: {', '.join(queue.VIEWS)})")
-        with self._held():
-            p = queue.page(self.con, reviewer, self.double, label=label, config=config, view=status,
+        with self._held() as con:
+            p = queue.page(con, reviewer, self.double, label=label, config=config, view=status,
                            after=after, before=before, size=PAGE_SIZE)
-            s = queue.summary(self.con, reviewer, self.double, label=label, config=config, view=status)
-            self._details(p["items"])
+            s = queue.summary(con, reviewer, self.double, label=label, config=config, view=status)
+            self._details(con, p["items"])
         return {**p, **s}
 
-    def _details(self, items: list[dict]) -> None:
-        """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items, from their provenance."""
+    def _details(self, con, items: list[dict]) -> None:
+        """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items, from their provenance;
+        where their images lie is kept, so that the browser's requests for them need no database."""
         keys = [r["key"] for r in items]
         if not keys:
             return
-        meta = dict(self.con.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
+        if len(self.where) > WHERE_MAX:
+            self.where.clear()
+        self.where.update({k: rest for k, *rest in con.execute(
+            "SELECT key, shard, byte_offset, nbytes, ext FROM images WHERE list_contains(?, key)", [keys]).fetchall()})
+        meta = dict(con.execute("SELECT key, meta FROM samples WHERE list_contains(?, key)", [keys]).fetchall())
         for r in items:
             m = json.loads(meta[r["key"]])
             ids = set(m.get("imagenet_ids") or [])
@@ -165,13 +296,13 @@ class ReviewState:
         reviewer = review.check_reviewer((reviewer or "").strip())
         if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
-        with self._held():
-            row = next(iter(self.con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
-                                             [key]).fetchall()), None)
+        with self._held() as con:
+            row = next(iter(con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
+                                        [key]).fetchall()), None)
             if row is None:
                 raise GensetsError(f"sample '{key}' is not in the review queue")
             if self.double:  # the reviewer's own latest decision, if any
-                row = next((r[1:] for r in self.con.execute(
+                row = next((r[1:] for r in con.execute(
                     "SELECT reviewer, status, label, note FROM review_latest WHERE key = ?", [key]).fetchall()
                     if r[0] == reviewer), ("pending", None, None))
             status, current_label, note = row
@@ -184,23 +315,28 @@ class ReviewState:
                 label = current_label if status == "relabeled" else None
             else:
                 status = review.ACTIONS[action]
-            review.decide(self.con, [key], status, label=label, reviewer=reviewer, note=note,
+            review.decide(con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
-            counts = queue.summary(self.con, reviewer, self.double)["counts"]
+            counts = queue.summary(con, reviewer, self.double)["counts"]
         return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": counts}
 
     def agreement(self) -> dict:
         """The page's view of agreement: counts and kappa, never anyone's decisions."""
-        with self._held():
-            a = agreement(self.con)
+        with self._held() as con:
+            a = agreement(con)
         return {k: a[k] for k in SUMMARY}
 
     def image(self, key: str) -> tuple[bytes, str]:
-        """An image's bytes, read at its offset in its candidate shard; KeyError if the key has none."""
+        """An image's bytes, read at its offset in its candidate shard; KeyError if the key has none. An image of
+        a page shown is found without the database."""
         from ..shards import read_at
 
-        with self._held():
-            where = state.images_of(self.con, [key], self.ws.candidate).get(key)
+        if key in self.where:
+            shard, offset, size, ext = self.where[key]
+            where = (self.ws.candidate(shard), offset, size, ext)
+        else:
+            with self._held() as con:
+                where = state.images_of(con, [key], self.ws.candidate).get(key)
         if where is None:
             raise KeyError(key)
         path, offset, size, ext = where
@@ -223,8 +359,10 @@ def host_allowed(host: str, allowed: set[str]) -> bool:
 
 def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     """The Flask app over a ReviewState. ``allowed_hosts`` (host:port, see :func:`host_allowed`) guards against
-    DNS rebinding; a POST must be JSON from the page's own origin, of at most :data:`MAX_BODY` bytes."""
-    from flask import Flask, Response, abort, jsonify, render_template, request
+    DNS rebinding; a POST must be JSON from the page's own origin, of at most :data:`MAX_BODY` bytes, and carry
+    the session's CSRF token (:data:`CSRF_HEADER`). Once someone is invited, or beyond loopback, every request but
+    the page's script and style needs a reviewer's link (:func:`_identify`)."""
+    from flask import Flask, Response, abort, g, jsonify, render_template, request
 
     app = Flask(__name__)
     app.json.sort_keys = False
@@ -234,6 +372,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     def _guard():
         if allowed_hosts is not None and not host_allowed(request.host, allowed_hosts):
             abort(403)
+        if request.path == shared.RELEASE_PATH:
+            return _release(rs, request)
         if request.method == "POST":
             if not request.is_json:  # no cross-site form posts
                 abort(415)
@@ -241,6 +381,14 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             if (origin and origin.split("://", 1)[-1] != request.host) \
                     or request.headers.get("Sec-Fetch-Site") == "cross-site":
                 abort(403)
+        if request.path.startswith("/static/"):
+            return None
+        refused = _identify(rs, request, g)
+        if refused is not None:
+            return refused
+        if request.method == "POST" and not _csrf_ok(request.headers.get(CSRF_HEADER), g.csrf):
+            return _refusal(request, 403, "this request lacks the page's CSRF token: reload the review page")
+        return None
 
     @app.after_request
     def _headers(response):
@@ -248,15 +396,26 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
+        if g.get("new_session"):
+            response.set_cookie(f"{rs.cookie}-session", g.new_session, httponly=True, samesite="Strict")
         return response
 
     @app.errorhandler(GensetsError)
     def _bad(e):
-        return jsonify(error=str(e)), 503 if isinstance(e, Stopped) else 400
+        return jsonify(error=str(e)), 503 if isinstance(e, (Stopped, Busy)) else 400
+
+    def _who(asked) -> str:
+        """The reviewer of a request: the link's (a different name asked for is refused), else the name asked
+        for, else the server's default."""
+        if g.reviewer is not None:
+            if asked and asked != g.reviewer:
+                abort(_refusal(request, 403, f"you review as {g.reviewer} (your link): not as {str(asked)[:64]!r}"))
+            return g.reviewer
+        return (asked or rs.reviewer).strip()[:64] or rs.reviewer
 
     def _query():
         a = request.args
-        reviewer = (a.get("reviewer") or rs.reviewer).strip()[:64] or rs.reviewer
+        reviewer = _who(a.get("reviewer"))
         cursors = {}
         for name in ("after", "before"):
             value = a.get(name) or None
@@ -275,7 +434,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         return render_template(
             "review.html", p=p, reviewer=reviewer, double=rs.double, class_names=rs.class_names,
             filters={"class": a.get("class") or "", "config": a.get("config") or "", "status": status},
-            title=rs.cfg.pretty_name, workspace=str(rs.ws.root),
+            title=rs.cfg.pretty_name, workspace=str(rs.ws.root), csrf=g.csrf, signed_in=g.reviewer is not None,
             statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"])
 
     @app.get("/image/<key>")
@@ -284,7 +443,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             data, mime = rs.image(key)
         except KeyError:
             abort(404)
-        return Response(data, mimetype=mime, headers={"Cache-Control": "max-age=86400, immutable"})
+        return Response(data, mimetype=mime, headers={"Cache-Control": "private, max-age=86400, immutable"})
 
     @app.get("/api/items")
     def items():
@@ -293,7 +452,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
 
     @app.get("/api/counts")
     def counts():
-        return jsonify(rs.counts(request.args.get("reviewer") or rs.reviewer))
+        return jsonify(rs.counts(_who(request.args.get("reviewer"))))
 
     @app.post("/api/decide")
     def decide():
@@ -307,9 +466,10 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             raise GensetsError(f"'key' is longer than {MAX_KEY} characters: no sample has such a key")
         if not isinstance(d.get("reviewer") or "", str) or not isinstance(d.get("label") or "", str):
             raise GensetsError("'reviewer' and 'label' must be strings")
+        reviewer = _who(d.get("reviewer")) if g.reviewer is not None else (d.get("reviewer") or rs.reviewer)
         t0 = time.perf_counter()
-        out = rs.decide(d["key"], str(d.get("action"))[:40], d.get("reviewer") or rs.reviewer,
-                        label=d.get("label"), flagged=d.get("flagged"))
+        out = rs.decide(d["key"], str(d.get("action"))[:40], reviewer, label=d.get("label"),
+                        flagged=d.get("flagged"))
         out["ms"] = round(1000 * (time.perf_counter() - t0), 1)
         return jsonify(out)
 
@@ -318,6 +478,79 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         return jsonify(rs.agreement())
 
     return app
+
+
+def _identify(rs: ReviewState, request, g):
+    """Who sends ``request``, into ``g`` (``reviewer``: the invited reviewer or None; ``csrf``: the session's CSRF
+    token); a response when it is refused. A link's ``?token=`` becomes a cookie (HttpOnly, SameSite=Lax) and the
+    browser goes on to the same address without it (out of its history and of the page's links). Once anyone is
+    invited, or beyond loopback, a request without a valid token is refused (401); otherwise the page works as
+    on one's own machine, its session a random cookie."""
+    import secrets
+    from urllib.parse import urlencode
+
+    from flask import redirect
+
+    from . import reviewers
+
+    link = request.args.get("token") if request.method == "GET" else None
+    if link is not None:
+        if rs.reviewer_of(link) is None:
+            return _refusal(request, 401, "this review link is unknown or revoked: ask for a new one "
+                            "(gensets review invite WORKSPACE NAME)")
+        rest = urlencode([(k, v) for k, v in request.args.items(multi=True) if k != "token"])
+        # never "//host/...": a path of this server, not another site's address
+        response = redirect("/" + request.path.lstrip("/") + (f"?{rest}" if rest else ""), code=303)
+        response.set_cookie(rs.cookie, link, max_age=30 * 86400, httponly=True, samesite="Lax")
+        return response
+    token = request.cookies.get(rs.cookie)
+    g.reviewer = rs.reviewer_of(token)
+    if g.reviewer is not None:
+        g.csrf = rs.csrf("t:" + reviewers.digest(token))
+        return None
+    if rs.invited() or not rs.loopback:
+        return _refusal(request, 401, "this review page needs your personal link (gensets review invite "
+                        "WORKSPACE NAME gives one)")
+    session = request.cookies.get(f"{rs.cookie}-session") or ""
+    if not (20 <= len(session) <= 64):
+        session = g.new_session = secrets.token_urlsafe(24)
+    g.csrf = rs.csrf("s:" + session)
+    return None
+
+
+def _release(rs: ReviewState, request):
+    """Another gensets process waits for state.duckdb (:func:`shared.ask_release`): it shows the key this server
+    recorded in ``.review-server.json`` (readable by whoever can write the workspace), and the server gives the
+    database up (:meth:`ReviewState.release`). No page, no session, nothing else."""
+    import hmac
+
+    from flask import Response
+
+    sent = request.headers.get(shared.RELEASE_HEADER) or ""
+    if request.method != "POST" or not hmac.compare_digest(sent.encode(), rs.release_key.encode()):
+        return Response(status=403)
+    rs.release()
+    return Response(status=204)
+
+
+def _csrf_ok(sent: str | None, expected: str) -> bool:
+    import hmac
+
+    return isinstance(sent, str) and hmac.compare_digest(sent.encode(), expected.encode())
+
+
+def _refusal(request, code: int, why: str):
+    """A refusal in one line: JSON ``{"error": why}`` for the page's script, plain text for a browser."""
+    from flask import jsonify
+
+    if request.path.startswith("/api/"):
+        response = jsonify(error=why)
+    else:
+        from flask import Response
+
+        response = Response(why + "\n", mimetype="text/plain")
+    response.status_code = code
+    return response
 
 
 class _Stop:
@@ -355,7 +588,12 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         signal.signal(signal.SIGTERM, stop)
     rs = ReviewState(workspace, reviewer=reviewer, double=double)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
-    loopback = host in ("127.0.0.1", "localhost", "::1")
+    loopback = rs.loopback = host in ("127.0.0.1", "localhost", "::1")
+    rs.invited()  # reads the invitations
+    if not loopback and not rs.tokens:
+        rs.close()
+        raise GensetsError(f"{host} is not loopback: the review page then needs reviewers' links, and nobody holds "
+                           f"one (gensets review invite {rs.ws.root} NAME)")
     allowed: set[str] = set()  # filled once the port is known (--port 0 picks a free one)
     said = io.StringIO()  # werkzeug prints why it cannot bind and exits: we say it in one line
     try:
@@ -365,9 +603,11 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         rs.close()
         why = said.getvalue().strip().split("\n")[0] or getattr(e, "strerror", None) or str(e)
         raise GensetsError(f"cannot listen on {host}:{port} ({why})") from None
+    registered = False
     try:
         rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone
         port = server.server_port
+        rs.cookie = f"gensets-{port}"
         shown = f"[{host}]" if ":" in host else host
         # the loopback names, and the address given; bound to every address, any IP address (never a host name)
         allowed.update(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", shown))
@@ -375,14 +615,22 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
             allowed.add(f"*:{port}")
         mode = "double review" if rs.double else "single review"
         if not loopback:
-            print(f"warning: {shown}:{port} is not loopback and the review page has no authentication: anyone "
-                  "who can reach it can see the images and change decisions", file=sys.stderr, flush=True)
-        announce(f"review page: http://{shown}:{port}/  ({rs.counts(rs.reviewer)['total']} images, {mode}, "
-                 f"reviewer {rs.reviewer}; Ctrl-C to stop)", flush=True)
+            print(f"warning: {shown}:{port} is not loopback and serves plain HTTP: reviewers' links and images "
+                  "cross the network unencrypted (a TLS proxy in front of it keeps them private)",
+                  file=sys.stderr, flush=True)
+        url = f"http://{shown}:{port}/"
+        shared.register(rs.ws.root, url, rs.release_key)
+        registered = True
+        who = f"invited reviewers only ({len(set(rs.tokens.values()))})" if rs.invited() else f"reviewer {rs.reviewer}"
+        announce(f"review page: {url}  ({rs.counts(rs.reviewer)['total']} images, {mode}, {who}; "
+                 "Ctrl-C to stop)", flush=True)
         server.timeout = 0.1  # handle_request() returns at least this often, to see a stop asked
         stop.serving = True  # from here on a signal raises nothing (one just before: the finally below)
         while not stop.asked:
             server.handle_request()
+            rs.release_if_idle()
     finally:
         server.server_close()  # no new connection; its request threads are daemons, not waited for
         rs.close()
+        if registered:
+            shared.unregister(rs.ws.root)

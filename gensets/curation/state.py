@@ -1,6 +1,8 @@
 """state.duckdb: samples, surrogate predictions, curation and review decisions of one workspace.
 
-One writer at a time (the build's rank 0, the review commands); readers open it read-only.
+DuckDB lets one process at a time open the file (a writer excludes readers of other processes too), so every
+process opens it for the moment it needs and closes it: :func:`connect` waits for another holder (a review
+server's request, a command, finalize's :func:`snapshot`) and says so in one line naming it.
 Bulk inserts go through Arrow; every value is passed as a parameter or an Arrow column.
 """
 
@@ -36,10 +38,14 @@ CREATE TABLE IF NOT EXISTS images (
     key VARCHAR PRIMARY KEY, shard VARCHAR, byte_offset BIGINT, nbytes BIGINT, ext VARCHAR);
 CREATE TABLE IF NOT EXISTS reviewer_aliases (
     alias VARCHAR PRIMARY KEY, reviewer VARCHAR, time TIMESTAMP);
+CREATE TABLE IF NOT EXISTS reviewer_tokens (
+    token_sha256 VARCHAR PRIMARY KEY, reviewer VARCHAR, created TIMESTAMP, revoked TIMESTAMP);
 CREATE TABLE IF NOT EXISTS label_studio_annotations (
     project VARCHAR, annotation VARCHAR, key VARCHAR, reviewer VARCHAR, updated_at TIMESTAMP,
     decided TIMESTAMP, withdrawn BOOLEAN, imported TIMESTAMP);
 """
+# reviewer_tokens: the review page's invitations (gensets.curation.reviewers): the sha256 of each secret link's
+# token, never the token, with whose it is, when it was made and revoked.
 # reviewer_aliases: a name decisions were logged under before the reviewer's name was known (a Label Studio
 # user id, ``label-studio:1``) -> that name; every reading of the log (queue.LATEST) goes through it, so one person
 # is one reviewer whatever form of their id an import carried. label_studio_annotations: append-only, the Label
@@ -48,23 +54,77 @@ CREATE TABLE IF NOT EXISTS label_studio_annotations (
 # those it withdrew because Label Studio no longer has them (gensets.curation.interchange)
 
 
-def connect(path: Path, read_only: bool = False):
+WAIT_S = 60.0  # how long a command waits for state.duckdb held by another process (a request of a review
+# server holds it for milliseconds; finalize for its ingest and snapshot), then: Busy, in one line
+NOTICE_S = 0.3  # a wait longer than this is said, once, in one line naming the holder
+RETRY_S = 0.01  # between two tries
+ASK_S = 1.0  # between two requests to a review server holding it (shared.ask_release)
+
+
+def _stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: float | None = None,
+            notice=_stderr, cancelled=None):
+    """A connection to state.duckdb. Another process holding it (a review server, a command, finalize) is waited
+    for, a review server asked to give it up (:func:`shared.ask_release`), up to ``wait`` seconds (:data:`WAIT_S`); once the wait passes :data:`NOTICE_S`, ``notice`` (default: a
+    line on stderr; None to say nothing) gets one line naming the holder (:func:`shared.describe`); after it,
+    :class:`~gensets.errors.Busy` in one line. ``cancelled()`` true ends the wait early (a stopping server).
+    ``schema``: create missing tables (a process that opens it again and again does it once)."""
+    import time
+
     import duckdb
 
-    from ..errors import DataError, GensetsError
+    from ..errors import Busy, DataError
+    from . import shared
 
-    try:
-        if read_only:
-            return _read_only(duckdb.connect(str(path), read_only=True))
-        con = duckdb.connect(str(path))
-    except duckdb.Error as e:  # another process is the writer (e.g. `gensets review serve`), or not a database
-        why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        if "lock" in why.lower():
-            raise GensetsError(f"{path}: in use by another process ({why}); "
-                               "stop it (e.g. `gensets review serve`) and try again") from None
-        raise DataError(f"{path}: not a readable state database ({why}); it was left as it is") from None
-    con.execute(SCHEMA)
+    wait = WAIT_S if wait is None else wait
+    start, said, asked = time.monotonic(), False, {}
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.Error as e:  # another process has it, or not a database
+            why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            if not shared.is_lock_conflict(why):
+                raise DataError(f"{path}: not a readable state database ({why}); it was left as it is") from None
+            waited, pid = time.monotonic() - start, shared.holder_pid(str(e))
+            if time.monotonic() - asked.get(pid, -ASK_S) >= ASK_S:  # a review server keeps it between requests:
+                asked[pid] = time.monotonic()  # asked to give it up (again each ASK_S: it may have just started)
+                shared.ask_release(Path(path).parent, pid)
+            if waited >= wait or (cancelled is not None and cancelled()):
+                who = shared.describe(Path(path).parent, pid)
+                raise Busy(f"{path}: in use by {who} for more than {wait:g} s; try again when it is done") from None
+            if not said and waited >= NOTICE_S and notice:
+                notice(f"waiting for {path}: {shared.describe(Path(path).parent, pid)} is using it")
+                said = True
+            time.sleep(RETRY_S)
+    if read_only:
+        return _read_only(con)
+    if schema:
+        con.execute(SCHEMA)
     return con
+
+
+def snapshot(path: Path, dest: Path) -> Path:
+    """A copy of state.duckdb at ``dest``, for a long read (finalize streams every published row from it): the
+    database is held only while it is checkpointed and copied (every change in the file, the write-ahead log
+    empty), so review servers and commands go on meanwhile, and the long read sees one moment of it."""
+    import shutil
+
+    con = connect(path)
+    try:
+        con.execute("CHECKPOINT")
+        shutil.copyfile(path, dest)
+        wal = Path(f"{path}.wal")
+        if wal.is_file() and wal.stat().st_size:  # nothing left to checkpoint should remain; copied if so
+            shutil.copyfile(wal, f"{dest}.wal")
+    finally:
+        con.close()
+    return dest
 
 
 def _read_only(con):

@@ -10,16 +10,20 @@
   let sel = -1;
   let busy = false;
 
-  // the reviewer's name: the URL wins, else the last one used in this browser
+  // every POST carries the session's CSRF token, which the server embedded in the page
+  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  // the reviewer's name: with a personal link, the link's (the field is read-only); else the URL wins, else the
+  // last one used in this browser
+  const signedIn = reviewerInput.dataset.signedIn === "1";
   const fromUrl = new URLSearchParams(location.search).get("reviewer");
   const stored = localStorage.getItem("gensets-reviewer");
-  if (!fromUrl && stored && stored !== reviewerInput.value) {
+  if (!signedIn && !fromUrl && stored && stored !== reviewerInput.value) {
     reviewerInput.value = stored;
     // blind double review: the page was rendered with the server's default reviewer's decisions; show this one's
     if (double) { document.body.hidden = true; form.submit(); return; }
   }
   const reviewer = () => reviewerInput.value.trim();
-  reviewerInput.addEventListener("change", () => {
+  if (!signedIn) reviewerInput.addEventListener("change", () => {
     localStorage.setItem("gensets-reviewer", reviewer());
     if (double) form.submit(); // each reviewer sees their own decisions
   });
@@ -121,7 +125,7 @@
     const t0 = performance.now();
     try {
       const res = await fetch("/api/decide", {
-        method: "POST", headers: { "Content-Type": "application/json" },
+        method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
         body: JSON.stringify({ key: it.key, action, reviewer: reviewer(), ...extra }),
       });
       const out = await res.json().catch(() => ({ error: res.statusText }));
