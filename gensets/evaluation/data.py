@@ -1,4 +1,5 @@
-"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob.
+"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob, and the
+released ImageNet-D (a folder in its authors' layout, or ``hf:zcs15/ImageNet-D``: :mod:`.released`).
 
 Every source yields the same records, in a stable order, one image decoded once::
 
@@ -36,12 +37,16 @@ class Split:
     n: int | None = None  # when known up front (for the progress bar)
     builder: str | None = None  # the gensets builder that wrote it (its samples' provenance), when known
     shards: list[Path] | None = None  # tar shards: indexed, batches read by any process
+    # two-way's wrong option of each image (key -> class index) where the dataset gives it: the released
+    # ImageNet-D's questions CSV (gensets.evaluation.released), named by ``questions``
+    wrong_options: dict[str, int] | None = None
+    questions: str | None = None
 
 
 @dataclass
 class Source:
     id: str  # what the user named: a path, a hub id or a glob
-    revision: str | None  # hub revision, or the build fingerprint of a local gensets folder
+    revision: str | None  # hub revision, the build fingerprint of a local gensets folder, or a released folder's digest
     splits: list[Split] = field(default_factory=list)
 
 
@@ -275,12 +280,19 @@ def _hub_image(repo: str, config: str, split: str, key: str, cell: dict):
 
 
 def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
-    """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``org/name[@rev]``."""
+    """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``[hf:]org/name[@rev]``; a folder in
+    the released ImageNet-D's layout, and ``hf:zcs15/ImageNet-D``, are read as the released ImageNet-D."""
+    from . import released
+
     path = Path(dataset)
     if path.is_dir():
         if (path / "config.yaml").exists() and (path / "dataset").is_dir():
             return local_folder(no_symlink(path / "dataset", "the workspace's dataset folder"), config, split)
+        if released.looks_released(path):
+            return released.released_folder(path, config, split)
         return local_folder(path, config, split)
+    if released.is_released_id(dataset) and not path.exists():
+        return released.hub_released(dataset, config, split)
     if any(ch in dataset for ch in "*?[{") or dataset.endswith(".tar"):
         import braceexpand
 
@@ -290,6 +302,8 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
         src = Source(dataset, None)
         src.splits.append(Split(config or "default", split or "test", None, _tar_records(paths), shards=paths))
         return src
+    if dataset.startswith("hf:") and _HUB_ID.match(dataset[3:]):
+        return hub_dataset(dataset[3:], config, split)
     if _HUB_ID.match(dataset) and not path.exists():
         return hub_dataset(dataset, config, split)
     raise GensetsError(f"{dataset}: no such workspace, folder, shard glob or hub dataset id")
