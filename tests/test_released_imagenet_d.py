@@ -270,3 +270,44 @@ def test_the_hub_copy_offline_fails_fast_in_one_line(tmp_path):
     assert time.monotonic() - t < 60
     line = _one_line_error(r, "hf:zcs15/ImageNet-D", "offline")
     assert r.returncode == 3, line
+
+
+def test_the_hub_snapshot_is_read_from_the_cache_as_the_folder(tmp_path, monkeypatch):
+    """``hf:zcs15/ImageNet-D`` offline, cached: the snapshot (files that link into the repo's blobs/, as the Hub's
+    cache holds them) reads as the same folder, named by its commit; a file linking out of the repo is refused."""
+    import hashlib
+    import os
+
+    from huggingface_hub import constants
+
+    from gensets.errors import DataError
+    from gensets.evaluation.data import open_source
+
+    folder, _ = _released(tmp_path)
+    repo = tmp_path / "hub" / "datasets--zcs15--ImageNet-D"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snap = repo / "snapshots" / commit
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        blob = repo / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(f.read_bytes())
+        link = snap / f.relative_to(folder)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub, local = open_source("hf:zcs15/ImageNet-D"), open_source(str(folder))
+    assert (hub.id, hub.revision) == ("zcs15/ImageNet-D", commit)
+    assert [s.config for s in hub.splits] == [s.config for s in local.splits] == list(KINDS)
+    for a, b in zip(hub.splits, local.splits, strict=True):
+        assert a.wrong_options == b.wrong_options and a.class_names == b.class_names
+        ra, rb = list(a.records()), list(b.records())
+        assert [(r["key"], r["target"], r["meta"]) for r in ra] == [(r["key"], r["target"], r["meta"]) for r in rb]
+        assert all(x["image"].tobytes() == y["image"].tobytes() for x, y in zip(ra, rb, strict=True))
+    outside = tmp_path / "outside.png"
+    outside.write_bytes(_png(7))
+    (snap / "texture" / "banana" / "img1.png").unlink()
+    (snap / "texture" / "banana" / "img1.png").symlink_to(outside)
+    with pytest.raises(DataError, match="img1.png: a symlink along the way leads out of"):
+        open_source("hf:zcs15/ImageNet-D")
