@@ -311,3 +311,17 @@ def test_the_hub_snapshot_is_read_from_the_cache_as_the_folder(tmp_path, monkeyp
     (snap / "texture" / "banana" / "img1.png").symlink_to(outside)
     with pytest.raises(DataError, match="img1.png: a symlink along the way leads out of"):
         open_source("hf:zcs15/ImageNet-D")
+
+
+def test_images_are_decoded_under_gensets_pixel_limit(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from gensets.errors import DataError
+    from gensets.evaluation.data import open_source
+
+    folder, _ = _released(tmp_path)
+    split = open_source(str(folder), "texture").splits[0]
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 300)  # 24x24 = 576 pixels: over it
+    with pytest.raises(DataError, match=r"texture/alarm_clock/img0.png: cannot decode image: 24x24 = 576 pixels is "
+                                        r"over the limit of 300"):
+        next(split.records())
