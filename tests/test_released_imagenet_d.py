@@ -152,14 +152,15 @@ def test_imagenet_protocol_by_hand(tmp_path):
 
 def test_resnet_and_clip_score_as_on_a_gensets_built_set(tmp_path):
     """tiny:resnet (imagenet) and tiny:clip (zero-shot, the authors' names and prompt) give the released folder
-    the same predictions, row for row, as the same image bytes in a gensets-built ImageNet-D."""
+    the same predictions, row for row, as the same image bytes in a gensets-built ImageNet-D (the released images
+    decoded in 2 worker processes, batches of 4: the loader reads them by entry as it reads shards)."""
     folder, _ = _released(tmp_path, questions=False)
     built, keys = _built(tmp_path, folder)
     got = {}
-    for name, path in (("released", folder), ("built", built)):
+    for name, path, workers in (("released", folder, "2"), ("built", built, "0")):  # decoded in 2 workers, or here
         db = tmp_path / f"{name}.duckdb"
         res = json.loads(run_cli("eval", path, "--model", "tiny:resnet", "--model", "tiny:clip", "--db", db,
-                                 "--json", "--quiet", check=0).stdout)
+                                 "--json", "--quiet", "--workers", workers, "--batch-size", "4", check=0).stdout)
         runs = {(r["model"], r["config"]): (r["variant"], r["n"], r["metrics"]) for r in res}
         preds = query(db, "SELECT r.model, r.config, p.* EXCLUDE (run_id) FROM predictions p JOIN runs r "
                           "USING (run_id)")

@@ -7,7 +7,8 @@ Every source yields the same records, in a stable order, one image decoded once:
 
 A split of tar shards (a workspace, a repo folder, a glob) also lists its ``shards``: :func:`index_split` says
 where each sample lies and :func:`read_records` reads any slice of it, so worker processes can decode batches
-in parallel (:mod:`gensets.evaluation.loader`); ``records()`` streams the same records in the same order.
+in parallel (:mod:`gensets.evaluation.loader`); ``records()`` streams the same records in the same order. A
+split of image files (the released ImageNet-D) gives its ``entries`` and their ``read`` the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class Split:
     # ImageNet-D's questions CSV (gensets.evaluation.released), named by ``questions``
     wrong_options: dict[str, int] | None = None
     questions: str | None = None
+    # a split of image files rather than shards (the released ImageNet-D): ``entries`` its samples in ``records()``
+    # order, ``read`` (a module-level function: worker processes call it) any slice of them -> their records
+    entries: list | None = None
+    read: Callable[[list], list[dict]] | None = None
 
 
 @dataclass

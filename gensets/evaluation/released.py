@@ -20,7 +20,8 @@ suffix and hidden entries are skipped, as the Hub's own files (``.gitattributes`
 Each record: ``key`` is the image's path relative to the dataset folder (``background/alarm_clock/x.png``: the
 authors' ``image_dir``), ``target`` the class index, and ``meta`` {``nuisance_kind``, ``label``,
 ``label_index``, ``imagenet_ids``, ``path``} plus ``two_way_wrong`` (a class index) when a questions CSV gives
-the image's wrong option. Its identity in results: the dataset ``zcs15/ImageNet-D`` (whatever folder it was
+the image's wrong option. A split's images are read by entry (``Split.entries``, :func:`read_entries`), so
+``--workers`` processes decode its batches as they decode a gensets set's shards. Its identity in results: the dataset ``zcs15/ImageNet-D`` (whatever folder it was
 read from) at the Hub commit of the snapshot, or for a local folder ``files-<digest>`` of its listing (each
 image's relative path and size).
 
@@ -146,24 +147,34 @@ def read_questions(path: Path, text: str, keys: dict[str, str]) -> dict[str, int
     return out
 
 
-def _records(root: Path, kind: str, entries: list[tuple[str, str, Path]], wrong: dict[str, int] | None):
+def read_entries(entries: list[tuple]) -> list[dict]:
+    """The records of these entries ``(root, base, key, class folder, nuisance, wrong option or None)``, each
+    image read inside ``root`` again and decoded by gensets (its pixel limit): a module-level function, so that
+    the loader's worker processes read batches of a released split as they read shards."""
     from ..sources.packaged import imagenet_d_classes
 
     classes = imagenet_d_classes()
+    out = []
+    for root, base, key, name, kind, wrong in entries:
+        path = inside(root, base + key)
+        data = read_regular(path)
+        try:
+            image = decode_image(data)
+        except Exception as e:  # one bad image names itself, the run stops cleanly
+            raise DataError(f"{path}: cannot decode image: {' '.join(str(e).split())[:200]}") from None
+        info = classes[name]
+        meta = {"nuisance_kind": kind, "label": info["name"], "label_index": info["index"],
+                "imagenet_ids": list(info["imagenet_ids"]), "path": key}
+        if wrong is not None:
+            meta["two_way_wrong"] = wrong
+        out.append({"key": key, "image": image, "target": info["index"], "meta": meta})
+    return out
 
+
+def _records(entries: list[tuple]):
     def records():
-        for key, name, path in entries:
-            data = read_regular(inside(root, path.relative_to(root)))
-            try:
-                image = decode_image(data)
-            except Exception as e:  # one bad image names itself, the run stops cleanly
-                raise DataError(f"{path}: cannot decode image: {' '.join(str(e).split())[:200]}") from None
-            info = classes[name]
-            meta = {"nuisance_kind": kind, "label": info["name"], "label_index": info["index"],
-                    "imagenet_ids": list(info["imagenet_ids"]), "path": key}
-            if wrong is not None and key in wrong:
-                meta["two_way_wrong"] = wrong[key]
-            yield {"key": key, "image": image, "target": info["index"], "meta": meta}
+        for entry in entries:
+            yield from read_entries([entry])
 
     return records
 
@@ -194,9 +205,11 @@ def released_folder(folder: Path, config: str | None, split: str | None, *, root
         if (root / csv_rel).exists():
             path = inside(root, csv_rel)
             wrong = read_questions(path, read_text(path), {k: name for k, name, _ in entries})
-        splits.append(Split(kind, "test", imagenet_d_class_names(), _records(root, kind, entries, wrong),
-                            n=len(entries), builder=IMAGENET_D_BUILDER, wrong_options=wrong,
-                            questions=f"questions/{kind}.csv" if wrong is not None else None))
+        rows = [(str(root), base, key, name, kind, (wrong or {}).get(key)) for key, name, _ in entries]
+        splits.append(Split(kind, "test", imagenet_d_class_names(), _records(rows), n=len(rows),
+                            builder=IMAGENET_D_BUILDER, wrong_options=wrong,
+                            questions=f"questions/{kind}.csv" if wrong is not None else None,
+                            entries=rows, read=read_entries))
     if not splits:
         raise DataError(f"{folder}: the released ImageNet-D layout, but no image in {config or ', '.join(kinds)}")
     out = Source(RELEASED_REPO, revision or f"files-{content_id(sorted(listing))}")
