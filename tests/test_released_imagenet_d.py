@@ -55,16 +55,17 @@ def _released(tmp_path, name="ImageNet-D", questions=True):
     return folder, wrong
 
 
-def _built(tmp_path, released):
+def _built(tmp_path, released, provenance=True):
     """The same images as a gensets-built ImageNet-D folder: shards whose samples' provenance names the builder,
-    a card with the 113 class names. Returns the folder and {its key: the released key}."""
+    a card with the 113 class names. Returns the folder and {its key: the released key}. ``provenance=False``:
+    a card only, naming the classes by their folder names ("binder_closed"), samples without json."""
     import yaml
 
     from gensets.shards import write_shard
     from gensets.sources.packaged import imagenet_d_class_names, imagenet_d_classes
 
     classes = imagenet_d_classes()
-    folder, keys = tmp_path / "built", {}
+    folder, keys = tmp_path / ("built" if provenance else "card-only"), {}
     configs, infos = [], []
     for kind in KINDS:
         samples = []
@@ -73,13 +74,15 @@ def _built(tmp_path, released):
                 key = f"{kind}-{cls}-{i}"
                 keys[key] = f"{kind}/{cls}/img{i}.png"
                 info = classes[cls]
-                samples.append({"__key__": key, "png": (released / keys[key]).read_bytes(), "cls": info["index"],
-                                "json": {"builder": "imagenet-d", "imagenet_ids": info["imagenet_ids"],
-                                         "nuisance_kind": kind, "label": info["name"]}})
+                samples.append({"__key__": key, "png": (released / keys[key]).read_bytes(), "cls": info["index"]})
+                if provenance:
+                    samples[-1]["json"] = {"builder": "imagenet-d", "imagenet_ids": info["imagenet_ids"],
+                                           "nuisance_kind": kind, "label": info["name"]}
         (folder / kind).mkdir(parents=True)
         write_shard(folder / kind / "test-00000.tar", samples)
         configs.append({"config_name": kind, "data_files": [{"split": "test", "path": f"{kind}/test-*.tar"}]})
-        names = {str(i): n for i, n in enumerate(imagenet_d_class_names())}
+        names = dict(enumerate(imagenet_d_class_names() if provenance else list(classes)))
+        names = {str(i): n for i, n in names.items()}
         infos.append({"config_name": kind, "features": [{"name": "png", "dtype": "image"},
                                                         {"name": "cls", "dtype": {"class_label": {"names": names}}}]})
     (folder / "README.md").write_text("---\n" + yaml.safe_dump({"configs": configs, "dataset_info": infos}) + "---\n")
@@ -153,11 +156,13 @@ def test_imagenet_protocol_by_hand(tmp_path):
 def test_resnet_and_clip_score_as_on_a_gensets_built_set(tmp_path):
     """tiny:resnet (imagenet) and tiny:clip (zero-shot, the authors' names and prompt) give the released folder
     the same predictions, row for row, as the same image bytes in a gensets-built ImageNet-D (the released images
-    decoded in 2 worker processes, batches of 4: the loader reads them by entry as it reads shards)."""
+    decoded in 2 worker processes, batches of 4: the loader reads them by entry as it reads shards), and as a
+    card-only folder with ImageNet-D's class list (folder names) and no provenance: ImageNet-D by what it is."""
     folder, _ = _released(tmp_path, questions=False)
     built, keys = _built(tmp_path, folder)
+    card_only, _ = _built(tmp_path, folder, provenance=False)
     got = {}
-    for name, path, workers in (("released", folder, "2"), ("built", built, "0")):  # decoded in 2 workers, or here
+    for name, path, workers in (("released", folder, "2"), ("built", built, "0"), ("card-only", card_only, "0")):
         db = tmp_path / f"{name}.duckdb"
         res = json.loads(run_cli("eval", path, "--model", "tiny:resnet", "--model", "tiny:clip", "--db", db,
                                  "--json", "--quiet", "--workers", workers, "--batch-size", "4", check=0).stdout)
@@ -167,7 +172,7 @@ def test_resnet_and_clip_score_as_on_a_gensets_built_set(tmp_path):
         rows = {(p["model"], p["config"], keys.get(p["key"], p["key"])): {k: v for k, v in p.items() if k != "key"}
                 for p in preds}
         got[name] = (runs, rows)
-    assert got["released"] == got["built"]
+    assert got["released"] == got["built"] == got["card-only"]
     runs, rows = got["released"]
     assert {v[0] for (model, _), v in runs.items() if model == "tiny:clip"} == {"zero-shot (imagenet-d official)"}
     assert {v[0] for (model, _), v in runs.items() if model == "tiny:resnet"} == {"imagenet"}

@@ -147,11 +147,15 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
 
 def _identified(sp: Split) -> str | None:
     """The dataset a split is, told from what it is when its samples name no builder: ImageNet-D's class list
-    (its card's names) is ImageNet-D, evaluated by its authors' protocols."""
+    (its card's names, or its folder names, which then become the authors' names: "binder_closed" ->
+    "binder_(closed)") is ImageNet-D, evaluated by its authors' protocols."""
     from ..labels.twoway import IMAGENET_D_BUILDER
-    from ..sources.packaged import is_imagenet_d_class_list
+    from ..sources.packaged import imagenet_d_class_names, is_imagenet_d_class_list
 
-    return IMAGENET_D_BUILDER if is_imagenet_d_class_list(sp.class_names) else None
+    if not is_imagenet_d_class_list(sp.class_names):
+        return None
+    sp.class_names = imagenet_d_class_names()
+    return IMAGENET_D_BUILDER
 
 
 def _rid(source: Source, sp: Split, spec: str, p: Protocol, cfg: EvalConfig) -> str:
