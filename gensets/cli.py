@@ -500,7 +500,8 @@ def parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="metrics:\n" + "\n".join(f"  {k:<15} {v}" for k, v in METRICS.items()),
                        description="Score every --model on DATASET (a workspace, a local repo folder, a hub id "
-                       "org/name[@revision] or a WebDataset glob). Each batch is decoded once and every model "
+                       "org/name[@revision], a WebDataset glob, or the released ImageNet-D: hf:zcs15/ImageNet-D or a folder in its "
+                       "layout). Each batch is decoded once and every model "
                        "runs on it. The protocol (imagenet, zero-shot, native, wordset) is chosen from the "
                        "dataset and the model unless given, and is always reported. Several GPUs: "
                        "accelerate launch --multi_gpu --num_processes N -m gensets.cli eval ... (one run, the same "
@@ -522,7 +523,8 @@ def parser() -> argparse.ArgumentParser:
                    "wordset-gensets: lemma lists and gensets' extra synonyms; imagenet-top5-per-id: the ImageNet-D "
                    "authors' top-5 (one count per mapped id)")
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
-                   "wrong class (the --model specs are then VQA / image-text-to-text models)")
+                   "wrong class (the --model specs are then VQA / image-text-to-text models); the released ImageNet-D's "
+                   "questions CSVs give it without one")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
                    help="zero-shot prompt template with {} for the class name (repeatable; default: the "
                    "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")

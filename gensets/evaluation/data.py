@@ -1,4 +1,5 @@
-"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob.
+"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob, and the
+released ImageNet-D (a folder in its authors' layout, or ``hf:zcs15/ImageNet-D``: :mod:`.released`).
 
 Every source yields the same records, in a stable order, one image decoded once::
 
@@ -6,7 +7,8 @@ Every source yields the same records, in a stable order, one image decoded once:
 
 A split of tar shards (a workspace, a repo folder, a glob) also lists its ``shards``: :func:`index_split` says
 where each sample lies and :func:`read_records` reads any slice of it, so worker processes can decode batches
-in parallel (:mod:`gensets.evaluation.loader`); ``records()`` streams the same records in the same order.
+in parallel (:mod:`gensets.evaluation.loader`); ``records()`` streams the same records in the same order. A
+split of image files (the released ImageNet-D) gives its ``entries`` and their ``read`` the same way.
 """
 
 from __future__ import annotations
@@ -36,12 +38,20 @@ class Split:
     n: int | None = None  # when known up front (for the progress bar)
     builder: str | None = None  # the gensets builder that wrote it (its samples' provenance), when known
     shards: list[Path] | None = None  # tar shards: indexed, batches read by any process
+    # two-way's wrong option of each image (key -> class index) where the dataset gives it: the released
+    # ImageNet-D's questions CSV (gensets.evaluation.released), named by ``questions``
+    wrong_options: dict[str, int] | None = None
+    questions: str | None = None
+    # a split of image files rather than shards (the released ImageNet-D): ``entries`` its samples in ``records()``
+    # order, ``read`` (a module-level function: worker processes call it) any slice of them -> their records
+    entries: list | None = None
+    read: Callable[[list], list[dict]] | None = None
 
 
 @dataclass
 class Source:
     id: str  # what the user named: a path, a hub id or a glob
-    revision: str | None  # hub revision, or the build fingerprint of a local gensets folder
+    revision: str | None  # hub revision, the build fingerprint of a local gensets folder, or a released folder's digest
     splits: list[Split] = field(default_factory=list)
 
 
@@ -275,12 +285,19 @@ def _hub_image(repo: str, config: str, split: str, key: str, cell: dict):
 
 
 def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
-    """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``org/name[@rev]``."""
+    """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``[hf:]org/name[@rev]``; a folder in
+    the released ImageNet-D's layout, and ``hf:zcs15/ImageNet-D``, are read as the released ImageNet-D."""
+    from . import released
+
     path = Path(dataset)
     if path.is_dir():
         if (path / "config.yaml").exists() and (path / "dataset").is_dir():
             return local_folder(no_symlink(path / "dataset", "the workspace's dataset folder"), config, split)
+        if released.looks_released(path):
+            return released.released_folder(path, config, split)
         return local_folder(path, config, split)
+    if released.is_released_id(dataset) and not path.exists():
+        return released.hub_released(dataset, config, split)
     if any(ch in dataset for ch in "*?[{") or dataset.endswith(".tar"):
         import braceexpand
 
@@ -290,6 +307,8 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
         src = Source(dataset, None)
         src.splits.append(Split(config or "default", split or "test", None, _tar_records(paths), shards=paths))
         return src
+    if dataset.startswith("hf:") and _HUB_ID.match(dataset[3:]):
+        return hub_dataset(dataset[3:], config, split)
     if _HUB_ID.match(dataset) and not path.exists():
         return hub_dataset(dataset, config, split)
     raise GensetsError(f"{dataset}: no such workspace, folder, shard glob or hub dataset id")

@@ -6,7 +6,8 @@ worker or evaluation processes. For a split of tar shards a batch is read by off
 a torch ``DataLoader`` (``workers`` of them; 0: in this process), and handed back in batch order: every model sees
 the same batches, so the rows equal a one-process, one-thread run's. Under ``accelerate launch`` process ``r`` of
 ``n`` takes batches ``r, r + n, ...``; the runner gathers the rows back into batch order. A split without shards
-(a Hub dataset streamed by ``datasets``) is read and prepared in this process.
+(a Hub dataset streamed by ``datasets``) is read and prepared in this process; one of image files (``Split.entries``
+and ``Split.read``: the released ImageNet-D) is read as shards are, by its entries.
 
 Workers are forked, so they inherit the loaded protocols instead of pickling models; ``prepare`` runs there on
 the CPU (torch gives each worker one thread) and returns tensors or other picklable values, which the
@@ -47,8 +48,9 @@ class BatchReader:
     decoded and prepared. A GensetsError (a bad image or member) is returned, not raised, so that the main
     process raises it as it is: one line, not a worker's traceback."""
 
-    def __init__(self, entries: list, size: int, batches: list[int], prepares: list[Callable]):
-        self.entries, self.size, self.batches, self.prepares = entries, size, batches, prepares
+    def __init__(self, entries: list, size: int, batches: list[int], prepares: list[Callable],
+                 read: Callable[[list], list[dict]] = read_records):
+        self.entries, self.size, self.batches, self.prepares, self.read = entries, size, batches, prepares, read
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -56,7 +58,7 @@ class BatchReader:
     def __getitem__(self, i: int) -> Prepared | GensetsError:
         b = self.batches[i]
         try:
-            return _prepared(b, read_records(self.entries[b * self.size:(b + 1) * self.size]), self.prepares)
+            return _prepared(b, self.read(self.entries[b * self.size:(b + 1) * self.size]), self.prepares)
         except GensetsError as e:
             return e
 
@@ -70,8 +72,9 @@ class SplitBatches:
 
     def __init__(self, split: Split, size: int, limit: int | None):
         self.split, self.size, self.limit = split, size, limit
-        if split.shards is not None:
-            self.entries: list | None = index_split(split)
+        self.read = read_records if split.shards is not None else split.read
+        if split.shards is not None or split.entries is not None:
+            self.entries: list | None = index_split(split) if split.shards is not None else list(split.entries)
             self.n: int | None = len(self.entries)  # the split's size, before --limit
             self.entries = self.entries[:limit] if limit else self.entries
         else:
@@ -96,7 +99,7 @@ class SplitBatches:
         """The split's first record; the whole first batch is read and checked, so that bad data fails before the
         models load (the loader reads it again: one batch more per split)."""
         if self.entries is not None:
-            return read_records(self.entries[:self.size])[0] if self.entries else None
+            return self.read(self.entries[:self.size])[0] if self.entries else None
         if not self._head:
             self._head = [b for b in [next(self._stream, None)] if b]
         return self._head[0][0] if self._head else None
@@ -116,7 +119,7 @@ class SplitBatches:
         workers = min(workers, len(mine))
         context = "fork" if workers and "fork" in multiprocessing.get_all_start_methods() else None
         loader = torch.utils.data.DataLoader(
-            BatchReader(self.entries, self.size, mine, prepares), batch_size=None, shuffle=False,
+            BatchReader(self.entries, self.size, mine, prepares, self.read), batch_size=None, shuffle=False,
             num_workers=workers, collate_fn=_as_is, pin_memory=pin_memory, multiprocessing_context=context)
         for item in loader:
             if isinstance(item, GensetsError):

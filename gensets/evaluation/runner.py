@@ -145,6 +145,19 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
     return results
 
 
+def _identified(sp: Split) -> str | None:
+    """The dataset a split is, told from what it is when its samples name no builder: ImageNet-D's class list
+    (its card's names, or its folder names, which then become the authors' names: "binder_closed" ->
+    "binder_(closed)") is ImageNet-D, evaluated by its authors' protocols."""
+    from ..labels.twoway import IMAGENET_D_BUILDER
+    from ..sources.packaged import imagenet_d_class_names, is_imagenet_d_class_list
+
+    if not is_imagenet_d_class_list(sp.class_names):
+        return None
+    sp.class_names = imagenet_d_class_names()
+    return IMAGENET_D_BUILDER
+
+
 def _rid(source: Source, sp: Split, spec: str, p: Protocol, cfg: EvalConfig) -> str:
     return store.run_id(source.id, source.revision, sp.config, sp.split, spec, p.run_protocol, cfg.precision)
 
@@ -184,7 +197,7 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
     first = data.first()  # read before the models are bound: it tells the protocol
     if first is None:
         return []
-    sp.builder = sp.builder or first["meta"].get("builder")  # a protocol may follow its builder's paper
+    sp.builder = sp.builder or first["meta"].get("builder") or _identified(sp)  # a protocol may follow its paper
     bound = {spec: _bind(cfg, models, spec, sp, first) for spec in cfg.models}
     out = []
     if not cfg.force:  # resume: a complete run with the same identity and settings is not scored again

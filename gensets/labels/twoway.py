@@ -147,16 +147,26 @@ def score_two_way(
     max_new_tokens: int = 10,
     keys: Sequence[str] | None = None,
     variant: str = "official",
+    wrong: Sequence[int] | None = None,
 ) -> dict:
     """Run the two-way protocol (``variant``: ``official`` or ``shuffled``, see the module): `vlm` is a
     gensets.models.vlm.VQAModel, `clip_classifier` a zero-shot classifier whose label_names are
-    `class_names` (in order). Returns two_way_accuracy's dict plus `items`: per image the target, wrong
-    class, question, options, answer, choice, correct index and the chosen class (None: unparseable)."""
+    `class_names` (in order). ``wrong``: each image's wrong class given (the released ImageNet-D's questions
+    CSV); then no CLIP model runs (``clip_classifier`` may be None). Returns two_way_accuracy's dict plus
+    `items`: per image the target, wrong class, question, options, answer, choice, correct index and the chosen
+    class (None: unparseable)."""
     if variant not in ("official", "shuffled"):
         raise GensetsError(f"two-way protocol: unknown variant {variant!r} (official or shuffled)")
     if len(images) != len(targets):
         raise GensetsError(f"two-way protocol: {len(images)} images but {len(targets)} targets")
-    if len(clip_classifier.label_names) != len(class_names):
+    if wrong is not None:
+        if len(wrong) != len(targets):
+            raise GensetsError(f"two-way protocol: {len(targets)} images but {len(wrong)} wrong options")
+        for t, w in zip(targets, wrong, strict=True):
+            if not 0 <= int(w) < len(class_names) or int(w) == int(t):
+                raise GensetsError(f"two-way protocol: wrong option {w} of an image of class {t} is not another "
+                                   f"class of the {len(class_names)}")
+    elif len(clip_classifier.label_names) != len(class_names):
         raise GensetsError(
             f"two-way protocol: the CLIP classifier has {len(clip_classifier.label_names)} classes,"
             f" the dataset {len(class_names)}"
@@ -164,10 +174,14 @@ def score_two_way(
     items = []
     for start in range(0, len(images), batch_size):
         batch = list(images[start : start + batch_size])
-        logits = clip_classifier.predict(batch).float().cpu().tolist()
+        if wrong is None:
+            logits = clip_classifier.predict(batch).float().cpu().tolist()
+            given = [top_wrong(scores, int(t), class_names)
+                     for scores, t in zip(logits, targets[start : start + batch_size], strict=True)]
+        else:
+            given = [int(w) for w in wrong[start : start + batch_size]]
         questions, rows = [], []
-        for k, (scores, t) in enumerate(zip(logits, targets[start : start + batch_size], strict=True)):
-            w = top_wrong(scores, int(t), class_names)
+        for k, (w, t) in enumerate(zip(given, targets[start : start + batch_size], strict=True)):
             # the option order is seeded per image: by its key when given, else by its position
             per_image = keys[start + k] if keys is not None else start + k
             if variant == "official":

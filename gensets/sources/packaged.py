@@ -41,6 +41,15 @@ def imagenet_d_class_names() -> list[str]:
     return [c["name"] for c in imagenet_d_classes().values()]
 
 
+def is_imagenet_d_class_list(names) -> bool:
+    """Whether ``names`` is ImageNet-D's class list, in index order: its 113 names ("binder_(closed)") or its
+    folder names ("binder_closed"). A dataset with this list is ImageNet-D whatever wrote it (its card, the
+    released layout), not only when its samples' provenance names gensets' builder."""
+    names = list(names or ())
+    classes = imagenet_d_classes()
+    return names in ([c["name"] for c in classes.values()], list(classes))
+
+
 def imagenet_d_class_map() -> dict[int, list[int]]:
     """ImageNet-D class index -> the ImageNet-1k indices it maps to."""
     return {v["index"]: v["imagenet_ids"] for v in imagenet_d_classes().values()}

@@ -62,6 +62,8 @@ class FailureModesConfig(BuildFields):
     # or a template with {label} (and {superclass})
     template: str = "wiles2022"
     superclasses: dict[str, str] = field(default_factory=dict)  # label -> superclass (default: WordNet 3.0's)
+    # a small default for a first look: the paper's scale, 31,250 images per caption (the smallest sample on which its
+    # published rates 0.0032% and 0.016% are whole counts), is configs/failure_modes.yaml's (the arithmetic there)
     images_per_label: int = 100
     images_per_mode: int | None = None  # default: images_per_label
     # the regeneration prompt: a name in prompts.MODE_TEMPLATES (the paper's "wiles2022": baseline prompt +

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...errors import GensetsError
 from ...labels.hits import hit
 from ...labels.names import same_names
+from ...labels.twoway import IMAGENET_D_BUILDER
 
 if TYPE_CHECKING:
     from ..data import Split
@@ -71,11 +72,15 @@ class Models:
 
 def automatic(models: Models, spec: str, split: Split, first: dict) -> tuple[type[Protocol], Any]:
     """No ``--protocol``: the model (a zero-shot one gets the dataset's class names when it has them) and the
-    protocol :func:`choose` picks from the loaded model's kind and labels, never from the spec's name."""
+    protocol :func:`choose` picks from the loaded model's kind and labels, never from the spec's name; an
+    ImageNet-D split's samples map to ImageNet ids (its class map) whether or not their json says so."""
     from ...registry import PROTOCOLS
 
     model = PROTOCOLS.get("zero-shot").load(models, spec, split) if split.class_names else models.classifier(spec)
-    return PROTOCOLS.get(choose(model.kind, model.label_names, split.class_names, first["meta"])), model
+    meta = first["meta"]
+    if split.builder == IMAGENET_D_BUILDER and meta.get("imagenet_ids") is None:  # its classes' ids: the class map
+        meta = {**meta, "imagenet_ids": []}
+    return PROTOCOLS.get(choose(model.kind, model.label_names, split.class_names, meta)), model
 
 
 @dataclass

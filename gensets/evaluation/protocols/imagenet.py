@@ -1,7 +1,8 @@
 """``imagenet``: a 1000-way ImageNet model; a class maps to a set of ImageNet indices (a sample's
 ``imagenet_ids``, else ImageNet-D's class map) and a hit on any of them counts.
 
-The masked variant: on ImageNet-D, ``masked_top1`` / ``masked_top5`` are top-1 / top-5 with the logits
+The masked variant: on ImageNet-D (a split whose builder is ImageNet-D's: its samples' provenance, its class list,
+or the released ImageNet-D, :mod:`gensets.evaluation.released`), ``masked_top1`` / ``masked_top5`` are top-1 / top-5 with the logits
 restricted to the union of the dataset's mapped indices, reported beside the unmasked ones.
 
 Top-5 with several ids per class (9 ImageNet-D classes map to several ImageNet ids):
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from ...errors import GensetsError
 from ...labels.hits import hit
+from ...labels.twoway import IMAGENET_D_BUILDER
 from ...registry import PROTOCOLS
 from .base import ClassifierProtocol, summarize, topk
 
@@ -33,7 +35,7 @@ class ImageNet(ClassifierProtocol):
         super().__init__(model, split, **kw)
         self.class_map = None
         self.union = None
-        if self.first["meta"].get("builder") == "imagenet-d":
+        if IMAGENET_D_BUILDER in (self.split.builder, self.first["meta"].get("builder")):
             from ...sources.packaged import imagenet_d_class_map
 
             self.class_map = imagenet_d_class_map()

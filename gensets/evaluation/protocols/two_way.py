@@ -10,12 +10,18 @@ zero-shot CLIP model (``--clip``) over the dataset's class names; the VLM is ask
 - ``two-way-shuffled`` (gensets' own reading): readable names, CLIP's default template, seeded random lettered
   options, whole-word parsing. ``top1`` counts unparseable answers wrong; ``two_way_parsed`` drops them.
 
-The run row's protocol names the variant and the CLIP model: ``two-way (SPEC)``, ``two-way-shuffled (SPEC)``.
+The wrong option: CLIP's (``--clip SPEC``), or, on a dataset that gives each image's (the released ImageNet-D's
+``questions/<nuisance>.csv``, :mod:`gensets.evaluation.released`: the questions its authors asked LLaVA), that one
+unless ``--clip`` is given; then no CLIP model runs.
+
+The run row's protocol names the variant and where the wrong option came from: ``two-way (SPEC)``,
+``two-way-shuffled (SPEC)`` (CLIP ``SPEC``'s), ``two-way (wrong_option=released-csv)`` (the dataset's questions) and,
+on such a dataset with ``--clip``, ``two-way (wrong_option=clip SPEC)``.
 """
 
 from __future__ import annotations
 
-from ...errors import GensetsError
+from ...errors import DataError, GensetsError
 from ...labels.names import readable
 from ...labels.twoway import OFFICIAL_TEMPLATE, official_name
 from ...registry import PROTOCOLS
@@ -27,28 +33,55 @@ class TwoWay(VQAProtocol):
 
     @classmethod
     def check(cls, cfg):
-        if not cfg.clip:
+        """No --clip: refused before anything loads unless the dataset may give the wrong options (the released
+        ImageNet-D; a split of it without a questions CSV is refused once it is read)."""
+        from pathlib import Path
+
+        from ..released import is_released_id, looks_released
+
+        if not cfg.clip and not (is_released_id(str(cfg.dataset)) or looks_released(Path(cfg.dataset))):
             raise GensetsError(f"protocol {cls.name} needs --clip SPEC: the CLIP model that picks the wrong class")
 
     def __init__(self, model, split, **kw):
         super().__init__(model, split, **kw)
         if not split.class_names:
             raise GensetsError(f"protocol {self.name} needs the class names of {split.config}/{split.split}")
+        self.from_dataset = split.wrong_options is not None and not self.cfg.clip
+        if not self.cfg.clip and not self.from_dataset:
+            raise GensetsError(f"protocol {self.name} needs --clip SPEC: the CLIP model that picks the wrong class "
+                               "(the released ImageNet-D's questions/*.csv give it without one)")
         official = self.variant == "official"
         self.names = [official_name(n) if official else readable(n) for n in split.class_names]
-        self.clip = self.models.classifier(self.cfg.clip, labels=self.names,
-                                           templates=[OFFICIAL_TEMPLATE] if official else None)
+        self.clip = None if self.from_dataset else self.models.classifier(
+            self.cfg.clip, labels=self.names, templates=[OFFICIAL_TEMPLATE] if official else None)
 
     @property
     def run_protocol(self) -> str:
+        if self.from_dataset:
+            return f"{self.name} (wrong_option=released-csv)"
+        if self.split.wrong_options is not None:
+            return f"{self.name} (wrong_option=clip {self.cfg.clip})"
         return f"{self.name} ({self.cfg.clip})"
+
+    def _wrong(self, records) -> list[int] | None:
+        """Each record's wrong option as the dataset gives it (None: CLIP picks them)."""
+        if not self.from_dataset:
+            return None
+        out = []
+        for r in records:
+            if r["key"] not in self.split.wrong_options:
+                raise DataError(f"{self.split.questions or 'the questions'}: no question for image {r['key']} "
+                                f"({self.split.config}); give --clip SPEC to let CLIP pick every wrong option")
+            out.append(self.split.wrong_options[r["key"]])
+        return out
 
     def score(self, inputs, records):
         from ...labels.twoway import score_two_way
 
         keys = [r["key"] for r in records]
         res = score_two_way(self.model, self.clip, inputs, [int(r["target"]) for r in records], self.names,
-                            self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys, variant=self.variant)
+                            self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys, variant=self.variant,
+                            wrong=self._wrong(records))
         out = Scored([], {"choice": [], "correct": []})
         for key, item in zip(keys, res["items"], strict=True):
             ok = item["choice"] == item["correct"]

@@ -1,6 +1,7 @@
 """``zero-shot``: a CLIP model's text classifier over the dataset's own class names.
 
-On an ImageNet-D dataset (its samples' provenance names the ``imagenet-d`` builder) ``zero-shot`` is the
+On an ImageNet-D dataset (its samples' provenance names the ``imagenet-d`` builder, or its class list is ImageNet-D's:
+a card's names, the released ImageNet-D of :mod:`gensets.evaluation.released`) ``zero-shot`` is the
 authors' CLIP evaluation (chenshuang-zhang/imagenet_d, ``evaluate_vlm.py``): class names normalised as
 :func:`gensets.labels.twoway.official_name` ("coffee/french press" -> "coffee or french press", "t-shirt" ->
 "t shirt", lower case) and the single prompt "A photo of a {}"; the run row's protocol reads
