@@ -127,6 +127,23 @@ def stop_server(proc: subprocess.Popen, hang_s: float = 60) -> str | None:
         raise AssertionError(f"gensets review serve still ran {hang_s} s after SIGINT; stderr: {err}") from None
 
 
+@pytest.fixture
+def server_factory():
+    """``start(ws, *args, token=None)``: a ``gensets review serve`` (tests/test_review_web.py's Server); every
+    server a test started is stopped after it (a server that does not stop fails the test)."""
+    from .test_review_web import Server
+
+    servers = []
+
+    def start(ws, *args, token=None):
+        servers.append(Server(ws, *args, token=token))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory):
     """One uninterrupted build of the smoke config, finalized with pending images."""

@@ -25,20 +25,6 @@ def ws(small, tmp_path):
     return out
 
 
-@pytest.fixture
-def servers():
-    started = []
-
-    def start(ws, *args, token=None):
-        s = Server(ws, *args, token=token)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.stop()
-
-
 def _keys(ws) -> list[str]:
     from gensets.curation import state
 
@@ -59,8 +45,8 @@ def _no_raw_error(r) -> None:
     assert "IO Error" not in r.stderr and "Conflicting lock" not in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
-def test_commands_finalize_and_a_second_server_work_beside_a_running_server(ws, servers):
-    s = servers(ws, "--reviewer", "ana")
+def test_commands_finalize_and_a_second_server_work_beside_a_running_server(ws, server_factory):
+    s = server_factory(ws, "--reviewer", "ana")
     record = json.loads((ws / ".review-server.json").read_text())
     assert [r["pid"] for r in record] == [s.proc.pid] and record[0]["url"] == s.url
     assert (ws / ".review-server.json").stat().st_mode & 0o077 == 0  # its release key: the workspace's owner's
@@ -81,7 +67,7 @@ def test_commands_finalize_and_a_second_server_work_beside_a_running_server(ws, 
     _no_raw_error(accepted)
     assert accepted.returncode == 0 and "1 sample(s) accepted" in accepted.stdout
     assert s.post({"key": keys[1], "action": "reject"})[0] == 200  # the page goes on meanwhile
-    second = servers(ws, "--reviewer", "ben")  # a second reviewer's server on the same workspace
+    second = server_factory(ws, "--reviewer", "ben")  # a second reviewer's server on the same workspace
     assert second.post({"key": keys[2], "action": "accept"})[0] == 200
     assert s.get("/api/counts")["accepted"] == 2 and second.get("/api/counts")["rejected"] == 1
     assert {r["pid"] for r in json.loads((ws / ".review-server.json").read_text())} == {s.proc.pid, second.proc.pid}
@@ -138,14 +124,14 @@ def test_a_command_waits_for_the_database_in_one_line_naming_the_server(ws):
     assert len(r.stdout.splitlines()) == 1 + len(_keys(ws))
 
 
-def test_links_and_csrf_tokens_guard_the_page(ws, servers):
+def test_links_and_csrf_tokens_guard_the_page(ws, server_factory):
     token = _invite(ws, "ana")
     con = _db(ws)
     stored = con.execute("SELECT token_sha256, reviewer, created IS NOT NULL, revoked FROM reviewer_tokens").fetchall()
     con.close()
     assert stored == [(hashlib.sha256(token.encode()).hexdigest(), "ana", True, None)]
     assert token.encode() not in b"".join(p.read_bytes() for p in ws.glob("state.duckdb*"))  # only its hash
-    s = servers(ws, "--reviewer", "mallory", token=token)
+    s = server_factory(ws, "--reviewer", "mallory", token=token)
     key = _keys(ws)[0]
 
     def status(path: str, headers=None, data=None) -> int:
@@ -193,12 +179,12 @@ def test_links_and_csrf_tokens_guard_the_page(ws, servers):
     con.close()
 
 
-def test_two_invited_reviewers_on_two_servers_lose_no_decision(ws, servers):
+def test_two_invited_reviewers_on_two_servers_lose_no_decision(ws, server_factory):
     """ana on one server, ben on another, 20 decisions each at once on overlapping images, in double review:
     every decision is in the log, under the link's reviewer, and each image's verdict follows both."""
     tokens = {name: _invite(ws, name) for name in ("ana", "ben")}
-    first = servers(ws, "--double", token=tokens["ana"])
-    second = servers(ws, token=tokens["ben"])  # the workspace is in double review: so is this server
+    first = server_factory(ws, "--double", token=tokens["ana"])
+    second = server_factory(ws, token=tokens["ben"])  # the workspace is in double review: so is this server
     keys = _keys(ws)[:12]
     results: dict[str, list] = {"ana": [], "ben": []}
     failures: list[str] = []
@@ -242,8 +228,8 @@ def test_two_invited_reviewers_on_two_servers_lose_no_decision(ws, servers):
         assert verdicts[key][0] == want, (key, ana, ben, verdicts[key])
 
 
-def test_invite_names_the_running_server_and_checks_its_input(ws, servers):
-    s = servers(ws)
+def test_invite_names_the_running_server_and_checks_its_input(ws, server_factory):
+    s = server_factory(ws)
     link = run_cli("review", "invite", ws, "cleo", check=0)
     assert link.stdout.startswith(f"{s.url}?token=") and "cleo" in link.stderr
     bad = run_cli("review", "invite", ws, "cleo", "--url", "javascript:alert(1)")
@@ -252,12 +238,12 @@ def test_invite_names_the_running_server_and_checks_its_input(ws, servers):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_a_link_in_chromium_reviews_as_its_reviewer(ws, servers):
+def test_a_link_in_chromium_reviews_as_its_reviewer(ws, server_factory):
     """The page opened from a link: the cookie replaces the token in the address, the Reviewer field is the
     link's and read-only, and the page's script sends the CSRF token with its decision."""
     sync_api = _playwright()
     token = _invite(ws, "ana")
-    s = servers(ws, "--reviewer", "mallory", token=token)
+    s = server_factory(ws, "--reviewer", "mallory", token=token)
     with sync_api.sync_playwright() as p:
         browser = _browser(p)
         page = browser.new_page()

@@ -74,20 +74,6 @@ class Server:
         return stop_server(self.proc)  # a server that does not stop fails the test (it was killed silently)
 
 
-@pytest.fixture
-def server_factory():
-    servers = []
-
-    def start(ws, *args, token=None):
-        s = Server(ws, *args, token=token)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
-
-
 def _db(ws: Path):
     import duckdb
 
