@@ -165,7 +165,8 @@ def _eval(a) -> int:
     results = evaluate(EvalConfig(a.dataset, a.model, a.db, config=a.config, split=a.split, protocol=a.protocol,
                                   batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
-                                  templates=a.templates, precision=a.precision, force=a.force))
+                                  templates=a.templates, precision=a.precision, force=a.force,
+                                  decoding=a.decoding))
     if a.json:
         print(json.dumps([{**{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n",
                                                 "metrics", "intervals")}, "skipped": r.get("skipped", False)}
@@ -525,6 +526,11 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--clip", metavar="SPEC", help="two-way only: the CLIP model that picks each image's top "
                    "wrong class (the --model specs are then VQA / image-text-to-text models); the released ImageNet-D's "
                    "questions CSVs give it without one")
+    e.add_argument("--decoding", choices=("authors", "greedy"), default="authors",
+                   help="two-way only: how a generative VLM answers: authors (default: ImageNet-D's eval_imagenet_d.py, "
+                   "sampling at temperature 0.2 seeded per image, up to 512 new tokens, LLaVA-1.5's own conversation "
+                   "for LLaVA models) or greedy (10 new tokens, the processor's chat template; the run's protocol "
+                   "names it)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
                    help="zero-shot prompt template with {} for the class name (repeatable; default: the "
                    "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")
@@ -705,7 +711,42 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--revision", metavar="BRANCH")
     pr.add_argument("--dry-run", action="store_true")
     pr.set_defaults(func=_publish_results)
+
+    from .reproduce import TABLES
+
+    rp2 = sub.add_parser(
+        "reproduce", help="one paper table: build, score with the paper's settings, print beside the published numbers",
+        description="Run one paper table end to end (build or resume the data, score it with the paper's settings, "
+        "write the report) and print gensets' numbers beside the published ones, with the difference and the "
+        "variant behind each. Tables: " + "; ".join(f"{t.name}: {t.what} (paper run needs: {t.needs})"
+                                                  for t in TABLES.values())
+        + ". --smoke runs the same path on tiny random models offline (numbers meaningless).")
+    rp2.add_argument("table", choices=list(TABLES), help="the paper table")
+    rp2.add_argument("--smoke", action="store_true", help="tiny random models, offline, minutes on a CPU")
+    rp2.add_argument("--dataset", action="append", default=[], metavar="NAME",
+                     help="genbench-table2: a Table 2 dataset (repeatable; default: all 22)")
+    rp2.add_argument("--out", help="folder for the workspace(s), results.duckdb, the report and reproduce.md "
+                     "(default: out/reproduce/TABLE[-smoke]); a rerun resumes")
+    rp2.add_argument("--configs", default="configs", help="the configs folder of a gensets checkout (default: configs)")
+    rp2.add_argument("--batch-size", type=positive_int, default=32)
+    rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
+    rp2.add_argument("--quiet", action="store_true", help="no progress")
+    rp2.set_defaults(func=_reproduce)
     return p
+
+
+def _reproduce(a) -> int:
+    from pathlib import Path
+
+    from .reproduce import Run, markdown, reproduce
+
+    out = Path(a.out or f"out/reproduce/{a.table}{'-smoke' if a.smoke else ''}")
+    quiet = a.quiet or a.json
+    run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs),
+              log=(lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr)))
+    result = reproduce(a.table, run)
+    print(json.dumps(result, indent=1) if a.json else markdown(result), end="\n" if a.json else "")
+    return 0
 
 
 LISTS = ("builders", "configs", "protocols", "metrics", "reports", "models", "tables")
@@ -769,6 +810,10 @@ def catalog(what: str) -> list[dict]:
         d = json.loads(resources.files("gensets.data").joinpath("imagenet_d", "published.json").read_text())
         rows.append({"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
                      f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"})
+        from .reproduce import TABLES
+
+        rows += [{"name": f"reproduce:{t.name}", "description": f"gensets reproduce {t.name}: {t.what}"}
+                 for t in TABLES.values()]
         return rows
     raise GensetsError(f"gensets list: unknown {what!r} (expected one of {', '.join(LISTS)})")
 

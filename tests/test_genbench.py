@@ -551,3 +551,31 @@ def test_report_keeps_the_k_shots_of_highest_clip_score_or_the_first_k(gb_refere
     assert rows["clip"]["cler"] == pytest.approx(M.cler(gen_st, gy, t, ty))
     gen_first = clf.embed(clf.preprocess([decode_image(s.image) for s in first])).numpy()
     assert rows["first"]["cler"] == pytest.approx(M.cler(gen_first, [local[s.cls] for s in first], t, ty))
+
+
+def test_reproduce_table2_smoke_sets_each_strategy_beside_the_paper(gb_reference, tmp_path):
+    """`gensets reproduce genbench-table2 --smoke` (the build resumed from a copy of this module's smoke build):
+    each generated strategy's CLER beside Table 2's Stable Diffusion row of the same strategy, CIFAR-10 column,
+    as the paper prints it (ST 85.20, DT 88.90, CE 88.22, w/ NP 89.43); RD alone and RA have no Table 2 row.
+    The gensets value is the report's CLER of that row; the difference is gensets - published."""
+    import shutil
+
+    out = tmp_path / "t2"
+    shutil.copytree(gb_reference, out / "workspace")
+    r = run_cli("reproduce", "genbench-table2", "--smoke", "--out", out, "--configs", ROOT / "configs", "--json",
+                check=0)
+    res = json.loads(r.stdout)
+    rows = {x["what"]: x for x in res["rows"]}
+    assert set(rows) == {f"cifar-10 {s}" for s in ("ST", "DT", "CE", "RD", "NP", "RA")}
+    expected = {"ST": 0.852, "DT": 0.889, "CE": 0.8822, "NP": 0.8943, "RD": None, "RA": None}
+    rep = json.loads((out / "report" / "report.json").read_text())
+    cler = {x["strategy"]: x["cler"] for x in rep["rows"]}
+    for s, published in expected.items():
+        row = rows[f"cifar-10 {s}"]
+        assert row["published"] == (None if published is None else pytest.approx(published)), s
+        assert row["gensets"] == cler[s] and row["model"] == "tiny:sd"
+        assert row["difference"] == (None if published is None else pytest.approx(cler[s] - published))
+        # the paper's generator row it is set beside; the smoke build has 3 shots per class
+        assert row["variant"] == "Stable Diffusion row; K=3, Table 2 is 20-shot"
+    md = (out / "report" / "report.md").read_text()
+    assert "## Published numbers (GenBench Table 2)" in md and "| cifar-10 | ST | ST | 3 | Stable Diffusion | 85.2 |" in md

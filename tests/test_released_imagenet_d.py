@@ -203,7 +203,7 @@ class _EchoVLM:
     def __init__(self):
         self.questions = []
 
-    def answer(self, images, questions, max_new_tokens=10):
+    def answer(self, images, questions, max_new_tokens=10, **decoding):
         self.questions += questions
         return [q.rsplit(", ", 1)[1].rstrip(".") for q in questions]
 
@@ -238,8 +238,8 @@ def test_two_way_takes_the_wrong_option_from_the_questions_csv(tmp_path):
                              "background", "--db", db, "--json", check=0).stdout)
     assert [(r["variant"], r["n"]) for r in res] == [("two-way (wrong_option=released-csv)", 6)]
     res = json.loads(run_cli("eval", folder, "--model", "tiny:vlm", "--protocol", "two-way", "--clip", "tiny:clip",
-                             "--config", "background", "--db", db, "--json", check=0).stdout)
-    assert [r["variant"] for r in res] == ["two-way (wrong_option=clip tiny:clip)"]
+                             "--decoding", "greedy", "--config", "background", "--db", db, "--json", check=0).stdout)
+    assert [r["variant"] for r in res] == ["two-way (wrong_option=clip tiny:clip; decoding=greedy)"]
     # texture has no questions CSV: --clip is needed, in one line
     r = run_cli("eval", folder, "--model", "tiny:vlm", "--protocol", "two-way", "--config", "texture", "--db", db,
                 "--quiet")

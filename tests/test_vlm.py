@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gensets.errors import ModelError
+from gensets.errors import GensetsError, ModelError
 from gensets.labels.twoway import (
     build_question,
     official_choice,
@@ -171,7 +171,8 @@ def test_two_way_accuracy_counts():
 @pytest.mark.parametrize("kind", ["vilt-vqa", "vlm"])
 def test_score_two_way_end_to_end(kind):
     targets = [0, 1, 2, 3, 4]
-    r = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, batch_size=2, variant="shuffled")
+    r = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, batch_size=2, variant="shuffled",
+                      decoding="greedy")  # the authors' decoding: test_the_authors_decoding_...
     assert r["n"] == 5 and len(r["items"]) == 5
     assert 0 <= r["accuracy"] <= 1
     assert r["accuracy_parsed"] is None or r["accuracy"] <= r["accuracy_parsed"] <= 1
@@ -179,7 +180,8 @@ def test_score_two_way_end_to_end(kind):
         assert item["target"] == t and item["wrong"] != t
         assert item["options"][item["correct"]] == CLASSES[t]
         assert CLASSES[item["wrong"]] in item["options"]
-    again = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, variant="shuffled")
+    again = score_two_way(_vqa(kind), _clip(), _images(5), targets, CLASSES, seed=0, variant="shuffled",
+                          decoding="greedy")
     assert again["items"] == r["items"]  # batch size does not matter, same seed: same questions
 
 
@@ -189,7 +191,7 @@ class _Scripted:
     def __init__(self, truth: dict, fixed: str | None = None):
         self.truth, self.fixed = truth, fixed
 
-    def answer(self, images, questions, max_new_tokens=10):
+    def answer(self, images, questions, max_new_tokens=10, **decoding):
         return [self.fixed if self.fixed is not None else f"It is a {self.truth[id(im)]}." for im in images]
 
 
@@ -246,3 +248,61 @@ def test_score_two_way_official(fixed, expected):
         double = sum(CLASSES[i["target"]] == "sports_car" and CLASSES[i["wrong"]] == "car" for i in r["items"])
         expected = (5 - double, double)
     assert (r["n_correct"], r["n_unparseable"]) == expected
+
+
+class _Recorder(_Scripted):
+    """Answers "no idea" and keeps how it was asked to decode."""
+
+    def __init__(self):
+        super().__init__({}, "no idea")
+        self.calls = []
+
+    def answer(self, images, questions, max_new_tokens=10, **decoding):
+        self.calls.append({"max_new_tokens": max_new_tokens, **decoding})
+        return super().answer(images, questions)
+
+
+def test_two_way_asks_for_the_authors_decoding_by_default():
+    """eval_imagenet_d.py's defaults (--temperature 0.2, --max-new-tokens 512, conv_mode llava_v1), one seed per
+    image from its key; greedy (10 tokens, no seeds, the chat template) only when asked."""
+    from gensets.records import derive_seed
+
+    keys = ["a/1", "a/2", "b/3"]
+    vlm = _Recorder()
+    score_two_way(vlm, _clip(), _images(3), [0, 1, 2], CLASSES, seed=7, batch_size=2, keys=keys)
+    assert vlm.calls == [
+        {"max_new_tokens": 512, "temperature": 0.2, "seeds": [derive_seed(7, "a/1"), derive_seed(7, "a/2")],
+         "prompt": "llava_v1"},
+        {"max_new_tokens": 512, "temperature": 0.2, "seeds": [derive_seed(7, "b/3")], "prompt": "llava_v1"}]
+    vlm = _Recorder()
+    score_two_way(vlm, _clip(), _images(3), [0, 1, 2], CLASSES, keys=keys, decoding="greedy")
+    assert vlm.calls == [{"max_new_tokens": 10, "temperature": None, "seeds": None, "prompt": "chat"}]
+    with pytest.raises(GensetsError, match="decoding"):
+        score_two_way(vlm, _clip(), _images(1), [0], CLASSES, decoding="beam")
+
+
+def test_the_authors_decoding_on_a_llava_model_by_hand():
+    """On the tiny LLaVA: LLaVA-1.5's llava_v1 prompt, typed here from LLaVA's conversation.py; each answer is
+    what ``model.generate`` gives here on that prompt after ``torch.manual_seed`` of the image's seed (sampling at
+    T 0.2, 512 new tokens), whichever batch the image is in."""
+    import torch
+
+    from gensets.models.vlm import llava_v1_prompt
+
+    vlm = _vqa("vlm")
+    q = official_question(CLASSES[0], CLASSES[1])[0]
+    assert llava_v1_prompt(q) == (
+        "A chat between a curious human and an artificial intelligence assistant. The assistant gives helpful, "
+        "detailed, and polite answers to the human's questions. USER: <image>\n" + q + " ASSISTANT:")
+    images, seeds = _images(2), [11, 12]
+    got = vlm.answer(images, [q, q], 512, temperature=0.2, seeds=seeds, prompt="llava_v1")
+    assert vlm.answer(images[1:], [q], 512, temperature=0.2, seeds=seeds[1:], prompt="llava_v1") == got[1:]
+    for im, seed, answer in zip(images, seeds, got, strict=True):
+        inputs = vlm.processor(images=[im.convert("RGB")], text=[llava_v1_prompt(q)], return_tensors="pt")
+        torch.manual_seed(seed)
+        with torch.inference_mode():
+            out = vlm.model.generate(**inputs, do_sample=True, temperature=0.2, max_new_tokens=512, num_beams=1,
+                                     pad_token_id=vlm.pad_token_id)
+        new = out[:, inputs["input_ids"].shape[1]:]
+        assert answer == vlm.processor.batch_decode(new, skip_special_tokens=True)[0].strip()
+    assert got != vlm.answer(images, [q, q], 512, temperature=0.2, seeds=[13, 14], prompt="llava_v1")

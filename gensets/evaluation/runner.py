@@ -82,6 +82,7 @@ class EvalConfig:
     trust_remote_code: bool = False
     clip: str | None = None
     seed: int = 0
+    decoding: str = "authors"  # two-way: how a VLM answers (gensets.labels.twoway.DECODING)
     templates: tuple[str, ...] | None = None
     device: str | None = None
     precision: str = "fp32"
@@ -164,12 +165,12 @@ def _rid(source: Source, sp: Split, spec: str, p: Protocol, cfg: EvalConfig) -> 
 
 def _settings(sp: Split, p: Protocol, cfg: EvalConfig) -> str:
     """What changes a run's results besides its identity (run_id): the zero-shot templates, the model's
-    revision, its label space and classes, two-way's CLIP and seed. A complete run with other settings is
+    revision, its label space and classes, two-way's CLIP, seed and decoding. A complete run with other settings is
     scored again."""
     from ..records import content_id
 
     return content_id([list(getattr(sp, "templates", None) or []), p.model.revision, p.label_space, p.class_names,
-                       cfg.clip, cfg.seed])
+                       cfg.clip, cfg.seed, *([cfg.decoding] if p.name.startswith("two-way") else [])])
 
 
 def _bind(cfg: EvalConfig, models: Models, spec: str, sp: Split, first: dict) -> Protocol:

@@ -16,6 +16,14 @@ is asked which of the two is in the image. Two variants:
 - ``shuffled`` (gensets' own reading, a named option: protocol ``two-way-shuffled``): the options in a seeded
   random order, lettered, the answer parsed to a letter or a whole-word name; unparseable answers count wrong
   in ``accuracy`` and are dropped in ``accuracy_parsed``.
+
+How the VLM answers (:data:`DECODING`, ``gensets eval --decoding``): ``authors`` (the default) is
+eval_imagenet_d.py's: sampling at temperature 0.2 (its ``--temperature`` default; the rest of sampling as
+``generate`` defaults it, top-k 50), ``max_new_tokens`` 512, each image one ``generate`` call seeded by its key
+(``derive_seed(seed, key)``: the answers do not depend on the batch), and for LLaVA models the LLaVA-1.5
+conversation the authors' ``conv_templates["llava_v1"]`` builds (the system sentence, ``USER: <image>\n{question}
+ASSISTANT:``) instead of the processor's chat template. ``greedy`` (a named variant, gensets' earlier decoding):
+greedy, 10 new tokens, the processor's chat template, one batch.
 """
 
 from __future__ import annotations
@@ -31,6 +39,11 @@ from gensets.labels.names import readable
 if TYPE_CHECKING:
     from PIL import Image
 
+# eval_imagenet_d.py: --temperature 0.2, --max-new-tokens 512, conv_mode llava_v1 for LLaVA-1.5 ("v1" in its name)
+DECODING = {
+    "authors": {"temperature": 0.2, "max_new_tokens": 512, "prompt": "llava_v1"},
+    "greedy": {"temperature": None, "max_new_tokens": 10, "prompt": "chat"},
+}
 QUESTION = "Which of these is in the image? Answer with one option only: (A) {} (B) {}"
 LETTERS = ("a", "b")
 # "(b)", a bare letter as the whole answer, "B." / "B:" first, "the answer/option/choice (is) B" (not
@@ -144,17 +157,20 @@ def score_two_way(
     seed: int = 0,
     *,
     batch_size: int = 16,
-    max_new_tokens: int = 10,
     keys: Sequence[str] | None = None,
     variant: str = "official",
     wrong: Sequence[int] | None = None,
+    decoding: str = "authors",
 ) -> dict:
     """Run the two-way protocol (``variant``: ``official`` or ``shuffled``, see the module): `vlm` is a
     gensets.models.vlm.VQAModel, `clip_classifier` a zero-shot classifier whose label_names are
     `class_names` (in order). ``wrong``: each image's wrong class given (the released ImageNet-D's questions
     CSV); then no CLIP model runs (``clip_classifier`` may be None). Returns two_way_accuracy's dict plus
     `items`: per image the target, wrong class, question, options, answer, choice, correct index and the chosen
-    class (None: unparseable)."""
+    class (None: unparseable). ``decoding``: how the VLM answers (:data:`DECODING`)."""
+    if decoding not in DECODING:
+        raise GensetsError(f"two-way protocol: unknown decoding {decoding!r} ({', '.join(DECODING)})")
+    how = DECODING[decoding]
     if variant not in ("official", "shuffled"):
         raise GensetsError(f"two-way protocol: unknown variant {variant!r} (official or shuffled)")
     if len(images) != len(targets):
@@ -193,7 +209,13 @@ def score_two_way(
             questions.append(question)
             rows.append({"target": int(t), "wrong": w, "question": question, "options": options,
                          "classes": classes, "correct": classes.index(int(t))})
-        answers = vlm.answer(batch, questions, max_new_tokens=max_new_tokens)
+        seeds = None
+        if how["temperature"] is not None:
+            from gensets.records import derive_seed
+
+            seeds = [derive_seed(seed, keys[start + k] if keys is not None else start + k) for k in range(len(batch))]
+        answers = vlm.answer(batch, questions, max_new_tokens=how["max_new_tokens"], temperature=how["temperature"],
+                             seeds=seeds, prompt=how["prompt"])
         parse = official_choice if variant == "official" else parse_choice
         for row, answer in zip(rows, answers, strict=True):
             choice = parse(answer, row["options"])

@@ -42,26 +42,44 @@ class VQAModel:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r})"
 
-    def answer(self, images: list[Image.Image], questions: list[str], max_new_tokens: int = 10) -> list[str]:
-        """One answer per (image, question) pair, in one batch."""
+    def answer(self, images: list[Image.Image], questions: list[str], max_new_tokens: int = 10, *,
+               temperature: float | None = None, seeds: list[int] | None = None, prompt: str = "chat") -> list[str]:
+        """One answer per (image, question) pair. Greedy in one batch by default; with ``temperature`` a
+        generative model samples, each pair in its own ``generate`` call after ``torch.manual_seed`` of its
+        ``seeds`` entry (the answers do not depend on the batch). ``prompt``: ``chat`` (the processor's chat
+        template) or ``llava_v1`` (the LLaVA-1.5 conversation of LLaVA's own code, for LLaVA models; others keep
+        their chat template). A classification model (ViLT) has one answer per question and ignores all three."""
         import torch
 
         if len(images) != len(questions):
             raise ValueError(f"{len(images)} images but {len(questions)} questions")
+        if temperature is not None and (seeds is None or len(seeds) != len(images)):
+            raise ValueError("sampling needs one seed per image")
         if not images:
             return []
+        images = [im.convert("RGB") for im in images]
         with torch.inference_mode():
-            answers = self._answer([im.convert("RGB") for im in images], list(questions), max_new_tokens)
+            if temperature is None or not self.generative:
+                answers = self._answer(images, list(questions), max_new_tokens, {"do_sample": False}, prompt)
+            else:
+                answers = []
+                for im, q, seed in zip(images, questions, seeds, strict=True):
+                    torch.manual_seed(seed)
+                    answers += self._answer([im], [q], max_new_tokens,
+                                            {"do_sample": True, "temperature": temperature}, prompt)
         return [a.strip() for a in answers]
 
-    def _answer(self, images, questions, max_new_tokens) -> list[str]:
+    generative = True
+
+    def _answer(self, images, questions, max_new_tokens, sampling: dict, prompt: str) -> list[str]:
         raise NotImplementedError
 
 
 class ViltVQA(VQAModel):
     kind = "vilt"
+    generative = False
 
-    def _answer(self, images, questions, max_new_tokens):
+    def _answer(self, images, questions, max_new_tokens, sampling, prompt):
         inputs = self.processor(
             images=images, text=questions, padding=True, truncation=True, return_tensors="pt"
         )
@@ -73,12 +91,12 @@ class ViltVQA(VQAModel):
 class BlipVQA(VQAModel):
     kind = "blip"
 
-    def _answer(self, images, questions, max_new_tokens):
+    def _answer(self, images, questions, max_new_tokens, sampling, prompt):
         inputs = self.processor(
             images=images, text=questions, padding=True, truncation=True, return_tensors="pt"
         )
         inputs.pop("token_type_ids", None)
-        out = self.model.generate(**inputs.to(self.device), max_new_tokens=max_new_tokens, do_sample=False)
+        out = self.model.generate(**inputs.to(self.device), max_new_tokens=max_new_tokens, **sampling)
         return self.processor.batch_decode(out, skip_special_tokens=True)
 
 
@@ -94,28 +112,44 @@ class ChatVQA(VQAModel):
         if self.pad_token_id is None:
             self.pad_token_id = tok.pad_token_id
 
-    def _answer(self, images, questions, max_new_tokens):
-        conversations = [
-            [{"role": "user", "content": [{"type": "image", "image": im}, {"type": "text", "text": q}]}]
-            for im, q in zip(images, questions, strict=True)
-        ]
-        inputs = self.processor.apply_chat_template(
-            conversations,
-            add_generation_prompt=True,
-            tokenize=True,
-            return_dict=True,
-            return_tensors="pt",
-            processor_kwargs={"padding": True, "padding_side": "left"},
-        ).to(self.device)
+    def _answer(self, images, questions, max_new_tokens, sampling, prompt):
+        if prompt == "llava_v1" and self.model.config.model_type == "llava":
+            token = getattr(self.processor, "image_token", "<image>")
+            inputs = self.processor(images=images, text=[llava_v1_prompt(q, token) for q in questions],
+                                    padding=True, padding_side="left", return_tensors="pt").to(self.device)
+        else:
+            conversations = [
+                [{"role": "user", "content": [{"type": "image", "image": im}, {"type": "text", "text": q}]}]
+                for im, q in zip(images, questions, strict=True)
+            ]
+            inputs = self.processor.apply_chat_template(
+                conversations,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                return_tensors="pt",
+                processor_kwargs={"padding": True, "padding_side": "left"},
+            ).to(self.device)
         out = self.model.generate(
             **inputs,
             max_new_tokens=max_new_tokens,
-            do_sample=False,
             num_beams=1,
             pad_token_id=self.pad_token_id,
+            **sampling,
         )
         new = out[:, inputs["input_ids"].shape[1] :]
         return self.processor.batch_decode(new, skip_special_tokens=True)
+
+
+# LLaVA's conv_templates["llava_v1"] (llava/conversation.py, conv_llava_v1: SeparatorStyle.TWO, sep " "), as the
+# ImageNet-D authors' eval_imagenet_d.py uses it for LLaVA-1.5: system, then "USER: <image>\n{q} ASSISTANT:"
+LLAVA_V1_SYSTEM = ("A chat between a curious human and an artificial intelligence assistant. The assistant gives "
+                   "helpful, detailed, and polite answers to the human's questions.")
+
+
+def llava_v1_prompt(question: str, image_token: str = "<image>") -> str:
+    """The prompt LLaVA's ``llava_v1`` conversation builds for one question about one image."""
+    return f"{LLAVA_V1_SYSTEM} USER: {image_token}\n{question} ASSISTANT:"
 
 
 def _parse(spec: str) -> ModelSpec:

@@ -57,11 +57,14 @@ class TwoWay(VQAProtocol):
 
     @property
     def run_protocol(self) -> str:
+        """The protocol with its variant: where the wrong option came from and, when it is not the authors'
+        (:data:`gensets.labels.twoway.DECODING`), the decoding: ``two-way (tiny:clip; decoding=greedy)``."""
+        decoding = "" if self.cfg.decoding == "authors" else f"; decoding={self.cfg.decoding}"
         if self.from_dataset:
-            return f"{self.name} (wrong_option=released-csv)"
+            return f"{self.name} (wrong_option=released-csv{decoding})"
         if self.split.wrong_options is not None:
-            return f"{self.name} (wrong_option=clip {self.cfg.clip})"
-        return f"{self.name} ({self.cfg.clip})"
+            return f"{self.name} (wrong_option=clip {self.cfg.clip}{decoding})"
+        return f"{self.name} ({self.cfg.clip}{decoding})"
 
     def _wrong(self, records) -> list[int] | None:
         """Each record's wrong option as the dataset gives it (None: CLIP picks them)."""
@@ -81,7 +84,7 @@ class TwoWay(VQAProtocol):
         keys = [r["key"] for r in records]
         res = score_two_way(self.model, self.clip, inputs, [int(r["target"]) for r in records], self.names,
                             self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys, variant=self.variant,
-                            wrong=self._wrong(records))
+                            wrong=self._wrong(records), decoding=self.cfg.decoding)
         out = Scored([], {"choice": [], "correct": []})
         for key, item in zip(keys, res["items"], strict=True):
             ok = item["choice"] == item["correct"]

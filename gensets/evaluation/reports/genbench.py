@@ -213,7 +213,8 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
                     row = _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat,
                                text_emb, zero_shot, clf, feat, features, batch_size, local, centres, ensemble,
                                scored_with, probe, probe_c, k)
-                    row.update({"selection": selection, "selected_by": selected_by, "shots_built": built,
+                    row.update({"generator": wcfg.generator.model,
+                                "selection": selection, "selected_by": selected_by, "shots_built": built,
                                 "selection_clip": (selection_clip or clip) if selection == "clip" else None})
                     rows.append(row)
     chosen = {"cler_centres": centres, "cler_ensemble": ensemble, "metric": metric, "probe": probe,
@@ -221,7 +222,44 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     return {"clip": clip, "features": features or clip,
             "selection_clip": (selection_clip or clip) if selection == "clip" else None,
             "variants": {key: {"name": v, "means": VARIANTS[key][v]} for key, v in chosen.items()},
-            "datasets": datasets, "rows": rows, "correlations": correlations(rows, delta_base)}
+            "datasets": datasets, "rows": rows, "correlations": correlations(rows, delta_base),
+            "published": published_table2(rows, datasets)}
+
+
+def paper_generator(spec: str) -> str:
+    """Table 2's generator row a gensets generator spec is compared with: GLIDE when the spec names it, else
+    Stable Diffusion (gensets' generators are diffusers pipelines; the tiny ones are Stable Diffusion too)."""
+    return "GLIDE" if "glide" in spec.lower() else "Stable Diffusion"
+
+
+def published_table2(rows: list[dict], datasets: dict) -> dict:
+    """Table 2's CLER (20-shot; gensets/data/genbench/published.json) beside each generated row of the report:
+    the paper's row of the same generator and strategy, the column of the same packaged dataset; ``difference``
+    is gensets' minus the paper's (fractions, as every CLER of the report). A row whose K is not Table 2's 20, or
+    whose variants are not the defaults (the authors' code), says so in ``note``; a strategy or dataset Table 2
+    has no number for gets ``published: None``."""
+    from ...sources.packaged import genbench_published
+
+    pub = genbench_published()
+    t2 = pub["tables"]["2"]
+    out = []
+    for r in rows:
+        if r["data_type"] != "generated":
+            continue
+        model = paper_generator(r.get("generator", ""))
+        paper = next((p for p in t2["rows"] if p["model"] == model and p["strategy"] == r["strategy"]), None)
+        value = paper["cler"].get(datasets[r["dataset"]]["dataset"]) if paper else None
+        value = None if value is None else value / 100
+        notes = [*([f"K={r['shots']}, Table 2 is {t2['shots']}-shot"] if r["shots"] != t2["shots"] else []),
+                 *([f"CLER {r['cler_centres']} / {r['cler_ensemble_variant']}"]
+                   if (r["cler_centres"], r["cler_ensemble_variant"]) != ("normalised", "code") else []),
+                 *([f"K shots: {r['selection']}"] if r["selection"] != "clip" else [])]
+        out.append({"dataset": r["dataset"], "strategy": r["strategy"], "shots": r["shots"], "generator": model,
+                    "generator_spec": r.get("generator"),
+                    "paper_strategy": paper["paper_strategy"] if paper else None, "published": value,
+                    "gensets": r["cler"], "difference": _minus(r["cler"], value), "note": "; ".join(notes)})
+    return {"table": "Table 2", "paper": pub["paper"], "file": t2["source"]["file"], "shots": t2["shots"],
+            "strategy_note": t2["strategy_note"], "rows": out}
 
 
 def shot_of(key: str) -> int:
@@ -451,7 +489,26 @@ def markdown(rep: dict) -> str:
               "unit, on the building machine); original: the configured labelling price (cost.labelling, its source "
               "in report.json); cost = cost per image x images.", "", "![CLER per strategy](cler.png)", ""]
     lines += markdown_sections(rep, _pct, _probe_cell)
+    lines += published_section(rep)
     return "\n".join(lines)
+
+
+def published_section(rep: dict) -> list[str]:
+    """The report.md section of GenBench's Table 2 beside this report's CLER."""
+    from ...cards.markdown import table
+
+    pub = rep.get("published")
+    if not pub or not pub["rows"]:
+        return []
+    rows = [[r["dataset"], r["strategy"], r["paper_strategy"] or "-", r["shots"], r["generator"],
+             _pct(r["published"]), _pct(r["gensets"]),
+             "-" if r["difference"] is None else f"{100 * r['difference']:+.1f}", r["note"] or "-"]
+            for r in pub["rows"]]
+    return ["", f"## Published numbers (GenBench {pub['table']})", "",
+            f"CLER (%) of {pub['shots']}-shot generated sets as the paper prints it, beside this report's; difference "
+            f"= gensets - published, in points. {pub['strategy_note']}.", "",
+            table(["dataset", "strategy", "paper row", "K", "generator", "published", "gensets", "difference",
+                   "note"], rows), "", f"Source: {pub['paper']} ({pub['file']}).", ""]
 
 
 def strategy_order(name: str) -> tuple:

@@ -1,0 +1,177 @@
+"""``gensets report imagenet-d``: top-1 of every model on an ImageNet-D (gensets-built or the released one) per
+nuisance (background, texture, material) and on the whole test set, beside the paper's published accuracies.
+
+The paper (Zhang et al. 2024; gensets/data/imagenet_d/published.json) gives one accuracy per model FAMILY on the
+whole set: ResNet (protocol ``imagenet``), ViT-L/16 (``imagenet``), CLIP (``zero-shot``), LLaVa and MiniGPT-4
+(``two-way``). A gensets run is set beside a family when its protocol is the family's and its model spec names
+it (:func:`family`): ``resnet`` for ResNet, a ViT-L at patch 16 for ViT-L/16, any CLIP for CLIP, ``llava`` /
+``minigpt`` for the VQA models; the text does not say which ResNet or which CLIP the paper ran, so each row
+names the gensets model and the protocol variant behind its number, and the difference is gensets' minus the
+paper's, in points. "All" pools every image of the three nuisances (the paper's whole-set accuracy), not the
+mean of the three.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ...cards.markdown import code, table
+from ...errors import GensetsError
+from ...registry import REPORTS
+from .. import store
+from .base import Report, add_precision, rows
+
+NUISANCES = ("background", "texture", "material")
+PROTOCOLS = ("imagenet", "zero-shot", "two-way")
+PER_CONFIG = """
+SELECT r.model, r.protocol AS variant, r.config, count(*)::INT AS n, avg(p.correct1::INT) AS top1
+FROM runs r JOIN predictions p USING (run_id)
+WHERE r.dataset = ? AND r.dataset_revision IS NOT DISTINCT FROM ? AND coalesce(r.precision, 'fp32') = ?
+  AND split_part(r.protocol, ' (', 1) IN ('imagenet', 'zero-shot', 'two-way')
+GROUP BY ALL ORDER BY r.model, r.protocol, r.config
+"""
+_FAMILIES = (  # (paper family, protocol, a pattern of the gensets model spec)
+    ("ResNet", "imagenet", r"resnet"),
+    ("ViT-L/16", "imagenet", r"vit[_-]?l(arge)?[_-]?(patch)?16|vit-l/16"),
+    ("CLIP", "zero-shot", r"clip"),
+    ("LLaVa", "two-way", r"llava"),
+    ("MiniGPT-4", "two-way", r"minigpt"),
+)
+
+
+def family(model: str, protocol: str) -> str | None:
+    """The paper's model family a gensets run is compared with: its protocol (the part before any variant) must be
+    the family's and its spec must name it; None otherwise."""
+    base = protocol.split(" (", 1)[0]
+    for name, proto, pattern in _FAMILIES:
+        if base == proto and re.search(pattern, model, re.IGNORECASE):
+            return name
+    return None
+
+
+def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
+    """The ImageNet-D dataset of the database (the one scored with these protocols, or ``dataset``) and its latest
+    revision."""
+    names = [r[0] for r in con.execute(
+        "SELECT DISTINCT dataset FROM runs WHERE split_part(protocol, ' (', 1) IN ('imagenet', 'zero-shot', 'two-way') "
+        "AND config IN ('background', 'texture', 'material') ORDER BY 1").fetchall()]
+    if dataset is None:
+        if len(names) != 1:
+            raise GensetsError(f"{db}: {len(names)} ImageNet-D datasets (configs background / texture / material) "
+                               f"scored; name one with --dataset ({', '.join(names) or 'none'})")
+        dataset = names[0]
+    elif dataset not in names:
+        raise GensetsError(f"{db}: no ImageNet-D runs (configs background / texture / material) of dataset "
+                           f"{dataset!r} ({', '.join(names) or 'none'})")
+    revision = con.execute("SELECT dataset_revision FROM runs WHERE dataset = ? ORDER BY finished DESC LIMIT 1",
+                           [dataset]).fetchone()[0]
+    return dataset, revision
+
+
+def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32") -> dict:
+    """Per (model, protocol variant): top-1 per nuisance and on all images; the published families beside."""
+    from ...sources.packaged import imagenet_d_published
+
+    con = store.connect(db, read_only=True)
+    try:
+        dataset, revision = _dataset(con, db, dataset)
+        per_config = rows(con, PER_CONFIG, [dataset, revision, precision])
+    finally:
+        con.close()
+    if not per_config:
+        raise GensetsError(f"{db}: no {precision} runs of {dataset!r} with protocol imagenet, zero-shot or two-way "
+                           "(another --precision?)")
+    models: dict[tuple[str, str], dict] = {}
+    for r in per_config:
+        m = models.setdefault((r["model"], r["variant"]), {"model": r["model"], "variant": r["variant"],
+                                                          "family": family(r["model"], r["variant"]),
+                                                          "configs": {}, "n": 0, "correct": 0.0})
+        m["configs"][r["config"]] = {"n": r["n"], "top1": r["top1"]}
+        m["n"] += r["n"]
+        m["correct"] += r["top1"] * r["n"]
+    per_model = []
+    for m in models.values():
+        correct = m.pop("correct")
+        m["all"] = correct / m["n"] if m["n"] else None
+        m["complete"] = all(c in m["configs"] for c in NUISANCES)
+        per_model.append(m)
+    per_model.sort(key=lambda m: (-(m["all"] or 0), m["model"]))
+    pub = imagenet_d_published()
+    compared = []
+    for p in pub["top1"]:
+        ours = [m for m in per_model if m["family"] == p["model"]]
+        if not ours:
+            compared.append({"family": p["model"], "protocol": p["protocol"], "published": p["value"],
+                             "model": None, "variant": None, "gensets": None, "difference": None,
+                             "complete": None})
+        for m in ours:
+            compared.append({"family": p["model"], "protocol": p["protocol"], "published": p["value"],
+                             "model": m["model"], "variant": m["variant"], "gensets": m["all"],
+                             "difference": None if m["all"] is None else m["all"] - p["value"],
+                             "complete": m["complete"]})
+    return {"dataset": dataset, "revision": revision, "precision": precision, "per_model": per_model,
+            "published": {"paper": pub["paper"], "file": pub["file"], "checked": pub["checked"], "rows": compared}}
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.2f}"
+
+
+def _diff(v) -> str:
+    return "-" if v is None else f"{100 * v:+.2f}"
+
+
+def markdown(rep: dict) -> str:
+    per = [[code(m["model"], True), code(m["variant"], True),
+            *(_pct(m["configs"].get(c, {}).get("top1")) for c in NUISANCES),
+            _pct(m["all"]) + ("" if m["complete"] else " (not all nuisances)"), m["n"]] for m in rep["per_model"]]
+    pub = rep["published"]
+    side = [[r["family"], r["protocol"], _pct(r["published"]),
+             "not run" if r["model"] is None else code(r["model"], True),
+             "-" if r["variant"] is None else code(r["variant"], True), _pct(r["gensets"]), _diff(r["difference"])]
+            for r in pub["rows"]]
+    return "\n".join([
+        f"# ImageNet-D report: {rep['dataset']}", "",
+        f"Revision `{rep['revision']}`, runs at `{rep['precision']}`. Top-1 (%) per nuisance and on all images "
+        "(pooled), per model and protocol variant.", "",
+        table(["model", "protocol (variant)", *NUISANCES, "all", "images"], per), "",
+        "## Published numbers (Zhang et al. 2024)", "",
+        "Each paper family beside the gensets runs of its protocol whose model names it; difference = gensets - "
+        "published, in points.", "",
+        table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference"], side),
+        "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""])
+
+
+def write(rep: dict, out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path = out / "report.md"
+    path.write_text(markdown(rep), encoding="utf-8")
+    return path
+
+
+@REPORTS.register("imagenet-d")
+class ImageNetD(Report):
+    help = "ImageNet-D: top-1 per nuisance and overall, beside the paper's published accuracies"
+    description = ("Per model and protocol variant (imagenet, zero-shot, two-way): top-1 on background, texture and "
+                   "material and on all images, and the paper's published accuracy per model family beside it with "
+                   "the difference, as markdown and JSON. Works on a gensets-built ImageNet-D and on the released one.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--db", required=True, help="the results database of `gensets eval`")
+        parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only ImageNet-D one)")
+        add_precision(parser, "which runs")
+        parser.add_argument("--out", default="out/report-imagenet-d", help="folder for report.md and report.json")
+        parser.add_argument("--json", action="store_true", help="print report.json's content instead of the path")
+
+    def run(self, args):
+        rep = compute(args.db, args.dataset, args.precision)
+        path = write(rep, args.out)
+        if args.json:
+            print(json.dumps(rep, indent=1, sort_keys=True))
+        else:
+            print(f"{path} (+ report.json in {path.parent})")
+        return 0

@@ -1,0 +1,260 @@
+"""``gensets reproduce TABLE``: one command per paper table: build (or read) the data, score it with the paper's
+settings, and print gensets' numbers beside the published ones (gensets/data/<paper>/published.json).
+
+Each table is a :class:`Table`: the configs and models of the paper run, and of ``--smoke``, the same path on
+gensets' tiny random models offline (its numbers are meaningless; the output says so). Everything goes into
+``--out`` (default ``out/reproduce/<table>[-smoke]``): the workspace(s), ``results.duckdb``, the report folder and
+``reproduce.md`` / ``reproduce.json``; running the command again resumes the build and skips finished evaluations.
+
+- ``imagenet-d-table`` (Zhang et al. 2024): the released ImageNet-D (``hf:zcs15/ImageNet-D``) scored with the
+  paper's model families under their protocols (``imagenet``, ``zero-shot``, ``two-way``); ``gensets report
+  imagenet-d``. Smoke: the smoke build of ``configs/imagenet_d.smoke.yaml``.
+- ``genbench-table2`` (Li et al. 2023): per dataset, Table 2's Stable Diffusion strategies (ST, CE, DT, NP, NP+RD)
+  built from ``configs/genbench.yaml``, CLER of their 20 shots (``gensets report genbench``). Smoke:
+  ``configs/genbench.smoke.yaml`` against its synthetic test images.
+- ``borji-fig2`` / ``borji-vqa`` (Borji 2022): the recognition set with the paper's ten classifiers (protocol
+  ``wordset``), and the VQA set (protocol ``vqa``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import GensetsError
+
+SMOKE_NOTE = ("smoke run: tiny random models built offline; the numbers are meaningless, the path (build, settings, "
+              "scoring, report) is the paper table's")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One ``gensets eval`` of the table: these models under this protocol (``clip``: two-way's wrong options)."""
+
+    protocol: str
+    models: tuple[str, ...]
+    clip: str | None = None
+    allow_pickle: bool = False
+    decoding: str = "authors"  # two-way: gensets.labels.twoway.DECODING
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    paper: str
+    what: str
+    needs: str  # what the paper run needs (GPUs, the Hub, hours)
+    run: Callable[[Table, Run], dict]
+    config: str = ""  # the build config of the paper run (configs/)
+    smoke_config: str = ""
+    evaluations: tuple[Evaluation, ...] = ()
+    smoke_evaluations: tuple[Evaluation, ...] = ()
+
+
+@dataclass
+class Run:
+    """One ``gensets reproduce`` call: where everything goes and how."""
+
+    out: Path
+    smoke: bool
+    datasets: tuple[str, ...] = ()
+    batch_size: int = 32
+    quiet: bool = False
+    configs: Path = Path("configs")  # the configs folder of a gensets checkout
+    log: Callable[[str], None] = field(default=print)
+
+    @property
+    def db(self) -> Path:
+        return self.out / "results.duckdb"
+
+
+def _config(table: Table, run: Run) -> Path:
+    path = run.configs / (table.smoke_config if run.smoke else table.config)
+    if not path.is_file():
+        raise GensetsError(f"{path}: the config of {table.name} is missing (run from a gensets checkout, which has "
+                           "configs/, or pass --configs)")
+    return path
+
+
+def _build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = (), finalize: bool = True) -> Path:
+    """Build (resume) the table's config into ``workspace`` and, if asked, finalize it with pending images."""
+    from .builders.runner import build
+    from .builders.runner import finalize as finalize_ws
+
+    run.log(f"building {workspace} from {_config(table, run).name}" + (f" ({', '.join(overrides)})" if overrides else ""))
+    r = build(_config(table, run), workspace, quiet=run.quiet, overrides=overrides)
+    run.log(f"  {r['units']} units ({r['done_before']} done before, {r['units_run']} run now)")
+    if finalize:
+        finalize_ws(workspace, include_pending=True)
+    return workspace
+
+
+def _evaluate(table: Table, run: Run, dataset: str) -> None:
+    from .evaluation.runner import EvalConfig, evaluate
+
+    for e in table.smoke_evaluations if run.smoke else table.evaluations:
+        run.log(f"scoring {dataset} with {', '.join(e.models)} (protocol {e.protocol})")
+        evaluate(EvalConfig(dataset, e.models, run.db, protocol=e.protocol, clip=e.clip, batch_size=run.batch_size,
+                            allow_pickle=e.allow_pickle, quiet=run.quiet, decoding=e.decoding))
+
+
+def _imagenet_d(table: Table, run: Run) -> dict:
+    from .evaluation.reports import imagenet_d
+
+    dataset = str(_build(table, run, run.out / "workspace")) if run.smoke else "hf:zcs15/ImageNet-D"
+    _evaluate(table, run, dataset)
+    rep = imagenet_d.compute(run.db)
+    report = imagenet_d.write(rep, run.out / "report")
+    rows = [{"what": r["family"], "protocol": r["protocol"], "published": r["published"], "model": r["model"],
+             "variant": r["variant"], "gensets": r["gensets"], "difference": r["difference"]}
+            for r in rep["published"]["rows"]]
+    return {"rows": rows, "report": str(report), "source": f"{rep['published']['paper']} ({rep['published']['file']})",
+            "note": rep["published"]["checked"]}
+
+
+TABLE2_STRATEGIES = ("ST", "CE", "DT", "NP", "NP+RD")  # Table 2's Stable Diffusion rows (published.json)
+
+
+def _genbench_table2(table: Table, run: Run) -> dict:
+    from .evaluation.reports import genbench
+    from .sources.packaged import genbench_hub_copies, genbench_published
+
+    if run.smoke:
+        workspaces = [str(_build(table, run, run.out / "workspace", finalize=False))]
+        tests = [str(run.configs / "genbench.smoke-refs")]
+        clip, selection_clip = "tiny:clip", None
+    else:
+        t2 = genbench_published()["tables"]["2"]
+        datasets = run.datasets or tuple(t2["columns"])
+        unknown = [d for d in datasets if d not in t2["columns"]]
+        if unknown:
+            raise GensetsError(f"--dataset {unknown[0]!r}: not a column of GenBench Table 2 "
+                               f"({', '.join(t2['columns'])})")
+        copies = genbench_hub_copies()
+        missing = [d for d in datasets if d not in copies]
+        if missing:
+            raise GensetsError(f"--dataset {missing[0]}: gensets knows no Hub copy of its real test images "
+                               "(gensets/data/genbench/hub_copies.json); run `gensets report genbench` with --test "
+                               "on the workspace this command builds")
+        workspaces, tests = [], []
+        for d in datasets:
+            ws = run.out / f"genbench-{d}"
+            _build(table, run, ws, (f"dataset={d}", "strategies=[" + ", ".join(TABLE2_STRATEGIES) + "]"),
+                   finalize=False)
+            workspaces.append(str(ws))
+            tests.append(f"{d}=hf:{copies[d][0]}")
+        clip, selection_clip = "open_clip:ViT-B-32/openai", genbench.SELECTION_CLIP
+    run.log(f"scoring CLER of {len(workspaces)} workspace(s) with {clip}")
+    rep = genbench.compute(workspaces, tests, clip, batch_size=run.batch_size, selection_clip=selection_clip)
+    report = genbench.write(rep, run.out / "report")
+    pub = rep["published"]
+    rows = [{"what": f"{r['dataset']} {r['strategy']}", "protocol": f"CLER, K={r['shots']}",
+             "published": r["published"], "model": r["generator_spec"],
+             "variant": f"{r['generator']} row" + (f"; {r['note']}" if r["note"] else ""),
+             "gensets": r["gensets"], "difference": r["difference"]} for r in pub["rows"]]
+    return {"rows": rows, "report": str(report), "source": f"{pub['paper']}, {pub['table']} ({pub['file']})",
+            "note": pub["strategy_note"]}
+
+
+def _borji(kind: str) -> Callable[[Table, Run], dict]:
+    """borji-fig2 (kind recognition, protocol wordset) and borji-vqa (kind vqa)."""
+
+    def run_table(table: Table, run: Run) -> dict:
+        from .evaluation.reports import recognition, vqa
+
+        ws = _build(table, run, run.out / "workspace")
+        _evaluate(table, run, str(ws))
+        module = recognition if kind == "recognition" else vqa
+        rep = module.compute(run.db)
+        report = module.write(rep, run.out / "report")
+        rows = []
+        for p in rep["published"]["numbers"]:
+            metric = p["metric"]
+            best = max(rep["per_model"], key=lambda r: r[metric] if r[metric] is not None else -1)
+            value = best[metric]
+            rows.append({"what": p["what"], "protocol": f"{rep['protocol']} {metric}"
+                         + (" (approximate)" if p.get("approximate") else ""),
+                         "published": p["value"], "model": best["model"], "variant": rep["protocol"],
+                         "gensets": value, "difference": None if value is None else value - p["value"]})
+        return {"rows": rows, "report": str(report), "source": rep["published"]["source"],
+                "note": rep["published"]["checked"]}
+
+    return run_table
+
+
+def _recognition_models(run: Run) -> tuple[str, ...]:
+    """The paper's ten classifiers: configs/recognition.yaml's eval.models."""
+    import yaml
+
+    return tuple(yaml.safe_load((run.configs / "recognition.yaml").read_text())["eval"]["models"])
+
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table("imagenet-d-table", "ImageNet-D (Zhang et al. 2024)",
+          "accuracy of ResNet, ViT-L/16, CLIP, LLaVA on the released ImageNet-D, beside the paper's",
+          "the Hub (the released dataset, ~4,800 images; the models) and a GPU for LLaVA-1.5-13B (~1 hour on one "
+          "A100; the rest minutes)", _imagenet_d,
+          smoke_config="imagenet_d.smoke.yaml",
+          evaluations=(Evaluation("imagenet", ("timm:hf-hub:timm/resnet50.tv_in1k",
+                                               "timm:hf-hub:timm/vit_large_patch16_224.augreg_in21k_ft_in1k")),
+                       Evaluation("zero-shot", ("open_clip:ViT-B-16/openai",)),
+                       Evaluation("two-way", ("hf:llava-hf/llava-1.5-13b-hf",))),
+          smoke_evaluations=(Evaluation("imagenet", ("tiny:resnet",)), Evaluation("zero-shot", ("tiny:clip",)),
+                             # greedy: the tiny VLM never stops early, and 512 sampled tokens per image
+                             # would take minutes (the authors' decoding is tested in tests/test_vlm.py)
+                             Evaluation("two-way", ("tiny:vlm",), clip="tiny:clip", decoding="greedy"))),
+    Table("genbench-table2", "GenBench (Li et al. 2023)",
+          "CLER of 20-shot Stable Diffusion sets under ST, CE, DT, NP, NP+RD per dataset, beside Table 2",
+          "the Hub (Stable Diffusion, CLIP, the test sets) and GPUs: per dataset, its classes x 20+ images x 5 "
+          "strategies (ImageNet-1K: 100,000+ images, ~2 GPU-hours per 1,000 classes x 20 shots per strategy on an "
+          "A100)", _genbench_table2, config="genbench.yaml", smoke_config="genbench.smoke.yaml"),
+    Table("borji-fig2", "Borji (2022)",
+          "top-1 / top-5 of the paper's ten ImageNet classifiers on generated images (word-set matching)",
+          "the Hub (SD 2.1, SDXL, ten classifiers) and a GPU (~1 hour)", _borji("recognition"),
+          config="recognition.yaml", smoke_config="recognition.smoke.yaml",
+          smoke_evaluations=(Evaluation("wordset", ("tiny:resnet", "tiny:torchvision-googlenet"),
+                                        allow_pickle=True),)),
+    Table("borji-vqa", "Borji (2022)", "binary VQA accuracy on generated images, beside OFA's",
+          "the paper's 50 images and 241 questions under data/vqa/ (see configs/vqa.yaml), the Hub, a GPU",
+          _borji("vqa"), config="vqa.yaml", smoke_config="vqa.smoke.yaml",
+          evaluations=(Evaluation("vqa", ("hf:Salesforce/blip-vqa-base", "hf:dandelin/vilt-b32-finetuned-vqa",
+                                          "hf:llava-hf/llava-1.5-7b-hf")),),
+          smoke_evaluations=(Evaluation("vqa", ("tiny:blip-vqa",)),)),
+)}
+
+
+def reproduce(name: str, run: Run) -> dict:
+    """Run table ``name`` into ``run.out``; the side-by-side rows (fractions; difference = gensets - published)."""
+    table = TABLES[name]
+    if name == "borji-fig2" and not run.smoke:
+        table = Table(**{**table.__dict__, "evaluations": (Evaluation("wordset", _recognition_models(run),
+                                                                      allow_pickle=True),)})
+    run.out.mkdir(parents=True, exist_ok=True)
+    result = table.run(table, run)
+    result = {"table": name, "paper": table.paper, "what": table.what, "smoke": run.smoke,
+              **({"smoke_note": SMOKE_NOTE} if run.smoke else {}), **result}
+    (run.out / "reproduce.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    (run.out / "reproduce.md").write_text(markdown(result), encoding="utf-8")
+    return result
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.2f}"
+
+
+def markdown(result: dict) -> str:
+    from .cards.markdown import code, table
+
+    rows = [[r["what"], r["protocol"], _pct(r["published"]), _pct(r["gensets"]),
+             "-" if r["difference"] is None else f"{100 * r['difference']:+.2f}",
+             "not run" if r["model"] is None else code(r["model"], True),
+             "-" if r["variant"] is None else code(r["variant"], True)] for r in result["rows"]]
+    head = [f"# {result['table']}: {result['paper']}", "", result["what"] + ".", ""]
+    if result["smoke"]:
+        head += [f"**{result['smoke_note']}.**", ""]
+    return "\n".join([*head, table(["row", "protocol / metric", "published", "gensets", "difference", "gensets model",
+                                    "variant"], rows), "",
+                      f"Published: {result['source']}. {result['note']}", "",
+                      f"Full report: {result['report']}", ""])
