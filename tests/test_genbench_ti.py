@@ -42,13 +42,115 @@ def pipe():
     return load_generator("tiny:sd", device="cpu")
 
 
-def train(images, tmp, steps=5, on_step=None):
+def guide():
+    """The CLIP of TI's loss, loaded as the build loads it (tiny:clip, open_clip)."""
+    from gensets.models import load_classifier
+    from gensets.models.textual_inversion import ClipGuidance
+
+    return ClipGuidance(load_classifier("tiny:clip", labels=["cat"], templates=["{}"], device="cpu"))
+
+
+def train(images, tmp, steps=5, on_step=None, loss="clip"):
     from gensets.models.textual_inversion import Training, train_textual_inversion
 
-    t = Training(steps=steps, learning_rate=5e-2, batch_size=2, resolution=32, checkpoint_every=2, seed=7)
+    t = Training(steps=steps, learning_rate=5e-2, batch_size=2, resolution=32, checkpoint_every=2, seed=7, loss=loss)
     return train_textual_inversion(pipe().pipe, images, token=TOKEN, initializer="cat", templates=TEMPLATES,
                                    concept="cat", training=t, checkpoint=tmp / "cat.ckpt.safetensors", key="k",
-                                   on_step=on_step)
+                                   clip=guide() if loss == "clip" else None, on_step=on_step)
+
+
+def test_ti_loss_with_and_without_the_clip_term_worked_by_hand():
+    """On a fixed batch (t = 0 and t = 500): the MSE, the DDPM step of the clean latents (Ho et al. eq. 7, noise
+    drawn for t > 0), the VAE decode, the bicubic resize to the CLIP's 32 px, the all-pairs CLIP similarity with
+    exp(logit_scale) / 100, all computed here from the same tiny models read by open_clip and diffusers directly."""
+    import open_clip
+    import torch
+    import torch.nn.functional as F
+    from diffusers import DDPMScheduler
+
+    from gensets.models.textual_inversion import ti_loss
+    from gensets.models.tiny import tiny_path
+
+    p = pipe().pipe
+    sched = DDPMScheduler.from_config(p.scheduler.config)
+    assert sched.config.prediction_type == "epsilon" and not sched.config.clip_sample
+    g = torch.Generator().manual_seed(0)
+    shape = (2, p.vae.config.latent_channels, 32, 32)  # tiny:sd's VAE halves: 64 px images, resized to 32 for CLIP
+    latents, noise, t = torch.randn(shape, generator=g), torch.randn(shape, generator=g), torch.tensor([0, 500])
+    texts = ["a photo of a <cifar-10 cat> cat.", "a blurry photo of a <cifar-10 cat> cat."]
+    ids = p.tokenizer(texts, padding="max_length", truncation=True, max_length=p.tokenizer.model_max_length,
+                      return_tensors="pt").input_ids
+    clip = guide()
+    with torch.no_grad():
+        hidden = p.text_encoder(ids)[0]
+        plain = ti_loss(p.unet, p.vae, sched, hidden, latents, noise, t)
+        both = ti_loss(p.unet, p.vae, sched, hidden, latents, noise, t, clip=clip, texts=texts, clip_lambda=0.5,
+                       generator=torch.Generator().manual_seed(3))
+
+        a = sched.alphas_cumprod.double()
+        x, e = latents.double(), noise.double()
+        noisy = a[t].sqrt().view(-1, 1, 1, 1) * x + (1 - a[t]).sqrt().view(-1, 1, 1, 1) * e
+        eps = p.unet(noisy.float(), t, hidden).sample.double()
+        mse = ((eps - e) ** 2).mean().item()
+        z = torch.Generator().manual_seed(3)
+        stepped = []
+        for i, ti in enumerate(t.tolist()):  # the script steps the clean latents: sample = latents[i]
+            at, prev = a[ti], (a[ti - 1] if ti > 0 else torch.tensor(1.0, dtype=torch.float64))
+            beta = 1 - at / prev
+            x0 = (x[i] - (1 - at).sqrt() * eps[i]) / at.sqrt()
+            mean = prev.sqrt() * beta / (1 - at) * x0 + (at / prev).sqrt() * (1 - prev) / (1 - at) * x[i]
+            var = (1 - prev) / (1 - at) * beta
+            stepped.append(mean + (var.sqrt() * torch.randn(shape[1:], generator=z).double() if ti > 0 else 0))
+        images = p.vae.decode(torch.stack(stepped).float() / p.vae.config.scaling_factor).sample
+        assert images.shape[-1] == 64
+        small = F.interpolate(images, size=(32, 32), mode="bicubic", align_corners=False)  # no normalisation
+        model, _, _ = open_clip.create_model_and_transforms(f"local-dir:{tiny_path('clip')}")
+        tok = open_clip.get_tokenizer(f"local-dir:{tiny_path('clip')}")
+        img = model.eval().encode_image(small).double().numpy()
+        txt = model.encode_text(tok(texts)).double().numpy()
+        scale = model.logit_scale.exp().item()
+    cos = (img / np.linalg.norm(img, axis=1, keepdims=True)) @ (txt / np.linalg.norm(txt, axis=1, keepdims=True)).T
+    term = float(np.mean(1 - scale * cos / 100))
+    diagonal = float(np.mean(1 - scale * np.diag(cos) / 100))
+
+    assert plain["clip"] is None and plain["loss"].item() == plain["mse"].item() == pytest.approx(mse, rel=1e-5)
+    assert both["mse"].item() == pytest.approx(mse, rel=1e-5)
+    assert both["clip"].item() == pytest.approx(term, abs=1e-6)
+    assert abs(term - diagonal) > 1e-6  # every (image, text) pair, as the script's mean of the B x B logits
+    assert both["loss"].item() == pytest.approx(mse + 0.5 * term, rel=1e-5)
+    assert scale == pytest.approx(1 / 0.07, rel=1e-5)  # tiny:clip's logit scale: not 100, so the /100 matters
+
+
+def test_clip_loss_adds_its_term_and_moves_the_token(tmp_path, images):
+    """Step 1 draws the same batch with either loss: the CLIP run's loss is the MSE run's plus its CLIP term, and
+    the term's gradient reaches the token (the two embeddings differ after the step)."""
+    import torch
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    clip, mse = train(images, tmp_path / "a", steps=1), train(images, tmp_path / "b", steps=1, loss="mse")
+    assert mse["clip_losses"] == [] and len(clip["clip_losses"]) == 1
+    assert clip["losses"][0] == pytest.approx(mse["losses"][0] + clip["clip_losses"][0], rel=1e-5)
+    assert not torch.equal(clip["embedding"], mse["embedding"])
+
+
+def test_ti_defaults_follow_the_paper_and_the_authors_trainer(tmp_path):
+    from gensets.builders.genbench.config import TIConfig
+
+    t = TIConfig()
+    assert t.steps == 1000  # Sec. 4; example.sh's 500 is the option
+    assert t.references == 5  # Table 3's FT Shot; pipeline.py --ref_shot 5
+    assert (t.loss, t.clip, t.clip_lambda) == ("clip", "open_clip:ViT-B-16/openai", 1.0)
+    assert t.scheduler == "DPMSolverMultistepScheduler"  # textual_inversion_sampling
+    assert (t.batch_size, t.learning_rate, t.scale_lr, t.lr_scheduler) == (4, 5e-4, True, "constant")
+
+    _, cfg = load_build_config(SMOKE)
+    assert (cfg.ti.loss, cfg.ti.clip, cfg.ti.references) == ("clip", "tiny:clip", 2)
+    p = tmp_path / "c.yaml"
+    shutil.copytree(ROOT / "configs" / "genbench.smoke-refs", tmp_path / "genbench.smoke-refs")
+    p.write_text(SMOKE.read_text().replace("  references: 2\n", ""))  # 5 of reference.per_class 2
+    with pytest.raises(ConfigError, match="ti.references: 5 reference images per class, but reference.per_class "
+                                          "takes 2"):
+        load_build_config(p)
 
 
 def test_embedding_loads_back_and_changes_the_images(tmp_path, images):
@@ -96,7 +198,8 @@ def test_killed_training_resumes_byte_identical(tmp_path, images):
     again = train(images, cut)
     assert again["resumed_from"] == 2  # the last checkpoint, not step 0 and not step 3
     save_embedding(cut / "e.safetensors", TOKEN, again["embedding"])
-    assert again["losses"] == ref["losses"]
+    assert again["losses"] == ref["losses"] and again["clip_losses"] == ref["clip_losses"]
+    assert len(ref["clip_losses"]) == 5  # the CLIP loss (the default) and its seeded DDPM-step noise resume too
     assert (cut / "e.safetensors").read_bytes() == (whole / "e.safetensors").read_bytes()
     assert (cut / "cat.ckpt.safetensors").read_bytes() == (whole / "cat.ckpt.safetensors").read_bytes()
 
@@ -112,14 +215,20 @@ def test_build_trains_generates_and_resumes_without_retraining(tmp_path):
     ti = out / "ti"
     prov = json.loads((ti / "cat.json").read_text())
     assert prov["token"] == TOKEN and len(prov["losses"]) == 4 and prov["training"]["applied_learning_rate"] == 1e-3
+    assert prov["loss"] == "clip" and len(prov["clip_losses"]) == 4 and all(c > 0 for c in prov["clip_losses"])
+    assert prov["clip"] == {"spec": "tiny:clip", "id": "tiny:clip", "revision": None, "lambda": 1.0, "input_size": 32}
     assert [r["id"] for r in prov["references"]] == ["cat/0.png", "cat/1.png"]
     cat_sha = hashlib.sha256((ti / "cat.safetensors").read_bytes()).hexdigest()
     assert prov["embedding_sha256"] == cat_sha
     ti_samples = [d for shard in sorted((out / "candidates").glob("*.tar")) for d in iter_shard(shard)
                   if json.loads(d["json"])["strategy"] == "TI"]
     assert len(ti_samples) == 4
+    st_samples = [d for shard in sorted((out / "candidates").glob("*.tar")) for d in iter_shard(shard)
+                  if json.loads(d["json"])["strategy"] == "ST"]
+    assert {json.loads(d["json"])["generator"]["scheduler"] for d in st_samples} == {"DDIMScheduler"}
     for d in ti_samples:
         meta = json.loads(d["json"])
+        assert meta["generator"]["scheduler"] == "DPMSolverMultistepScheduler"  # ti.scheduler, TI's images only
         name = meta["label"]
         assert meta["prompt"].startswith("a ") and f"<cifar-10 {name}> {name}" in meta["prompt"]
         assert meta["prompting"]["embedding"] == f"ti/{name}.safetensors"
@@ -175,7 +284,7 @@ RETRIEVAL_TI = textwrap.dedent("""\
     strategies: [TI]
     reference: {source: retrieval, per_class: 2}
     retrieval: {pool: "folder:genbench.smoke-pool", clip: "tiny:clip"}
-    ti: {steps: 2, batch_size: 2, checkpoint_every: 2}
+    ti: {steps: 2, batch_size: 2, checkpoint_every: 2, references: null, clip: "tiny:clip"}
     generator: {model: "tiny:sd", steps: 2, width: 64, height: 64, batch_size: 4}
     resize: 32
     unit_size: 2
@@ -262,11 +371,33 @@ def test_caption_similarity_filter(tmp_path):
 
 
 def test_the_cards_ti_line_names_the_training_variant():
-    """The card's TI line says which Textual Inversion trained the tokens (plain, without the authors' CLIP loss),
-    as each class's ti/<class>.json does."""
-    from gensets.builders.genbench.ti import VARIANT
+    """The card's TI line says which Textual Inversion trained the tokens (the authors' CLIP loss, or plain), as
+    each class's ti/<class>.json does, and how its images were sampled."""
+    from dataclasses import replace
+
+    from gensets.builders.genbench.ti import VARIANTS
     from gensets.registry import STRATEGIES
 
     _, cfg = load_build_config(SMOKE)
     line = STRATEGIES.get("TI")().details(cfg)
-    assert f"variant: {VARIANT}" in line and "no CLIP loss" in VARIANT
+    assert f"loss: {VARIANTS['clip']}; CLIP `tiny:clip`, lambda 1.0" in line and "text-similarity" in VARIANTS["clip"]
+    assert "the first 2 reference images" in line and "sampled with DPMSolverMultistepScheduler" in line
+    plain = STRATEGIES.get("TI")().details(replace(cfg, ti=replace(cfg.ti, loss="mse")))
+    assert f"loss: {VARIANTS['mse']})" in plain and "no CLIP loss" in VARIANTS["mse"]
+
+
+def test_use_scheduler_swaps_for_a_block_and_restores():
+    from gensets.errors import ModelError
+
+    g = pipe()
+    before = g.pipe.scheduler
+    with g.use_scheduler("DPMSolverMultistepScheduler", "ti.scheduler"):
+        assert g.scheduler == "DPMSolverMultistepScheduler"
+        assert dict(g.pipe.scheduler.config)["beta_schedule"] == before.config.beta_schedule  # from the pipeline's
+    assert g.pipe.scheduler is before
+    with pytest.raises(Stop), g.use_scheduler("DPMSolverMultistepScheduler"):
+        raise Stop
+    assert g.pipe.scheduler is before
+    with pytest.raises(ModelError, match=r"^ti.scheduler: unknown diffusers scheduler 'Nope'$"), \
+            g.use_scheduler("Nope", "ti.scheduler"):
+        pass

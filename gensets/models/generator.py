@@ -82,6 +82,25 @@ class Generator:
                     received = tok.decode(kept.input_ids, skip_special_tokens=True)
         return max(counts, default=None), received
 
+    @contextlib.contextmanager
+    def use_scheduler(self, name: str | None, what: str | None = None):
+        """For a block, the pipelines' scheduler replaced by the diffusers scheduler class ``name`` configured
+        from the pipeline's own (``Class.from_config(pipe.scheduler.config)``, as GenBench's TI sampling does);
+        None or the class already in use: nothing changes."""
+        if name is None or name == self.scheduler:
+            yield
+            return
+        pipes = [p for p in (self.pipe, self._img2img) if p is not None]
+        old = [p.scheduler for p in pipes]
+        new = scheduler_class(name, what or f"model {self.spec!r}").from_config(self.pipe.scheduler.config)
+        for p in pipes:
+            p.scheduler = new
+        try:
+            yield
+        finally:
+            for p, s in zip(pipes, old, strict=True):
+                p.scheduler = s
+
     def img2img_pipe(self):
         if self._img2img is None:
             from diffusers import AutoPipelineForImage2Image
@@ -170,6 +189,16 @@ def _quiet_cut_warnings(*pipes):
             lg.removeFilter(f)
 
 
+def scheduler_class(name: str, what: str):
+    """The diffusers scheduler class called ``name``; a ModelError naming ``what`` when there is none."""
+    import diffusers
+
+    cls = getattr(diffusers, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, diffusers.SchedulerMixin)):
+        raise ModelError(f"{what}: unknown diffusers scheduler {name!r}")
+    return cls
+
+
 def load_generator(
     spec: str,
     *,
@@ -202,11 +231,7 @@ def load_generator(
     import diffusers
     import torch
 
-    scheduler_cls = None
-    if scheduler is not None:
-        scheduler_cls = getattr(diffusers, scheduler, None)
-        if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, diffusers.SchedulerMixin)):
-            raise ModelError(f"model {spec!r}: unknown diffusers scheduler {scheduler!r}")
+    scheduler_cls = scheduler_class(scheduler, f"model {spec!r}") if scheduler is not None else None
     kwargs: dict = dict(dtype=getattr(torch, torch_dtype), **source.hub_kwargs())
     if not allow_pickle:
         kwargs["use_safetensors"] = True

@@ -1,30 +1,42 @@
 """Textual Inversion (Gal et al., 2022): one new token's embedding learned on a few images of a concept, with the
-rest of a Stable Diffusion pipeline frozen. The essential loop of diffusers' examples/textual_inversion/
-textual_inversion.py, as GenBench's authors ran it (Luodian/GenBench train_textual_inversion.py, a copy of that
-example):
+rest of a Stable Diffusion pipeline frozen. The loop of GenBench's trainer (Luodian/GenBench
+train_textual_inversion.py, diffusers' examples/textual_inversion/textual_inversion.py with a CLIP loss added):
 
 - the placeholder token is added to a copy of the pipeline's tokenizer and text encoder (the pipeline itself is
   left as it was), its row initialised from the initializer token's (``convert_tokens_to_ids(initializer)`` as
   the authors' script does; diffusers' example encodes it and requires one token);
 - only the token embeddings train (AdamW, betas 0.9 / 0.999, weight decay 1e-2, eps 1e-8: the script's defaults),
-  every other row is put back after each step; the loss is the DDPM noise-prediction MSE (v-prediction target
-  where the scheduler says so) on the VAE latents scaled by ``vae.config.scaling_factor`` (0.18215 in the script);
-  gradients clipped to norm 1.0 (the authors' script; the diffusers example does not clip);
+  every other row is put back after each step; gradients clipped to norm 1.0 (the authors' script; the diffusers
+  example does not clip);
 - a step's batch is the DataLoader's ``shuffle=True`` over images x repeats, each image resized (bicubic) to the
   resolution, optionally centre-cropped first, flipped with p 0.5, scaled to [-1, 1]; its text a template drawn
-  at random, filled with ``"<token> <concept>"`` (the script's ``placeholder_string``).
+  at random, filled with ``"<token> <concept>"`` (the script's ``placeholder_string``);
+- the loss (:func:`ti_loss`) is the DDPM noise-prediction MSE (v-prediction target where the scheduler says so)
+  on the VAE latents scaled by ``vae.config.scaling_factor`` (0.18215 in the script), plus, with ``loss="clip"``
+  (the default: the script's ``--clip_guidance text_sim``, ``--lambda_clip_guidance 1.0``), lambda x the CLIP
+  text-similarity term exactly as the script computes it: for each image i, ``DDPMScheduler.step(pred[i], t[i],
+  latents[i]).prev_sample`` (one DDPM step applied to the *clean* latents, as the script passes them, its
+  variance noise drawn for t > 0), decoded by the VAE (``latents / scaling_factor``, not clamped), resized
+  (bicubic, no antialias: torchvision's tensor default before 0.17) and centre-cropped to the CLIP's input size,
+  *not* normalised (the script applies ``preprocess.transforms[:2]`` only), embedded by CLIP's image tower; the
+  batch's texts embedded by CLIP's text tower (its own tokenizer); both L2-normalised; ``logits = exp(logit_scale)
+  x image @ text.T`` over every (image, text) pair of the batch, and the term is ``mean(1 - logits / 100)``.
+  The script's CLIP is OpenAI's ViT-B/16 (``clip.load("ViT-B/16")``, float16 on a GPU); gensets loads it as
+  ``open_clip:ViT-B-16/openai`` (the same weights) in float32. Gradients reach the token through the UNet's
+  prediction, the VAE decoder and CLIP's image tower; both towers stay frozen. ``loss="mse"`` is plain Textual
+  Inversion (Gal et al.; diffusers' example), a named variant.
 
-Not ported: the authors' script adds a CLIP loss by default (``--clip_guidance text_sim``, ``lambda 1.0``, OpenAI
-CLIP ViT-B/16 on a one-step denoised decode); the paper (Sec. 4) describes plain Textual Inversion, and the per-class
-command of textual_inversion/example.sh passes ``--lambda_global_clip_loss``, an argument of a script that is not
-published. gensets trains plain Textual Inversion and records ``loss: "mse"`` in the provenance.
+Paper and code: the paper (shared/papers/001_f04b4de81b95e690.txt, Sec. 4) says only "Textual Inversion [18]",
+"1000 steps for each category"; the published trainer adds the CLIP term by default, and the per-class command of
+textual_inversion/example.sh passes ``--lambda_global_clip_loss 1.0`` (an argument the published script does not
+have; its ``--lambda_clip_guidance`` defaults to the same 1.0) with ``--max_train_steps=500``.
 
 Deterministic and resumable: every random draw of step s (batch order, flips, templates, latent sample, noise,
-timesteps) comes from seeds derived from (seed, s), so nothing but the token's row, its AdamW moments and the
-losses so far needs saving; a checkpoint every ``checkpoint_every`` steps holds exactly those, and a training
-killed at any point resumes from the last one and ends with the same bytes as one never interrupted (CPU, same
-number of threads). Moments of other rows are not kept: those rows are reset every step, and AdamW is
-element-wise, so they never reach the token's row.
+timesteps, the CLIP term's DDPM step noise) comes from seeds derived from (seed, s), so nothing but the token's
+row, its AdamW moments and the losses so far needs saving; a checkpoint every ``checkpoint_every`` steps holds
+exactly those, and a training killed at any point resumes from the last one and ends with the same bytes as one
+never interrupted (CPU, same number of threads). Moments of other rows are not kept: those rows are reset every
+step, and AdamW is element-wise, so they never reach the token's row.
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ if TYPE_CHECKING:
 
 ADAM = {"betas": (0.9, 0.999), "weight_decay": 1e-2, "eps": 1e-8}  # train_textual_inversion.py parse_args
 MAX_GRAD_NORM = 1.0  # train_textual_inversion.py: --max_grad_norm 1.0, clip_grad_norm_ each step
+LOSSES = ("clip", "mse")  # the script's --clip_guidance text_sim (its default) and none (plain Textual Inversion)
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,60 @@ class Training:
     center_crop: bool = False
     checkpoint_every: int = 100
     seed: int = 0
+    loss: str = "clip"  # LOSSES: the noise MSE + clip_lambda x the CLIP text-similarity term, or the MSE alone
+    clip_lambda: float = 1.0  # --lambda_clip_guidance 1.0
+
+
+class ClipGuidance:
+    """The script's ``text_sim`` term (see the module docstring) on an open_clip CLIP loaded by
+    :func:`gensets.models.load_classifier` (its spec, id and revision are kept for provenance); frozen."""
+
+    def __init__(self, clf):
+        if getattr(clf, "kind", "") != "open_clip":
+            raise ModelError(f"textual inversion: the CLIP loss needs an open_clip CLIP model (e.g. "
+                             f"open_clip:ViT-B-16/openai, tiny:clip), got {clf.spec!r}")
+        self.model, self.tokenizer = clf.model.eval().requires_grad_(False), clf.tokenizer
+        size = self.model.visual.image_size
+        self.size = size if isinstance(size, int) else size[0]  # clip.load's n_px: input_resolution
+        self.spec, self.model_id, self.revision = clf.spec, clf.model_id, clf.revision
+
+    def __call__(self, images, texts: list[str]):
+        """``mean(1 - exp(logit_scale) x cos(image_i, text_j) / 100)`` over every pair; ``images`` as the VAE
+        decodes them ([B, 3, H, W], about [-1, 1])."""
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms import functional as TF
+
+        x = TF.resize(images, self.size, interpolation=InterpolationMode.BICUBIC, antialias=False)
+        x = TF.center_crop(x, self.size)  # clip's preprocess.transforms[:2]: Resize(n_px, BICUBIC), CenterCrop(n_px)
+        img = self.model.encode_image(x)
+        txt = self.model.encode_text(self.tokenizer(texts).to(x.device))
+        img, txt = img / img.norm(dim=1, keepdim=True), txt / txt.norm(dim=1, keepdim=True)
+        logits = self.model.logit_scale.exp() * img @ txt.t()
+        return (1.0 - logits / 100).mean()
+
+
+def ti_loss(unet, vae, noise_scheduler, hidden, latents, noise, timesteps, *, clip: ClipGuidance | None = None,
+            texts: list[str] | None = None, clip_lambda: float = 1.0, generator=None) -> dict:
+    """One batch's loss: ``{"loss", "mse", "clip"}`` (``clip`` None without a CLIP). ``latents`` are the scaled
+    VAE latents, ``hidden`` the text encoder's states of ``texts``; ``generator`` draws the CLIP term's DDPM
+    step noise (one [C, H, W] draw per image with t > 0, in batch order)."""
+    import torch
+    import torch.nn.functional as F
+
+    noisy = noise_scheduler.add_noise(latents, noise, timesteps)
+    pred = unet(noisy, timesteps, hidden).sample
+    kind = noise_scheduler.config.prediction_type
+    if kind not in ("epsilon", "v_prediction"):
+        raise ModelError(f"textual inversion: unknown prediction type {kind!r}")
+    target = noise if kind == "epsilon" else noise_scheduler.get_velocity(latents, noise, timesteps)
+    mse = F.mse_loss(pred.float(), target.float(), reduction="mean")
+    if clip is None:
+        return {"loss": mse, "mse": mse, "clip": None}
+    stepped = torch.stack([noise_scheduler.step(pred[i], int(timesteps[i]), latents[i], generator=generator
+                                                ).prev_sample for i in range(len(pred))])
+    images = vae.decode(stepped / vae.config.scaling_factor).sample
+    term = clip(images.float(), texts)
+    return {"loss": mse + clip_lambda * term, "mse": mse, "clip": term}
 
 
 def _pixels(image: Image.Image, size: int, center_crop: bool, flip: bool):
@@ -110,23 +177,27 @@ def save_embedding(path: Path, token: str, embedding) -> None:
 
 
 def train_textual_inversion(pipe, images: list, *, token: str, initializer: str, templates: list[str], concept: str,
-                            training: Training, checkpoint: Path, key: str,
+                            training: Training, checkpoint: Path, key: str, clip: ClipGuidance | None = None,
                             on_step: Callable[[int], None] | None = None) -> dict:
-    """Train ``token`` on ``images`` with ``pipe``'s (frozen) UNet, VAE and text encoder; returns the embedding
-    (shape (1, dim), as diffusers saves it), the loss of every step, the initializer's id and the step training
-    resumed from. ``checkpoint`` (a safetensors file) is written every ``checkpoint_every`` steps and at the end;
-    one there with the same ``key`` is resumed from. ``on_step(step)`` is called after each step is complete."""
+    """Train ``token`` on ``images`` with ``pipe``'s (frozen) UNet, VAE and text encoder (and, with
+    ``training.loss == "clip"``, the frozen ``clip``); returns the embedding (shape (1, dim), as diffusers saves
+    it), the loss of every step (and its CLIP term), the initializer's id and the step training resumed from.
+    ``checkpoint`` (a safetensors file) is written every ``checkpoint_every`` steps and at the end; one there with
+    the same ``key`` is resumed from. ``on_step(step)`` is called after each step is complete."""
     import copy
 
     import safetensors
     import torch
-    import torch.nn.functional as F
     from diffusers import DDPMScheduler
     from diffusers.optimization import get_scheduler
 
     t = training
     if not images:
         raise ModelError(f"textual inversion of {token!r}: no images to train on")
+    if t.loss not in LOSSES:
+        raise ModelError(f"textual inversion: unknown loss {t.loss!r} (one of {', '.join(LOSSES)})")
+    if t.loss == "clip" and clip is None:
+        raise ModelError("textual inversion: the CLIP loss needs a CLIP model (clip=ClipGuidance(...))")
     tokenizer, text_encoder = copy.deepcopy(pipe.tokenizer), copy.deepcopy(pipe.text_encoder)
     if tokenizer.add_tokens(token) == 0:
         raise ModelError(f"textual inversion: the tokenizer already holds {token!r}; name another token")
@@ -149,12 +220,12 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
     original = emb.weight.detach().clone()
     keep = torch.arange(len(tokenizer)) != tid
 
-    start, losses = 0, []
+    start, losses, clip_losses = 0, [], []
     if Path(checkpoint).exists():
         with safetensors.safe_open(str(checkpoint), "pt") as f:
             meta = json.loads((f.metadata() or {}).get("state", "{}"))
             if meta.get("key") == key:
-                start, losses = meta["step"], meta["losses"]
+                start, losses, clip_losses = meta["step"], meta["losses"], meta.get("clip_losses", [])
                 row, m, v = (f.get_tensor(k) for k in ("embedding", "exp_avg", "exp_avg_sq"))
     if start:
         with torch.no_grad():
@@ -173,7 +244,8 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
         st = optimizer.state[emb.weight]
         _save_atomic({"embedding": emb.weight[tid].detach(), "exp_avg": st["exp_avg"][tid],
                       "exp_avg_sq": st["exp_avg_sq"][tid]}, Path(checkpoint),
-                     {"state": json.dumps({"key": key, "step": step, "losses": losses}, sort_keys=True)})
+                     {"state": json.dumps({"key": key, "step": step, "losses": losses,
+                                             **({"clip_losses": clip_losses} if clip_losses else {})}, sort_keys=True)})
 
     device = unet.device
     for step in range(start, t.steps):
@@ -190,14 +262,10 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
             latents = latents * vae.config.scaling_factor
         noise = torch.randn(latents.shape, generator=g).to(device)
         steps_t = torch.randint(0, noise_scheduler.config.num_train_timesteps, (len(idx),), generator=g).to(device)
-        noisy = noise_scheduler.add_noise(latents, noise, steps_t)
         hidden = text_encoder(ids)[0]
-        pred = unet(noisy, steps_t, hidden).sample
-        kind = noise_scheduler.config.prediction_type
-        if kind not in ("epsilon", "v_prediction"):
-            raise ModelError(f"textual inversion: unknown prediction type {kind!r}")
-        target = noise if kind == "epsilon" else noise_scheduler.get_velocity(latents, noise, steps_t)
-        loss = F.mse_loss(pred.float(), target.float(), reduction="mean")
+        out = ti_loss(unet, vae, noise_scheduler, hidden, latents, noise, steps_t,
+                      clip=clip if t.loss == "clip" else None, texts=texts, clip_lambda=t.clip_lambda, generator=g)
+        loss = out["loss"]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(text_encoder.parameters(), MAX_GRAD_NORM)
         optimizer.step()
@@ -206,11 +274,13 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
         with torch.no_grad():
             emb.weight[keep] = original[keep]
         losses.append(float(loss.detach()))
+        if out["clip"] is not None:
+            clip_losses.append(float(out["clip"].detach()))
         done = step + 1
         if done % t.checkpoint_every == 0 or done == t.steps:
             save(done)
         if on_step is not None:
             on_step(done)
-    return {"embedding": emb.weight[tid:tid + 1].detach().clone().cpu(), "losses": losses,
+    return {"embedding": emb.weight[tid:tid + 1].detach().clone().cpu(), "losses": losses, "clip_losses": clip_losses,
             "initializer_id": int(init_id), "initializer_unknown": init_id == tokenizer.unk_token_id,
             "resumed_from": start}

@@ -122,6 +122,7 @@ class Context(base.Context):
         self._expansions: dict[tuple[str, int], str] = {}  # (input, seed) -> text: CE draws, shared by units
         self._tokens: set[str] = set()  # TI tokens loaded into the generator
         self.ti_filter_models: dict = {}  # ti.filter's captioner and text encoder, loaded by its first class
+        self.ti_clip: dict = {}  # ti.clip spec -> the CLIP of TI's loss (textual_inversion.ClipGuidance), loaded once
         self.ti_step = None  # TI training: called with each completed step (tests stop a training with it)
 
     def load(self) -> None:
@@ -204,13 +205,15 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     t0 = time.perf_counter()
     rows = unit_prompts(unit, expand=ctx.expand if "expansion" in needs else None, references=refs)
     expansion_seconds = time.perf_counter() - t0
-    images, seconds, texts = base.generate_encoded(
-        ctx.generator, g, cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows],
-        negative_prompts=[r["negative_prompt"] for r in rows],
-        init_images=[refs[r["reference"]].image() for r in rows] if ra else None, strength=cfg.reference.strength,
-        resize=cfg.resize)
-    record_timing(build_id, unit.id, len(rows), seconds, expansion_seconds)
     gen = ctx.generator
+    with gen.use_scheduler(p["ti"].get("scheduler") if "ti" in needs else None, "ti.scheduler"):  # TI: DPMSolver
+        images, seconds, texts = base.generate_encoded(
+            gen, g, cfg.image, [r["prompt"] for r in rows], [r["seed"] for r in rows],
+            negative_prompts=[r["negative_prompt"] for r in rows],
+            init_images=[refs[r["reference"]].image() for r in rows] if ra else None, strength=cfg.reference.strength,
+            resize=cfg.resize)
+        scheduler = gen.scheduler
+    record_timing(build_id, unit.id, len(rows), seconds, expansion_seconds)
     pipeline = gen.img2img_pipe().__class__.__name__ if ra else None
     samples = []
     for i, (r, data) in enumerate(zip(rows, images, strict=True)):
@@ -227,7 +230,8 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             key=r["key"], build=build_id, unit=unit.id, config=p["config"],
             label=p["class"], label_index=p["label_index"], strategy=p["strategy"], prompt=r["prompt"],
             negative_prompt=r["negative_prompt"], seed=r["seed"], steps=g.steps, guidance=g.guidance,
-            width=g.width, height=g.height, generator=g.provenance(gen, pipeline, index=i, count=len(rows)),
+            width=g.width, height=g.height,
+            generator={**g.provenance(gen, pipeline, index=i, count=len(rows)), "scheduler": scheduler},
             prompting=prompting, source=g.model,
             kept=True, review=None, **texts[i])
         samples.append(Sample(key=r["key"], image=data, ext=cfg.image.format, cls=p["label_index"], meta=meta))

@@ -153,18 +153,24 @@ class TIFilterConfig:
 @dataclass(frozen=True)
 class TIConfig:
     """TI (Sec. 4, Table 3): a token per class learned by Textual Inversion on the class's ``reference:`` images.
-    Defaults: the authors' per-class command (Luodian/GenBench textual_inversion/example.sh, line 2:
+    Defaults: the paper where it says (shared/papers/001_f04b4de81b95e690.txt, Sec. 4: "We trained 1000 steps for
+    each category", the Table 3 runs; Table 3's FT Shot: 5 original images per class), the authors' code otherwise:
+    the per-class command (Luodian/GenBench textual_inversion/example.sh, line 2:
     ``--placeholder_token='<voc-2007-classification bicycle>' --initializer_token=bicycle --train_batch_size=4
-    --max_train_steps=500 --learning_rate=5.0e-04 --scale_lr --lr_scheduler=constant --lr_warmup_steps=0``,
-    ``--learnable_property=object``: the dataset's templates; pipeline.py ``--steps 500``; the script's defaults
-    otherwise: ``--repeats 100``, no centre crop, flip p 0.5) and textual_inversion_prepare_images
-    (generation_utils.py: each reference resized to 224x224 first). The dataset-level scripts train_ti_original.sh /
-    train_ti_reference.sh (one token ``<all>``, initializer ``entity``, batch 8, 5000 steps, lr 5e-4 / 1e-4,
-    cosine_with_restarts, warmup 100) are the other reading: set the keys to them."""
+    --max_train_steps=500 --learning_rate=5.0e-04 --scale_lr --lr_scheduler=constant --lr_warmup_steps=0
+    --lambda_global_clip_loss 1.0``, ``--learnable_property=object``: the dataset's templates; the script's defaults
+    otherwise: ``--repeats 100``, no centre crop, flip p 0.5, ``--clip_guidance text_sim`` with lambda 1.0 on
+    OpenAI's CLIP ViT-B/16), textual_inversion_prepare_images (generation_utils.py: ``--ref_shot`` 5 references per
+    class, each resized to 224x224 first) and textual_inversion_sampling (generation_utils.py: the pipeline's
+    scheduler replaced by ``DPMSolverMultistepScheduler.from_config``, 50 steps, guidance 7.5, 512x512: the
+    ``generator:`` keys). ``steps: 500`` is example.sh's and pipeline.py's ``--steps 500`` (named, not the default:
+    the paper's 1000 is the count it gives for the table). ``loss: mse`` is plain Textual Inversion. The dataset-level
+    scripts train_ti_original.sh / train_ti_reference.sh (one token ``<all>``, initializer ``entity``, batch 8, 5000
+    steps, lr 5e-4 / 1e-4, cosine_with_restarts, warmup 100) are another reading: set the keys to them."""
 
     token: str = "<{dataset} {class}>"  # the placeholder token: {dataset} the dataset_name, {class} the class name
     initializer: str = "{class}"  # the initializer token ({class}: the class name), convert_tokens_to_ids as is
-    steps: int = 500
+    steps: int = 1000  # the paper, Sec. 4; 500: example.sh --max_train_steps=500, pipeline.py --steps 500
     learning_rate: float = 5e-4
     scale_lr: bool = True  # the rate applied: learning_rate x batch_size (x 1 accumulation step x 1 process)
     batch_size: int = 4
@@ -178,6 +184,15 @@ class TIConfig:
     prepare_size: int | None = 224  # references resized to this square first (null: as they are)
     checkpoint_every: int = 100  # steps between checkpoints (embedding + AdamW moments) in the workspace
     filter: TIFilterConfig | None = None  # the paper's caption-and-BERT reference filter (an option; null: off)
+    # the first (folder, hf:) or best (retrieval) N of the class's reference.per_class images: Table 3's 5-shot
+    # original data, --ref_shot 5; null: all of them (Table 3's retrieval row: 100 retrieved, ti.filter keeps 5~30)
+    references: int | None = 5
+    loss: Literal["clip", "mse"] = "clip"  # the noise MSE + clip_lambda x CLIP text similarity (the script), or plain
+    clip: str = "open_clip:ViT-B-16/openai"  # the CLIP of the loss (the script: clip.load("ViT-B/16")); open_clip
+    clip_lambda: float = 1.0  # --lambda_clip_guidance 1.0
+    # TI's images: the pipeline's scheduler replaced by this diffusers scheduler, configured from it
+    # (textual_inversion_sampling); null: the generator's, as the other strategies
+    scheduler: str | None = "DPMSolverMultistepScheduler"
 
     def validate(self, base_dir: Path) -> None:
         if "{class}" not in self.token:
@@ -189,6 +204,11 @@ class TIConfig:
             raise ValueError("learning_rate must be > 0, warmup_steps >= 0 and flip_p in [0, 1]")
         if (self.resolution or 8) < 8 or (self.prepare_size or 1) < 1:
             raise ValueError("resolution and prepare_size must be positive")
+        if self.references is not None:
+            check_count("references", self.references)
+        if self.clip_lambda < 0:
+            raise ValueError(f"clip_lambda: must be at least 0, got {self.clip_lambda}")
+        check_spec(self.clip, "clip")
 
     def token_of(self, dataset_name: str, name: str) -> str:
         return self.token.replace("{dataset}", dataset_name).replace("{class}", plain_name(name))
@@ -344,6 +364,10 @@ class GenBenchConfig(BuildFields):
             if self.generator.dtype != "float32":
                 raise ValueError("generator.dtype: TI trains in float32 (the authors' per-class command: no mixed "
                                  "precision)")
+            per_class = self.reference.per_class or VARIANTS[self.variant]["reference"]["per_class"]
+            if self.ti.references is not None and self.ti.references > per_class:
+                raise ValueError(f"ti.references: {self.ti.references} reference images per class, but "
+                                 f"reference.per_class takes {per_class}: raise it or lower ti.references")
         if any("RA" in mods for _, mods in seen) and not self.reference.source:
             raise ValueError("reference.source: RA needs reference images of each class, e.g. retrieved ones "
                              "(the paper: LAION-400M): folder:<path> (class_name/*.jpg) or hf:<dataset>")

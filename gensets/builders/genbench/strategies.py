@@ -254,7 +254,8 @@ class TextualInversion(Strategy):
     needs = ("ti",)
 
     def pool(self, cfg, name, files=None):
-        return {"templates": list(cfg.templates), "ti": {"token": cfg.ti.token_of(cfg.dataset_name, name)}}
+        return {"templates": list(cfg.templates), "ti": {"token": cfg.ti.token_of(cfg.dataset_name, name),
+                                                          "scheduler": cfg.ti.scheduler}}
 
     def shot(self, p, i, base, row, references=None):
         j, draw_seed = pick(p, len(p["templates"]), i, *base)
@@ -264,15 +265,18 @@ class TextualInversion(Strategy):
         row["prompting"].update(template=template, draw_seed=draw_seed, token=p["ti"]["token"])
 
     def details(self, cfg) -> str:
-        from .ti import VARIANT
+        from .ti import VARIANTS
 
         t, r = cfg.ti, cfg.reference
-        where = (f"the {r.per_class} best images of the class the retrieval ranks from `{cfg.retrieval.pool}`"
-                 if r.source == "retrieval" else f"the first {r.per_class} reference images of the class in `{r.source}`")
+        n = t.references or r.per_class
+        where = (f"the {n} best images of the class the retrieval ranks from `{cfg.retrieval.pool}`"
+                 if r.source == "retrieval" else f"the first {n} reference images of the class in `{r.source}`")
+        loss = f"{VARIANTS[t.loss]}; CLIP `{t.clip}`, lambda {t.clip_lambda}" if t.loss == "clip" else VARIANTS[t.loss]
         return (f"- TI: a token per class (`{t.token}`, initialised from `{t.initializer}`) trained by Textual "
                 f"Inversion for {t.steps} steps (batch {t.batch_size}, lr {t.learning_rate}"
-                f"{' x batch' if t.scale_lr else ''}, {t.lr_scheduler}; variant: {VARIANT}) on {where}; prompts: the "
-                f"dataset's templates filled with `<token> <class>`; each image records its embedding file and sha256.")
+                f"{' x batch' if t.scale_lr else ''}, {t.lr_scheduler}; loss: {loss}) on {where}; prompts: the "
+                f"dataset's templates filled with `<token> <class>`, sampled with "
+                f"{t.scheduler or 'the generator scheduler'}; each image records its embedding file and sha256.")
 
 
 class Modifier(Strategy):

@@ -1,13 +1,14 @@
 """TI's training stage: one unit per selected class trains the class's token on its reference images
-(gensets.models.textual_inversion): the first ``per_class`` of a folder:/hf: reference source, or (``reference.source:
-retrieval``) the retrieval data type's best ``per_class`` pool images, each checked against the sha256 its pool
-entry was planned with; the unit's id then holds the pool's identity (settings and content), as RA's do, so a
-changed pool retrains. It keeps, in the workspace, ``ti/<class>.safetensors`` (``{token: tensor}``,
-what ``pipe.load_textual_inversion`` reads), ``ti/<class>.json`` (its training provenance: references and their
-sha256, the settings, seed, base model and revision, the loss of every step) and ``ti/<class>.ckpt.safetensors``
-(the last checkpoint: a killed training resumes from it). The unit commits an empty candidate shard, so a
-resumed build never retrains a class it finished; the generation stage is planned from the committed embeddings
-(their sha256 goes into the TI units' ids and every TI image's provenance)."""
+(gensets.models.textual_inversion): the first ``ti.references`` of a folder:/hf: reference source, or
+(``reference.source: retrieval``) the retrieval data type's best ``ti.references`` pool images, each checked
+against the sha256 its pool entry was planned with; the unit's id then holds the pool's identity (settings and
+content), as RA's do, so a changed pool retrains. It keeps, in the workspace, ``ti/<class>.safetensors``
+(``{token: tensor}``, what ``pipe.load_textual_inversion`` reads), ``ti/<class>.json`` (its training provenance:
+references and their sha256, the settings, seed, base model and revision, the loss and its CLIP model, the loss
+(and CLIP term) of every step) and ``ti/<class>.ckpt.safetensors`` (the last checkpoint: a killed training
+resumes from it). The unit commits an empty candidate shard, so a resumed build never retrains a class it
+finished; the generation stage is planned from the committed embeddings (their sha256 goes into the TI units' ids
+and every TI image's provenance), its images sampled with ``ti.scheduler``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from .references import reference_files
 from .strategies import compose
 
 STAGE = "ti"
-VARIANT = "authors-per-class, plain textual inversion (no CLIP loss)"  # see gensets.models.textual_inversion
+# the training's loss, as the card and each class's ti/<class>.json name it (see gensets.models.textual_inversion)
+VARIANTS = {"clip": "authors' trainer: noise MSE + lambda x CLIP text-similarity loss (--clip_guidance text_sim)",
+            "mse": "plain textual inversion: noise MSE only (no CLIP loss)"}
 
 
 def uses_ti(cfg: GenBenchConfig) -> bool:
@@ -42,7 +45,8 @@ def files_of(name: str) -> dict[str, str]:
 def training(cfg: GenBenchConfig) -> dict:
     """The resolved training settings of every class (what the units' ids hash)."""
     t = cfg.ti
-    settings = {k: v for k, v in to_dict(t).items() if k != "filter" or v is not None}  # off: ids as before it
+    settings = {k: v for k, v in to_dict(t).items() if (k != "filter" or v is not None) and k != "scheduler"
+                and (t.loss == "clip" or k not in ("clip", "clip_lambda"))}  # off / unused: ids as before them
     return {**settings, "resolution": t.resolution or cfg.generator.width,
             "applied_learning_rate": t.learning_rate * (t.batch_size if t.scale_lr else 1)}
 
@@ -66,7 +70,7 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
                    "label_index": index, "token": cfg.ti.token_of(cfg.dataset_name, name),
                    "initializer": cfg.ti.initializer_of(name), "templates": list(cfg.templates),
                    "training": training(cfg), "seed": cfg.seed, "model": cfg.generator.model,
-                   "reference": {**ref, "files": files[name] if files else None}}
+                   "reference": {**ref, "files": files[name][:cfg.ti.references] if files else None}}
         units.append(Unit(id=content_id(payload), payload=payload))
     return units
 
@@ -130,7 +134,7 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     if ctx.workspace is None:
         raise GensetsError("TI: training writes its embeddings into a workspace; run `gensets build`")
     name, t = p["class"], p["training"]
-    refs = ctx.references[name]
+    refs = ctx.references[name][:t["references"]]
     if p["reference"]["files"] not in (None, [[r.id, r.sha256] for r in refs]):
         raise DataError(f"reference {cfg.reference.source}: the images of class {name!r} changed while building; "
                         "run the build again")
@@ -147,23 +151,36 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     settings = ti.Training(steps=t["steps"], learning_rate=t["applied_learning_rate"], batch_size=t["batch_size"],
                         lr_scheduler=t["lr_scheduler"], warmup_steps=t["warmup_steps"], repeats=t["repeats"],
                         flip_p=t["flip_p"], resolution=t["resolution"], center_crop=t["center_crop"],
-                        checkpoint_every=t["checkpoint_every"], seed=seed)
+                        checkpoint_every=t["checkpoint_every"], seed=seed, loss=t["loss"],
+                        clip_lambda=t.get("clip_lambda", 0.0))
     gen = ctx.generator
+    clip = None
+    if t["loss"] == "clip":
+        if t["clip"] not in ctx.ti_clip:
+            from ...models import load_classifier
+
+            clf = load_classifier(t["clip"], labels=[plain_name(name)], templates=["{}"],
+                                  device=str(gen.pipe.unet.device))
+            ctx.ti_clip[t["clip"]] = ti.ClipGuidance(clf)
+        clip = ctx.ti_clip[t["clip"]]
     out = ti.train_textual_inversion(gen.pipe, images, token=p["token"], initializer=p["initializer"],
                                   templates=p["templates"], concept=plain_name(name), training=settings,
-                                  checkpoint=files["checkpoint"], key=unit.id, on_step=getattr(ctx, "ti_step", None))
+                                  checkpoint=files["checkpoint"], key=unit.id, clip=clip,
+                                  on_step=getattr(ctx, "ti_step", None))
     ti.save_embedding(files["embedding"], p["token"], out["embedding"])
 
     _write_json(files["provenance"], {
         "class": name, "label_index": p["label_index"], "token": p["token"], "unit": unit.id, "build": build_id,
-        "variant": VARIANT, "loss": "mse", "initializer": p["initializer"], "initializer_id": out["initializer_id"],
-        "initializer_unknown": out["initializer_unknown"],
+        "variant": VARIANTS[t["loss"]], "loss": t["loss"], "initializer": p["initializer"],
+        "initializer_id": out["initializer_id"], "initializer_unknown": out["initializer_unknown"],
         "references": [{"id": r.id, "sha256": r.sha256} for r in refs],
         "reference_source": cfg.reference.source, "training": t, "adam": ti.ADAM, "max_grad_norm": ti.MAX_GRAD_NORM,
         "seed": seed, "base_model": {"spec": cfg.generator.model, "id": gen.model_id, "revision": gen.revision},
         "embedding": files_of(name)["embedding"],
         "embedding_sha256": hashlib.sha256(files["embedding"].read_bytes()).hexdigest(),
         "losses": out["losses"],
+        **({"clip": {"spec": clip.spec, "id": clip.model_id, "revision": clip.revision, "lambda": t["clip_lambda"],
+                     "input_size": clip.size}, "clip_losses": out["clip_losses"]} if clip is not None else {}),
         **({"retrieval": p["reference"]["retrieval"]} if "retrieval" in p["reference"] else {}),
         **({"filter": {"screened": screened, "captioner": ctx.ti_filter_models["captioner"].model_id,
                        "text_model": ctx.ti_filter_models["text"].model_id}} if screened is not None else {})})
