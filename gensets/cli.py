@@ -727,6 +727,8 @@ def parser() -> argparse.ArgumentParser:
                      help="genbench-table2: a Table 2 dataset (repeatable; default: all 22)")
     rp2.add_argument("--out", help="folder for the workspace(s), results.duckdb, the report and reproduce.md "
                      "(default: out/reproduce/TABLE[-smoke]); a rerun resumes")
+    rp2.add_argument("--workspace", help="the workspace to build or resume (default: OUT/workspace; "
+                     "genbench-table2: OUT/genbench-DATASET), e.g. the one `make demo` built")
     rp2.add_argument("--configs", default="configs", help="the configs folder of a gensets checkout (default: configs)")
     rp2.add_argument("--batch-size", type=positive_int, default=32)
     rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
@@ -743,6 +745,7 @@ def _reproduce(a) -> int:
     out = Path(a.out or f"out/reproduce/{a.table}{'-smoke' if a.smoke else ''}")
     quiet = a.quiet or a.json
     run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs),
+              Path(a.workspace) if a.workspace else None,
               log=(lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr)))
     result = reproduce(a.table, run)
     print(json.dumps(result, indent=1) if a.json else markdown(result), end="\n" if a.json else "")

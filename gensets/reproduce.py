@@ -63,11 +63,16 @@ class Run:
     batch_size: int = 32
     quiet: bool = False
     configs: Path = Path("configs")  # the configs folder of a gensets checkout
+    workspace: Path | None = None  # the (one) workspace to build or resume; None: OUT/workspace
     log: Callable[[str], None] = field(default=print)
 
     @property
     def db(self) -> Path:
         return self.out / "results.duckdb"
+
+    @property
+    def ws(self) -> Path:
+        return self.workspace or self.out / "workspace"
 
 
 def _config(table: Table, run: Run) -> Path:
@@ -103,7 +108,7 @@ def _evaluate(table: Table, run: Run, dataset: str) -> None:
 def _imagenet_d(table: Table, run: Run) -> dict:
     from .evaluation.reports import imagenet_d
 
-    dataset = str(_build(table, run, run.out / "workspace")) if run.smoke else "hf:zcs15/ImageNet-D"
+    dataset = str(_build(table, run, run.ws)) if run.smoke else "hf:zcs15/ImageNet-D"
     _evaluate(table, run, dataset)
     rep = imagenet_d.compute(run.db)
     report = imagenet_d.write(rep, run.out / "report")
@@ -122,7 +127,7 @@ def _genbench_table2(table: Table, run: Run) -> dict:
     from .sources.packaged import genbench_hub_copies, genbench_published
 
     if run.smoke:
-        workspaces = [str(_build(table, run, run.out / "workspace", finalize=False))]
+        workspaces = [str(_build(table, run, run.ws, finalize=False))]
         tests = [str(run.configs / "genbench.smoke-refs")]
         clip, selection_clip = "tiny:clip", None
     else:
@@ -138,9 +143,11 @@ def _genbench_table2(table: Table, run: Run) -> dict:
             raise GensetsError(f"--dataset {missing[0]}: gensets knows no Hub copy of its real test images "
                                "(gensets/data/genbench/hub_copies.json); run `gensets report genbench` with --test "
                                "on the workspace this command builds")
+        if run.workspace and len(datasets) != 1:
+            raise GensetsError(f"--workspace: one workspace for {len(datasets)} datasets; name one with --dataset")
         workspaces, tests = [], []
         for d in datasets:
-            ws = run.out / f"genbench-{d}"
+            ws = run.workspace or run.out / f"genbench-{d}"
             _build(table, run, ws, (f"dataset={d}", "strategies=[" + ", ".join(TABLE2_STRATEGIES) + "]"),
                    finalize=False)
             workspaces.append(str(ws))
@@ -164,7 +171,7 @@ def _borji(kind: str) -> Callable[[Table, Run], dict]:
     def run_table(table: Table, run: Run) -> dict:
         from .evaluation.reports import recognition, vqa
 
-        ws = _build(table, run, run.out / "workspace")
+        ws = _build(table, run, run.ws)
         _evaluate(table, run, str(ws))
         module = recognition if kind == "recognition" else vqa
         rep = module.compute(run.db)

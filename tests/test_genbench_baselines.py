@@ -99,9 +99,14 @@ def test_mts_is_the_authors_mean():
 def test_data_types_do_not_combine_and_need_their_inputs(files):
     with pytest.raises(ConfigError, match="data type of its own"):
         load(files, config_text(strategies="[original+RD]"))
-    with pytest.raises(ConfigError, match="cost.labelling"):
-        load(files, config_text(strategies="[original]").replace(
-            ', labelling: {per_image: 0.05, source: "a test figure"}', ""))
+    # no labelling price: the paper's (Table 5, USD); in another currency one must be given
+    no_price = config_text(strategies="[original]").replace(', labelling: {per_image: 0.05, source: "a test figure"}',
+                                                          "")
+    cost = load(files, no_price).cost
+    assert cost.labelling is None and cost.labelling_price.per_image == 0.012
+    assert "Table 5: Original, Human Labeling" in cost.labelling_price.source
+    with pytest.raises(ConfigError, match="cost.labelling.*currency EUR"):
+        load(files, no_price.replace("price_per_hour: 0.1", "price_per_hour: 0.1, currency: EUR"))
 
 
 def test_build_and_report_every_data_type(files):

@@ -267,15 +267,32 @@ class ReferenceCost:
     source: str  # where the figure comes from
 
 
+def paper_labelling() -> ReferenceCost:
+    """GenBench's price of a labelled image: Table 5's "Original, Human Labeling" row, 1.20e-2 USD per image (the
+    same figure as Table 1; Sec. 8 takes it from the AWS SageMaker Ground Truth price list)."""
+    from ...sources.packaged import genbench_published
+
+    pub = genbench_published()
+    t5 = pub["tables"]["5"]
+    row = next(r for r in t5["rows"] if r["data_type"] == "Original")
+    return ReferenceCost(row["cost_per_image"], f"GenBench (Li et al. 2023), {t5['source']['table']}: "
+                         f"{row['data_type']}, {row['collection_source']} ({t5['source']['file']})")
+
+
 @dataclass(frozen=True)
 class CostConfig:
     price_per_hour: float = 1.0  # price of one hour of the generator's device
     currency: str = "USD"
     hardware: str = ""  # what the price is for, e.g. "1x A100 80GB, on demand"
     reference: dict[str, ReferenceCost] = field(default_factory=dict)  # other ways to get an image
-    # the original-data baseline's price per labelled image, with its source: required with `original` (the
-    # paper's Amazon Turk figure could not be verified, so gensets sets no default)
+    # the original-data baseline's price per labelled image, with its source; null: the paper's (Table 5,
+    # paper_labelling), in USD
     labelling: ReferenceCost | None = None
+
+    @property
+    def labelling_price(self) -> ReferenceCost:
+        """The configured labelling price, else the paper's (Table 5; a price in USD, so only with currency USD)."""
+        return self.labelling or paper_labelling()
 
     def validate(self, base_dir: Path) -> None:
         if self.price_per_hour < 0:
@@ -378,9 +395,10 @@ class GenBenchConfig(BuildFields):
             if not (self.original.source or self.dataset.startswith(("hf:", "folder:"))):
                 raise ValueError(f"original.source: the original-data baseline needs the images of {self.dataset}: "
                                  "folder:<path> (class_name/*.jpg) or hf:<dataset>")
-            if self.cost.labelling is None:
-                raise ValueError("cost.labelling: the original-data baseline needs a price per labelled image and "
-                                 "its source ({per_image: ..., source: ...})")
+            if self.cost.labelling is None and self.cost.currency != "USD":
+                raise ValueError(f"cost.labelling: the paper's labelling price (Table 5) is in USD, the config's "
+                                 f"currency {self.cost.currency}: give a price per labelled image in "
+                                 f"{self.cost.currency} and its source ({{per_image: ..., source: ...}})")
         if any(p == "retrieval" for p, _ in seen) and not self.retrieval.pool:
             raise ValueError("retrieval.pool: the retrieval baseline needs a pool of images with captions: "
                              "folder:<path> (image + <stem>.txt) or hf:<dataset>")

@@ -28,7 +28,7 @@ def cost_section(cfg: GenBenchConfig, manifest: dict, samples: list) -> str:
     lines = []
     for t in types:
         if t == "original":
-            lab = c.labelling
+            lab = c.labelling_price
             lines.append(f"- Original images: labelled at **{lab.per_image:g} {c.currency} per image** (configured, "
                          f"`cost.labelling`; source: {lab.source}).")
             continue

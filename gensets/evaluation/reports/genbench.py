@@ -341,7 +341,7 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     timing = measured(ws.fingerprint, {s.meta["unit"] for s in samples})
     spi = timing["seconds_per_image"] if timing else None
     if data_type == "original":  # a labelled image's price, as configured (cost.labelling), with its source
-        per_image, cost_source = wcfg.cost.labelling.per_image, wcfg.cost.labelling.source
+        per_image, cost_source = wcfg.cost.labelling_price.per_image, wcfg.cost.labelling_price.source
     else:  # measured seconds (generator, or retrieval queries) x price per hour
         per_image = cost_per_image(spi, price) if spi is not None else None
         cost_source = ("measured " + ("retrieval query" if data_type == "retrieval" else "generator")
