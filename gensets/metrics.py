@@ -305,15 +305,19 @@ def vqa_binary_accuracy(pred: Sequence[Any], truth: Sequence[str]) -> dict[str, 
 # ------------------------------------------------------------------ uncertainty
 def bootstrap_ci(values: Any, statistic: Callable[[np.ndarray], Any] = np.mean, n_resamples: int = 1000,
                  confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of ``statistic(values)``.
+    """Percentile bootstrap confidence interval of ``statistic(values)``: ``scipy.stats.bootstrap`` with
+    ``method="percentile"`` and ``rng=np.random.default_rng(seed)``.
 
-    ``values`` is ``(N,)`` or ``(N, ...)``; each resample draws N rows along axis 0 with replacement,
-    ``idx = rng.integers(0, N, size=N)`` from ``np.random.default_rng(seed)``, one draw per resample in
-    order, and evaluates ``statistic(values[idx])`` (must return a scalar). The interval is the
-    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles (``np.quantile``, linear) of the
-    resampled statistics. Deterministic for a seed. Agrees with
-    ``scipy.stats.bootstrap(method='percentile')`` only up to Monte-Carlo error (different draws).
+    ``values`` is ``(N,)`` or ``(N, ...)``; each resample draws N rows along axis 0 with replacement (scipy
+    resamples the row indices, and ``statistic`` gets ``values[idx]``; it must return a scalar). scipy's draws
+    are ``rng.integers(0, N, size=N)`` per resample, in order (tests/test_metrics.py,
+    ``test_bootstrap_ci_vs_loop_and_deterministic``, checks them against that loop), so the interval is the
+    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` linear quantiles of those resampled statistics.
+    Deterministic for a seed. One row: every resample is that row, so the interval is ``statistic(values)`` at
+    both ends (scipy refuses fewer than two observations).
     """
+    from scipy.stats import bootstrap
+
     v = np.asarray(values)
     if v.ndim == 0 or v.shape[0] == 0:
         raise ValueError(f"values must have at least one row along axis 0, got shape {v.shape}")
@@ -321,44 +325,42 @@ def bootstrap_ci(values: Any, statistic: Callable[[np.ndarray], Any] = np.mean, 
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    rng = np.random.default_rng(seed)
+    st = np.asarray(statistic(v))
+    if st.size != 1:  # scipy would take a vector statistic as several, each with its own interval
+        raise ValueError(f"statistic must return a scalar, got shape {st.shape}")
     n = v.shape[0]
-    stats = np.empty(n_resamples)
-    for b in range(n_resamples):
-        st = np.asarray(statistic(v[rng.integers(0, n, size=n)]))
-        if st.size != 1:
-            raise ValueError(f"statistic must return a scalar, got shape {st.shape}")
-        stats[b] = st.item()
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
-    return float(lo), float(hi)
+    if n == 1:
+        return float(st.item()), float(st.item())
+    ci = bootstrap((np.arange(n),), lambda idx: statistic(v[idx]), n_resamples=n_resamples,
+                   confidence_level=confidence, method="percentile", vectorized=False,
+                   batch=max(1, 2**20 // n),  # (batch, N) indices at a time: the draws do not depend on it
+                   rng=np.random.default_rng(seed)).confidence_interval
+    return float(ci.low), float(ci.high)
 
 
 # ------------------------------------------------------------------ agreement between two raters
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
-    """Cohen's kappa of two raters' labels for the same items: ``(p_o - p_e) / (1 - p_e)``.
+    """Cohen's kappa of two raters' labels for the same items, ``(p_o - p_e) / (1 - p_e)``:
+    ``sklearn.metrics.cohen_kappa_score``.
 
-    ``a[i]`` and ``b[i]`` are the two labels of item i (any hashable values: strings, ints). ``p_o`` is
-    the fraction of items where they agree; ``p_e`` the agreement expected by chance,
-    ``sum_c freq_a(c) * freq_b(c)``. 1 is perfect agreement, 0 chance level, < 0 worse than chance.
-    NaN when ``p_e == 1`` (both raters used one and the same label throughout: undefined), as
-    ``sklearn.metrics.cohen_kappa_score`` returns.
+    ``a[i]`` and ``b[i]`` are the two labels of item i (strings or ints). ``p_o`` is the fraction of items
+    where they agree; ``p_e`` the agreement expected by chance, ``sum_c freq_a(c) * freq_b(c)``. 1 is perfect
+    agreement, 0 chance level, < 0 worse than chance. NaN when both raters used one and the same label
+    throughout (undefined: sklearn's ``replace_undefined_by``, whose warnings are silenced here because NaN is
+    the documented answer that callers turn into null).
     """
+    import warnings
+
+    from sklearn.metrics import cohen_kappa_score
+
     a, b = list(a), list(b)
     if len(a) != len(b):
         raise ValueError(f"a has length {len(a)}, b has length {len(b)}")
     if not a:
         raise ValueError("no items")
-    n = len(a)
-    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    count_a, count_b = {}, {}
-    for x, y in zip(a, b, strict=True):
-        count_a[x] = count_a.get(x, 0) + 1
-        count_b[y] = count_b.get(y, 0) + 1
-    p_e = sum(c * count_b.get(label, 0) for label, c in count_a.items()) / (n * n)
-    if p_e == 1:
-        return float("nan")
-    return float((p_o - p_e) / (1 - p_e))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the one-label case: sklearn warns, then returns NaN
+        return float(cohen_kappa_score(a, b, replace_undefined_by=np.nan))
 
 
 # ------------------------------------------------------------------ generated data (GenBench): CLER and quality
@@ -744,73 +746,6 @@ def _metric_or_none(metric: str, probs: np.ndarray, y: np.ndarray) -> float | No
         return None
 
 
-def frechet_distance(x: Any, y: Any) -> float:
-    """Fréchet distance between Gaussians fitted to two feature sets (FID with Inception features; any
-    extractor's features work): ``|mu_x - mu_y|^2 + Tr(S_x + S_y - 2 (S_x S_y)^(1/2))``.
-
-    Means and unbiased covariances (``np.cov``) of ``x`` (N, D) and ``y`` (M, D), N, M >= 2. The trace of the
-    matrix square root is computed as ``sum(sqrt(eig(S_x^(1/2) S_y S_x^(1/2))))`` (symmetric, PSD: stable
-    where ``scipy.linalg.sqrtm(S_x @ S_y)`` returns complex noise for near-singular covariances).
-    """
-    a, b = _float_2d(x, "x", 2), _float_2d(y, "y", 2)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"x has dimension {a.shape[1]}, y {b.shape[1]}")
-    s1 = np.atleast_2d(np.cov(a, rowvar=False))
-    s2 = np.atleast_2d(np.cov(b, rowvar=False))
-    w, v = np.linalg.eigh(s1)
-    root1 = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
-    m = root1 @ s2 @ root1
-    tr_sqrt = np.sqrt(np.clip(np.linalg.eigvalsh((m + m.T) / 2), 0, None)).sum()
-    diff = a.mean(axis=0) - b.mean(axis=0)
-    return float(diff @ diff + np.trace(s1) + np.trace(s2) - 2 * tr_sqrt)
-
-
-def kid(real: Any, fake: Any, subsets: int = 100, subset_size: int = 1000, seed: int = 0) -> float:
-    """Kernel Inception Distance (Bińkowski et al. 2018): the unbiased estimate of MMD^2 with the cubic
-    polynomial kernel ``k(a, b) = (a . b / D + 1)^3``, averaged over ``subsets`` random subsets.
-
-    Each subset draws ``m = min(subset_size, N, M)`` rows of ``real`` and of ``fake`` without replacement:
-    ``idx_r = rng.choice(N, m, replace=False)`` then ``idx_f = rng.choice(M, m, replace=False)`` from
-    ``np.random.default_rng(seed)``, in that order, subset after subset. Per subset
-    ``MMD^2 = sum_{i!=j} k(r_i, r_j) / (m(m-1)) + sum_{i!=j} k(f_i, f_j) / (m(m-1)) - 2 mean_{i,j} k(r_i, f_j)``.
-    """
-    a, b = _float_2d(real, "real", 2), _float_2d(fake, "fake", 2)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"real has dimension {a.shape[1]}, fake {b.shape[1]}")
-    if subsets < 1 or subset_size < 2:
-        raise ValueError("subsets must be >= 1 and subset_size >= 2")
-    d = a.shape[1]
-    m = min(subset_size, a.shape[0], b.shape[0])
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(subsets):
-        r = a[rng.choice(a.shape[0], m, replace=False)]
-        f = b[rng.choice(b.shape[0], m, replace=False)]
-        krr, kff, krf = (r @ r.T / d + 1) ** 3, (f @ f.T / d + 1) ** 3, (r @ f.T / d + 1) ** 3
-        values.append((krr.sum() - np.trace(krr)) / (m * (m - 1)) + (kff.sum() - np.trace(kff)) / (m * (m - 1))
-                      - 2 * krf.mean())
-    return float(np.mean(values))
-
-
-def inception_score(probs: Any, splits: int = 1) -> float:
-    """Inception Score (Salimans et al. 2016) from any classifier's softmax ``probs`` (N, C):
-    ``exp(mean_i KL(p(y|x_i) || p(y)))`` with ``p(y)`` the mean of the rows, computed on ``splits``
-    contiguous parts (``np.array_split``) and averaged. Rows must be probabilities (>= 0, sum 1)."""
-    from scipy.special import xlogy
-
-    p = _float_2d(probs, "probs")
-    if (p < 0).any() or not np.allclose(p.sum(axis=1), 1, atol=1e-4):
-        raise ValueError("probs must be probabilities (non-negative rows summing to 1): pass softmax outputs")
-    if not 1 <= splits <= p.shape[0]:
-        raise ValueError(f"splits must be between 1 and N = {p.shape[0]}, got {splits}")
-    scores = []
-    for part in np.array_split(p, splits):
-        py = part.mean(axis=0, keepdims=True)
-        kl = (xlogy(part, part) - xlogy(part, py)).sum(axis=1)
-        scores.append(np.exp(kl.mean()))
-    return float(np.mean(scores))
-
-
 def clip_score(image_emb: Any, text_emb: Any) -> float:
     """CLIP score (Hessel et al. 2021, w = 100): the mean over pairs of ``100 * max(cos(image_i, text_i), 0)``.
 
@@ -821,42 +756,6 @@ def clip_score(image_emb: Any, text_emb: Any) -> float:
         raise ValueError(f"image_emb shape {a.shape} does not match text_emb shape {b.shape}")
     cos = (_unit_rows(a, "image_emb") * _unit_rows(b, "text_emb")).sum(axis=1)
     return float(100 * np.maximum(cos, 0).mean())
-
-
-def _knn_radii(x: np.ndarray, k: int, chunk: int) -> np.ndarray:
-    """Each row's distance to its k-th nearest other row (itself, at distance 0, is the 0-th), ``chunk`` rows
-    of distances at a time."""
-    from scipy.spatial.distance import cdist
-
-    return np.concatenate([np.partition(cdist(x[i : i + chunk], x), k, axis=1)[:, k]
-                           for i in range(0, x.shape[0], chunk)])
-
-
-def _in_any_ball(points: np.ndarray, centres: np.ndarray, radii: np.ndarray, chunk: int) -> np.ndarray:
-    """Whether each point lies within distance ``radii[j]`` of some ``centres[j]``, ``chunk`` points at a time."""
-    from scipy.spatial.distance import cdist
-
-    return np.concatenate([(cdist(points[i : i + chunk], centres) <= radii[None, :]).any(axis=1)
-                           for i in range(0, points.shape[0], chunk)])
-
-
-def precision_recall(real: Any, fake: Any, k: int = 3, chunk: int = 256) -> tuple[float, float]:
-    """Improved precision and recall (Kynkäänniemi et al. 2019) on k-NN manifolds of features.
-
-    Each real sample's hypersphere has the radius of the distance to its k-th nearest real neighbour (itself
-    excluded); precision is the fraction of fake samples inside at least one real hypersphere (distance <=
-    radius). Recall swaps the roles: the fraction of real samples inside the fake manifold. Euclidean
-    distances; N, M > k. Distances are computed ``chunk`` rows at a time (memory ``chunk x max(N, M)``, never
-    ``N x N``); each distance is computed alone, so the result does not depend on ``chunk``.
-    """
-    a, b = _float_2d(real, "real", k + 1), _float_2d(fake, "fake", k + 1)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"real has dimension {a.shape[1]}, fake {b.shape[1]}")
-    if k < 1 or chunk < 1:
-        raise ValueError(f"k and chunk must be >= 1, got k={k}, chunk={chunk}")
-    precision = _in_any_ball(b, a, _knn_radii(a, k, chunk), chunk).mean()
-    recall = _in_any_ball(a, b, _knn_radii(b, k, chunk), chunk).mean()
-    return float(precision), float(recall)
 
 
 def mean_text_similarity(scores: dict[str, list[float]], top: int) -> tuple[dict[str, float], float]:
@@ -888,4 +787,4 @@ def correlation(x: Sequence[float], y: Sequence[float]) -> dict | None:
 
 
 __all__ += ["GENBENCH_METRICS", "correlation", "mean_text_similarity", "PROBES", "class_balanced_split", "clip_score", "cler", "cler_scores", "elevater_epochs",
-            "frechet_distance", "genbench_metric", "inception_score", "kid", "l2_sweep", "linear_probe", "precision_recall"]
+            "genbench_metric", "l2_sweep", "linear_probe"]

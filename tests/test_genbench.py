@@ -462,6 +462,17 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     gen_y, test_y = [local[s.cls] for s in by_config["cifar-10-st"]], [local[labels[i]] for i in keep]
     want = M.cler(gen, gen_y, test, test_y)
     assert rep["rows"][0]["cler"] == pytest.approx(want)
+    # FD, KID, precision / recall and IS: gensets score's functions on the --features model's outputs
+    from gensets.evaluation.reports.genbench import quality
+
+    vit = load_classifier("tiny:vit", labels=["airplane", "cat", "ship"], templates=list(cfg.templates))
+    gen_px = vit.preprocess([decode_image(s.image) for s in by_config["cifar-10-st"]])
+    want = quality(vit.embed(gen_px).float().numpy(), vit.embed(vit.preprocess([images[i] for i in keep])).float().numpy(),
+                   vit.logits(gen_px).float().numpy(), 3)
+    assert want["fd"] > 0 and want["kid_subset_size"] == 6 and want["precision"] is not None
+    variant = want.pop("quality_variant")
+    assert {key: rep["rows"][0][key] for key in want} == pytest.approx(want, rel=1e-4)
+    assert rep["rows"][0]["quality_variant"] == variant and "torch-fidelity" in variant and "k = 3" in variant
     # the other variants, asked for by name, land in the report under their names with their own numbers
     out2 = tmp_path / "report-variants"
     r = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--clip", "tiny:clip",
@@ -481,6 +492,44 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     assert "(fixed-c, C=0.5)" in (out2 / "report.md").read_text()
     bad = run_cli("report", "genbench", gb_reference, "--test", tmp_path / "test", "--probe", "svm", "--out", out2)
     assert bad.returncode == 2 and "invalid choice: 'svm'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_report_quality_is_gensets_score_on_the_same_features():
+    """One implementation per metric (issue #28): the report's FD, KID and precision / recall are the numbers of
+    `gensets score --metric fid / kid / precision_recall` on the same features, and each is checked by hand."""
+    import numpy as np
+    from scipy.linalg import sqrtm
+
+    from gensets.evaluation.reports.genbench import quality
+    from gensets.quality.metrics import Models
+    from gensets.registry import QUALITY_METRICS
+
+    rng = np.random.default_rng(0)
+    gen = (rng.normal(size=(30, 6)) @ rng.normal(size=(6, 6))).astype(np.float32)  # float32, as the report's
+    ref = rng.normal(0.5, 1.5, size=(25, 6)).astype(np.float32)
+    logits = rng.normal(size=(30, 4)).astype(np.float32)
+    rep = quality(gen, ref, logits, 3)
+
+    def score(name):
+        return QUALITY_METRICS.get(name)(Models(device="cpu")).compute({"2048": gen}, [0] * 30, {"2048": ref})
+
+    assert rep["fd"] == score("fid")["fid"]["value"]  # the same function: equal, not close
+    kid = score("kid")["kid"]
+    assert (rep["kid"], rep["kid_subset_size"]) == (kid["value"], kid["subset_size"]) == (kid["value"], 25)
+    pr = score("precision_recall")
+    assert (rep["precision"], rep["recall"]) == (pr["precision"]["value"], pr["recall"]["value"])
+    # FD by its definition: |mu_g - mu_r|^2 + Tr(S_g + S_r - 2 sqrtm(S_g S_r))
+    g, r = gen.astype(np.float64), ref.astype(np.float64)
+    sg, sr = np.cov(g, rowvar=False), np.cov(r, rowvar=False)
+    d = g.mean(0) - r.mean(0)
+    assert rep["fd"] == pytest.approx(d @ d + np.trace(sg + sr - 2 * sqrtm(sg @ sr).real), rel=1e-5)
+    # IS in one split: exp(mean KL(p(y|x) || p(y)))
+    p = np.exp(logits.astype(np.float64))
+    p /= p.sum(1, keepdims=True)
+    assert rep["inception_score"] == pytest.approx(np.exp((p * np.log(p / p.mean(0))).sum(1).mean()), rel=1e-9)
+    # too few images for a metric: None, not an error
+    small = quality(gen[:3], ref[:3], logits[:3], 3)
+    assert small["precision"] is small["recall"] is None and small["fd"] is not None
 
 
 def test_report_without_a_test_set_fails_in_one_line(gb_reference, tmp_path):

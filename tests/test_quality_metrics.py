@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gensets import metrics as M
+from gensets.quality import functional as F
 
 # two classes in 2-D; every vector below is hand-normalised in the comments
 GEN = [[1, 0], [0.6, 0.8],        # class 0: centre (0.8, 0.4) -> (0.8944, 0.4472)
@@ -198,7 +199,9 @@ def test_cler_is_nearest_normalised_centre_on_random_data():
     assert M.cler(g, gy, t, ty) == correct / 40
 
 
-def test_frechet_distance_equals_scipy_sqrtm():
+# FD, KID, IS and precision / recall are torch-fidelity's (gensets.quality.functional, the one implementation that
+# `gensets score` and the GenBench report share): each checked here against a computation written in the test.
+def test_fid_equals_scipy_sqrtm():
     from scipy.linalg import sqrtm
 
     rng = np.random.default_rng(1)
@@ -207,10 +210,10 @@ def test_frechet_distance_equals_scipy_sqrtm():
     mu1, mu2 = x.mean(0), y.mean(0)
     s1, s2 = np.cov(x, rowvar=False), np.cov(y, rowvar=False)
     direct = ((mu1 - mu2) ** 2).sum() + np.trace(s1 + s2 - 2 * sqrtm(s1 @ s2).real)
-    assert abs(M.frechet_distance(x, y) - direct) < 1e-6
-    assert abs(M.frechet_distance(x, x)) < 1e-6
-    with pytest.raises(ValueError, match="at least 2 rows"):
-        M.frechet_distance(x[:1], y)
+    assert abs(F.fid(x, y) - direct) < 1e-6
+    assert abs(F.fid(x, x)) < 1e-6
+    with pytest.raises(ValueError, match=">= 2 rows"):
+        F.fid(x[:1], y)
 
 
 def _poly(a, b):
@@ -219,36 +222,40 @@ def _poly(a, b):
 
 def test_kid_matches_a_loop_reference():
     rng = np.random.default_rng(2)
-    real, fake = rng.normal(size=(30, 4)), rng.normal(0.3, 1.2, size=(25, 4))
-    draws = np.random.default_rng(7)
+    gen, ref = rng.normal(0.3, 1.2, size=(25, 4)), rng.normal(size=(30, 4))
+    draws = np.random.RandomState(7)  # torch-fidelity's draws: per subset, generated rows, then real ones
     values = []
     for _ in range(5):
-        r = real[draws.choice(30, 10, replace=False)]
-        f = fake[draws.choice(25, 10, replace=False)]
+        g = gen[draws.choice(25, 10, replace=False)]
+        r = ref[draws.choice(30, 10, replace=False)]
         m = 10
-        xx = sum(_poly(r[i], r[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
-        yy = sum(_poly(f[i], f[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
-        xy = sum(_poly(r[i], f[j]) for i in range(m) for j in range(m)) / (m * m)
-        values.append(xx + yy - 2 * xy)
-    assert M.kid(real, fake, subsets=5, subset_size=10, seed=7) == pytest.approx(np.mean(values), rel=1e-9)
-    # subset size is capped by the smaller set
-    assert M.kid(real, fake, subsets=3, subset_size=1000) == M.kid(real, fake, subsets=3, subset_size=25)
+        gg = sum(_poly(g[i], g[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+        rr = sum(_poly(r[i], r[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+        gr = sum(_poly(g[i], r[j]) for i in range(m) for j in range(m)) / (m * m)
+        values.append(gg + rr - 2 * gr)
+    mean, std, size = F.kid(gen, ref, subsets=5, subset_size=10, seed=7)
+    assert (mean, std, size) == (pytest.approx(np.mean(values), rel=1e-9), pytest.approx(np.std(values), rel=1e-9), 10)
+    # the subset size is capped by the smaller set
+    assert F.kid(gen, ref, subsets=3, subset_size=1000) == F.kid(gen, ref, subsets=3, subset_size=25)
+    with pytest.raises(ValueError, match="at least 2"):
+        F.kid(gen[:1], ref)
 
 
 def test_inception_score_matches_the_formula():
-    assert M.inception_score(np.eye(4)) == pytest.approx(4.0)  # confident and diverse: C
-    assert M.inception_score(np.full((5, 3), 1 / 3)) == pytest.approx(1.0)  # uniform: 1
+    assert F.inception_score(50 * np.eye(4), splits=1)[0] == pytest.approx(4.0)  # confident and diverse: C
+    assert F.inception_score(np.zeros((5, 3)), splits=1)[0] == pytest.approx(1.0)  # uniform: 1
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(12, 5))
     p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    p = p[np.random.RandomState(9).permutation(12)]  # torch-fidelity shuffles the rows, then splits them in order
     scores = []
     for part in (p[:6], p[6:]):
         py = part.mean(0)
         kl = [sum(pi[c] * math.log(pi[c] / py[c]) for c in range(5)) for pi in part]
         scores.append(math.exp(sum(kl) / len(kl)))
-    assert M.inception_score(p, splits=2) == pytest.approx(np.mean(scores), rel=1e-12)
-    with pytest.raises(ValueError, match="softmax"):
-        M.inception_score(logits)
+    assert F.inception_score(logits, splits=2, seed=9) == (pytest.approx(np.mean(scores), rel=1e-12),
+                                                           pytest.approx(np.std(scores), rel=1e-9), 2)
+    assert F.inception_score(logits[:3])[2] == 3  # the splits are clipped to N
 
 
 def test_clip_score_is_100_times_clipped_cosine():
@@ -261,44 +268,28 @@ def test_clip_score_is_100_times_clipped_cosine():
     assert M.clip_score(a, b) == pytest.approx(ref)
 
 
-def _pr_reference(real, fake, k):
+def _pr_reference(gen, ref, k):
     def radius(points, i):
         d = sorted(np.linalg.norm(points[i] - points[j]) for j in range(len(points)) if j != i)
         return d[k - 1]
 
-    rr = [radius(real, i) for i in range(len(real))]
-    rf = [radius(fake, i) for i in range(len(fake))]
-    precision = np.mean([any(np.linalg.norm(f - r) <= rr[j] for j, r in enumerate(real)) for f in fake])
-    recall = np.mean([any(np.linalg.norm(r - f) <= rf[j] for j, f in enumerate(fake)) for r in real])
+    rr = [radius(ref, i) for i in range(len(ref))]
+    rg = [radius(gen, i) for i in range(len(gen))]
+    precision = np.mean([any(np.linalg.norm(g - r) <= rr[j] for j, r in enumerate(ref)) for g in gen])
+    recall = np.mean([any(np.linalg.norm(r - g) <= rg[j] for j, g in enumerate(gen)) for r in ref])
     return precision, recall
 
 
 def test_precision_recall_hand_computed_and_against_loops():
-    real = np.array([[0.0], [1], [2], [3], [10]])  # k=1 radii: 1, 1, 1, 1, 7
-    fake = np.array([[0.5], [20], [2.5], [9]])  # 20 is outside every real ball; radii 2, 11, 2, 6.5
-    assert M.precision_recall(real, fake, k=1) == (0.75, 1.0)
+    ref = np.array([[0.0], [1], [2], [3], [10]])  # k=1 radii: 1, 1, 1, 1, 7
+    gen = np.array([[0.5], [20], [2.5], [9]])  # 20 is outside every real ball; radii 2, 11, 2, 6.5
+    assert F.precision_recall(gen, ref, k=1) == (0.75, 1.0)
     rng = np.random.default_rng(5)
-    real, fake = rng.normal(size=(40, 3)), rng.normal(0.8, 1.0, size=(35, 3))
+    ref, gen = rng.normal(size=(40, 3)), rng.normal(0.8, 1.0, size=(35, 3))
     for k in (1, 3, 5):
-        assert M.precision_recall(real, fake, k) == pytest.approx(_pr_reference(real, fake, k))
-
-
-def test_precision_recall_in_chunks_equals_full_distance_matrices():
-    from scipy.spatial.distance import cdist
-
-    rng = np.random.default_rng(6)
-    real, fake = rng.normal(size=(53, 4)), rng.normal(0.5, 1.2, size=(41, 4))
-    for k in (1, 3):
-        # the unchunked computation: whole N x N, M x M and M x N distance matrices
-        r_real = np.sort(cdist(real, real), axis=1)[:, k]
-        r_fake = np.sort(cdist(fake, fake), axis=1)[:, k]
-        d = cdist(fake, real)
-        full = ((d <= r_real[None, :]).any(axis=1).mean(), (d.T <= r_fake[None, :]).any(axis=1).mean())
-        assert 0 < full[0] < 1 and 0 < full[1] < 1  # neither trivially 0 nor 1
-        for chunk in (1, 5, 7, 41, 53, 10_000):
-            assert M.precision_recall(real, fake, k, chunk=chunk) == full, (k, chunk)
-    with pytest.raises(ValueError, match="chunk"):
-        M.precision_recall(real, fake, 3, chunk=0)
+        assert F.precision_recall(gen, ref, k) == pytest.approx(_pr_reference(gen, ref, k))
+    with pytest.raises(ValueError, match="more than 3"):
+        F.precision_recall(gen[:3], ref, 3)
 
 
 # ------------------------------------------------------------------ the linear probes

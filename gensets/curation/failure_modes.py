@@ -143,7 +143,10 @@ def p_greater(test: str, fail_new: int, n_new: int, fail_base: int, n_base: int)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values: ``max_{j<=i} min(1, (m - j + 1) p_(j))`` in sorted order."""
+    """Holm step-down adjusted p-values: ``max_{j<=i} min(1, (m - j + 1) p_(j))`` in sorted order.
+
+    Written out: scipy has no Holm correction (``false_discovery_control`` is BH / BY only) and statsmodels'
+    ``multipletests`` is not a dependency; tests/test_failure_modes.py checks it on a hand-worked example."""
     p = np.asarray(pvalues, dtype=np.float64)
     m = p.size
     order = np.argsort(p, kind="stable")
@@ -154,15 +157,11 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values: ``min_{j>=i} min(1, m p_(j) / j)`` in sorted order."""
-    p = np.asarray(pvalues, dtype=np.float64)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    ranked = p[order] * m / np.arange(1, m + 1)
-    adj = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
-    out = np.empty(m)
-    out[order] = adj
-    return out.tolist()
+    """Benjamini-Hochberg adjusted p-values, ``min_{j>=i} min(1, m p_(j) / j)`` in sorted order:
+    ``scipy.stats.false_discovery_control(method="bh")``."""
+    from scipy.stats import false_discovery_control
+
+    return false_discovery_control(np.asarray(pvalues, dtype=np.float64), method="bh").tolist()
 
 
 def correct(pvalues: Sequence[float], method: str) -> list[float]:

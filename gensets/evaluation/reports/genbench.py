@@ -9,7 +9,8 @@ For every GenBench workspace and every strategy in it, with one CLIP model (``--
   the paper's tuned probe, ``fixed-c`` logistic regression at one C);
 - quality: Fréchet distance, KID, precision / recall (k-NN manifolds) between the CLIP features of the
   generated and the real images, CLIP score of each generated image with its prompt, Inception Score of
-  the CLIP zero-shot softmax on the generated images;
+  the CLIP zero-shot softmax on the generated images (FD, KID, precision / recall and IS: :func:`quality`, the
+  torch-fidelity functions of `gensets score`, each row naming its settings in ``quality_variant``);
 - cost: measured generator seconds per image x price per hour.
 Each row is a set at K shots per class (default 20, Table 2's), chosen as the authors pack them: a generated set's
 K of highest CLIP score against "a photo of a {class}" (``--selection clip``, with ``--selection-clip``, default
@@ -319,11 +320,9 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     gen_y = np.array([local[s.cls] for s in samples])
     clock = Clock()
     with clock("embed"):  # decoding and embedding the set's images: shared by every metric
-        gen_emb, probs, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
-                                            + ([(feat, "embed")] if features else []))
+        gen_emb, gen_logits, *gen_feat = _passes(gen_images, batch_size, [(clf, "embed"), (feat, "logits")]
+                                                 + ([(feat, "embed")] if features else []))
     gen_feat = gen_feat[0] if features else gen_emb
-    probs = np.exp(probs - probs.max(axis=1, keepdims=True))
-    probs /= probs.sum(axis=1, keepdims=True)
     present = np.isin(test_y, gen_y)
     how = {"centres": centres, "ensemble": ensemble, "metric": scored_with}
     with clock("cler"):  # CLER and its text ensemble
@@ -332,8 +331,7 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     with clock("linear_probe"):
         lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
                             text_emb=text_emb, c=probe_c) or {}
-    with clock("fd"):
-        fd = _safe(M.frechet_distance, test_feat, gen_feat)
+    scores = quality(gen_feat, test_feat, gen_logits, k, clock)
     with clock("clip_score"):  # its own part: embedding the prompts, then the score (none for data types)
         clip_score = None if data else M.clip_score(gen_emb, np.concatenate(
             [clf.embed_text([s.meta["prompt"] for s in samples[i : i + batch_size]]).cpu().numpy()
@@ -362,12 +360,8 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
         "cler_minus_zero_shot": _minus(cler, zero_shot), "ensemble_minus_zero_shot": _minus(ens, zero_shot),
         "linear_probe": lp.get("value"), "probe": probe,
         "probe_params": {key: v for key, v in lp.items() if key not in ("value", "probe")},
-        "fd": fd,
-        "kid": _safe(M.kid, test_feat, gen_feat, subsets=100, subset_size=1000),
-        **dict(zip(("precision", "recall"), _safe(M.precision_recall, test_feat, gen_feat, k) or (None, None),
-                   strict=True)),
+        **scores,
         "clip_score": clip_score,
-        "inception_score": M.inception_score(probs),
         "seconds_per_image": spi, "price_per_hour": price, "currency": wcfg.cost.currency,
         "cost_per_image": per_image, "cost_source": cost_source,
         "cost_total": None if per_image is None else per_image * len(samples),
@@ -392,6 +386,36 @@ class Clock:
             yield
         finally:
             self.seconds[what] = self.seconds.get(what, 0.0) + time.perf_counter() - t0
+
+
+# The report's settings of its quality numbers. KID: torch-fidelity's defaults, as `gensets score --metric kid`. IS:
+# one split (a K-shot set is small; `gensets score` takes torch-fidelity's 10). GenBench itself reports FID only
+# (shared/papers/001_f04b4de81b95e690.txt, Fig. 4); KID, precision / recall and IS are gensets' additions.
+KID_SUBSETS, KID_SUBSET_SIZE, IS_SPLITS = 100, 1000, 1
+
+
+def quality_variant(k: int) -> str:
+    """What the report's FD, KID, precision / recall and IS are: each row's ``quality_variant``."""
+    from ...quality.functional import TORCH_FIDELITY_SEED
+
+    return (f"torch-fidelity through gensets.quality.functional, as `gensets score`: FD = fid; KID = kid, "
+            f"{KID_SUBSETS} subsets of min({KID_SUBSET_SIZE}, N, M), seed {TORCH_FIDELITY_SEED}; precision / recall "
+            f"k = {k}; IS = inception_score of the features model's logits, {IS_SPLITS} split")
+
+
+def quality(gen_feat, test_feat, gen_logits, k: int, clock: Clock | None = None) -> dict:
+    """A row's FD, KID, precision / recall (generated ``gen_feat`` (N, D) against real ``test_feat`` (M, D)) and
+    Inception Score (``gen_logits`` (N, C)), by the functions of :mod:`gensets.quality.functional` that
+    `gensets score` calls: the report's FD is `gensets score --metric fid`'s on the same features. None where a set
+    is too small for a metric; ``clock`` times the FD (Fig. 5's evaluation time)."""
+    from ...quality import functional as F
+
+    with (clock or Clock())("fd"):
+        fd = _safe(F.fid, gen_feat, test_feat)
+    kid = _safe(F.kid, gen_feat, test_feat, subsets=KID_SUBSETS, subset_size=KID_SUBSET_SIZE) or (None, None, None)
+    precision, recall = _safe(F.precision_recall, gen_feat, test_feat, k) or (None, None)
+    return {"fd": fd, "kid": kid[0], "kid_subset_size": kid[2], "precision": precision, "recall": recall,
+            "inception_score": F.inception_score(gen_logits, splits=IS_SPLITS)[0], "quality_variant": quality_variant(k)}
 
 
 def _softmax(logits):
@@ -444,7 +468,8 @@ def markdown(rep: dict) -> str:
              f"`{rep['clip']}` (GenBench, Li et al. 2023, Table 2); the best strategy per dataset in bold. "
              "Zero-shot: CLIP zero-shot (%) on the same test images with the dataset's templates. CLER, zero-shot and "
              f"the linear probe are scored with each dataset's `metric` column. FD, KID, precision / recall and IS on "
-             f"the features of `{rep['features']}`.", "",
+             f"the features of `{rep['features']}`"
+             + (f": {rep['rows'][0]['quality_variant']}." if rep["rows"] else "."), "",
              "Variants behind the numbers:", "",
              table(["what", "variant", "meaning"],
                    [["CLER centres", f"`{v['cler_centres']['name']}`", v["cler_centres"]["means"]],
