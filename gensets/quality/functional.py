@@ -26,13 +26,23 @@ def _tensor(x: Any, name: str, dtype=None):
     return t.to(dtype) if dtype is not None else t
 
 
+def _pair(gen: Any, ref: Any):
+    """Both feature sets as tensors of one dtype (float64 when they differ: torch-fidelity asserts one dtype)."""
+    a, b = _tensor(gen, "gen"), _tensor(ref, "ref")
+    if a.dtype != b.dtype:
+        import torch
+
+        a, b = a.to(torch.float64), b.to(torch.float64)
+    return a, b
+
+
 def fid(gen: Any, ref: Any) -> float:
     """Fréchet Inception Distance of two feature sets (N, D), M, N >= 2: torch-fidelity's
     ``fid_features_to_statistics`` (mean, ``np.cov``) and ``fid_statistics_to_metric``
     (``|mu1 - mu2|^2 + Tr(S1 + S2 - 2 sqrt(S1 S2))``, the trace of the root from the eigenvalues of S1 S2)."""
     from torch_fidelity.metric_fid import KEY_METRIC_FID, fid_features_to_statistics, fid_statistics_to_metric
 
-    a, b = _tensor(gen, "gen"), _tensor(ref, "ref")
+    a, b = _pair(gen, ref)
     if min(len(a), len(b)) < 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"FID needs >= 2 rows of the same width on each side, got {tuple(a.shape)} and {tuple(b.shape)}")
     return float(fid_statistics_to_metric(fid_features_to_statistics(a), fid_features_to_statistics(b),
@@ -47,7 +57,7 @@ def kid(gen: Any, ref: Any, subsets: int = 100, subset_size: int = 1000,
     refuses a larger one."""
     from torch_fidelity.metric_kid import KEY_METRIC_KID_MEAN, KEY_METRIC_KID_STD, kid_features_to_metric
 
-    a, b = _tensor(gen, "gen"), _tensor(ref, "ref")
+    a, b = _pair(gen, ref)
     size = min(subset_size, len(a), len(b))
     if size < 2:
         raise ValueError("KID needs at least 2 images on each side")
@@ -72,7 +82,7 @@ def precision_recall(gen: Any, ref: Any, k: int = 3) -> tuple[float, float]:
     ``prc_features_to_metric`` (features_1 = generated, features_2 = real, ``prc_neighborhood`` = k)."""
     from torch_fidelity.metric_prc import KEY_METRIC_PRECISION, KEY_METRIC_RECALL, prc_features_to_metric
 
-    a, b = _tensor(gen, "gen"), _tensor(ref, "ref")
+    a, b = _pair(gen, ref)
     if min(len(a), len(b)) <= k:
         raise ValueError(f"precision / recall with k = {k} needs more than {k} images on each side")
     out = prc_features_to_metric(a, b, prc_neighborhood=k, save_cpu_ram=True, verbose=False)
