@@ -17,7 +17,8 @@ from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 def _build(a) -> int:
     from .builders.runner import build
 
-    r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides)
+    r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides,
+              backend=a.backend, workers=a.workers, address=a.address)
     if r["rank"] == 0 and a.json:
         print(json.dumps(r, indent=1, default=str))
     elif r["rank"] == 0:
@@ -447,6 +448,15 @@ def parser() -> argparse.ArgumentParser:
                    "reach nested ones), e.g. --set classifier=timm:resnet50.a1_in1k --set 'labels=[tench]'; "
                    "the workspace freezes the result")
     b.add_argument("--json", action="store_true", help="print the counts as JSON (no progress bar)")
+    b.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where units run: local (this process, or each process of accelerate launch; the default) or "
+                   "ray (Ray workers pull units, each writes its shards; needs pip install 'gensets[distributed]' and "
+                   "a workspace every worker can write)")
+    b.add_argument("--workers", type=positive_int, metavar="N",
+                   help="with --backend ray: N workers, one CPU each (default: every CPU of the cluster)")
+    b.add_argument("--address", metavar="ADDR",
+                   help="with --backend ray: join the Ray cluster at ADDR (e.g. auto, or HOST:6379 of `ray start "
+                   "--head`); default: a local cluster on 127.0.0.1, started for the build and stopped after it")
     b.set_defaults(func=_build)
 
     f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",

@@ -2,7 +2,9 @@
 
 A unit is done only when its shard was written to a temporary name, fsynced, renamed, and recorded
 in ``candidates/manifest.jsonl`` with its sha256 and sample count; a killed build resumes at the first
-unit that is not. Under ``accelerate launch`` process i of n takes units i, i+n, ...
+unit that is not. Under ``accelerate launch`` process i of n takes units i, i+n, ... Where units run (this process,
+or Ray workers that pull them: ``--backend ray``) is :mod:`gensets.builders.backends`; this module alone writes the
+manifest and state.duckdb.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..errors import GensetsError
 from ..models.device import Dist, default_device, distributed
 from ..records import Sample
 from ..workspace import Workspace, load_build_config
+from . import backends
 
 
 def progress(iterable, total: int, desc: str, disable: bool = False):
@@ -28,49 +31,40 @@ def progress(iterable, total: int, desc: str, disable: bool = False):
 
 
 def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1,
-          overrides: tuple[str, ...] | list[str] = ()) -> dict:
+          overrides: tuple[str, ...] | list[str] = (), backend: str = "local", workers: int | None = None,
+          address: str | None = None) -> dict:
     """Generate and filter every unit not yet done; returns counts for this process.
 
     On CPU, results depend on torch's thread count (float reductions split differently), so every
     process uses ``threads`` threads whatever the number of processes: one process or N give the same
-    bytes. Throughput on CPU comes from processes (``accelerate launch``), not threads.
+    bytes. Throughput on CPU comes from processes (``accelerate launch``, or ``backend="ray"``: ``workers`` Ray
+    workers on the cluster at ``address``, or on a local cluster started for the run), not threads.
     """
+    if backend not in backends.BACKENDS:
+        raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(backends.BACKENDS)}")
+    if backend != "ray" and (workers is not None or address is not None):
+        raise GensetsError(f"{'--workers' if workers is not None else '--address'} is an option of --backend ray")
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
     determinism.pin(_mode(cfg))  # before torch first runs (distributed() may import it)
     dist = distributed()
+    if backend == "ray" and dist.world > 1:
+        raise GensetsError("--backend ray starts its own workers: run it as one process, not under accelerate launch")
     if dist.rank == 0:  # before the lock creates anything in it: --out of the wrong folder is refused as it is
         Workspace(out).check_links()
         Workspace(out).refuse_foreign_folder()
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
-        return _build(builder, cfg, out, dist, quiet, threads, str(config_path))
+        return _build(builder, cfg, out, dist, quiet, threads, str(config_path),
+                      {"backend": backend, "workers": workers, "address": address})
 
 
-def _mode(cfg) -> str:
-    """The build's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
-    return getattr(cfg, "reproducible", "strict")
+_mode = backends.mode_of
+_unit_name = backends.unit_name
 
 
-def _unit_name(unit) -> str:
-    """A unit as an error names it: its id, and what its payload says it makes (config, class, ...)."""
-    p = unit.payload
-    about = [str(p[k]) for k in ("config", "class", "label", "mode", "stage") if isinstance(p.get(k), str)]
-    return f"{unit.id} ({' / '.join(about)})" if about else unit.id
-
-
-@contextlib.contextmanager
-def _naming(config_path: str, unit):
-    """A prompt too long (``long_prompts: error``) as one line naming the config file and the unit."""
-    from .base import PromptTooLong
-
-    try:
-        yield
-    except PromptTooLong as e:
-        raise GensetsError(f"{config_path}: unit {_unit_name(unit)}: {e}") from None
-
-
-def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int, config_path: str) -> dict:
-    from ..shards import clean_temp, write_shard
+def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int, config_path: str,
+           where: dict) -> dict:
+    from ..shards import clean_temp
 
     if dist.rank == 0:
         ws = Workspace.create(out, builder, cfg)
@@ -78,66 +72,46 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
         clean_temp(ws.candidates)  # leftovers of a killed writer
     dist.barrier()
     ws = Workspace.create(out, builder, cfg)
-    build_id = ws.fingerprint
     manifest = ws.manifest()
-    ctx = builder.Context(cfg)
-    ctx.workspace = ws  # staged builders read the shards of earlier stages
-    quality = None  # the config's quality: thresholds (gensets.quality.thresholds), scored after each unit
-    if getattr(cfg, "quality", None):
-        from ..quality.thresholds import QualityFilter
-
-        quality = QualityFilter(cfg.quality)
+    backend = where["backend"]
+    # where the units run (gensets.builders.backends): here, or on Ray workers that write their shards and
+    # return the rows, which only this process appends to the manifest
+    pool = backends.pool(backend, (builder, cfg, str(ws.root), threads, dist.rank, dist.world, config_path),
+                         workers=where["workers"], address=where["address"], quiet=quiet)
     # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
     # shards of the stages before it, once every process has finished them; committed units are skipped
     # as always, so a resumed build re-plans the same units and runs only the missing ones.
     stages = builder.stages
     n_units = n_done = n_run = written = 0
     cut = {"prompts": 0, "negative_prompts": 0, "windows": set()}  # texts cut to the text encoder's window
-    loaded = False
-    env = None  # the environment's id in the workspace (gensets.determinism.describe), once models are loaded
-    for stage in stages or (None,):
-        units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
-        done = manifest.done("unit")
-        mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
-        n_units += len(units)
-        n_done += sum(u.id in done for u in units)
-        n_run += len(mine)
-        if mine and not loaded:  # torch and the models are imported only now, when there is work
-            import torch
-
-            if not torch.cuda.is_available():
-                torch.set_num_threads(threads)
-            determinism.switch(_mode(cfg))
-            ctx.load()  # every model up front: a missing one fails now, in one line, before any work
-            if quality:
-                quality.load()
-            loaded = True
-            env = ws.record_environment(determinism.describe(_mode(cfg), default_device()))
-        for unit in mine:  # long_prompts: error stops here, before any image of the stage
-            with _naming(config_path, unit):
-                builder.check_prompts(unit, ctx)
-        desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
-        desc += f" {stage}" if stage else ""
-        for unit in progress(mine, len(mine), desc, disable=quiet):
-            ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
-            with _naming(config_path, unit):
-                samples = builder.run_unit(unit, ctx, build_id)
-            for s in samples:
-                for name in ("prompt", "negative_prompt"):
-                    if s.meta.get(f"{name}_received") is not None:
-                        cut[f"{name}s"] += 1
-                        cut["windows"].add((s.meta.get("generator") or {}).get("text_window"))
-            if quality:
-                quality.apply(samples)
-            name = f"{unit.id}.tar"
-            info = write_shard(ws.candidates / name, [s.to_wds() for s in samples])
-            manifest.append({"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n,
-                             "nbytes": info.nbytes, "kept": sum(bool(s.meta.get("kept")) for s in samples),
-                             "skipped": ctx.skipped, "rank": dist.rank, "world": dist.world, "env": env})
-            for row in ctx.skipped:
-                print(f"skipped {row['path']}: {row['reason']}", file=sys.stderr)
-            written += info.n
-        dist.barrier()
+    try:
+        for stage in stages or (None,):
+            units = builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws)
+            done = manifest.done("unit")
+            mine = [u for i, u in enumerate(units) if i % dist.world == dist.rank and u.id not in done]
+            n_units += len(units)
+            n_done += sum(u.id in done for u in units)
+            n_run += len(mine)
+            # torch and the models are loaded only now, when there is work; long_prompts: error stops here,
+            # before any image of the stage
+            pool.check(mine)
+            desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
+            desc += f" [{backend}]" if backend != "local" else ""
+            desc += f" {stage}" if stage else ""
+            for result in progress(pool.run(mine), len(mine), desc, disable=quiet):
+                row = result["row"]
+                manifest.append(row)
+                for k in ("prompts", "negative_prompts"):
+                    cut[k] += result["cut"][k]
+                cut["windows"].update(result["cut"]["windows"])
+                for skip in row["skipped"]:
+                    print(f"skipped {skip['path']}: {skip['reason']}", file=sys.stderr)
+                written += row["n"]
+            dist.barrier()
+    finally:
+        pool.close()
+    if backend != "local":
+        clean_temp(ws.candidates)  # what a worker killed mid-write left (no worker writes any more)
     added = ingest(ws) if dist.rank == 0 else 0
     if dist.rank == 0:
         builder.after_build(ws)  # e.g. statistics over everything committed

@@ -1,0 +1,272 @@
+"""Where a build's units run: in this process (``--backend local``, the default; under ``accelerate launch``
+each process runs its share), or on a Ray cluster (``--backend ray``: workers pull units).
+
+A unit's work is the same on every backend (:class:`UnitWorker`): generate, score, write the shard under its
+content-derived name ``candidates/<unit>.tar`` (atomically; the same bytes on any attempt, so a retried or
+duplicated attempt is harmless) and return the manifest row. The runner (the driver) alone appends rows to
+``candidates/manifest.jsonl`` and ingests ``state.duckdb``.
+
+Ray is imported only by :class:`RayPool`, when a ``--backend ray`` build has a unit to run: the default path never
+imports it. A Ray worker holds one :class:`UnitWorker` (its models loaded once) and takes the next unit when it
+finished one; Ray restarts a worker that died and runs its unit again (``max_task_retries``), on another node if
+its node is gone. The workspace is a path every worker can write (one machine, or a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from .. import determinism
+from ..errors import GensetsError
+from ..workspace import Workspace
+
+BACKENDS = ("local", "ray")
+TASK_RETRIES = 3  # a unit whose worker died is run again this many times (a unit that kills every worker stops the build)
+FAULT = "GENSETS_TEST_EXIT_UNIT"
+"""Tests only: ``<unit id>:<file>``: the first attempt at that unit (the file does not exist yet: it is created)
+leaves a temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does."""
+
+
+def unit_name(unit) -> str:
+    """A unit as an error names it: its id, and what its payload says it makes (config, class, ...)."""
+    p = unit.payload
+    about = [str(p[k]) for k in ("config", "class", "label", "mode", "stage") if isinstance(p.get(k), str)]
+    return f"{unit.id} ({' / '.join(about)})" if about else unit.id
+
+
+@contextlib.contextmanager
+def naming(config_path: str, unit):
+    """A prompt too long (``long_prompts: error``) as one line naming the config file and the unit."""
+    from .base import PromptTooLong
+
+    try:
+        yield
+    except PromptTooLong as e:
+        raise GensetsError(f"{config_path}: unit {unit_name(unit)}: {e}") from None
+
+
+def mode_of(cfg) -> str:
+    """The build's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
+    return getattr(cfg, "reproducible", "strict")
+
+
+class UnitWorker:
+    """One process's share of a build: the builder's context (models loaded once, at the first unit), and the
+    units it is given, each written as its candidate shard; ``run`` returns the manifest row and what the unit's
+    samples say was cut to the text encoder's window."""
+
+    def __init__(self, builder, cfg, root: str, threads: int, rank: int, world: int, config_path: str):
+        self.builder, self.cfg, self.threads = builder, cfg, threads
+        self.rank, self.world, self.config_path = rank, world, config_path
+        self.ws = Workspace(root)  # created by the driver
+        self.ctx = builder.Context(cfg)
+        self.ctx.workspace = self.ws  # staged builders read the shards of earlier stages
+        self.quality = None  # the config's quality: thresholds (gensets.quality.thresholds), scored after each unit
+        if getattr(cfg, "quality", None):
+            from ..quality.thresholds import QualityFilter
+
+            self.quality = QualityFilter(cfg.quality)
+        self.env = None  # the environment's id in the workspace (gensets.determinism.describe), once loaded
+        self.build_id = self.ws.fingerprint
+
+    def load(self) -> None:
+        """torch and every model, once, when there is work: a missing model fails now, in one line."""
+        if self.env is not None:
+            return
+        determinism.pin(mode_of(self.cfg))  # a fresh worker process: before torch first runs
+        import torch
+
+        from ..models.device import default_device
+
+        if not torch.cuda.is_available():
+            torch.set_num_threads(self.threads)
+        determinism.switch(mode_of(self.cfg))
+        self.ctx.load()
+        if self.quality:
+            self.quality.load()
+        self.env = self.ws.record_environment(determinism.describe(mode_of(self.cfg), default_device()))
+
+    def check(self, units: list) -> None:
+        """``long_prompts: error``: every unit to run is checked before any image."""
+        if units:
+            self.load()
+        for unit in units:
+            with naming(self.config_path, unit):
+                self.builder.check_prompts(unit, self.ctx)
+
+    def run(self, unit) -> dict:
+        from ..shards import write_shard
+
+        self.load()
+        ctx = self.ctx
+        ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
+        with naming(self.config_path, unit):
+            samples = self.builder.run_unit(unit, ctx, self.build_id)
+        cut = {"prompts": 0, "negative_prompts": 0, "windows": []}  # texts cut to the text encoder's window
+        for s in samples:
+            for name in ("prompt", "negative_prompt"):
+                if s.meta.get(f"{name}_received") is not None:
+                    cut[f"{name}s"] += 1
+                    cut["windows"].append((s.meta.get("generator") or {}).get("text_window"))
+        if self.quality:
+            self.quality.apply(samples)
+        name = f"{unit.id}.tar"
+        _fault(unit.id, self.ws.candidates / name)
+        info = write_shard(self.ws.candidates / name, [s.to_wds() for s in samples])
+        row = {"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n, "nbytes": info.nbytes,
+               "kept": sum(bool(s.meta.get("kept")) for s in samples), "skipped": ctx.skipped,
+               "rank": self.rank, "world": self.world, "env": self.env}
+        return {"row": row, "cut": cut}
+
+
+def _fault(unit_id: str, path: Path) -> None:
+    """The test-only fault hook (:data:`FAULT`); nothing unless the variable names this unit."""
+    spec = os.environ.get(FAULT)
+    if not spec:
+        return
+    target, _, marker = spec.partition(":")
+    if target != unit_id or not marker:
+        return
+    try:
+        open(marker, "x").close()  # the first attempt only
+    except FileExistsError:
+        return
+    from ..shards.writer import temp_name
+
+    temp_name(path).write_bytes(b"cut short")  # what a writer killed mid-shard leaves
+    os._exit(70)
+
+
+class LocalPool:
+    """The units of this process, run here in plan order (today's path)."""
+
+    def __init__(self, worker: UnitWorker):
+        self.worker = worker
+
+    def check(self, units: list) -> None:
+        self.worker.check(units)
+
+    def run(self, units: list):
+        for unit in units:
+            yield self.worker.run(unit)
+
+    def close(self) -> None:
+        pass
+
+
+class RayPool:
+    """A pool of Ray actors, each a :class:`UnitWorker`; started at the first unit to run.
+
+    ``address``: join that cluster (``ray start --head``, KubeRay, Slurm); None: start a local one for the run
+    (``workers`` CPUs, on 127.0.0.1, no dashboard, no usage statistics) and stop it at the end. Units are handed
+    out one at a time to whichever worker is free (no static split) and come back in the order they finish."""
+
+    def __init__(self, args: tuple, *, workers: int | None, address: str | None, quiet: bool):
+        self.args, self.workers, self.address, self.quiet = args, workers, address, quiet
+        self.ray = None
+        self.actors: list = []
+        self.started = False  # this pool started the cluster (and stops it)
+        self.env_before: dict = {}  # what _set_env changed in os.environ, restored by close
+
+    def _set_env(self, name: str, value: str) -> None:
+        if name not in os.environ:
+            self.env_before.setdefault(name, None)
+            os.environ[name] = value
+
+    def _start(self) -> None:
+        if self.actors:
+            return
+        # before ray is imported: it reads its settings then
+        self._set_env("RAY_USAGE_STATS_ENABLED", "0")  # never report to Ray's servers unasked
+        if not self.address and "RAY_AUTH_MODE" not in os.environ:
+            # a local cluster listens on loopback, which other users of the machine reach too: token
+            # authentication, under a token made for this run, kept in this process's environment (inherited by
+            # the cluster's processes) and never written to a file
+            self._set_env("RAY_AUTH_MODE", "token")
+            if not {"RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"} & set(os.environ):
+                import secrets
+
+                self._set_env("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        try:
+            import ray
+        except ImportError as e:
+            raise GensetsError(f"--backend ray needs the distributed extra (pip install 'gensets[distributed]'): {e}") \
+                from None
+        self.ray = ray
+        if not ray.is_initialized():
+            if self.address:  # the cluster's own settings (its token: RAY_AUTH_TOKEN or ~/.ray/auth_token)
+                ray.init(address=self.address, log_to_driver=not self.quiet, logging_level="WARNING")
+            else:  # on 127.0.0.1 only (else Ray binds the machine's external address), no dashboard
+                ray.init(num_cpus=self.workers or os.cpu_count() or 1, include_dashboard=False,
+                         _node_ip_address="127.0.0.1", log_to_driver=not self.quiet, logging_level="WARNING")
+            self.started = True
+        n = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
+        env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
+        if os.environ.get(FAULT):
+            env[FAULT] = os.environ[FAULT]
+        actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=TASK_RETRIES)(UnitWorker)
+        builder, cfg, root, threads, _rank, _world, config_path = self.args
+        self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
+            builder, cfg, root, threads, i, n, config_path) for i in range(n)]
+
+    def _get(self, ref, unit=None):
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:  # the unit raised: its own error, one line
+            if isinstance(e.cause, GensetsError):
+                raise e.cause from None
+            raise GensetsError(f"unit {unit_name(unit) if unit else '?'}: {type(e.cause).__name__}: {e.cause}") \
+                from None
+        except ray.exceptions.RayActorError as e:
+            raise GensetsError(f"unit {unit_name(unit) if unit else '?'}: its Ray worker died "
+                               f"{TASK_RETRIES + 1} times ({str(e).splitlines()[0][:200]})") from None
+
+    def check(self, units: list) -> None:
+        if units:
+            self._start()
+            self._get(self.actors[0].check.remote(units))
+
+    def run(self, units: list):
+        """Each unit's result, as it finishes: a free worker takes the next unit."""
+        if not units:
+            return
+        self._start()
+        todo = list(reversed(units))
+        free = list(self.actors)
+        running: dict = {}  # ObjectRef -> (actor, unit)
+        while todo or running:
+            while todo and free:
+                a, u = free.pop(), todo.pop()
+                running[a.run.remote(u)] = (a, u)
+            ready, _ = self.ray.wait(list(running), num_returns=1)
+            a, u = running.pop(ready[0])
+            result = self._get(ready[0], u)
+            free.append(a)
+            yield result
+
+    def close(self) -> None:
+        if self.ray is None:
+            return
+        for a in self.actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(a)
+        self.actors = []
+        if self.started:
+            self.ray.shutdown()
+        for name in self.env_before:
+            os.environ.pop(name, None)
+        self.env_before = {}
+
+
+def pool(backend: str, args: tuple, *, workers: int | None = None, address: str | None = None, quiet: bool = False):
+    """The pool that runs a build's units: ``args`` are :class:`UnitWorker`'s."""
+    if backend == "local":
+        return LocalPool(UnitWorker(*args))
+    if backend == "ray":
+        return RayPool(args, workers=workers, address=address, quiet=quiet)
+    raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+

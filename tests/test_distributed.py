@@ -1,0 +1,98 @@
+"""`gensets build --backend ray`: a real local Ray cluster (started and stopped by each build, on 127.0.0.1, two
+workers) gives the bytes of the one-process build, also when a worker dies mid-unit; the default path never
+imports Ray. Needs the distributed extra (`make venv-distributed`)."""
+
+import json
+import subprocess
+import sys
+
+from .conftest import ROOT, SMALL, SMOKE, run_cli
+from .test_imagenet_d import shards_digest, temp_files, tree_digest
+
+RAY = ("--backend", "ray", "--workers", "2")
+
+
+def _rows(ws):
+    return [json.loads(line) for line in (ws / "candidates" / "manifest.jsonl").read_text().splitlines()]
+
+
+def _samples(ws):
+    import duckdb
+
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    try:
+        return con.execute("SELECT * FROM samples ORDER BY key").fetchall()
+    finally:
+        con.close()
+
+
+def _same_bytes(ws, reference):
+    """Every unit exactly once, each shard the bytes of the local build, the manifest rows equal but for the
+    rank / world of the process (here: the Ray worker) that ran it, state.duckdb's samples equal."""
+    rows, ref = _rows(ws), _rows(reference)
+    assert sorted(r["unit"] for r in rows) == sorted(r["unit"] for r in ref)
+    assert len({r["unit"] for r in rows}) == len(rows) == 12
+    assert {r["world"] for r in rows} == {2} and {r["rank"] for r in rows} <= {0, 1}
+    strip = lambda r: {k: v for k, v in r.items() if k not in ("rank", "world")}  # noqa: E731
+    assert sorted(map(strip, rows), key=lambda r: r["unit"]) == sorted(map(strip, ref), key=lambda r: r["unit"])
+    assert shards_digest(ws) == shards_digest(reference)
+    assert _samples(ws) == _samples(reference)
+    assert temp_files(ws) == []
+
+
+def test_ray_build_gives_the_bytes_of_the_local_build(reference, tmp_path):
+    ws = tmp_path / "ws"
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", *RAY, check=0)
+    assert "12 units (0 done before, 12 run here)" in r.stdout
+    _same_bytes(ws, reference)
+    run_cli("finalize", ws, "--include-pending", check=0)
+    assert tree_digest(ws / "dataset") == tree_digest(reference / "dataset")
+    # the same command again: nothing to run (no cluster is started for it)
+    again = run_cli("build", SMOKE, "--out", ws, "--quiet", *RAY, check=0)
+    assert "12 units (12 done before, 0 run here)" in again.stdout
+
+
+def test_a_worker_killed_mid_unit_is_replaced_and_its_unit_run_again(reference, tmp_path):
+    """The test hook makes the first attempt at one unit leave a shard cut short and end its worker process
+    (os._exit): Ray restarts the worker and runs the unit again; the build ends with no user action."""
+    ws, marker = tmp_path / "ws", tmp_path / "killed"
+    unit = sorted(r["unit"] for r in _rows(reference))[5]
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", *RAY, env={"GENSETS_TEST_EXIT_UNIT": f"{unit}:{marker}"},
+                check=0)
+    assert marker.exists(), "the hook never ran: the unit's worker was not killed"
+    assert "12 units (0 done before, 12 run here)" in r.stdout
+    _same_bytes(ws, reference)  # the cut-short temporary shard is gone, the unit committed once
+
+
+def test_default_path_never_imports_ray_or_s3fs(tmp_path):
+    """`gensets build --help` and a local build (a unit run) import neither Ray nor the object-store clients."""
+    ws = tmp_path / "ws"
+    code = ("import sys\nfrom gensets.cli import main\n"
+            "try:\n    main(['build', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('help', 'ray' in sys.modules, 's3fs' in sys.modules, file=sys.stderr)\n"
+            f"assert main(['build', {str(SMOKE)!r}, '--out', {str(ws)!r}, '--quiet', *{list(SMALL)!r}]) == 0\n"
+            "print('build', 'ray' in sys.modules, 's3fs' in sys.modules, 'torch' in sys.modules, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "--backend {local,ray}" in r.stdout and "1 run here" in r.stdout
+    lines = [line for line in r.stderr.splitlines() if line.endswith(("True", "False"))]
+    assert lines == ["help False False", "build False False True"]  # torch: the unit did run here
+
+
+def test_ray_options_without_the_ray_backend_are_refused(tmp_path):
+    for args in (("--workers", "2"), ("--address", "auto"), ("--backend", "local", "--workers", "2")):
+        r = run_cli("build", SMOKE, "--out", tmp_path / "ws", "--quiet", *args)
+        assert r.returncode == 2 and "is an option of --backend ray" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ws").exists()
+
+
+def test_without_ray_installed_the_ray_backend_says_what_to_install(tmp_path):
+    """Ray made unimportable (as where the extra is not installed): one line naming the extra, exit 2."""
+    code = ("import sys\nsys.modules['ray'] = None\nfrom gensets.cli import main\n"
+            f"sys.exit(main(['build', {str(SMOKE)!r}, '--out', {str(tmp_path / 'ws')!r}, '--quiet', "
+            f"*{list(SMALL)!r}, '--backend', 'ray']))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'gensets[distributed]'" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
