@@ -3,6 +3,7 @@ workers) gives the bytes of the one-process build, also when a worker dies mid-u
 imports Ray. Needs the distributed extra (`make venv-distributed`)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -96,3 +97,18 @@ def test_without_ray_installed_the_ray_backend_says_what_to_install(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "pip install 'gensets[distributed]'" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_an_error_in_a_ray_worker_is_the_one_line_of_a_local_build(tmp_path):
+    """`long_prompts: error` raised in a worker (checking the units before any image) comes back as the same one
+    line a local build prints (tests/test_prompt_length.py), exit 2, and no shard is written."""
+    genbench = ROOT / "configs" / "genbench.smoke.yaml"
+    small = ("--set", "strategies=[ST,NP]", "--set", "classes=[airplane,cat]", "--set", "generator.long_prompts=error")
+    ws = tmp_path / "ws"
+    r = run_cli("build", genbench, "--out", ws, "--quiet", *small, *RAY)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert re.fullmatch(rf"gensets: error: {re.escape(str(genbench))}: unit [0-9a-f]{{16}} \(cifar-10-np / "
+                        r"(airplane|cat)\): negative prompt of \d+ tokens exceeds the text encoder's 77 "
+                        r"\(long_prompts: error\)", lines[0]), lines
+    assert not list((ws / "candidates").glob("*.tar"))

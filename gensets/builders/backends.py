@@ -216,11 +216,10 @@ class RayPool:
         ray = self.ray
         try:
             return ray.get(ref)
-        except ray.exceptions.RayTaskError as e:  # the unit raised: its own error, one line
-            if isinstance(e.cause, GensetsError):
-                raise e.cause from None
-            raise GensetsError(f"unit {unit_name(unit) if unit else '?'}: {type(e.cause).__name__}: {e.cause}") \
-                from None
+        except ray.exceptions.RayTaskError as e:  # the unit raised: its own error, as in a local build (the CLI
+            if isinstance(e.cause, (GensetsError, OSError)):  # says these in one line; anything else is a bug:
+                raise e.cause from None  # Ray's error, with the worker's traceback)
+            raise
         except ray.exceptions.RayActorError as e:
             raise GensetsError(f"unit {unit_name(unit) if unit else '?'}: its Ray worker died "
                                f"{TASK_RETRIES + 1} times ({str(e).splitlines()[0][:200]})") from None
