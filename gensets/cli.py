@@ -25,6 +25,8 @@ def _build(a) -> int:
         print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
               f"{r['units_run']} run here); {r['samples_written']} samples written, "
               f"{r['samples_ingested']} added to state.duckdb")
+        if r.get("units_retried"):
+            print(f"{r['units_retried']} unit{'s' * (r['units_retried'] != 1)} run again after their Ray worker died")
         if r["prompts_cut"] or r["negative_prompts_cut"]:
             window = "/".join(map(str, r["text_windows"])) or "?"
             print(f"{r['prompts_cut']} prompts and {r['negative_prompts_cut']} negative prompts cut to the text "

@@ -3,9 +3,12 @@ workers) gives the bytes of the one-process build, also when a worker dies mid-u
 imports Ray. Needs the distributed extra (`make venv-distributed`)."""
 
 import json
+import os
 import re
+import secrets
 import subprocess
 import sys
+import time
 
 from .conftest import ROOT, SMALL, SMOKE, run_cli
 from .test_imagenet_d import shards_digest, temp_files, tree_digest
@@ -14,7 +17,9 @@ RAY = ("--backend", "ray", "--workers", "2")
 
 
 def _rows(ws):
-    return [json.loads(line) for line in (ws / "candidates" / "manifest.jsonl").read_text().splitlines()]
+    """The manifest's complete lines (one being appended meanwhile is not one yet)."""
+    text = (ws / "candidates" / "manifest.jsonl").read_text()
+    return [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines()]
 
 
 def _samples(ws):
@@ -62,7 +67,46 @@ def test_a_worker_killed_mid_unit_is_replaced_and_its_unit_run_again(reference, 
                 check=0)
     assert marker.exists(), "the hook never ran: the unit's worker was not killed"
     assert "12 units (0 done before, 12 run here)" in r.stdout
+    assert "1 unit run again after their Ray worker died" in r.stdout
     _same_bytes(ws, reference)  # the cut-short temporary shard is gone, the unit committed once
+
+
+def test_a_node_lost_mid_build_strands_nothing(reference, tmp_path):
+    """A two-node cluster (`ray.cluster_utils.Cluster`, one CPU each, on 127.0.0.1) joined with --address; the
+    second node is removed once both workers have committed a unit: the unit it ran goes to the other worker,
+    and the build completes with the local bytes."""
+    # Ray turns a 127.0.0.1 address into the machine's outward one unless told it is a one-machine cluster
+    os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
+                      RAY_AUTH_TOKEN=secrets.token_hex(32))  # conftest restores the environment after the test
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                            "node_ip_address": "127.0.0.1"})
+    ws = tmp_path / "ws"
+    try:
+        node = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--json",
+                              *RAY, "--address", cluster.address], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 400
+            while not ((ws / "candidates" / "manifest.jsonl").exists() and {r["rank"] for r in _rows(ws)} == {0, 1}):
+                assert p.poll() is None, p.stderr.read()[-3000:]
+                assert time.monotonic() < deadline, "the two workers did not both commit a unit"
+                time.sleep(0.5)
+            done = len(_rows(ws))
+            cluster.remove_node(node)
+            out, err = p.communicate(timeout=600)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    finally:
+        cluster.shutdown()
+    assert p.returncode == 0, err[-3000:]
+    r = json.loads(out)
+    assert r["units_run"] == 12 and done < 12 and r["units_retried"] == 1  # the unit the lost node ran
+    _same_bytes(ws, reference)
 
 
 def test_default_path_never_imports_ray_or_s3fs(tmp_path):

@@ -23,7 +23,7 @@ from ..errors import GensetsError
 from ..workspace import Workspace
 
 BACKENDS = ("local", "ray")
-TASK_RETRIES = 3  # a unit whose worker died is run again this many times (a unit that kills every worker stops the build)
+TASK_RETRIES = 3  # a unit whose worker died is run again at most this many times (then the build stops, naming it)
 FAULT = "GENSETS_TEST_EXIT_UNIT"
 """Tests only: ``<unit id>:<file>``: the first attempt at that unit (the file does not exist yet: it is created)
 leaves a temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does."""
@@ -87,6 +87,10 @@ class UnitWorker:
         if self.quality:
             self.quality.load()
         self.env = self.ws.record_environment(determinism.describe(mode_of(self.cfg), default_device()))
+
+    def ping(self) -> bool:
+        """A restarted Ray worker's first answer (it loads its context at its next unit)."""
+        return True
 
     def check(self, units: list) -> None:
         """``long_prompts: error``: every unit to run is checked before any image."""
@@ -161,13 +165,19 @@ class RayPool:
 
     ``address``: join that cluster (``ray start --head``, KubeRay, Slurm); None: start a local one for the run
     (``workers`` CPUs, on 127.0.0.1, no dashboard, no usage statistics) and stop it at the end. Units are handed
-    out one at a time to whichever worker is free (no static split) and come back in the order they finish."""
+    out one at a time to whichever worker is free (no static split) and come back in the order they finish.
+
+    A worker that dies (killed, out of memory, its node gone) loses only its unit: the unit goes back to the queue
+    for whichever worker is free next (at most :data:`TASK_RETRIES` times), and Ray restarts the worker (on any node
+    with room: ``max_restarts=-1``), which takes units again once it answers. A worker whose node never comes back
+    is waited for by nothing."""
 
     def __init__(self, args: tuple, *, workers: int | None, address: str | None, quiet: bool):
         self.args, self.workers, self.address, self.quiet = args, workers, address, quiet
         self.ray = None
         self.actors: list = []
         self.started = False  # this pool started the cluster (and stops it)
+        self.retried = 0  # units run again because their worker died
         self.env_before: dict = {}  # what _set_env changed in os.environ, restored by close
 
     def _set_env(self, name: str, value: str) -> None:
@@ -207,12 +217,12 @@ class RayPool:
         env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
         if os.environ.get(FAULT):
             env[FAULT] = os.environ[FAULT]
-        actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=TASK_RETRIES)(UnitWorker)
+        actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(UnitWorker)
         builder, cfg, root, threads, _rank, _world, config_path = self.args
         self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
             builder, cfg, root, threads, i, n, config_path) for i in range(n)]
 
-    def _get(self, ref, unit=None):
+    def _get(self, ref):
         ray = self.ray
         try:
             return ray.get(ref)
@@ -220,32 +230,47 @@ class RayPool:
             if isinstance(e.cause, (GensetsError, OSError)):  # says these in one line; anything else is a bug:
                 raise e.cause from None  # Ray's error, with the worker's traceback)
             raise
-        except ray.exceptions.RayActorError as e:
-            raise GensetsError(f"unit {unit_name(unit) if unit else '?'}: its Ray worker died "
-                               f"{TASK_RETRIES + 1} times ({str(e).splitlines()[0][:200]})") from None
 
     def check(self, units: list) -> None:
         if units:
             self._start()
-            self._get(self.actors[0].check.remote(units))
+            try:
+                self._get(self.actors[0].check.remote(units))
+            except self.ray.exceptions.RayActorError as e:
+                raise GensetsError(f"a Ray worker died while it checked the units' prompts "
+                                   f"({str(e).splitlines()[0][:200]}); run the same command again") from None
 
     def run(self, units: list):
         """Each unit's result, as it finishes: a free worker takes the next unit."""
         if not units:
             return
         self._start()
+        ray = self.ray
         todo = list(reversed(units))
+        tries = {u.id: 0 for u in units}
         free = list(self.actors)
-        running: dict = {}  # ObjectRef -> (actor, unit)
-        while todo or running:
+        running: dict = {}  # ObjectRef -> (actor, unit); unit None: a restarted worker's first answer
+        while todo or any(u is not None for _, u in running.values()):
             while todo and free:
                 a, u = free.pop(), todo.pop()
                 running[a.run.remote(u)] = (a, u)
-            ready, _ = self.ray.wait(list(running), num_returns=1)
+            ready, _ = ray.wait(list(running), num_returns=1)
             a, u = running.pop(ready[0])
-            result = self._get(ready[0], u)
+            try:
+                result = self._get(ready[0])
+            except ray.exceptions.RayActorError as e:  # the worker died: its unit goes to the next free one
+                if u is not None:
+                    tries[u.id] += 1
+                    if tries[u.id] > TASK_RETRIES:
+                        raise GensetsError(f"unit {unit_name(u)}: its Ray worker died {tries[u.id]} times "
+                                           f"({str(e).splitlines()[0][:200]})") from None
+                    self.retried += 1
+                    todo.append(u)
+                running[a.ping.remote()] = (a, None)  # back in the pool once Ray restarted it
+                continue
             free.append(a)
-            yield result
+            if u is not None:
+                yield result
 
     def close(self) -> None:
         if self.ray is None:

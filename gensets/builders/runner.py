@@ -119,7 +119,8 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             "samples_written": written, "samples_ingested": added, "rank": dist.rank,
             "prompts_cut": cut["prompts"], "negative_prompts_cut": cut["negative_prompts"],
             "text_windows": sorted(w for w in cut["windows"] if w is not None),
-            "world": dist.world, "workspace": str(ws.root), "needs_review": builder.needs_review}
+            "world": dist.world, "workspace": str(ws.root), "needs_review": builder.needs_review,
+            **({"units_retried": pool.retried} if backend == "ray" else {})}
 
 
 def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) -> dict:
