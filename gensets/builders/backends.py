@@ -69,12 +69,19 @@ class UnitWorker:
 
             self.quality = QualityFilter(cfg.quality)
         self.env = None  # the environment's id in the workspace (gensets.determinism.describe), once loaded
-        self.build_id = self.ws.fingerprint
+        self.build_id = None
 
     def load(self) -> None:
         """torch and every model, once, when there is work: a missing model fails now, in one line."""
         if self.env is not None:
             return
+        if not self.ws.config_path.is_file():  # a Ray worker on a node that does not see the driver's folder
+            import socket
+
+            raise GensetsError(f"{self.ws.root}: no workspace there on {socket.gethostname()}, where a Ray worker "
+                               "runs: the workspace must be a path every node of the cluster can write (a shared "
+                               "filesystem)")
+        self.build_id = self.ws.fingerprint
         determinism.pin(mode_of(self.cfg))  # a fresh worker process: before torch first runs
         import torch
 
@@ -176,7 +183,7 @@ class RayPool:
         self.args, self.workers, self.address, self.quiet = args, workers, address, quiet
         self.ray = None
         self.actors: list = []
-        self.started = False  # this pool started the cluster (and stops it)
+        self.started = False  # this pool connected to Ray (and disconnects; a local cluster stops with it)
         self.retried = 0  # units run again because their worker died
         self.env_before: dict = {}  # what _set_env changed in os.environ, restored by close
 
