@@ -8,8 +8,8 @@ duplicated attempt is harmless) and return the manifest row. The runner (the dri
 
 Ray is imported only by :class:`RayPool`, when a ``--backend ray`` build has a unit to run: the default path never
 imports it. A Ray worker holds one :class:`UnitWorker` (its models loaded once) and takes the next unit when it
-finished one; Ray restarts a worker that died and runs its unit again (``max_task_retries``), on another node if
-its node is gone. The workspace is a path every worker can write (one machine, or a shared filesystem).
+finished one; the unit of a worker that died goes to the next free worker, and Ray restarts the dead one wherever
+there is room. The workspace is a path every worker can write (one machine, or a shared filesystem).
 """
 
 from __future__ import annotations
