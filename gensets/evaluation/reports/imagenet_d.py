@@ -65,7 +65,7 @@ def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
     elif dataset not in names:
         raise GensetsError(f"{db}: no ImageNet-D runs (configs background / texture / material) of dataset "
                            f"{dataset!r} ({', '.join(names) or 'none'})")
-    revision = con.execute("SELECT dataset_revision FROM runs WHERE dataset = ? ORDER BY finished DESC LIMIT 1",
+    revision = con.execute("SELECT dataset_revision FROM runs WHERE dataset = ? ORDER BY finished DESC NULLS LAST LIMIT 1",
                            [dataset]).fetchone()[0]
     return dataset, revision
 
@@ -123,25 +123,29 @@ def _diff(v) -> str:
     return "-" if v is None else f"{100 * v:+.2f}"
 
 
-def markdown(rep: dict) -> str:
-    per = [[code(m["model"], True), code(m["variant"], True),
-            *(_pct(m["configs"].get(c, {}).get("top1")) for c in NUISANCES),
-            _pct(m["all"]) + ("" if m["complete"] else " (not all nuisances)"), m["n"]] for m in rep["per_model"]]
+def published_markdown(rep: dict) -> list[str]:
+    """The report's "Published numbers" section (also under scripts/leaderboard.py's ImageNet-D leaderboard)."""
     pub = rep["published"]
     side = [[r["family"], r["protocol"], _pct(r["published"]),
              "not run" if r["model"] is None else code(r["model"], True),
              "-" if r["variant"] is None else code(r["variant"], True), _pct(r["gensets"]), _diff(r["difference"])]
             for r in pub["rows"]]
+    return ["## Published numbers (Zhang et al. 2024)", "",
+            "Each paper family beside the gensets runs of its protocol whose model names it (top-1 on all images); "
+            "difference = gensets - published, in points.", "",
+            table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference"],
+                  side), "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""]
+
+
+def markdown(rep: dict) -> str:
+    per = [[code(m["model"], True), code(m["variant"], True),
+            *(_pct(m["configs"].get(c, {}).get("top1")) for c in NUISANCES),
+            _pct(m["all"]) + ("" if m["complete"] else " (not all nuisances)"), m["n"]] for m in rep["per_model"]]
     return "\n".join([
         f"# ImageNet-D report: {rep['dataset']}", "",
         f"Revision `{rep['revision']}`, runs at `{rep['precision']}`. Top-1 (%) per nuisance and on all images "
         "(pooled), per model and protocol variant.", "",
-        table(["model", "protocol (variant)", *NUISANCES, "all", "images"], per), "",
-        "## Published numbers (Zhang et al. 2024)", "",
-        "Each paper family beside the gensets runs of its protocol whose model names it; difference = gensets - "
-        "published, in points.", "",
-        table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference"], side),
-        "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""])
+        table(["model", "protocol (variant)", *NUISANCES, "all", "images"], per), "", *published_markdown(rep)])
 
 
 def write(rep: dict, out: str | Path) -> Path:
