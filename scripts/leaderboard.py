@@ -30,8 +30,8 @@ from pathlib import Path
 import yaml
 
 from gensets.config import load_config
-from gensets.evaluation.reports import imagenet_d
 from gensets.errors import GensetsError
+from gensets.evaluation.reports import imagenet_d
 from gensets.records import slug
 
 
