@@ -133,7 +133,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
         for i in (0, 7):
             key = cards.nth(i).get_attribute("data-key")
             idx, score = best[key]
-            assert cards.nth(i).locator(".sur1").inner_text() == f"{fails[key]}/3 fail {names[idx]} {score:.2f}"
+            assert cards.nth(i).locator(".sur1").inner_text() == f"{fails[key]}/3 fail {score:.2f} {names[idx]}"
 
         # the 800x600 layout: the image and the buttons in view, the page itself does not scroll, the list does
         page.goto(s.url)
@@ -217,9 +217,9 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
         page.locator("#b-undo").click()
         card(keys[0]).and_(page.locator(".status-pending")).wait_for()
         assert page.locator("#n-rejected").inner_text() == "0" and page.locator("#n-pending").inner_text() == "42"
-        # per-reviewer counts: two decisions this session (undos are not decisions), and a rate
-        assert page.locator("#me-session").inner_text() == "2" and page.locator("#me-decisions").inner_text() == "2"
-        assert float(page.locator("#me-rate").inner_text()) > 0
+        # per-reviewer counts: two decisions this session (undos are none), a rate, and none of them stands
+        assert page.locator("#me-session").inner_text() == "2" and page.locator("#me-decided").inner_text() == "0"
+        assert float(page.locator("#me-rate").inner_text()) == 120  # 2 in less than the minute it is counted over
 
         # a range: shift-click from the selected image, accepted with A in one request; z takes it back whole
         cards.nth(2).click()
@@ -248,6 +248,8 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
         card(keys[-1]).and_(page.locator(".status-accepted")).wait_for()
         assert page.locator("#n-accepted").inner_text() == str(PAGE - 1)
         assert page.locator("#n-rejected").inner_text() == "1"
+        assert page.locator("#me-decided").inner_text() == str(PAGE)
+        assert page.locator("#me-session").inner_text() == str(2 + 5 + 1 + PAGE - 1)
 
         # instructions from the config, as text; real images of the class where the folder has them
         text = page.locator("#instructions").inner_text()
@@ -305,7 +307,7 @@ def test_bulk_and_undo_over_http(reference, tmp_path, server_factory):
     assert _post(s, "api/undo", {}, csrf=False)[0] == 403
     assert s.get("/api/counts")["accepted"] == 0  # nothing of the above was saved
     code, out = _post(s, "api/bulk", {"keys": keys[:3], "action": "reject", "reviewer": "ana"})
-    assert code == 200 and out["counts"]["rejected"] == 3 and out["me"]["session"] == 3
+    assert code == 200 and out["counts"]["rejected"] == 3 and out["me"]["session"] == out["me"]["decided"] == 3
     assert [it["status"] for it in out["items"]] == ["rejected"] * 3
     code, out = _post(s, "api/undo", {"reviewer": "ben", "n": 3})
     assert code == 200 and out["items"] == []  # ben has nothing to undo, and ana's decisions stand
@@ -314,7 +316,8 @@ def test_bulk_and_undo_over_http(reference, tmp_path, server_factory):
         assert _post(s, "api/undo", {"reviewer": "ana", "n": bad})[0] == 400
     code, out = _post(s, "api/undo", {"reviewer": "ana", "n": 2})
     assert code == 200 and [it["key"] for it in out["items"]] == [keys[2], keys[1]]
-    assert out["counts"]["rejected"] == 1 and out["me"]["session"] == 3
+    assert out["counts"]["rejected"] == 1 and out["me"]["session"] == 3 and out["me"]["decided"] == 1
+    assert s.get("/api/items?reviewer=ben")["me"] == {"decided": 0, "session": 0, "rate": None}
     s.stop()
     con = _db(ws)
     log = con.execute("SELECT key, status, reviewer FROM review_log ORDER BY rowid").fetchall()

@@ -251,8 +251,9 @@ def _view(g: Counter, m: Counter, double: bool) -> dict:
 
 def summary(con, reviewer: str, double: bool, *, label: str | None = None, config: str | None = None,
             view: str = "all") -> dict:
-    """The counts of the whole queue, the filter options (classes and configs with their numbers of images) and
-    how many images the filter (``label``, ``config``, ``view``) matches: sums over ``queue_counts``."""
+    """The counts of the whole queue, the filter options (classes and configs with their numbers of images), how
+    many images the filter (``label``, ``config``, ``view``) matches and how many images ``reviewer``'s latest
+    decision decides (``decided``): sums over ``queue_counts``."""
     rows = con.execute("SELECT reviewer, config, label, name, n FROM queue_counts WHERE reviewer = '' "
                        "OR reviewer = ?", [reviewer]).fetchall()
     whole, chosen = (Counter(), Counter()), (Counter(), Counter())
@@ -267,7 +268,7 @@ def summary(con, reviewer: str, double: bool, *, label: str | None = None, confi
             configs[c] += n
     counts, matching = _view(*whole, double), _view(*chosen, double)
     matching = chosen[0][BELOW] if view == BELOW else matching["total" if view == "all" else view]
-    return {"counts": counts, "matching": matching,
+    return {"counts": counts, "matching": matching, "decided": sum(whole[1][s] for s in STATUSES[1:]),
             "classes": sorted(classes.items()), "configs": sorted(configs.items())}
 
 

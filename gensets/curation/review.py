@@ -311,16 +311,3 @@ def _initial(con, key: str, double: bool) -> str:
                          [key]).fetchall()
     return state.BELOW_QUALITY if failed and failed[0][0] else "pending"
 
-
-def activity(con, reviewer: str, since: dt.datetime) -> dict:
-    """How much ``reviewer`` decided: ``decisions`` in all, ``session`` since ``since`` (naive UTC) and its
-    ``rate`` in decisions per hour, over the time from the session's first decision to now (at least a minute);
-    undos are not decisions. None when the session has none."""
-    total, session, first = con.execute(
-        f"SELECT count(*), count(*) FILTER (WHERE time >= ?), min(time) FILTER (WHERE time >= ?) FROM ({queue.LOG}) "
-        "WHERE reviewer = ? AND seq NOT IN (SELECT undo_seq FROM review_undo)", [since, since, reviewer]).fetchall()[0]
-    rate = None
-    if session:
-        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-        rate = round(session / max((now - first).total_seconds(), 60.0) * 3600, 1)
-    return {"decisions": total, "session": session, "rate": rate}

@@ -36,7 +36,6 @@ Cohen's kappa between the first two reviewers of every image, with the disagreem
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import io
 import ipaddress
 import json
@@ -111,7 +110,7 @@ class ReviewState:
     ``finalize`` and other servers use it in between."""
 
     def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False, keep_open: bool = False,
-                 page_size: int = PAGE_SIZE):
+                 page_size: int | None = None):
         """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a
         profile); the server keeps it open while it is in use and gives it up when asked (:meth:`release`)."""
         import getpass
@@ -125,6 +124,7 @@ class ReviewState:
         if not self.ws.state_path.exists():
             raise GensetsError(f"{self.ws.root}: nothing built yet (no state.duckdb)")
         self.lock = threading.Lock()  # one use of the database at a time in this process
+        self.lock_sessions = threading.Lock()  # the reviewers' session counts (activity)
         self.closed = False
         self.keep_open = keep_open
         self.con = None  # state.duckdb while this process holds it
@@ -132,8 +132,8 @@ class ReviewState:
         self.shared_until = 0.0  # until then (after a release), closed after every use
         self.release_asked = False
         self.reviewer = reviewer or getpass.getuser()
-        self.page_size = page_size
-        self.started = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)  # a reviewer's session rate
+        self.page_size = page_size or PAGE_SIZE  # images per page
+        self.sessions: dict[str, tuple] = {}  # reviewer -> (decisions through this server, monotonic time of the first)
         self.class_names = list(self.builder.class_names(self.cfg))
         self.instructions = self.builder.instructions(self.cfg)
         refs = getattr(self.cfg, "review", None)
@@ -286,8 +286,7 @@ class ReviewState:
                            after=after, before=before, size=self.page_size, sort=sort)
             s = queue.summary(con, reviewer, self.double, label=label, config=config, view=status)
             self._details(con, p["items"])
-            me = review.activity(con, reviewer, self.started)
-        return {**p, **s, "me": me}
+        return {**p, **s, "me": self.activity(reviewer, s["decided"])}
 
     def _details(self, con, items: list[dict]) -> None:
         """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items, from their provenance;
@@ -345,9 +344,9 @@ class ReviewState:
                 status = review.ACTIONS[action]
             review.decide(con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
-            counts = queue.summary(con, reviewer, self.double)["counts"]
-            me = review.activity(con, reviewer, self.started)
-        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": counts, "me": me}
+            s = queue.summary(con, reviewer, self.double)
+        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": s["counts"],
+                "me": self.activity(reviewer, s["decided"], 1)}
 
     def bulk(self, keys, action: str, reviewer: str) -> dict:
         """Accept or reject the images ``keys`` (at most :data:`BULK_MAX`) at once: one decision of ``reviewer``
@@ -371,10 +370,10 @@ class ReviewState:
                                        "list_contains(?, key)", [reviewer, keys]).fetchall())
                 notes = {k: own.get(k) for k in keys}
             review.record(con, [(k, status, None, reviewer, notes[k]) for k in keys])
-            counts = queue.summary(con, reviewer, self.double)["counts"]
-            me = review.activity(con, reviewer, self.started)
+            s = queue.summary(con, reviewer, self.double)
         return {"status": status, "items": [{"key": k, "status": status, "label": None, "flagged": has_flag(notes[k])}
-                                            for k in keys], "counts": counts, "me": me}
+                                            for k in keys], "counts": s["counts"],
+                "me": self.activity(reviewer, s["decided"], len(keys))}
 
     def undo(self, reviewer: str, n: int = 1) -> dict:
         """Take back ``reviewer``'s ``n`` latest decisions (:func:`review.undo`): the images' states as restored."""
@@ -383,10 +382,21 @@ class ReviewState:
             raise GensetsError(f"'n' must be a whole number from 1 to {UNDO_MAX}")
         with self._held() as con:
             undone = review.undo(con, reviewer, n)
-            counts = queue.summary(con, reviewer, self.double)["counts"]
-            me = review.activity(con, reviewer, self.started)
-        return {"items": [{"key": k, "status": s, "label": lb, "flagged": has_flag(note)} for k, s, lb, note in undone],
-                "counts": counts, "me": me}
+            s = queue.summary(con, reviewer, self.double)
+        return {"items": [{"key": k, "status": st, "label": lb, "flagged": has_flag(note)}
+                          for k, st, lb, note in undone], "counts": s["counts"], "me": self.activity(reviewer, s["decided"])}
+
+    def activity(self, reviewer: str, decided: int, made: int = 0) -> dict:
+        """What the page says of a reviewer: ``decided``, the images their latest decision decides (the queue's
+        counts); ``session``, the decisions they made through this server (``made`` more now; an undo is none),
+        and its ``rate`` per hour since the first of them (over at least a minute; None before any)."""
+        with self.lock_sessions:
+            n, first = self.sessions.get(reviewer, (0, None))
+            if made:
+                n, first = n + made, first if first is not None else time.monotonic()
+                self.sessions[reviewer] = (n, first)
+        rate = None if first is None else round(n / max(time.monotonic() - first, 60.0) * 3600, 1)
+        return {"decided": decided, "session": n, "rate": rate}
 
     def references(self, label: str) -> list:
         """The first :data:`REFERENCES` image files of ``label``'s folder under ``review.references`` (named as the
@@ -728,7 +738,7 @@ class _Stop:
 
 
 def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
-          double: bool = False, announce=print, page_size: int = PAGE_SIZE) -> None:
+          double: bool = False, announce=print, page_size: int | None = None) -> None:
     """Serve the review page until SIGINT (Ctrl-C) or SIGTERM; in the main thread it sets their handlers
     (:class:`_Stop`: also where the shell started it with SIGINT ignored). Stopping closes the listening
     socket, lets the request holding the database finish and closes the database; connections still open

@@ -107,7 +107,7 @@
   function updateMe(me) {
     if (!me) return;
     $("me-session").textContent = me.session;
-    $("me-decisions").textContent = me.decisions;
+    $("me-decided").textContent = me.decided;
     $("me-rate").textContent = me.rate == null ? "–" : Math.round(me.rate);
   }
 
