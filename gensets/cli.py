@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .config import nonneg_int, port, positive_int
+from .config import nonneg_int, page_size, port, positive_int
 from .errors import GensetsError
 from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 
@@ -277,7 +277,7 @@ def _review_serve(a) -> int:
     from .curation.review_server import serve
 
     try:
-        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double)
+        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double, page_size=a.page_size)
     except KeyboardInterrupt:  # a signal during start-up
         pass
     print("review page stopped; every decision is in state.duckdb", file=sys.stderr, flush=True)
@@ -612,7 +612,8 @@ def parser() -> argparse.ArgumentParser:
     rs = rsub.add_parser("serve", help="review in the browser: a page served on loopback",
                          description="Serve the review page: pending images in a grid with their class, "
                          "nuisance, prompt and the surrogates' top-5; keys a accept, r reject, l relabel, "
-                         "s several objects, arrows or j/k move. Each decision is saved in state.duckdb at "
+                         "s several objects, z undo, + zoom, arrows or j/k move, n/p page, ? every key; shift-click "
+                         "a range and accept or reject it at once. Each decision is saved in state.duckdb at "
                          "once; the server gives it up whenever another gensets process asks, so review commands, "
                          "finalize and other servers work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
     rs.add_argument("workspace")
@@ -622,6 +623,8 @@ def parser() -> argparse.ArgumentParser:
                     "login name)")
     rs.add_argument("--double", action="store_true",
                     help="double review: each image needs two reviewers; each sees their own decisions")
+    rs.add_argument("--page-size", type=page_size, default=60,
+                    metavar="N", help="images per page (default 60)")
     rs.set_defaults(func=_review_serve)
     iv = rsub.add_parser("invite", help="a personal link to the review page for a reviewer",
                          description="Print a link with a secret token for reviewer NAME (state.duckdb keeps only "

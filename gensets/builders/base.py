@@ -64,6 +64,19 @@ class Builder:
     stages: ClassVar[tuple[str, ...] | None] = None  # staged builders: planned stage after stage
     fields: ClassVar[tuple] = ()  # (name, dtype) of the provenance fields it adds to records.schema's common ones
     field_docs: ClassVar[dict[str, str]] = {}  # what each of its fields means (dotted paths), for the card
+    review_instructions: ClassVar[tuple[str, ...]] = (  # the review page's, unless the config's review.instructions
+        "Accept an image that shows an object of its class, recognisable as such by a person.",
+        "Reject an image where no object of the class can be recognised, or that is broken (noise, garbled shapes, "
+        "text instead of an object).",
+        "Relabel an image that clearly shows one object of another class of this dataset: choose that class.",
+        "Mark \"several objects\" (s) when objects of more than one class are prominent; decide as above as well.")
+
+    def instructions(self, cfg) -> list[str]:
+        """What the review page says accept, reject and relabel mean, in paragraphs: the config's
+        ``review.instructions``, else the builder's :attr:`review_instructions`."""
+        review = getattr(cfg, "review", None)
+        given = review.instructions if review is not None and review.instructions else self.review_instructions
+        return [t.strip() for t in given if t.strip()]
 
     def plan(self, cfg) -> list[Unit]:
         """Deterministic work units (a unit's id hashes its content). Staged builders (``stages``) are called
