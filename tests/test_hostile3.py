@@ -90,3 +90,84 @@ def test_ctrl_c_stops_a_running_query(tmp_path):
     assert err.strip() == ("gensets: interrupted; the query was stopped (the database is opened read-only: nothing "
                            "changed)"), err
     assert out == ""
+
+
+# ----------------------------------------------------------------- 5. a config asking for absurdly many images
+def _edited(tmp_path: Path, name: str, *edits: tuple[str, str]) -> Path:
+    text = (ROOT / "configs" / name).read_text()
+    for old, new in edits:
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    (tmp_path / name).write_text(text)
+    return tmp_path / name
+
+
+def test_the_paper_configs_are_under_the_total_image_cap():
+    """The cap comfortably exceeds every config of the papers; failure_modes.yaml, the largest, counted by hand:
+    20 labels x 31,250 baseline images + 20 labels x at most max_k 8 modes x 31,250 regenerated."""
+    import math
+
+    from gensets.config import MAX_IMAGES
+    from gensets.workspace import load_build_config
+
+    def total(name):
+        builder, cfg = load_build_config(ROOT / "configs" / name)
+        return sum(math.prod(n for _, n in t) for t in builder.planned_images(cfg))
+
+    assert total("failure_modes.yaml") == 20 * 31_250 + 20 * 8 * 31_250 == 5_625_000
+    assert total("imagenet_d.smoke.yaml") == 3 * (3 + 2 + 2) * 2  # classes x (3 + 2 + 2 nuisances) x 2 per pair
+    assert total("vqa.smoke.yaml") == 1 + 1 + 2
+    assert total("genbench.yaml") == 6 * 10 * 64  # strategies x CIFAR-10's classes x shots
+    for name in ("failure_modes.yaml", "imagenet_d.yaml", "genbench.yaml", "recognition.yaml"):
+        assert total(name) <= MAX_IMAGES / 1.5, name
+
+
+BIG_IMAGENET_D = [("classes: [backpack, chair, mug]", "classes: all"), ("images_per_pair: 2", "images_per_pair: 100000")]
+
+
+def test_a_config_asking_for_too_many_images_in_all_is_refused_before_planning(tmp_path):
+    """Each count within its own bound (100,000), but 113 classes x (3 + 2 + 2) nuisances x 100,000 per pair =
+    79,100,000 images in all: refused when the config is read, naming the file, line, key and value. Before, the
+    build planned it and started generating (years of it)."""
+    from gensets.errors import ConfigError
+    from gensets.workspace import load_build_config
+
+    config = _edited(tmp_path, "imagenet_d.smoke.yaml", *BIG_IMAGENET_D)
+    with pytest.raises(ConfigError) as e:
+        load_build_config(config)
+    assert str(e.value) == (
+        f"{config}:8: images_per_pair: 100,000 makes 79,100,000 images in all (classes 113 x nuisances.background 3 "
+        "x images_per_pair 100,000, and 2 more), more than the 10,000,000 one build may plan; a typo? (a larger set: "
+        "several builds)")
+    with pytest.raises(ConfigError, match=r"^--set: images_per_pair: 100,000 makes 33,900,000 images in all"):
+        load_build_config(ROOT / "configs" / "imagenet_d.smoke.yaml",
+                          ["classes=all", "images_per_pair=100000", "nuisances={background: {limit: 3}}"])
+
+
+def test_build_refuses_too_many_images_in_one_line_and_creates_nothing(tmp_path):
+    config = _edited(tmp_path, "imagenet_d.smoke.yaml", *BIG_IMAGENET_D)
+    t = time.monotonic()
+    r = run_cli("build", config, "--out", tmp_path / "ws", "--quiet", timeout=120)
+    one_line_error(r, f"{config}:8: images_per_pair: 100,000 makes 79,100,000 images in all")
+    assert time.monotonic() - t < 60 and not (tmp_path / "ws").exists()
+
+
+def test_a_vqa_prompt_asking_for_too_many_images_is_refused_without_listing_them(tmp_path):
+    """`images: 1000000000` of one prompt: refused by its own bound, before its keys are listed (they were, all of
+    them, in memory: gigabytes); an image_folder file named like a generated image is still refused."""
+    from gensets.errors import ConfigError
+    from gensets.workspace import load_build_config
+
+    config = _edited(tmp_path, "vqa.smoke.yaml", ("images: 2}", "images: 1000000000}"))
+    with pytest.raises(ConfigError, match=rf"^{config}:10: prompts\[2\]\.images: must be between 1 and 100,000, "
+                                          "got 1,000,000,000$"):
+        load_build_config(config)
+    from gensets.builders.vqa import PromptSpec, generated_key, image_keys
+
+    prompts = [PromptSpec("a dog", ("dog",)), PromptSpec("a cat", ("cat",), images=120)]
+    assert [generated_key(prompts, k) for k in ("p0000_00", "p0000_01", "p0001_119", "p0001_120", "p1_00",
+                                                 "p0002_00", "x")] == [True, False, True, False, False, False, False]
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "imgs" / "p0001_07.png").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="a generated image and p0001_07.png have the same image key"):
+        image_keys(prompts, tmp_path / "imgs")

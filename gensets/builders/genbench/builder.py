@@ -253,6 +253,9 @@ class GenBenchBuilder(base.Builder):
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
 
+    def planned_images(self, cfg: GenBenchConfig) -> list[tuple[tuple[str, int], ...]]:
+        return [(("strategies", len(cfg.strategies)), ("classes", len(selected(cfg))), ("shots", cfg.shots))]
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         """Every unit but CE's (its prompts are the expansion model's: checked while the unit runs), TI's training
         and the baselines' (no prompt). A TI unit's token is loaded first, so it counts as the one token it is."""
