@@ -171,3 +171,47 @@ def test_a_vqa_prompt_asking_for_too_many_images_is_refused_without_listing_them
     (tmp_path / "imgs" / "p0001_07.png").write_bytes(b"x")
     with pytest.raises(ConfigError, match="a generated image and p0001_07.png have the same image key"):
         image_keys(prompts, tmp_path / "imgs")
+
+
+# ------------------------------------------------------------------- 3. finalize: a decode error named
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+def test_a_decode_error_in_finalize_names_the_candidate_shard_and_key(small, tmp_path):
+    """Every image of one candidate shard zeroed, its manifest sha256 updated to agree (so the bytes reach the
+    decoder): finalize names that candidate shard (not the temporary folder of the dataset being written, gone
+    once it fails) and the sample's key, in one line; dataset/ is unchanged."""
+    import duckdb
+
+    from gensets.shards import Manifest, index_shard, sha256_file
+
+    from .test_card import digest
+
+    ws = _copy(small, tmp_path / "ws")
+    con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
+    shards = dict(con.execute("SELECT key, shard FROM images").fetchall())
+    con.close()
+    mpath = ws / "candidates" / "manifest.jsonl"
+    rows = Manifest(mpath).rows()
+    for row in rows:
+        shard = ws / "candidates" / row["shard"]
+        data = bytearray(shard.read_bytes())
+        for entry in index_shard(shard):
+            for ext in ("jpg", "png", "webp"):
+                if ext in entry:
+                    off, size = entry[ext]
+                    data[off:off + size] = b"\0" * size
+        shard.write_bytes(bytes(data))
+        row["sha256"] = sha256_file(shard)
+    mpath.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = digest(ws / "dataset")
+    r = run_cli("finalize", ws, "--include-pending")
+    err = one_line_error(r, "cannot decode image", code=1)
+    named = err.split(": ")[3].rpartition(".")[0]  # gensets: error: SHARD: KEY.EXT: cannot decode image (...)
+    assert err.startswith(f"gensets: error: {ws / 'candidates' / shards[named]}: {named}."), err
+    assert ".dataset.tmp" not in err and digest(ws / "dataset") == before
+    assert not list(ws.glob(".dataset.tmp-*"))
