@@ -247,9 +247,8 @@ def _leaderboard(a) -> int:
 def _query(a) -> int:
     import duckdb
 
-    from .evaluation import store
-
     from .db import interruptible
+    from .evaluation import store
 
     con = store.connect(a.db, read_only=True)
     try:

@@ -215,3 +215,200 @@ def test_a_decode_error_in_finalize_names_the_candidate_shard_and_key(small, tmp
     assert err.startswith(f"gensets: error: {ws / 'candidates' / shards[named]}: {named}."), err
     assert ".dataset.tmp" not in err and digest(ws / "dataset") == before
     assert not list(ws.glob(".dataset.tmp-*"))
+
+
+# ------------------------------------------ 1 and 4. files written and read by timings, TI and the review export
+def _outside(tmp_path: Path) -> tuple[Path, dict]:
+    """A folder outside every root, with sentinel files; and its contents, to compare after."""
+    out = tmp_path / "outside"
+    out.mkdir()
+    for name in ("u1.json", "airplane.safetensors", "airplane.json", "sentinel"):
+        (out / name).write_text(f"the user's {name}\n")
+    return out, _tree(out)
+
+
+def _tree(folder: Path) -> dict:
+    return {p.name: (p.read_bytes(), p.is_symlink()) for p in sorted(folder.iterdir())}
+
+
+def test_timings_are_neither_written_nor_read_through_a_symlink(tmp_path, monkeypatch):
+    from gensets.errors import DataError
+    from gensets.timings import measured, record_timing
+
+    outside, before = _outside(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GENSETS_CACHE", str(cache))
+    (cache / "timings").mkdir(parents=True)
+    (cache / "timings" / "b1").symlink_to(outside)  # the build's folder: a symlink out of the cache
+    with pytest.raises(DataError, match=r"timings/b1: a symlink inside .*; refusing to write"):
+        record_timing("b1", "u1", 3, 1.5, 0.0)
+    with pytest.raises(DataError, match=r"timings/b1: a symlink along the way leads out"):
+        measured("b1")
+    (cache / "timings" / "b1").unlink()
+    (cache / "timings" / "b1").mkdir()
+    tmp = cache / "timings" / "b1" / f".u1.json.tmp-{os.getpid()}"
+    tmp.symlink_to(outside / "u1.json")  # its temporary name: a symlink to the user's file
+    with pytest.raises(DataError, match=rf"{tmp}: cannot write it .*a symlink or FIFO there is refused"):
+        record_timing("b1", "u1", 3, 1.5, 0.0)
+    assert tmp.is_symlink()  # not removed either: it is not gensets'
+    tmp.unlink()
+    (cache / "timings" / "b1" / "u1.json").symlink_to(outside / "u1.json")  # the file itself
+    with pytest.raises(DataError, match="u1.json: a symlink inside"):
+        record_timing("b1", "u1", 3, 1.5, 0.0)
+    with pytest.raises(DataError, match="u1.json: a symlink along the way leads out"):
+        measured("b1")
+    assert _tree(outside) == before
+    (cache / "timings" / "b1" / "u1.json").unlink()
+    record_timing("b1", "u1", 3, 1.5, 0.0)  # a clean folder: written, and read back
+    assert measured("b1") == {"units": 1, "images": 3, "generator_seconds": 1.5, "seconds_per_image": 0.5,
+                              "devices": ["cpu"]}
+
+
+@pytest.mark.parametrize("text, want", [
+    ('{"unit": "u2", "images": 3,', r"u2.json:1:28: not valid JSON"),
+    ('{"unit": "u2", "images": "3", "generator_seconds": 1, "device": "cpu"}', r"u2.json: images: not what"),
+    ('{"unit": "u2", "images": 3, "generator_seconds": -1, "device": "cpu"}', r"u2.json: generator_seconds: "),
+    ('[1, 2]', r"u2.json: not a timings record"),
+], ids=["cut", "text", "negative", "list"])
+def test_a_malformed_timings_file_is_named_in_one_line(tmp_path, monkeypatch, text, want):
+    from gensets.errors import DataError
+    from gensets.timings import measured
+
+    monkeypatch.setenv("GENSETS_CACHE", str(tmp_path))
+    (tmp_path / "timings" / "b1").mkdir(parents=True)
+    (tmp_path / "timings" / "b1" / "u2.json").write_text(text)
+    with pytest.raises(DataError, match=want) as e:
+        measured("b1")
+    assert "\n" not in str(e.value)
+
+
+def test_ti_files_are_not_written_through_a_symlink_in_the_workspace(tmp_path):
+    """A workspace's ti/ a symlink to a folder outside: the build refuses in one line before training into it."""
+    from gensets.workspace import Workspace, load_build_config
+
+    config = ROOT / "configs" / "genbench.ti.smoke.yaml"
+    outside, before = _outside(tmp_path)
+    ws = tmp_path / "ws"
+    Workspace.create(ws, *load_build_config(config))  # a workspace of this build, nothing built yet
+    (ws / "ti").symlink_to(outside)
+    r = run_cli("build", config, "--out", ws, "--quiet")
+    one_line_error(r, f"{ws / 'ti'}: a symlink inside {ws}; refusing to write through or over it", code=1)
+    assert _tree(outside) == before
+
+
+def test_ti_embeddings_are_not_read_through_a_symlink_or_from_a_fifo(tmp_path):
+    """The generation stage hashes each class's committed embedding: one that is a symlink out of the workspace
+    (a file of the user's) or a FIFO is refused in one line, not hashed (nor read forever)."""
+    from gensets.builders.genbench.ti import embeddings, plan_training
+    from gensets.errors import DataError
+    from gensets.workspace import Workspace, load_build_config
+
+    _, cfg = load_build_config(ROOT / "configs" / "genbench.ti.smoke.yaml")
+    ws = Workspace(tmp_path / "ws")
+    ws.candidates.mkdir(parents=True)
+    ws.manifest_path.write_text("".join(json.dumps({"unit": u.id, "shard": f"{u.id}.tar", "sha256": "0" * 64,
+                                                    "n": 0}) + "\n" for u in plan_training(cfg)))
+    (ws.root / "ti").mkdir()
+    (ws.root / "ti" / "cat.safetensors").write_bytes(b"an embedding")
+    outside, before = _outside(tmp_path)
+    (ws.root / "ti" / "airplane.safetensors").symlink_to(outside / "airplane.safetensors")
+    with pytest.raises(DataError, match=r"ti/airplane.safetensors: a symlink along the way leads out"):
+        embeddings(cfg, ws)
+    (ws.root / "ti" / "airplane.safetensors").unlink()
+    os.mkfifo(ws.root / "ti" / "airplane.safetensors")
+    with pytest.raises(DataError, match=r"ti/airplane.safetensors: a FIFO, not a regular file"):
+        embeddings(cfg, ws)
+    (ws.root / "ti" / "airplane.safetensors").unlink()
+    (ws.root / "ti" / "airplane.safetensors").write_bytes(b"another")
+    import hashlib
+
+    got = embeddings(cfg, ws)  # regular files inside: hashed as before
+    assert got["cat"]["embedding_sha256"] == hashlib.sha256(b"an embedding").hexdigest()
+    assert _tree(outside) == before
+
+
+def test_a_ti_file_is_not_written_through_a_planted_temporary_name(tmp_path):
+    import torch
+
+    from gensets.errors import DataError
+    from gensets.models.textual_inversion import save_embedding
+
+    outside, before = _outside(tmp_path)
+    path = tmp_path / "cat.safetensors"
+    tmp = tmp_path / f".cat.safetensors.tmp-{os.getpid()}"
+    tmp.symlink_to(outside / "sentinel")
+    with pytest.raises(DataError, match="a symlink or FIFO there is refused"):
+        save_embedding(path, "<cat>", torch.ones(1, 4))
+    assert tmp.is_symlink() and not path.exists()
+    tmp.unlink()
+    path.symlink_to(outside / "sentinel")
+    with pytest.raises(DataError, match="cat.safetensors: a TI file is a symlink"):
+        save_embedding(path, "<cat>", torch.ones(1, 4))
+    assert _tree(outside) == before
+    path.unlink()
+    save_embedding(path, "<cat>", torch.ones(1, 4))  # and written where nothing was planted
+    import safetensors.torch
+
+    assert safetensors.torch.load_file(str(path))["<cat>"].tolist() == [[1.0] * 4]
+
+
+@pytest.mark.parametrize("content", ["garbage", "bad-state", "fifo"])
+def test_a_malformed_ti_checkpoint_is_named_in_one_line(tmp_path, content):
+    """A checkpoint that is not safetensors, whose state is not a training's, or a FIFO: one line naming it, before
+    any training step (a cut or foreign file was a safetensors traceback; a FIFO blocked)."""
+    import safetensors.torch
+    import torch
+    from PIL import Image
+
+    from gensets.errors import DataError
+
+    from .test_genbench_ti import train
+
+    ckpt = tmp_path / "cat.ckpt.safetensors"
+    if content == "garbage":
+        ckpt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}" + b"\0" * 64)
+        want = "not a readable TI checkpoint"
+    elif content == "bad-state":
+        state = json.dumps({"key": "k", "step": 3, "losses": "many"})
+        safetensors.torch.save_file({k: torch.zeros(32) for k in ("embedding", "exp_avg", "exp_avg_sq")}, str(ckpt),
+                                    metadata={"state": state})
+        want = "not a readable TI checkpoint .*step 3 and no losses"
+    else:
+        os.mkfifo(ckpt)
+        want = "a FIFO, not a regular file"
+    images = [Image.new("RGB", (40, 40), c) for c in ("red", "blue")]
+    with pytest.raises(DataError, match=f"{ckpt}: {want}") as e:
+        train(images, tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_the_label_studio_export_writes_through_no_symlink(small, tmp_path):
+    """--images local-files: --root's gensets-images/ a symlink out: refused in one line, nothing written there.
+    The labeling config beside --file a symlink to a user's file: refused before anything is written. The
+    export's temporary name a symlink: refused, the user's file unchanged."""
+    from gensets.curation.interchange import write_json_list
+    from gensets.errors import DataError
+
+    outside, before = _outside(tmp_path)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "gensets-images").symlink_to(outside)
+    out = tmp_path / "tasks.json"
+    r = run_cli("review", "export", small, "--format", "label-studio", "--file", out, "--images", "local-files",
+                "--root", root)
+    one_line_error(r, f"{root / 'gensets-images'}: a symlink inside {root}; refusing to write", code=1)
+    assert not out.exists()
+
+    (tmp_path / "tasks.json.label_config.xml").symlink_to(outside / "sentinel")
+    r = run_cli("review", "export", small, "--format", "label-studio", "--file", out)
+    one_line_error(r, "tasks.json.label_config.xml: the labeling config is a symlink", code=1)
+    assert not out.exists()
+
+    tmp = tmp_path / f".tasks.json.tmp-{os.getpid()}"
+    tmp.symlink_to(outside / "sentinel")
+    with pytest.raises(DataError, match="a symlink or FIFO there is refused"):
+        write_json_list(out, [{"a": 1}])
+    assert tmp.is_symlink() and not out.exists() and _tree(outside) == before
+    tmp.unlink()
+    assert write_json_list(out, [{"a": 1}, {"b": "x"}], indent=None) == 2
+    assert json.loads(out.read_text()) == [{"a": 1}, {"b": "x"}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from ...config import to_dict
@@ -164,8 +165,10 @@ class Context(base.Context):
 
         if ti["token"] in self._tokens:
             return
-        path = self.workspace.root / ti["embedding"]
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != ti["embedding_sha256"]:
+        from ...safety import inside, read_regular
+
+        path = inside(self.workspace.root, ti["embedding"])  # no symlink out of the workspace
+        if not os.path.lexists(path) or hashlib.sha256(read_regular(path)).hexdigest() != ti["embedding_sha256"]:
             raise DataError(f"{path}: the TI embedding of {ti['token']!r} changed or is missing since the build was "
                             "planned; run the build again")
         self.generator.pipe.load_textual_inversion(str(path), token=ti["token"])
