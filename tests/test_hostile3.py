@@ -412,3 +412,16 @@ def test_the_label_studio_export_writes_through_no_symlink(small, tmp_path):
     tmp.unlink()
     assert write_json_list(out, [{"a": 1}, {"b": "x"}], indent=None) == 2
     assert json.loads(out.read_text()) == [{"a": 1}, {"b": "x"}]
+
+
+def test_the_csv_export_replaces_no_symlink(small, tmp_path):
+    outside, before = _outside(tmp_path)
+    out = tmp_path / "decisions.csv"
+    out.symlink_to(outside / "sentinel")
+    r = run_cli("review", "export", small, "--format", "csv", "--file", out)
+    one_line_error(r, f"{out}: the export file is a symlink", code=1)
+    assert out.is_symlink() and _tree(outside) == before
+    out.unlink()
+    run_cli("review", "export", small, "--format", "csv", "--file", out, check=0)
+    assert out.read_text().splitlines()[0] == "key,status,label,reviewer,note"
+    assert not list(tmp_path.glob(".decisions.csv.tmp-*"))

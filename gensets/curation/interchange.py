@@ -96,13 +96,15 @@ def _queue(con, status: str | None = None) -> list[dict]:
 def export_csv(con, path: Path, status: str | None = None) -> int:
     rows = _queue(con, status)
     notes = dict(con.execute("SELECT key, note FROM reviews").fetchall())
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with atomic_open(no_symlink(path, "the export file")) as raw:  # as the Label Studio export: whole or not at all
+        f = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for r in rows:
             note = notes.get(r["key"])
             label = r["review_label"] if r["status"] == "relabeled" else ""
             w.writerow([csv_cell(c) for c in (r["key"], r["status"], label, r["reviewer"] or "", note or "")])
+        f.detach()
     return len(rows)
 
 
