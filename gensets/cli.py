@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .config import nonneg_int, page_size, port, positive_int
+from .config import nonneg_float, nonneg_int, page_size, port, positive_int
 from .errors import GensetsError
 from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 
@@ -248,13 +248,12 @@ def _leaderboard(a) -> int:
 def _query(a) -> int:
     import duckdb
 
+    from .db import interruptible
     from .evaluation import store
 
     con = store.connect(a.db, read_only=True)
     try:
-        cur = con.execute(a.sql)
-        cols = [d[0] for d in cur.description] if cur.description else []
-        rows = cur.fetchall() if cols else []
+        cols, rows = interruptible(con, a.sql, a.timeout)  # Ctrl-C and --timeout stop it
     except duckdb.Error as e:
         raise GensetsError(f"query failed: {str(e).splitlines()[0]}") from None
     finally:
@@ -606,6 +605,9 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--db", required=True)
     q.add_argument("sql")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    q.add_argument("--timeout", type=nonneg_float, default=300.0, metavar="SECONDS",
+                   help="stop the query after this many seconds, exit 1 (default 300; 0: no limit); Ctrl-C stops "
+                   "it too, exit 130")
     q.set_defaults(func=_query)
 
     # review in the browser, agreement, Label Studio / CSV exchange (issue 6)
@@ -851,6 +853,8 @@ def _interrupted(a) -> str:
         return "; runs already written to the database are kept: run the same command to go on (finished runs are skipped)"
     if a.command == "finalize":
         return "; the previous dataset/ (if any) is unchanged: run it again"
+    if a.command == "query":
+        return "; the query was stopped (the database is opened read-only: nothing changed)"
     return ""
 
 

@@ -83,6 +83,13 @@ class Builder:
         as ``plan(cfg, stage=, workspace=)``, and plan each stage from the committed shards of the ones before."""
         raise NotImplementedError
 
+    def planned_images(self, cfg) -> list[tuple[tuple[str, int], ...]]:
+        """The images ``cfg`` asks for (at most), counted from its keys without planning them: a sum of products,
+        each term a tuple of ``(config key, count)`` factors. ``load_build_config`` refuses a config beyond
+        :data:`gensets.config.MAX_IMAGES` in all before anything is planned. Empty (the default): not known up
+        front (e.g. imported files), not checked."""
+        return []
+
     def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         """Generate (or import) a unit's images and return them with their provenance."""
         raise NotImplementedError

@@ -283,6 +283,10 @@ class ImageNetDBuilder(base.Builder):
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
 
+    def planned_images(self, cfg: ImageNetDConfig) -> list[tuple[tuple[str, int], ...]]:
+        return [(("classes", len(cfg.classes)), (f"nuisances.{kind}", len(n.names)),
+                 ("images_per_pair", cfg.images_per_pair)) for kind, n in cfg.nuisances.items()]
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         base.check_prompts(ctx.generator, ctx.cfg.generator, [r["prompt"] for r in unit_prompts(unit)])
 
