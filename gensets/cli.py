@@ -420,11 +420,26 @@ def _publish_results(a) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose invalid-choice error also says "did you mean" (sub-commands' parsers are of the
+    same class: ``add_subparsers`` makes them with ``type(self)``)."""
+
+    def error(self, message):
+        import re
+
+        from .errors import did_you_mean
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:
+            message += did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
     from .errors import EXIT_CODES
     from .evaluation.runner import METRICS, PRECISIONS  # no torch: --help stays fast
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="gensets", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Generate, curate, publish and evaluate benchmark datasets of generated images.",
         epilog="exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_CODES.items()))
