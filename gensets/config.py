@@ -106,10 +106,29 @@ def _convert(node: yaml.Node) -> _Node:
     return _Node(yaml.safe_load(yaml.serialize(node)), line)
 
 
+def _read_regular(path: Path) -> str:
+    """A config file's text, when it is a regular file: a FIFO or a device is refused instead of blocking (checked
+    on the descriptor, opened non-blocking; gensets.safety does the same for data, in a layer above this one)."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file (a FIFO, a device or a folder); refusing to read it")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read().decode("utf-8")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_yaml(path: str | Path) -> _Node:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except (OSError, UnicodeDecodeError) as e:
