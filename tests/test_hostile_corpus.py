@@ -174,6 +174,9 @@ COMMANDS = [
     ("report vqa", "db", lambda p, t: ["report", "vqa", "--db", p, "--out", t / "r"]),
     ("report recognition", "db", lambda p, t: ["report", "recognition", "--db", p, "--out", t / "r"]),
     ("report imagenet-d", "db", lambda p, t: ["report", "imagenet-d", "--db", p, "--out", t / "r"]),
+    ("report quality", "db", lambda p, t: ["report", "quality", "--db", p, "--out", t / "r"]),
+    ("review relabel", "workspace", lambda p, t: ["review", "relabel", p, "nosuchkey", "--to", "mug"]),
+    ("review invite", "workspace", lambda p, t: ["review", "invite", p, "ann"]),
     ("publish-results --dry-run", "db", lambda p, t: ["publish-results", "--db", p, "--repo", "org/x", "--dry-run"]),
     ("build", "config", lambda p, t: ["build", p, "--out", t / "ws", "--quiet"]),
     ("review import", "review", None),  # on a copy of a good workspace: see below
