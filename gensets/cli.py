@@ -833,6 +833,9 @@ def catalog(what: str) -> list[dict]:
         d = json.loads(resources.files("gensets.data").joinpath("imagenet_d", "published.json").read_text())
         rows.append({"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
                      f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"})
+        d = json.loads(resources.files("gensets.data").joinpath("failure_modes", "published.json").read_text())
+        rows.append({"name": "failure-modes:figure-5", "description": f"{len(d['figure5'])} published failure rates "
+                     "(Wiles et al. 2022, Figure 5; from the paper's summary)"})
         from .reproduce import TABLES
 
         rows += [{"name": f"reproduce:{t.name}", "description": f"gensets reproduce {t.name}: {t.what}"}
