@@ -187,27 +187,14 @@ def test_a_decode_error_in_finalize_names_the_candidate_shard_and_key(small, tmp
     once it fails) and the sample's key, in one line; dataset/ is unchanged."""
     import duckdb
 
-    from gensets.shards import Manifest, index_shard, sha256_file
-
     from .test_card import digest
+    from .test_hostile import zero_candidate_images
 
     ws = _copy(small, tmp_path / "ws")
     con = duckdb.connect(str(ws / "state.duckdb"), read_only=True)
     shards = dict(con.execute("SELECT key, shard FROM images").fetchall())
     con.close()
-    mpath = ws / "candidates" / "manifest.jsonl"
-    rows = Manifest(mpath).rows()
-    for row in rows:
-        shard = ws / "candidates" / row["shard"]
-        data = bytearray(shard.read_bytes())
-        for entry in index_shard(shard):
-            for ext in ("jpg", "png", "webp"):
-                if ext in entry:
-                    off, size = entry[ext]
-                    data[off:off + size] = b"\0" * size
-        shard.write_bytes(bytes(data))
-        row["sha256"] = sha256_file(shard)
-    mpath.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    zero_candidate_images(ws)
     before = digest(ws / "dataset")
     r = run_cli("finalize", ws, "--include-pending")
     err = one_line_error(r, "cannot decode image", code=1)

@@ -42,14 +42,7 @@ def _orders(ws: Path) -> tuple[dict, dict, dict]:
 
 
 def _post(s, path: str, payload, csrf: bool = True) -> tuple[int, dict]:
-    headers = {"Content-Type": "application/json", **({"X-CSRF-Token": s.csrf} if csrf else {})}
-    req = urllib.request.Request(s.url + path, data=json.dumps(payload).encode(), headers=headers, method="POST")
-    try:
-        with s.opener.open(req, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        body = e.read()
-        return e.code, (json.loads(body) if body.startswith(b"{") else {})
+    return s.post(payload, csrf=csrf, path=path)
 
 
 def _png(color, size=32) -> bytes:
