@@ -29,7 +29,7 @@ PER_CONFIG = """
 SELECT r.model, r.protocol AS variant, r.config, count(*)::INT AS n, avg(p.correct1::INT) AS top1
 FROM runs r JOIN predictions p USING (run_id)
 WHERE r.dataset = ? AND r.dataset_revision IS NOT DISTINCT FROM ? AND coalesce(r.precision, 'fp32') = ?
-  AND split_part(r.protocol, ' (', 1) IN ('imagenet', 'zero-shot', 'two-way')
+  AND list_contains(?, split_part(r.protocol, ' (', 1))
 GROUP BY ALL ORDER BY r.model, r.protocol, r.config
 """
 _FAMILIES = (  # (paper family, protocol, a pattern of the gensets model spec)
@@ -55,8 +55,8 @@ def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
     """The ImageNet-D dataset of the database (the one scored with these protocols, or ``dataset``) and its latest
     revision."""
     names = [r[0] for r in con.execute(
-        "SELECT DISTINCT dataset FROM runs WHERE split_part(protocol, ' (', 1) IN ('imagenet', 'zero-shot', 'two-way') "
-        "AND config IN ('background', 'texture', 'material') ORDER BY 1").fetchall()]
+        "SELECT DISTINCT dataset FROM runs WHERE list_contains(?, split_part(protocol, ' (', 1)) "
+        "AND list_contains(?, config) ORDER BY 1", [list(PROTOCOLS), list(NUISANCES)]).fetchall()]
     if dataset is None:
         if len(names) != 1:
             raise GensetsError(f"{db}: {len(names)} ImageNet-D datasets (configs background / texture / material) "
@@ -77,7 +77,7 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32")
     con = store.connect(db, read_only=True)
     try:
         dataset, revision = _dataset(con, db, dataset)
-        per_config = rows(con, PER_CONFIG, [dataset, revision, precision])
+        per_config = rows(con, PER_CONFIG, [dataset, revision, precision, list(PROTOCOLS)])
     finally:
         con.close()
     if not per_config:
