@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .config import nonneg_int, port, positive_int
+from .config import nonneg_float, nonneg_int, page_size, port, positive_int
 from .errors import GensetsError
 from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
 
@@ -251,13 +251,12 @@ def _leaderboard(a) -> int:
 def _query(a) -> int:
     import duckdb
 
+    from .db import interruptible
     from .evaluation import store
 
     con = store.connect(a.db, read_only=True)
     try:
-        cur = con.execute(a.sql)
-        cols = [d[0] for d in cur.description] if cur.description else []
-        rows = cur.fetchall() if cols else []
+        cols, rows = interruptible(con, a.sql, a.timeout)  # Ctrl-C and --timeout stop it
     except duckdb.Error as e:
         raise GensetsError(f"query failed: {str(e).splitlines()[0]}") from None
     finally:
@@ -280,7 +279,7 @@ def _review_serve(a) -> int:
     from .curation.review_server import serve
 
     try:
-        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double)
+        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double, page_size=a.page_size)
     except KeyboardInterrupt:  # a signal during start-up
         pass
     print("review page stopped; every decision is in state.duckdb", file=sys.stderr, flush=True)
@@ -424,11 +423,26 @@ def _publish_results(a) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose invalid-choice error also says "did you mean" (sub-commands' parsers are of the
+    same class: ``add_subparsers`` makes them with ``type(self)``)."""
+
+    def error(self, message):
+        import re
+
+        from .errors import did_you_mean
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:
+            message += did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        super().error(message)
+
+
 def parser() -> argparse.ArgumentParser:
     from .errors import EXIT_CODES
     from .evaluation.runner import METRICS, PRECISIONS  # no torch: --help stays fast
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="gensets", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Generate, curate, publish and evaluate benchmark datasets of generated images.",
         epilog="exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_CODES.items()))
@@ -618,13 +632,17 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--db", required=True)
     q.add_argument("sql")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    q.add_argument("--timeout", type=nonneg_float, default=300.0, metavar="SECONDS",
+                   help="stop the query after this many seconds, exit 1 (default 300; 0: no limit); Ctrl-C stops "
+                   "it too, exit 130")
     q.set_defaults(func=_query)
 
     # review in the browser, agreement, Label Studio / CSV exchange (issue 6)
     rs = rsub.add_parser("serve", help="review in the browser: a page served on loopback",
                          description="Serve the review page: pending images in a grid with their class, "
                          "nuisance, prompt and the surrogates' top-5; keys a accept, r reject, l relabel, "
-                         "s several objects, arrows or j/k move. Each decision is saved in state.duckdb at "
+                         "s several objects, z undo, + zoom, arrows or j/k move, n/p page, ? every key; shift-click "
+                         "a range and accept or reject it at once. Each decision is saved in state.duckdb at "
                          "once; the server gives it up whenever another gensets process asks, so review commands, "
                          "finalize and other servers work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
     rs.add_argument("workspace")
@@ -634,6 +652,8 @@ def parser() -> argparse.ArgumentParser:
                     "login name)")
     rs.add_argument("--double", action="store_true",
                     help="double review: each image needs two reviewers; each sees their own decisions")
+    rs.add_argument("--page-size", type=page_size, default=60,
+                    metavar="N", help="images per page (default 60)")
     rs.set_defaults(func=_review_serve)
     iv = rsub.add_parser("invite", help="a personal link to the review page for a reviewer",
                          description="Print a link with a secret token for reviewer NAME (state.duckdb keeps only "
@@ -825,6 +845,9 @@ def catalog(what: str) -> list[dict]:
         d = json.loads(resources.files("gensets.data").joinpath("imagenet_d", "published.json").read_text())
         rows.append({"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
                      f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"})
+        d = json.loads(resources.files("gensets.data").joinpath("failure_modes", "published.json").read_text())
+        rows.append({"name": "failure-modes:figure-5", "description": f"{len(d['figure5'])} published failure rates "
+                     "(Wiles et al. 2022, Figure 5; from the paper's summary)"})
         from .reproduce import TABLES
 
         rows += [{"name": f"reproduce:{t.name}", "description": f"gensets reproduce {t.name}: {t.what}"}
@@ -860,6 +883,8 @@ def _interrupted(a) -> str:
         return "; runs already written to the database are kept: run the same command to go on (finished runs are skipped)"
     if a.command == "finalize":
         return "; the previous dataset/ (if any) is unchanged: run it again"
+    if a.command == "query":
+        return "; the query was stopped (the database is opened read-only: nothing changed)"
     return ""
 
 

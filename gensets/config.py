@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from pathlib import Path
@@ -105,10 +106,29 @@ def _convert(node: yaml.Node) -> _Node:
     return _Node(yaml.safe_load(yaml.serialize(node)), line)
 
 
+def _read_regular(path: Path) -> str:
+    """A config file's text, when it is a regular file: a FIFO or a device is refused instead of blocking (checked
+    on the descriptor, opened non-blocking; gensets.safety does the same for data, in a layer above this one)."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file (a FIFO, a device or a folder); refusing to read it")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read().decode("utf-8")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_yaml(path: str | Path) -> _Node:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -349,6 +369,49 @@ def check_count(name: str, value: int, low: int = 1, high: int = MAX_COUNT) -> N
         raise ValueError(f"{name}: must be between {low} and {high:,}, got {value:,}")
 
 
+# The images one build may plan in all: `gensets build` refuses a config that asks for more before planning anything
+# (each builder counts its config's with Builder.planned_images). The largest config of the papers,
+# configs/failure_modes.yaml, asks for at most 5,625,000 (20 labels x 31,250 baseline images, and 20 labels x at most
+# 8 modes x 31,250 regenerated); configs/imagenet_d.yaml 61,811; configs/genbench.yaml 3,840 (384,000 for ImageNet's
+# 1,000 classes). A plan costs memory and time: recognition's ~560 bytes and ~25 us an image (800,000 images:
+# 450 MB, 20 s), so 10 million is a plan of about 6 GB and minutes; more is a typo or several builds.
+MAX_IMAGES = 10_000_000
+
+
+def _key_line(node: _Node, key: str) -> int | str | None:
+    """The line of dotted ``key`` (``generate[0].images_per_category``) in a config's tree: the deepest part of it
+    that the YAML holds (None when it holds none: a default); ``"--set"`` for an override."""
+    line = None
+    for part in re.findall(r"[^.\[\]]+", key):
+        v = node.value
+        if isinstance(v, dict) and part in v:
+            line, node = node.key_lines.get(part, v[part].line), v[part]
+        elif isinstance(v, list) and part.isdigit() and int(part) < len(v):
+            node = v[int(part)]
+            line = node.line
+        else:
+            break
+    return line
+
+
+def check_planned(terms, source: str | Path, node: _Node, limit: int = MAX_IMAGES) -> None:
+    """ConfigError, one line naming ``source:line``, the key and its value, when ``terms`` (a builder's
+    ``planned_images``: a sum of products of ``(key, count)`` factors) come to more than ``limit`` images."""
+    import math
+
+    sizes = [math.prod(n for _, n in t) for t in terms]
+    total = sum(sizes)
+    if total <= limit:
+        return
+    term = terms[sizes.index(max(sizes))]
+    key, value = max(term, key=lambda f: f[1])  # the largest count of the largest term: likely the typo
+    formula = " x ".join(f"{k} {n:,}" for k, n in term) + (f", and {len(terms) - 1} more" if len(terms) > 1 else "")
+    line = _key_line(node, key)
+    at = line if isinstance(line, str) else f"{source}:{line}" if line else str(source)
+    raise ConfigError(f"{at}: {key}: {value:,} makes {total:,} images in all ({formula}), more than the "
+                      f"{limit:,} one build may plan; a typo? (a larger set: several builds)")
+
+
 def control_char(text: str) -> str | None:
     """The first control character (NUL, newline, ESC, ...: Unicode Cc, or a line / paragraph separator) of
     ``text`` as ``U+XXXX``; None when it has none. Such a character in a name would reach a card or a terminal."""
@@ -381,3 +444,4 @@ nonneg_int = _number(int, 0, what="a whole number of at least 0")
 nonneg_float = _number(float, 0.0, what="a finite number of at least 0")
 positive_float = _number(float, 1e-300, what="a finite number above 0")
 port = _number(int, 0, 65535, what="a port number 0..65535")
+page_size = _number(int, 1, 500, what="a whole number 1..500")  # images per page of the review page

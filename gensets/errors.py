@@ -42,6 +42,12 @@ class DataError(GensetsError):
     exit_code = 1
 
 
+class TimedOut(GensetsError):
+    """A command ran past the time limit it was given (``gensets query --timeout``): a runtime error."""
+
+    exit_code = 1
+
+
 class Unavailable(GensetsError):
     """Something outside gensets cannot be reached: the Hub or a download server (offline, not cached), credentials."""
 

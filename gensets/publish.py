@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -356,16 +357,29 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
         check_same_dataset(previous, mine, repo)
     commits[-1].delete = deletions(previous, shards)
     url = None
-    with tempfile.TemporaryDirectory(prefix="gensets-card-") as staged:
+    from tqdm.auto import tqdm
+
+    with tempfile.TemporaryDirectory(prefix="gensets-card-") as staged, \
+            tqdm(total=sum(_size(folder, f) for c in commits[:-1] for f in c.files), unit="B", unit_scale=True,
+                 desc=f"publish {repo}", file=sys.stderr, disable=None) as bar:  # on a terminal only
         card_folder = stage_card(folder, commits[-1].files, Path(staged), repo, tag or revision)
         for i, c in enumerate(commits, 1):
             url = _call(f"commit {i}/{len(commits)} ({c.message})", target.upload_folder,
                         card_folder if i == len(commits) else folder, c.files, c.message, revision, c.delete or None)
+            if i < len(commits):
+                bar.update(sum(_size(folder, f) for f in c.files))
             out(f"commit {i}/{len(commits)}: {c.message}: {url}")
     if tag:
         _call(f"tagging {tag}", target.tag, tag, revision)
         out(f"tagged {tag}")
     return url
+
+
+def _size(folder: Path, rel: str) -> int:
+    try:
+        return (folder / rel).stat().st_size
+    except OSError:  # checked where it is read for the upload, with one line
+        return 0
 
 
 def stage_card(folder: Path, files: list[str], staged: Path, repo: str, revision: str | None) -> Path:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import GensetsError
@@ -88,8 +88,9 @@ def _build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] =
     from .builders.runner import build
     from .builders.runner import finalize as finalize_ws
 
-    run.log(f"building {workspace} from {_config(table, run).name}" + (f" ({', '.join(overrides)})" if overrides else ""))
-    r = build(_config(table, run), workspace, quiet=run.quiet, overrides=overrides)
+    config = _config(table, run)
+    run.log(f"building {workspace} from {config.name}" + (f" ({', '.join(overrides)})" if overrides else ""))
+    r = build(config, workspace, quiet=run.quiet, overrides=overrides)
     run.log(f"  {r['units']} units ({r['done_before']} done before, {r['units_run']} run now)")
     if finalize:
         finalize_ws(workspace, include_pending=True)
@@ -236,8 +237,7 @@ def reproduce(name: str, run: Run) -> dict:
     """Run table ``name`` into ``run.out``; the side-by-side rows (fractions; difference = gensets - published)."""
     table = TABLES[name]
     if name == "borji-fig2" and not run.smoke:
-        table = Table(**{**table.__dict__, "evaluations": (Evaluation("wordset", _recognition_models(run),
-                                                                      allow_pickle=True),)})
+        table = replace(table, evaluations=(Evaluation("wordset", _recognition_models(run), allow_pickle=True),))
     run.out.mkdir(parents=True, exist_ok=True)
     result = table.run(table, run)
     result = {"table": name, "paper": table.paper, "what": table.what, "smoke": run.smoke,

@@ -4,10 +4,11 @@ must stay byte-identical) under the gensets cache, keyed by the build fingerprin
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from .cache import cache_root
+from .errors import DataError
+from .safety import atomic_open, inside, read_json, writable_inside
 
 
 def timings_dir(build_id: str) -> Path:
@@ -17,23 +18,42 @@ def timings_dir(build_id: str) -> Path:
 
 
 def record_timing(build_id: str, unit_id: str, images: int, seconds: float, expansion_seconds: float) -> None:
+    """Write ``timings/<build>/<unit>.json`` under the cache, atomically; a symlink on the way below the cache
+    folder (``timings``, the build's folder, the file or its temporary name) is refused, not written through."""
     import torch
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     row = {"unit": unit_id, "images": images, "generator_seconds": seconds,
            "expansion_seconds": expansion_seconds, "device": device}
-    d = timings_dir(build_id)
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{unit_id}.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(row), encoding="utf-8")
-    os.replace(tmp, d / f"{unit_id}.json")
+    path = writable_inside(cache_root(), f"timings/{build_id}/{unit_id}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path) as f:
+        f.write(json.dumps(row).encode("utf-8"))
+
+
+def _row(path: Path) -> dict:
+    """One timings file, checked: DataError naming it (and line and column, or the key) when it is not a regular
+    file of the JSON record_timing writes."""
+    row = read_json(path)
+    if not isinstance(row, dict):
+        raise DataError(f"{path}: not a timings record (a JSON object); remove it")
+    for key, ok in (("unit", lambda v: isinstance(v, str)),
+                    ("images", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+                    ("generator_seconds", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+                     and 0 <= v < float("inf")),
+                    ("device", lambda v: isinstance(v, str))):
+        if not ok(row.get(key)):
+            raise DataError(f"{path}: {key}: not what a timings record holds ({json.dumps(row.get(key))[:80]}); "
+                            "remove the file")
+    return row
 
 
 def measured(build_id: str, units: set[str] | None = None) -> dict | None:
     """Generator seconds per image measured while building (None when this machine holds no timings)."""
+    d = inside(cache_root(), f"timings/{build_id}")  # no symlink on the way out of the cache
     rows = []
-    for f in sorted(timings_dir(build_id).glob("*.json")) if timings_dir(build_id).is_dir() else []:
-        row = json.loads(f.read_text(encoding="utf-8"))
+    for f in sorted(d.glob("*.json")) if d.is_dir() else []:
+        row = _row(inside(d, f.name))
         if units is None or row["unit"] in units:
             rows.append(row)
     images = sum(r["images"] for r in rows)

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .config import apply_overrides, fingerprint, load_config, read_yaml, to_dict
+from .config import apply_overrides, check_planned, fingerprint, load_config, read_yaml, to_dict
 from .errors import Busy, ConfigError, GensetsError
 from .registry import BUILDERS
 
@@ -80,6 +80,7 @@ def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] =
         base = path.resolve().parent
         resolved = getattr(cfg, "resolved", None)
         cfg = resolved(base) if resolved else cfg
+        check_planned(builder.planned_images(cfg), path, node)  # a typo'd count: refused before any planning
         # where the config's relative paths lead (imports, reference folders), beside it and not in it: no
         # config field, so neither frozen nor fingerprinted, and a build never depends on where its files lie
         object.__setattr__(cfg, "base_dir", base)

@@ -31,6 +31,7 @@ import yaml
 
 from gensets.config import load_config
 from gensets.errors import GensetsError
+from gensets.evaluation.reports import imagenet_d
 from gensets.records import slug
 
 
@@ -131,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"# Leaderboard: {cfg.dataset}", "", "Accuracy in %, 95% bootstrap interval for top-1.", "",
              "| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
     lines += ["| " + " | ".join(cell(r[c]) for c in shown) + " |" for r in rows]
+    if rows and {r["config"] for r in rows} <= set(imagenet_d.NUISANCES):  # an ImageNet-D: the paper beside
+        try:
+            rep = imagenet_d.compute(cfg.db, dataset=rows[0]["dataset"])
+        except GensetsError:  # no run of the paper's protocols (e.g. only wordset): nothing to set beside
+            rep = None
+        if rep is not None:
+            lines += ["", *imagenet_d.published_markdown(rep)]
     (out / "leaderboard.md").write_text("\n".join(lines) + "\n")
     print(f"{out / 'leaderboard.md'}, {out / 'leaderboard.csv'}: {len(rows)} rows")
     if a.eval_results:

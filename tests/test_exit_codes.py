@@ -112,6 +112,13 @@ def test_a_misspelt_name_gets_the_closest_ones(tmp_path):
         r = run_cli("build", SMOKE, "--out", tmp_path / "ws", *args)
         err = one_line(r, 2, want)
         assert "gensets/data" not in err and "site-packages" not in err, err
+    # argparse's own choices (a sub-command, a protocol, a list): its usage line, then the error with the closest
+    for args, want in ((("reprodce",), "(did you mean 'reproduce'?)"),
+                       (("eval", "x", "--model", "m", "--db", "d", "--protocol", "imagnet"), "(did you mean 'imagenet'?)"),
+                       (("list", "tabels"), "(did you mean 'tables'?)")):
+        r = run_cli(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines()[-1].endswith(want), r.stderr
 
 
 def test_each_model_loaded_is_announced(small, tmp_path):

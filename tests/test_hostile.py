@@ -187,13 +187,14 @@ def test_finalize_refuses_a_candidate_shard_changed_after_the_build(small, tmp_p
     assert digest(ws / "dataset") == before and verify(ws / "dataset") == []
 
 
-def test_a_decode_error_in_finalize_names_the_shard_and_key(small, tmp_path):
+def zero_candidate_images(ws: Path) -> None:
+    """Every image of every candidate shard of ``ws`` zeroed, and candidates/manifest.jsonl's sha256 updated to
+    agree, so the bytes pass the integrity check and reach the decoder."""
     from gensets.shards import Manifest, index_shard, sha256_file
 
-    ws = _copy(small, tmp_path)
     mpath = ws / "candidates" / "manifest.jsonl"
     rows = Manifest(mpath).rows()
-    for row in rows:  # every image of every candidate shard is garbage, and the manifest agrees
+    for row in rows:
         shard = ws / "candidates" / row["shard"]
         data = bytearray(shard.read_bytes())
         for entry in index_shard(shard):
@@ -204,6 +205,11 @@ def test_a_decode_error_in_finalize_names_the_shard_and_key(small, tmp_path):
         shard.write_bytes(bytes(data))
         row["sha256"] = sha256_file(shard)
     mpath.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_decode_error_in_finalize_names_the_shard_and_key(small, tmp_path):
+    ws = _copy(small, tmp_path)
+    zero_candidate_images(ws)
     r = run_cli("finalize", ws, "--include-pending")
     err = one_line_error(r, "cannot decode", code=1)
     assert any(k in err for k in _keys(ws)), err

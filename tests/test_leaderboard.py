@@ -47,7 +47,12 @@ def test_leaderboard_script(reference, tmp_path):
     assert len({r["revision"] for r in rows}) == 1 and "an-older-build" not in {r["revision"] for r in rows}
     assert {r["n"] for r in rows if r["config"] == "material"} == {"12"}
     md = (out / "leaderboard.md").read_text()
-    assert md.count("\n| ") == 1 + 6  # header + rows
+    board, _, published = md.partition("## Published numbers (Zhang et al. 2024)")
+    assert board.count("\n| ") == 1 + 6  # header + rows
+    # an ImageNet-D: the paper's families beside this build's runs of their protocols (not the older build's)
+    assert "| ResNet | imagenet | 55.02 | `tiny:resnet` | `imagenet` |" in published
+    assert "| CLIP | zero-shot | 46.05 | `tiny:clip` | `zero-shot (imagenet-d official)` |" in published
+    assert "| LLaVa | two-way | 29.67 | not run |" in published
     entries = yaml.safe_load((out / "eval_results" / "me_tiny_resnet" / ".eval_results"
                               / "gensets_imagenet_d_smoke.yaml").read_text())
     assert {e["dataset"]["task_id"] for e in entries} == {"background/test", "texture/test", "material/test"}

@@ -213,3 +213,46 @@ def test_imagenet_d_published_numbers_are_the_papers():
         assert all(row["text"] in t for t in texts), row
         percent = float(re.search(r"([\d.]+)%", row["text"]).group(1))
         assert _same(row["value"], percent / 100), row
+
+
+WILES = "002_c8f194d3454d00cb.txt"
+WILES_COPY = ROOT / "tests" / "data" / "wiles_paper_figure5.txt"
+
+
+def test_wiles_published_rates_are_the_papers():
+    """Each of Figure 5's rates is read from the phrase it names, which is in the summary's Figure 5 caption (the
+    copied line, itself checked against the summary when both are here)."""
+    from gensets.sources.packaged import wiles_published
+
+    copy = WILES_COPY.read_text(encoding="utf-8").splitlines()[1]
+    texts = [copy]
+    for base in (ROOT.parent / "shared" / "papers", ROOT / "shared" / "papers"):
+        if (base / WILES).exists():
+            summary = (base / WILES).read_text(encoding="utf-8")
+            assert copy in summary.splitlines()
+            texts.append(summary)
+    pub = wiles_published()
+    assert pub["file"] == f"shared/papers/{WILES}" and len(pub["figure5"]) == 4
+    for row in pub["figure5"]:
+        assert all(row["text"] in t for t in texts), row
+        percent = float(re.search(r"([\d.]+)%", row["text"]).group(1))
+        assert _same(row["value"], percent / 100), row
+    # the caption's arithmetic: "twelve-fold to 8.15% (from 0.64%)"
+    rates = {r["text"]: r["value"] for r in pub["figure5"]}
+    assert 12 < rates["increases twelve-fold to 8.15%"] / rates["(from 0.64%)"] < 13
+
+
+def test_failure_modes_report_sets_a_builds_baseline_beside_figure5():
+    """By hand: 200 baseline images of Persian cat, 30 misclassified, 4 of them as snow leopard."""
+    from gensets.evaluation.reports.failure_modes import published
+
+    rep = {"baseline": {"Persian cat": {"n": 200, "failures": 30, "rate": 0.15, "confusions": [
+        {"class": 289, "name": "snow leopard", "count": 4}, {"class": 281, "name": "tabby cat", "count": 26}]}}}
+    got = {(r["metric"], r["value"]): r for r in published(rep)["numbers"]}
+    assert got[("failure_rate", 0.0815)]["gensets"] == pytest.approx(0.15)
+    assert got[("failure_rate", 0.0815)]["difference"] == pytest.approx(0.15 - 0.0815)
+    assert got[("target_rate", 0.00016)]["gensets"] == pytest.approx(0.02)
+    assert got[("target_rate", 0.000032)]["difference"] == pytest.approx(0.02 - 0.000032)
+    assert all(r["gensets_images"] == 200 for r in got.values())
+    none = published({"baseline": {"tench": {"n": 10, "failures": 1, "confusions": []}}})
+    assert all(r["gensets"] is None and r["difference"] is None for r in none["numbers"])

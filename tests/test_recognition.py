@@ -141,6 +141,9 @@ def test_report_equals_sql_over_predictions(smoke, tmp_path):
     assert "protocol `wordset` (Borji 2022's rule" in md and "mean over categories" in md
     assert "about 60.0" in md and "about 80.0" in md and "arXiv:2208.10760" in md
     assert [(p["metric"], p["value"]) for p in rep["published"]["numbers"]] == [("top1", 0.60), ("top5", 0.80)]
+    for metric, value in (("top1", 0.60), ("top5", 0.80)):  # the difference: the best mean over categories - paper's
+        best = max(r[metric] for r in rep["per_model"])
+        assert f"(best mean over images) | {100 * (best - value):+.1f} |" in md
 
 
 def test_torchvision_model_scores_the_smoke_set_through_eval(smoke, tmp_path):

@@ -59,9 +59,10 @@ class Server:
         with self.opener.open(self.url + path.lstrip("/"), timeout=10) as r:
             return json.loads(r.read())
 
-    def post(self, payload: dict, content_type: str = "application/json", csrf: bool = True) -> tuple[int, dict]:
+    def post(self, payload, content_type: str = "application/json", csrf: bool = True,
+             path: str = "api/decide") -> tuple[int, dict]:
         headers = {"Content-Type": content_type, **({"X-CSRF-Token": self.csrf} if csrf else {})}
-        req = urllib.request.Request(self.url + "api/decide", data=json.dumps(payload).encode(), headers=headers,
+        req = urllib.request.Request(self.url + path, data=json.dumps(payload).encode(), headers=headers,
                                      method="POST")
         try:
             with self.opener.open(req, timeout=10) as r:

@@ -224,6 +224,7 @@ def test_vqa_report_averages_over_questions_and_over_images_by_hand(tmp_path):
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| m | vqa | 4 | 2 | 75.0 | 83.3 | 100.0 | 50.0 |" in md
     assert "| OFA | 241 questions, 50 images | 77.3 |" in md and "arXiv:2208.10760" in md
+    assert "4 questions, 2 images) | -2.3 |" in md  # the difference: 75.0 - 77.3 points
     assert "protocol `vqa`" in md and "the mean over images" in md
     # a published report cites the paper (its section), never the project's issue tracker
     assert "Sec. 3, VQA" in md and "77.27%" in md

@@ -64,11 +64,31 @@ class Builder:
     stages: ClassVar[tuple[str, ...] | None] = None  # staged builders: planned stage after stage
     fields: ClassVar[tuple] = ()  # (name, dtype) of the provenance fields it adds to records.schema's common ones
     field_docs: ClassVar[dict[str, str]] = {}  # what each of its fields means (dotted paths), for the card
+    review_instructions: ClassVar[tuple[str, ...]] = (  # the review page's, unless the config's review.instructions
+        "Accept an image that shows an object of its class, recognisable as such by a person.",
+        "Reject an image where no object of the class can be recognised, or that is broken (noise, garbled shapes, "
+        "text instead of an object).",
+        "Relabel an image that clearly shows one object of another class of this dataset: choose that class.",
+        "Mark \"several objects\" (s) when objects of more than one class are prominent; decide as above as well.")
+
+    def instructions(self, cfg) -> list[str]:
+        """What the review page says accept, reject and relabel mean, in paragraphs: the config's
+        ``review.instructions``, else the builder's :attr:`review_instructions`."""
+        review = getattr(cfg, "review", None)
+        given = review.instructions if review is not None and review.instructions else self.review_instructions
+        return [t.strip() for t in given if t.strip()]
 
     def plan(self, cfg) -> list[Unit]:
         """Deterministic work units (a unit's id hashes its content). Staged builders (``stages``) are called
         as ``plan(cfg, stage=, workspace=)``, and plan each stage from the committed shards of the ones before."""
         raise NotImplementedError
+
+    def planned_images(self, cfg) -> list[tuple[tuple[str, int], ...]]:
+        """The images ``cfg`` asks for (at most), counted from its keys without planning them: a sum of products,
+        each term a tuple of ``(config key, count)`` factors. ``load_build_config`` refuses a config beyond
+        :data:`gensets.config.MAX_IMAGES` in all before anything is planned. Empty (the default): not known up
+        front (e.g. imported files), not checked."""
+        return []
 
     def run_unit(self, unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         """Generate (or import) a unit's images and return them with their provenance."""

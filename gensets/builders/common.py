@@ -29,15 +29,43 @@ def batch_plan(n: int, batch_size: int, batching: str = "batched") -> list[range
     return [range(start, min(start + size, n)) for start in range(0, n, size)]
 
 
+MAX_INSTRUCTIONS = 4000  # characters: a page's panel, not a manual
+
+
+@dataclass(frozen=True)
+class ReviewConfig:
+    """The ``review:`` key: what the review page shows besides the images. ``instructions``: what accept, reject,
+    relabel and "several objects" mean under this dataset's protocol, a list of paragraphs of plain text (default:
+    the builder's ``review_instructions``). ``references``: a folder of class sub-folders of real images (named as
+    the classes, or with ``_`` for spaces), of which the page shows a few beside an image of that class; a
+    relative path is found from the folder ``gensets review serve`` runs in."""
+
+    instructions: tuple[str, ...] | None = None
+    references: str | None = None
+
+    def validate(self, base_dir: Path | None) -> None:
+        if self.instructions is not None:
+            size = sum(len(t) for t in self.instructions)
+            if not any(t.strip() for t in self.instructions) or size > MAX_INSTRUCTIONS:
+                raise ValueError(f"instructions: paragraphs of 1 to {MAX_INSTRUCTIONS} characters in all, got {size}")
+        if self.references is not None:
+            if not self.references.strip():
+                raise ValueError("references: a folder of class sub-folders")
+            if base_dir is not None and not (base_dir / self.references).is_dir():
+                raise ValueError(f"references: folder not found: {base_dir / self.references}")
+
+
 @dataclass(frozen=True)
 class BuildFields(QualityFields):
     """The keys every builder config accepts besides its own (a base class of each builder's Config): the
-    ``quality:`` thresholds, and ``reproducible``: ``strict`` (default) pins the CPU kernels and turns on the
+    ``quality:`` thresholds, ``reproducible``: ``strict`` (default) pins the CPU kernels and turns on the
     GPU's deterministic algorithms, so a rebuild gives the same bytes on any x86-64 CPU (on GPUs: the same
-    model, driver and versions); ``fast`` leaves the libraries' own kernels (same bytes on the same machine only).
-    See :mod:`gensets.determinism`. Left out of the frozen config and its fingerprint while at its default."""
+    model, driver and versions); ``fast`` leaves the libraries' own kernels (same bytes on the same machine only),
+    see :mod:`gensets.determinism`; and ``review`` (:class:`ReviewConfig`: the review page's instructions and
+    reference images). Each is left out of the frozen config and its fingerprint while at its default."""
 
     reproducible: Literal["strict", "fast"] = field(default="strict", kw_only=True, metadata={"omit_default": True})
+    review: ReviewConfig | None = field(default=None, kw_only=True, metadata={"omit_default": True})
 
 
 @dataclass(frozen=True)

@@ -265,12 +265,27 @@ class ImageNetDBuilder(base.Builder):
 }"""
     Config = ImageNetDConfig
     needs_review = True  # kept images wait for people in the review queue
+    review_instructions = (  # the paper's human check: "quality and single-class labels" (Zhang et al. 2024)
+        "ImageNet-D keeps images whose class a person recognises at once while the surrogate classifiers fail: "
+        "the nuisance (background, texture or material) should make it hard for models, not for people.",
+        "Accept when the object of the class is clearly the main object of the image and the nuisance is as "
+        "prompted (the object on that background, with that texture, or made of that material). An unusual look "
+        "is the point: accept a chair made of jelly if it is plainly a chair.",
+        "Reject when the object cannot be recognised as its class, is missing or cut off, is a different object, "
+        "or the image is broken (noise, melted shapes, text); also when the nuisance is absent.",
+        "Relabel when the image clearly shows one object of another ImageNet-D class instead (pick that class).",
+        "Mark \"several objects\" (s) when objects of more than one class are prominent: the published label must "
+        "be the single class of the image; decide as above as well.")
     Context = Context
     fields = FIELDS
     field_docs = FIELD_DOCS
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def planned_images(self, cfg: ImageNetDConfig) -> list[tuple[tuple[str, int], ...]]:
+        return [(("classes", len(cfg.classes)), (f"nuisances.{kind}", len(n.names)),
+                 ("images_per_pair", cfg.images_per_pair)) for kind, n in cfg.nuisances.items()]
 
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         base.check_prompts(ctx.generator, ctx.cfg.generator, [r["prompt"] for r in unit_prompts(unit)])

@@ -334,6 +334,11 @@ class RecognitionBuilder(base.Builder):
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
 
+    def planned_images(self, cfg: RecognitionConfig) -> list[tuple[tuple[str, int], ...]]:
+        """The generated images (imports are files that exist: not counted)."""
+        return [(("categories", len(cfg.categories)), (f"generate[{i}].images_per_category", src.images_per_category))
+                for i, src in enumerate(cfg.generate)]
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         p = unit.payload
         if p["kind"] == "generate":

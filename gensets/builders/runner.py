@@ -317,7 +317,14 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         manifest["random_models"] = random
     write_json_atomic(tmp / "manifest.json", manifest)
     samples = ShardSamples([tmp / s["path"] for s in shards], n=sum(counts.values()))
-    card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint)  # README.md + figures/
+    try:
+        card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint)  # README.md + figures/
+    except DataError as e:  # an image of the card's figures that does not decode: named where it came from
+        if getattr(e, "sample", None) is None:
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        key, ext = e.sample
+        raise DataError(f"{_candidate_of(ws, key) or '?'}: {key}.{ext}: {e.why}") from None
     # swap the new folder in: the old dataset stays whole until the new one is complete
     old = ws.root / f".dataset.old-{os.getpid()}"
     if ws.dataset.exists():
@@ -326,6 +333,18 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     shutil.rmtree(old, ignore_errors=True)
     return {"dataset": str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
+
+
+def _candidate_of(ws: Workspace, key: str) -> Path | None:
+    """The candidate shard that holds sample ``key`` (state.duckdb's images), for an error that names it."""
+    from ..curation import state
+
+    con = state.connect(ws.state_path, read_only=True)
+    try:
+        row = con.execute("SELECT shard FROM images WHERE key = ?", [key]).fetchone()
+    finally:
+        con.close()
+    return ws.candidates / row[0] if row and isinstance(row[0], str) else None
 
 
 def _environments(ws: Workspace) -> list[dict]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ..config import to_dict
+from ..config import check_count, to_dict
 from ..errors import ConfigError, DataError
 from ..records import Sample, content_id, derive_seed, slug
 from ..registry import BUILDERS
@@ -69,6 +69,7 @@ class PromptSpec:
         unknown = [o for o in self.attributes if o not in self.objects]
         if unknown:
             raise ValueError(f"attributes: {unknown[0]!r} is not one of the prompt's objects")
+        check_count("images", self.images)
 
 
 def _mentions(text: str, phrase: str) -> bool:
@@ -165,7 +166,7 @@ class VQAConfig(BuildFields):
             except ValueError as e:  # the questions file's own line, not the config's
                 raise ConfigError(str(e)) from None
             for q in qs:
-                if q["image"] not in keys:
+                if q["image"] not in keys and not generated_key(self.prompts, q["image"]):
                     raise ConfigError(f"{path}:{q['line']}: image {q['image']!r} matches no image (keys are the "
                                       "image_folder's file names without suffix, and pNNNN_II for generated ones)")
 
@@ -215,19 +216,31 @@ def generated_questions(prompt: PromptSpec, objects: Sequence[str], attributes: 
     return out
 
 
-def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, Path | None]:
-    """Every image's key -> its imported file (None for a generated image). Two files with one key
-    (``a.jpg`` and ``a.png``), or a file named like a generated image, are a ConfigError naming both."""
+def generated_key(prompts: Sequence[PromptSpec], key: str) -> bool:
+    """``key`` is a generated image's (``pNNNN_II``: image II of prompt NNNN), counted, not listed: a prompt may ask
+    for many images."""
+    import re
+
+    m = re.fullmatch(r"p(\d+)_(\d+)", key)
+    if m is None:
+        return False
+    i, j = int(m[1]), int(m[2])
+    return i < len(prompts) and j < prompts[i].images and key == f"p{i:04d}_{j:02d}"
+
+
+def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, Path]:
+    """Every imported image's key -> its file (the generated images' keys: :func:`generated_key`). Two files with
+    one key (``a.jpg`` and ``a.png``), or a file named like a generated image, are a ConfigError naming both."""
     from ..images import is_image_file
 
-    keys: dict[str, Path | None] = {f"p{i:04d}_{j:02d}": None for i, p in enumerate(prompts) for j in range(p.images)}
+    keys: dict[str, Path] = {}
     files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
     for f in files:
         if not f.resolve().is_relative_to(folder.resolve()):
             raise ConfigError(f"{folder}: {f.name} is a symlink out of the image folder; copy the image in instead")
         key = slug(f.stem)
-        if key in keys:
-            other = keys[key].name if keys[key] else "a generated image"
+        if key in keys or generated_key(prompts, key):
+            other = keys[key].name if key in keys else "a generated image"
             raise ConfigError(f"{folder}: {other} and {f.name} have the same image key {key!r}; rename one")
         keys[key] = f
     return keys
@@ -247,7 +260,7 @@ def plan(cfg: VQAConfig) -> list[Unit]:
         folder = cfg.base_dir / cfg.image_folder
         if not folder.is_dir():
             raise DataError(f"image_folder {cfg.image_folder}: not a folder under {cfg.base_dir}")
-        files = {k: f for k, f in image_keys(cfg.prompts, folder).items() if f is not None}
+        files = image_keys(cfg.prompts, folder)
         # an image is known by its file name in the folder and its sha256, never by where the folder lies
         items = [{"rel": f.name, "key": k, "sha256": file_digest(str(f))} for k, f in files.items()]
         for start in range(0, len(items), 64):
@@ -322,6 +335,10 @@ class VQABuilder(base.Builder):
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def planned_images(self, cfg: VQAConfig) -> list[tuple[tuple[str, int], ...]]:
+        """The generated images (an image folder's files exist: not counted)."""
+        return [((f"prompts[{i}].images", p.images),) for i, p in enumerate(cfg.prompts)]
 
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         if unit.payload["kind"] == "generate":

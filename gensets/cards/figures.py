@@ -122,8 +122,10 @@ def sample_grid(picks: dict[str, list], path: Path) -> None:
                 from ..errors import DataError
 
                 shard = (getattr(s, "where", None) or ("-",))[0]
-                raise DataError(f"{shard}: {s.key}.{s.ext}: cannot decode image "
-                                f"({' '.join(f'{type(e).__name__}: {e}'.split())})") from None
+                why = f"cannot decode image ({' '.join(f'{type(e).__name__}: {e}'.split())})"
+                err = DataError(f"{shard}: {s.key}.{s.ext}: {why}")
+                err.sample, err.why = (s.key, s.ext), why  # finalize names the candidate shard it came from
+                raise err from None
             small = img.width < 160
             ax.imshow(img, interpolation="nearest" if small else "antialiased")
             ax.set_title(f"{s.meta['label']}\n{s.meta.get('nuisance') or ''}", fontsize=8)

@@ -46,14 +46,14 @@ import datetime as dt
 import getpass
 import io
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from ..db import transaction
-from ..errors import GensetsError, did_you_mean
+from ..errors import DataError, GensetsError, did_you_mean
+from ..safety import atomic_open, no_symlink, writable_inside
 from . import queue, review, state
 from .queue import FLAG, has_flag, with_flag
 
@@ -96,13 +96,15 @@ def _queue(con, status: str | None = None) -> list[dict]:
 def export_csv(con, path: Path, status: str | None = None) -> int:
     rows = _queue(con, status)
     notes = dict(con.execute("SELECT key, note FROM reviews").fetchall())
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with atomic_open(no_symlink(path, "the export file")) as raw:  # as the Label Studio export: whole or not at all
+        f = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for r in rows:
             note = notes.get(r["key"])
             label = r["review_label"] if r["status"] == "relabeled" else ""
             w.writerow([csv_cell(c) for c in (r["key"], r["status"], label, r["reviewer"] or "", note or "")])
+        f.detach()
     return len(rows)
 
 
@@ -173,10 +175,13 @@ class Images:
         if self.mode == "local-files":
             if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", key):
                 raise GensetsError(f"sample key {key[:100]!r} is not a plain file name: export it with --images url")
+            if ext not in MIME:
+                raise DataError(f"sample {key!r}: image type {str(ext)[:20]!r} is not one Label Studio shows")
             name = f"{self.FOLDER}/{key}.{ext}"
-            folder = self.root / self.FOLDER
-            folder.mkdir(exist_ok=True)
-            (folder / f"{key}.{ext}").write_bytes(read())
+            path = writable_inside(self.root, name)  # no symlink under --root written through or replaced
+            path.parent.mkdir(exist_ok=True)
+            with atomic_open(path) as f:
+                f.write(read())
             return f"/data/local-files/?d={quote(name)}"
         return f"data:{MIME[ext]};base64,{base64.b64encode(read()).decode()}"
 
@@ -202,8 +207,10 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
             image = images.reference(r["key"], ext, lambda: read_at(spath, offset, size, r["key"]))  # noqa: B023
             yield label_studio_task(r, image, top1.get(r["key"], []), each=images.mode == "base64")
 
+    config = no_symlink(f"{path}.label_config.xml", "the labeling config")  # before the tasks are written
     n = write_json_list(path, tasks(), indent=1 if images.mode == "base64" else None)
-    Path(f"{path}.label_config.xml").write_text(label_config(class_names), encoding="utf-8")
+    with atomic_open(config) as f:
+        f.write(label_config(class_names).encode("utf-8"))
     return n
 
 
@@ -231,19 +238,18 @@ def write_json_list(path: Path, items, indent: int | None = 1) -> int:
     """``json.dumps(list(items), indent=1, ensure_ascii=False)`` and a newline, byte for byte, written one item at a
     time (a Label Studio export holds one image in memory, not all), into a temporary file renamed at the end.
     ``indent=None``: each item compact on a line of its own (an export at scale). Returns the number of items."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     n = 0
     compact = {"separators": (",", ":")} if indent is None else {"indent": indent}
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for item in items:
-                text = json.dumps(item, ensure_ascii=False, **compact)  # newlines in strings are escaped
-                f.write(("[\n" if n == 0 else ",\n") + "\n".join(" " + line for line in text.split("\n")))
-                n += 1
-            f.write("\n]\n" if n else "[]\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # the temporary sibling is opened O_NOFOLLOW (a symlink placed there is refused); a symlink at ``path`` is
+    # refused, not replaced
+    with atomic_open(no_symlink(path, "the export file")) as raw:
+        f = io.TextIOWrapper(raw, encoding="utf-8")
+        for item in items:
+            text = json.dumps(item, ensure_ascii=False, **compact)  # newlines in strings are escaped
+            f.write(("[\n" if n == 0 else ",\n") + "\n".join(" " + line for line in text.split("\n")))
+            n += 1
+        f.write("\n]\n" if n else "[]\n")
+        f.detach()  # flushed into raw, which atomic_open closes
     return n
 
 

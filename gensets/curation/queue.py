@@ -5,9 +5,12 @@ same with a thousand images or a million:
 
 - ``queue``: one row per image in the review queue, stored in page order (``pos``: config, class, key) with
   its status, note, "several objects" flag, number of reviewers who decided it (``n``) and, when that is one,
-  who (``sole``). A page is a keyset query (``pos`` after or before a cursor, ``LIMIT``): DuckDB's top-N
-  pushes its bound into the scan, whose row-group statistics on ``pos`` (and on config and class, stored in
-  that order) skip the rest of the table.
+  who (``sole``); and what the surrogates said (``failures``: how many fail, ``top1`` / ``confidence``: the
+  ImageNet index and score of the most confident surrogate's first guess), with the positions of the two other
+  orders a page can take (:data:`SORTS`: ``pos_failures``, most failures first; ``pos_confidence``, most
+  confident first; then page order). A page is a keyset query (a position after or before a cursor,
+  ``LIMIT``): DuckDB's top-N pushes its bound into the scan, whose row-group statistics on ``pos`` (and on
+  config and class, stored in that order) skip the rest of the table; the other orders scan it.
 - ``review_latest``: each reviewer's latest decision on each image (indexed by key): double review's view,
   and the per-reviewer counts.
 - ``queue_counts``: per (reviewer, config, class) the counters the page shows; reviewer ``''`` holds the
@@ -30,7 +33,7 @@ from collections import Counter
 from ..db import transaction
 from . import state
 
-VERSION = "1"
+VERSION = "2"  # 2: the surrogates' columns and the sort orders
 FLAG = "several objects"
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
 REFRESH_MAX = 1000  # a decision touching more images than this rebuilds the tables (set-based) instead
@@ -48,7 +51,8 @@ LATEST = """
 TABLES = """
 CREATE TABLE queue (
     key VARCHAR PRIMARY KEY, pos INTEGER, config VARCHAR, label VARCHAR, nuisance VARCHAR, status VARCHAR,
-    review_label VARCHAR, note VARCHAR, flagged BOOLEAN, n INTEGER, sole VARCHAR);
+    review_label VARCHAR, note VARCHAR, flagged BOOLEAN, n INTEGER, sole VARCHAR, failures INTEGER,
+    top1 INTEGER, confidence DOUBLE, pos_failures INTEGER, pos_confidence INTEGER);
 CREATE TABLE review_latest (
     key VARCHAR, reviewer VARCHAR, status VARCHAR, label VARCHAR, note VARCHAR, flagged BOOLEAN, pos INTEGER,
     config VARCHAR, sample_label VARCHAR);
@@ -122,13 +126,19 @@ def _derive(con) -> None:
             INSERT INTO queue
             WITH latest AS ({LATEST.format(where="")}),
                  nrev AS (SELECT key, count(*) AS n, CASE WHEN count(*) = 1 THEN min(reviewer) END AS sole
-                          FROM latest WHERE status <> 'pending' GROUP BY key)
-            SELECT r.key, row_number() OVER (ORDER BY s.config, s.label, r.key)::INTEGER AS pos, s.config,
-                   s.label, s.nuisance, r.status, r.label, r.note, coalesce(f.flagged, false),
-                   coalesce(nrev.n, 0), nrev.sole
-            FROM reviews r JOIN samples s USING (key) LEFT JOIN nrev USING (key)
-            LEFT JOIN _flags f ON f.note = r.note
-            ORDER BY pos""")
+                          FROM latest WHERE status <> 'pending' GROUP BY key),
+                 top AS (SELECT key, arg_max(class_index, score) AS top1, max(score) AS confidence
+                         FROM surrogate_predictions WHERE rank = 1 GROUP BY key),
+                 rows AS (
+                     SELECT r.key, row_number() OVER (ORDER BY s.config, s.label, r.key)::INTEGER AS pos, s.config,
+                            s.label, s.nuisance, r.status, r.label AS review_label, r.note,
+                            coalesce(f.flagged, false) AS flagged, coalesce(nrev.n, 0) AS n, nrev.sole,
+                            s.surrogate_failures AS failures, top.top1, top.confidence
+                     FROM reviews r JOIN samples s USING (key) LEFT JOIN nrev USING (key)
+                     LEFT JOIN _flags f ON f.note = r.note LEFT JOIN top USING (key))
+            SELECT *, row_number() OVER (ORDER BY failures DESC NULLS LAST, pos)::INTEGER,
+                   row_number() OVER (ORDER BY confidence DESC NULLS LAST, pos)::INTEGER
+            FROM rows ORDER BY pos""")
         con.execute(f"""
             INSERT INTO review_latest
             SELECT l.key, l.reviewer, l.status, l.label, l.note, coalesce(f.flagged, false), q.pos, q.config,
@@ -241,8 +251,9 @@ def _view(g: Counter, m: Counter, double: bool) -> dict:
 
 def summary(con, reviewer: str, double: bool, *, label: str | None = None, config: str | None = None,
             view: str = "all") -> dict:
-    """The counts of the whole queue, the filter options (classes and configs with their numbers of images) and
-    how many images the filter (``label``, ``config``, ``view``) matches: sums over ``queue_counts``."""
+    """The counts of the whole queue, the filter options (classes and configs with their numbers of images), how
+    many images the filter (``label``, ``config``, ``view``) matches and how many images ``reviewer``'s latest
+    decision decides (``decided``): sums over ``queue_counts``."""
     rows = con.execute("SELECT reviewer, config, label, name, n FROM queue_counts WHERE reviewer = '' "
                        "OR reviewer = ?", [reviewer]).fetchall()
     whole, chosen = (Counter(), Counter()), (Counter(), Counter())
@@ -257,7 +268,7 @@ def summary(con, reviewer: str, double: bool, *, label: str | None = None, confi
             configs[c] += n
     counts, matching = _view(*whole, double), _view(*chosen, double)
     matching = chosen[0][BELOW] if view == BELOW else matching["total" if view == "all" else view]
-    return {"counts": counts, "matching": matching,
+    return {"counts": counts, "matching": matching, "decided": sum(whole[1][s] for s in STATUSES[1:]),
             "classes": sorted(classes.items()), "configs": sorted(configs.items())}
 
 
@@ -292,32 +303,36 @@ def _filter(reviewer: str, double: bool, label: str | None, config: str | None, 
     return " AND ".join(where) or "true", args
 
 
-COLUMNS = ("key", "pos", "config", "label", "nuisance", "status", "review_label", "note", "flagged", "n")
+COLUMNS = ("key", "pos", "config", "label", "nuisance", "status", "review_label", "note", "flagged", "n",
+           "failures", "top1", "confidence")
+SORTS = {"page": "pos", "failures": "pos_failures", "confidence": "pos_confidence"}  # a page's order -> its column
 
 
 def page(con, reviewer: str, double: bool, *, label: str | None = None, config: str | None = None,
-         view: str = "todo", after: int | None = None, before: int | None = None, size: int = 60) -> dict:
-    """``size`` images of the filtered queue in page order after the cursor ``after`` (or before ``before``; the
-    start without either), with the cursors of the pages around it (None at an end).
+         view: str = "todo", after: int | None = None, before: int | None = None, size: int = 60,
+         sort: str = "page") -> dict:
+    """``size`` images of the filtered queue in the order ``sort`` (:data:`SORTS`) after the cursor ``after`` (or
+    before ``before``; the start without either), with the cursors of the pages around it (None at an end).
 
     In double review each row shows the reviewer's own latest decision (status, class, note, flag), or pending.
     Keyset pagination: every query is ``pos`` beyond a bound, ordered by ``pos``, with a ``LIMIT``."""
     cond, args = _filter(reviewer, double, label, config, view)
+    at = SORTS[sort]  # a KeyError for an order not in SORTS: the server checks it first
     cols = ", ".join(COLUMNS)
 
     def rows(bound: str, order: str, limit: int, value) -> list[tuple]:
-        sql = f"SELECT {cols} FROM queue WHERE {cond}{bound} ORDER BY pos {order} LIMIT {limit}"
+        sql = f"SELECT {cols}, {at} FROM queue WHERE {cond}{bound} ORDER BY {at} {order} LIMIT {limit}"
         return con.execute(sql, args + ([value] if bound else [])).fetchall()
 
     if before is not None:
-        got = rows(" AND pos < ?", "DESC", size + 1, before)
+        got = rows(f" AND {at} < ?", "DESC", size + 1, before)
         more_before, got = len(got) > size, got[:size][::-1]
-        more_after = bool(rows(" AND pos >= ?", "", 1, before))
+        more_after = bool(rows(f" AND {at} >= ?", "", 1, before))
     else:
-        got = rows(" AND pos > ?" if after is not None else "", "", size + 1, after)
+        got = rows(f" AND {at} > ?" if after is not None else "", "", size + 1, after)
         more_after, got = len(got) > size, got[:size]
-        more_before = after is not None and bool(rows(" AND pos <= ?", "DESC", 1, after))
-    items = [dict(zip(COLUMNS, r, strict=True)) for r in got]
+        more_before = after is not None and bool(rows(f" AND {at} <= ?", "DESC", 1, after))
+    items = [dict(zip((*COLUMNS, "cursor"), r, strict=True)) for r in got]
     if double and items:
         own = {k: (s, lb, note, fl) for k, who, s, lb, note, fl in con.execute(
             "SELECT key, reviewer, status, label, note, flagged FROM review_latest WHERE list_contains(?, key)",
@@ -329,5 +344,5 @@ def page(con, reviewer: str, double: bool, *, label: str | None = None, config: 
                       note=note, flagged=fl, todo=not mine and not below and it["n"] < 2)
     for it in items:
         it.setdefault("todo", it["status"] == "pending")
-    return {"items": items, "before": items[0]["pos"] if items and more_before else None,
-            "after": items[-1]["pos"] if items and more_after else None}
+    return {"items": items, "before": items[0]["cursor"] if items and more_before else None,
+            "after": items[-1]["cursor"] if items and more_after else None}

@@ -8,6 +8,9 @@ does not take the latest decision: :func:`verdicts` gives each image the decisio
 reviewers agree on; when they disagree, the later reviewers (adjudicators) settle it if their latest
 decisions all agree, and until then the image is ``disputed`` and ``finalize`` holds it back. An image
 one reviewer rejected is ``held``: never published, not even with ``--include-pending``.
+
+:func:`undo` takes back a reviewer's latest decisions one by one, each as a new decision that restores the state
+before it (logged, with the undone row recorded in ``review_undo``); nothing is ever deleted from the log.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from . import queue, state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
 ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}  # what a reviewer does -> status
+UNDO_DEPTH = 1000  # undo looks this many of a reviewer's latest log rows back (an undo and what it undid: two)
 MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double
 
 LATEST = queue.LATEST.format(where="")  # every reviewer's latest decision per image
@@ -250,3 +254,60 @@ def summary(con) -> dict:
             "decided": len(ds), "decisions": dict(sorted(kinds.items())), "double_reviewed": len(pairs),
             "observed_agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4) if pairs else None,
             "kappa": None if kappa is None or kappa != kappa else round(kappa, 4)}
+
+
+def undo(con, reviewer: str, n: int = 1) -> list[tuple[str, str, str | None, str | None]]:
+    """Take back ``reviewer``'s ``n`` latest decisions still in effect, latest first: each is answered by a new
+    decision of theirs that restores the image's state just before it (``(key, status, label, note)`` each, in
+    that order; where nothing came before, pending, or below-quality as ingest had it), in one transaction; the log keeps both rows and
+    ``review_undo`` says which undid which, so a second undo goes one decision further back, never undoes an undo.
+
+    Before means, in double review, this reviewer's own previous decision on the image (each reviewer's latest
+    counts); in single review the image's previous decision, whoever made it (the latest counts). In single
+    review a decision somebody else followed with one of theirs on the same image is no longer this reviewer's to
+    undo: it is passed over. Fewer than ``n`` (none) when there is no more to undo within :data:`UNDO_DEPTH`."""
+    reviewer = check_reviewer(reviewer)
+    if not isinstance(n, int) or not 1 <= n <= UNDO_DEPTH:
+        raise GensetsError(f"undo takes 1 to {UNDO_DEPTH} decisions, got {str(n)[:20]}")
+    double = is_double(con)
+    with transaction(con):
+        skip = {seq for row in con.execute("SELECT undo_seq, undone_seq FROM review_undo").fetchall() for seq in row}
+        mine = con.execute(f"SELECT seq, key FROM ({queue.LOG}) WHERE reviewer = ? ORDER BY seq DESC LIMIT ?",
+                           [reviewer, UNDO_DEPTH]).fetchall()
+        history: dict[str, list] = {}
+        chosen = []
+        for seq, key in mine:
+            if len(chosen) == n:
+                break
+            if seq in skip:
+                continue
+            if key not in history:
+                history[key] = con.execute(f"SELECT seq, reviewer, status, label, note FROM ({queue.LOG} "
+                                           "WHERE l.key = ?) ORDER BY seq", [key]).fetchall()
+            rows = history[key]
+            if not double and any(s > seq and who != reviewer for s, who, *_ in rows):
+                continue  # someone else decided this image since: theirs stands
+            before = [r for r in rows if r[0] < seq and (not double or r[1] == reviewer)]
+            status, label, note = before[-1][2:] if before else (_initial(con, key, double), None, None)
+            chosen.append((seq, key, status, label if status == "relabeled" else None, note))
+            skip.add(seq)
+        if not chosen:
+            return []
+        # the rows this transaction appends get their rowids (queue.LOG's seq) at commit, after the log's last one
+        first = con.execute("SELECT coalesce(max(rowid), -1) + 1 FROM review_log").fetchall()[0][0]
+        record_in(con, [(key, status, label, reviewer, note) for _, key, status, label, note in chosen])
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+        con.executemany("INSERT INTO review_undo VALUES (?, ?, ?, ?, ?)",
+                        [(first + i, seq, key, reviewer, now) for i, (seq, key, *_) in enumerate(chosen)])
+    return [(key, status, label, note) for _, key, status, label, note in chosen]
+
+
+def _initial(con, key: str, double: bool) -> str:
+    """An image's status before anyone decided it: pending, or (single review) below-quality where its quality
+    thresholds failed (state.ingest's rule)."""
+    if double:
+        return "pending"
+    failed = con.execute("SELECT json_extract(meta, '$.quality.passed') = 'false' FROM samples WHERE key = ?",
+                         [key]).fetchall()
+    return state.BELOW_QUALITY if failed and failed[0][0] else "pending"
+

@@ -13,6 +13,13 @@ and the reviewer name comes from it, never from the page. Every POST carries the
 of the session under a secret of the server's, embedded in the page). On loopback with nobody invited, the page
 works as on one's own machine: the reviewer is the name typed on it.
 
+Besides one decision at a time the page sends a range of images decided alike (``/api/bulk``: at most
+:data:`BULK_MAX` keys, all or none in one transaction, each a decision of the reviewer) and undos
+(``/api/undo``: :func:`review.undo`, the reviewer's own latest decisions taken back by new ones, never a
+deletion); it pages in three orders (:data:`queue.SORTS`: page order, most surrogates failing, most confident
+surrogate first), shows the config's instructions (:meth:`Builder.instructions`) and, where the config names a
+folder of them (``review.references``), a few real images of the class; and each reviewer's decisions and rate.
+
 Nothing grows with the queue: a page reads its rows by keyset from ``queue`` and its counts from
 ``queue_counts`` (:mod:`gensets.curation.queue`), a decision updates the rows of its image, and an image is
 read from its candidate shard at the byte offset recorded at ingest (``images``), when the browser asks for
@@ -37,6 +44,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ..errors import Busy, GensetsError
 from . import queue, review, shared, state
@@ -47,7 +55,11 @@ PAGE_SIZE = 60
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what the page may see of agreement
 MAX_BODY = 16 * 1024  # a decision is a few hundred bytes: a larger request body is refused unread (413)
+UNDO_MAX = 500  # decisions one undo request takes back (the page's last bulk decision at most)
+REFERENCES = 4  # real images of a class shown beside its generated ones (review.references)
 MAX_KEY = 200  # longer than any sample key: refused without being echoed
+BULK_MAX = 500  # keys of one bulk decision (a page holds PAGE_SIZE)
+BULK_BODY = BULK_MAX * (MAX_KEY + 8) + 1024  # the largest body of a bulk decision, refused unread beyond
 SERVER_WAIT = 10.0  # how long a request waits for state.duckdb held by another process (finalize's snapshot, a
 # command, another server's request), then: 503 with one line naming it
 IDLE_S = 10.0  # the server gives state.duckdb up after this long unused (else: when another process asks)
@@ -97,7 +109,8 @@ class ReviewState:
     given up when another process asks (:meth:`_held`, :meth:`release`), so that the review commands,
     ``finalize`` and other servers use it in between."""
 
-    def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False, keep_open: bool = False):
+    def __init__(self, workspace, *, reviewer: str | None = None, double: bool = False, keep_open: bool = False,
+                 page_size: int | None = None):
         """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a
         profile); the server keeps it open while it is in use and gives it up when asked (:meth:`release`)."""
         import getpass
@@ -111,6 +124,7 @@ class ReviewState:
         if not self.ws.state_path.exists():
             raise GensetsError(f"{self.ws.root}: nothing built yet (no state.duckdb)")
         self.lock = threading.Lock()  # one use of the database at a time in this process
+        self.lock_sessions = threading.Lock()  # the reviewers' session counts (activity)
         self.closed = False
         self.keep_open = keep_open
         self.con = None  # state.duckdb while this process holds it
@@ -118,7 +132,13 @@ class ReviewState:
         self.shared_until = 0.0  # until then (after a release), closed after every use
         self.release_asked = False
         self.reviewer = reviewer or getpass.getuser()
+        self.page_size = page_size or PAGE_SIZE  # images per page
+        self.sessions: dict[str, tuple] = {}  # reviewer -> (decisions through this server, monotonic time of the first)
         self.class_names = list(self.builder.class_names(self.cfg))
+        self.instructions = self.builder.instructions(self.cfg)
+        refs = getattr(self.cfg, "review", None)
+        self.reference_root = Path(refs.references) if refs is not None and refs.references else None
+        self.reference_files: dict[str, list] = {}  # class -> its first REFERENCES image files
         self.imagenet = imagenet_names()
         self.where: dict[str, tuple] = {}  # key -> (shard, offset, size, ext) of the images of pages shown
         self.secret = secrets.token_bytes(32)  # CSRF tokens are HMACs of the session under it
@@ -253,17 +273,20 @@ class ReviewState:
             return queue.summary(con, reviewer, self.double)["counts"]
 
     def page(self, reviewer: str, *, label: str | None = None, config: str | None = None,
-             status: str = "todo", after: int | None = None, before: int | None = None) -> dict:
-        """One page of the queue with its details, the filter options, the progress counts and the cursors of
-        the pages before and after it (``after`` / ``before``: a cursor of a page shown before)."""
+             status: str = "todo", after: int | None = None, before: int | None = None, sort: str = "page") -> dict:
+        """One page of the queue in the order ``sort`` (:data:`queue.SORTS`) with its details, the filter options,
+        the progress counts, the reviewer's activity (``me``) and the cursors of the pages before and after it
+        (``after`` / ``before``: a cursor of a page shown before, in the same order)."""
         if status not in queue.VIEWS:
             raise GensetsError(f"unknown status '{status[:40]}' (known: {', '.join(queue.VIEWS)})")
+        if sort not in queue.SORTS:
+            raise GensetsError(f"unknown sort '{sort[:40]}' (known: {', '.join(queue.SORTS)})")
         with self._held() as con:
             p = queue.page(con, reviewer, self.double, label=label, config=config, view=status,
-                           after=after, before=before, size=PAGE_SIZE)
+                           after=after, before=before, size=self.page_size, sort=sort)
             s = queue.summary(con, reviewer, self.double, label=label, config=config, view=status)
             self._details(con, p["items"])
-        return {**p, **s}
+        return {**p, **s, "me": self.activity(reviewer, s["decided"])}
 
     def _details(self, con, items: list[dict]) -> None:
         """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items, from their provenance;
@@ -280,14 +303,18 @@ class ReviewState:
             m = json.loads(meta[r["key"]])
             ids = set(m.get("imagenet_ids") or [])
             r.update(prompt=m.get("prompt"), seed=m.get("seed"), nuisance_kind=m.get("nuisance_kind"),
-                     failures=m.get("surrogate_failures"), imagenet_ids=sorted(ids))
+                     failures=m.get("surrogate_failures"), imagenet_ids=sorted(ids),
+                     top1_name=None if r["top1"] is None else self._imagenet_name(r["top1"]))
             r["surrogates"] = [
                 {"model": p["model"], "hit": bool(p["hit"]),
-                 "top5": [{"name": self.imagenet[i] if 0 <= i < len(self.imagenet) else str(i),
+                 "top5": [{"name": self._imagenet_name(i),
                            "score": round(float(sc), 4), "target": i in ids}
                           for i, sc in zip(p["top5"], p["scores"], strict=True)]}
                 for p in m.get("surrogates") or []]
             r.pop("note", None)
+
+    def _imagenet_name(self, i: int) -> str:
+        return self.imagenet[i] if 0 <= i < len(self.imagenet) else str(i)
 
     # ---------------------------------------------------------------- writing
     def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
@@ -317,8 +344,104 @@ class ReviewState:
                 status = review.ACTIONS[action]
             review.decide(con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
-            counts = queue.summary(con, reviewer, self.double)["counts"]
-        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": counts}
+            s = queue.summary(con, reviewer, self.double)
+        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": s["counts"],
+                "me": self.activity(reviewer, s["decided"], 1)}
+
+    def bulk(self, keys, action: str, reviewer: str) -> dict:
+        """Accept or reject the images ``keys`` (at most :data:`BULK_MAX`) at once: one decision of ``reviewer``
+        each, all in one transaction or none (an unknown key refuses them all). Each image keeps its "several
+        objects" flag (the reviewer's own, in double review)."""
+        reviewer = review.check_reviewer((reviewer or "").strip())
+        if action not in ("accept", "reject"):
+            raise GensetsError(f"unknown bulk action '{action}' (known: accept, reject)")
+        if not isinstance(keys, list) or not 1 <= len(keys) <= BULK_MAX \
+                or not all(isinstance(k, str) and 0 < len(k) <= MAX_KEY for k in keys):
+            raise GensetsError(f"'keys' must be a list of 1 to {BULK_MAX} sample keys")
+        keys = list(dict.fromkeys(keys))
+        status = review.ACTIONS[action]
+        with self._held() as con:
+            notes = dict(con.execute("SELECT key, note FROM reviews WHERE list_contains(?, key)", [keys]).fetchall())
+            missing = [k for k in keys if k not in notes]
+            if missing:
+                raise GensetsError(f"sample '{missing[0][:MAX_KEY]}' is not in the review queue: nothing was saved")
+            if self.double:  # the reviewer's own notes
+                own = dict(con.execute("SELECT key, note FROM review_latest WHERE reviewer = ? AND "
+                                       "list_contains(?, key)", [reviewer, keys]).fetchall())
+                notes = {k: own.get(k) for k in keys}
+            review.record(con, [(k, status, None, reviewer, notes[k]) for k in keys])
+            s = queue.summary(con, reviewer, self.double)
+        return {"status": status, "items": [{"key": k, "status": status, "label": None, "flagged": has_flag(notes[k])}
+                                            for k in keys], "counts": s["counts"],
+                "me": self.activity(reviewer, s["decided"], len(keys))}
+
+    def undo(self, reviewer: str, n: int = 1) -> dict:
+        """Take back ``reviewer``'s ``n`` latest decisions (:func:`review.undo`): the images' states as restored."""
+        reviewer = review.check_reviewer((reviewer or "").strip())
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= UNDO_MAX:
+            raise GensetsError(f"'n' must be a whole number from 1 to {UNDO_MAX}")
+        with self._held() as con:
+            undone = review.undo(con, reviewer, n)
+            s = queue.summary(con, reviewer, self.double)
+        return {"items": [{"key": k, "status": st, "label": lb, "flagged": has_flag(note)}
+                          for k, st, lb, note in undone], "counts": s["counts"], "me": self.activity(reviewer, s["decided"])}
+
+    def activity(self, reviewer: str, decided: int, made: int = 0) -> dict:
+        """What the page says of a reviewer: ``decided``, the images their latest decision decides (the queue's
+        counts); ``session``, the decisions they made through this server (``made`` more now; an undo is none),
+        and its ``rate`` per hour since the first of them (over at least a minute; None before any)."""
+        with self.lock_sessions:
+            n, first = self.sessions.get(reviewer, (0, None))
+            if made:
+                n, first = n + made, first if first is not None else time.monotonic()
+                self.sessions[reviewer] = (n, first)
+        rate = None if first is None else round(n / max(time.monotonic() - first, 60.0) * 3600, 1)
+        return {"decided": decided, "session": n, "rate": rate}
+
+    def references(self, label: str) -> list:
+        """The first :data:`REFERENCES` image files of ``label``'s folder under ``review.references`` (named as the
+        class, or with ``_`` for its spaces); none without such a folder. ``label`` must be a class."""
+        from ..images import is_image_file
+        from ..safety import inside
+
+        if self.reference_root is None:
+            return []
+        if label not in self.class_names:
+            raise GensetsError(f"unknown class '{label[:60]}'")
+        if label not in self.reference_files:
+            files = []
+            for name in dict.fromkeys((label, label.replace(" ", "_"))):
+                try:
+                    folder = inside(self.reference_root, name)
+                except GensetsError:  # a class name that is no folder name (a '/', '..')
+                    continue
+                if folder.is_dir():
+                    files = [f for f in sorted(folder.iterdir()) if is_image_file(f) and f.is_file()
+                             and self._contained(f)][:REFERENCES]
+                    break
+            self.reference_files[label] = files
+        return self.reference_files[label]
+
+    def _contained(self, path: Path) -> bool:
+        """``path`` lies in the reference folder (a symlink leading out of it is passed over)."""
+        from ..safety import inside
+
+        try:
+            inside(self.reference_root, path.relative_to(self.reference_root))
+        except (GensetsError, ValueError):
+            return False
+        return True
+
+    def reference(self, label: str, i: int) -> tuple[bytes, str]:
+        """The ``i``-th reference image of ``label``: bytes and type; IndexError when there is none."""
+        import mimetypes
+
+        from ..safety import open_regular
+
+        path = self.references(label)[i]
+        with open_regular(path) as f:
+            data = f.read()
+        return data, mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
     def agreement(self) -> dict:
         """The page's view of agreement: counts and kappa, never anyone's decisions."""
@@ -362,6 +485,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     DNS rebinding; a POST must be JSON from the page's own origin, of at most :data:`MAX_BODY` bytes, and carry
     the session's CSRF token (:data:`CSRF_HEADER`). Once someone is invited, or beyond loopback, every request but
     the page's script and style needs a reviewer's link (:func:`_identify`)."""
+    from urllib.parse import urlencode
+
     from flask import Flask, Response, abort, g, jsonify, render_template, request
 
     app = Flask(__name__)
@@ -374,6 +499,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             abort(403)
         if request.path == shared.RELEASE_PATH:
             return _release(rs, request)
+        if request.path == "/api/bulk":
+            request.max_content_length = BULK_BODY
         if request.method == "POST":
             if not request.is_json:  # no cross-site form posts
                 abort(415)
@@ -423,7 +550,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
                 raise GensetsError(f"{name} must be a whole number (a page cursor), got {value[:20]!r}")
             cursors[name] = None if value is None else int(value)
         return reviewer, {"label": a.get("class") or None, "config": a.get("config") or None,
-                          "status": a.get("status") or "todo", **cursors}
+                          "status": a.get("status") or "todo", "sort": a.get("sort") or "page", **cursors}
 
     @app.get("/")
     def index():
@@ -433,9 +560,13 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         p = rs.page(reviewer, **q)
         return render_template(
             "review.html", p=p, reviewer=reviewer, double=rs.double, class_names=rs.class_names,
-            filters={"class": a.get("class") or "", "config": a.get("config") or "", "status": status},
+            filters={"class": a.get("class") or "", "config": a.get("config") or "", "status": status,
+                     "sort": q["sort"]},
             title=rs.cfg.pretty_name, workspace=str(rs.ws.root), csrf=g.csrf, signed_in=g.reviewer is not None,
-            statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"])
+            statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"],
+            sorts={"page": "page order", "failures": "most surrogates fail", "confidence": "most confident surrogate"},
+            instructions=rs.instructions,
+            references=rs.reference_root is not None, undo_max=UNDO_MAX, bulk_max=BULK_MAX)
 
     @app.get("/image/<key>")
     def image(key):
@@ -472,6 +603,41 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
                         flagged=d.get("flagged"))
         out["ms"] = round(1000 * (time.perf_counter() - t0), 1)
         return jsonify(out)
+
+    def _body() -> dict:
+        try:
+            d = json.loads(request.get_data(cache=False))  # over the body limit: 413 before anything is read
+        except (ValueError, RecursionError):
+            d = None
+        if not isinstance(d, dict) or not isinstance(d.get("reviewer") or "", str):
+            raise GensetsError("a JSON object is needed ('reviewer', when given, a string)")
+        return d
+
+    def _poster(d: dict) -> str:
+        return _who(d.get("reviewer")) if g.reviewer is not None else (d.get("reviewer") or rs.reviewer)
+
+    @app.post("/api/bulk")
+    def bulk():
+        d = _body()
+        return jsonify(rs.bulk(d.get("keys"), str(d.get("action"))[:40], _poster(d)))
+
+    @app.post("/api/undo")
+    def undo():
+        d = _body()
+        return jsonify(rs.undo(_poster(d), d.get("n", 1)))
+
+    @app.get("/api/references")
+    def references():
+        label = request.args.get("class") or ""
+        return jsonify([f"/reference/{i}?{urlencode({'class': label})}" for i in range(len(rs.references(label)))])
+
+    @app.get("/reference/<int:i>")
+    def reference(i):
+        try:
+            data, mime = rs.reference(request.args.get("class") or "", i)
+        except IndexError:
+            abort(404)
+        return Response(data, mimetype=mime, headers={"Cache-Control": "private, max-age=3600"})
 
     @app.get("/api/agreement")
     def agreement_():
@@ -572,7 +738,7 @@ class _Stop:
 
 
 def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
-          double: bool = False, announce=print) -> None:
+          double: bool = False, announce=print, page_size: int | None = None) -> None:
     """Serve the review page until SIGINT (Ctrl-C) or SIGTERM; in the main thread it sets their handlers
     (:class:`_Stop`: also where the shell started it with SIGINT ignored). Stopping closes the listening
     socket, lets the request holding the database finish and closes the database; connections still open
@@ -586,7 +752,7 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-    rs = ReviewState(workspace, reviewer=reviewer, double=double)
+    rs = ReviewState(workspace, reviewer=reviewer, double=double, page_size=page_size)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     loopback = rs.loopback = host in ("127.0.0.1", "localhost", "::1")
     rs.invited()  # reads the invitations

@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS reviewer_tokens (
 CREATE TABLE IF NOT EXISTS label_studio_annotations (
     project VARCHAR, annotation VARCHAR, key VARCHAR, reviewer VARCHAR, updated_at TIMESTAMP,
     decided TIMESTAMP, withdrawn BOOLEAN, imported TIMESTAMP);
+CREATE TABLE IF NOT EXISTS review_undo (
+    undo_seq BIGINT, undone_seq BIGINT, key VARCHAR, reviewer VARCHAR, time TIMESTAMP);
 """
 # reviewer_tokens: the review page's invitations (gensets.curation.reviewers): the sha256 of each secret link's
 # token, never the token, with whose it is, when it was made and revoked.
@@ -51,7 +53,9 @@ CREATE TABLE IF NOT EXISTS label_studio_annotations (
 # is one reviewer whatever form of their id an import carried. label_studio_annotations: append-only, the Label
 # Studio annotations whose decisions an import logged (by project and annotation id, with their updated_at and the
 # time of the decision that stands for them) and
-# those it withdrew because Label Studio no longer has them (gensets.curation.interchange)
+# those it withdrew because Label Studio no longer has them (gensets.curation.interchange).
+# review_undo: append-only, the review page's undos (review.undo): the log row (its rowid) that undid another one,
+# which is a decision like any other in review_log; nothing is ever deleted from the log
 
 
 WAIT_S = 60.0  # how long a command waits for state.duckdb held by another process (a request of a review

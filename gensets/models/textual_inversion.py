@@ -165,9 +165,42 @@ def _save_atomic(tensors: dict, path: Path, metadata: dict[str, str]) -> None:
     """One metadata key only: safetensors writes several in no fixed order (a hash map)."""
     import safetensors.torch
 
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    safetensors.torch.save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    from ..safety import atomic_open, no_symlink
+
+    data = safetensors.torch.save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
+    with atomic_open(no_symlink(path, "a TI file")) as f:  # neither written through a symlink nor replacing one
+        f.write(data)
+
+
+def _resume(checkpoint: Path, key: str, steps: int) -> tuple[int, list, list, tuple | None]:
+    """The step, losses, CLIP terms (with the CLIP loss) and (embedding row, exp_avg, exp_avg_sq) a checkpoint of
+    the same ``key`` holds ((0, [], [], None) for another key's). DataError naming the file for one that is not a
+    regular file, not safetensors, or whose state is not what :func:`train_textual_inversion` writes."""
+    import safetensors
+
+    from ..errors import DataError
+    from ..safety import check_regular, no_symlink
+
+    check_regular(no_symlink(checkpoint, "a TI checkpoint"))
+    try:
+        with safetensors.safe_open(str(checkpoint), "pt") as f:
+            meta = json.loads((f.metadata() or {}).get("state", "{}"))
+            if not isinstance(meta, dict) or meta.get("key") != key:
+                return 0, [], [], None
+            step, losses, clip_losses = meta.get("step"), meta.get("losses"), meta.get("clip_losses", [])
+
+            def numbers(xs) -> bool:
+                return isinstance(xs, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs)
+
+            if not (isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= steps
+                    and numbers(losses) and len(losses) == step and numbers(clip_losses)
+                    and len(clip_losses) in (0, step)):
+                raise ValueError(f"state: step {str(step)[:20]} and {len(losses) if isinstance(losses, list) else 'no'}"
+                                 f" losses, for a training of {steps} steps")
+            return step, losses, clip_losses, tuple(f.get_tensor(k) for k in ("embedding", "exp_avg", "exp_avg_sq"))
+    except Exception as e:  # noqa: BLE001 - safetensors' own errors, JSON, a missing tensor: one line naming the file
+        raise DataError(f"{checkpoint}: not a readable TI checkpoint ({' '.join(f'{type(e).__name__}: {e}'.split())[:200]}); "
+                        "remove it to train this class from the start") from None
 
 
 def save_embedding(path: Path, token: str, embedding) -> None:
@@ -186,7 +219,6 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
     the same ``key`` is resumed from. ``on_step(step)`` is called after each step is complete."""
     import copy
 
-    import safetensors
     import torch
     from diffusers import DDPMScheduler
     from diffusers.optimization import get_scheduler
@@ -221,12 +253,15 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
     keep = torch.arange(len(tokenizer)) != tid
 
     start, losses, clip_losses = 0, [], []
-    if Path(checkpoint).exists():
-        with safetensors.safe_open(str(checkpoint), "pt") as f:
-            meta = json.loads((f.metadata() or {}).get("state", "{}"))
-            if meta.get("key") == key:
-                start, losses, clip_losses = meta["step"], meta["losses"], meta.get("clip_losses", [])
-                row, m, v = (f.get_tensor(k) for k in ("embedding", "exp_avg", "exp_avg_sq"))
+    if os.path.lexists(checkpoint):
+        start, losses, clip_losses, saved = _resume(Path(checkpoint), key, t.steps)
+        if start:
+            row, m, v = saved
+            if not all(x.shape == emb.weight[tid].shape for x in saved):
+                from ..errors import DataError
+
+                raise DataError(f"{checkpoint}: its tensors are not of the token embedding's shape "
+                                f"{tuple(emb.weight[tid].shape)}; remove it to train this class from the start")
     if start:
         with torch.no_grad():
             emb.weight[tid] = row

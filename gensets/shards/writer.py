@@ -7,10 +7,11 @@ import json
 import os
 import tarfile
 from collections.abc import Iterable, Mapping
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from gensets.safety import atomic_open, fsync_dir, temp_name  # noqa: F401 - shards' writers use them from here
 
 
 @dataclass(frozen=True)
@@ -74,39 +75,6 @@ def _prepare(samples: Iterable[Mapping[str, Any]]) -> list[dict[str, bytes]]:
             raise ValueError(f"sample {key!r} has no fields to write")
         out[key] = fields
     return [out[k] for k in sorted(out)]
-
-
-def fsync_dir(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def temp_name(path: Path) -> Path:
-    """The temporary sibling a writer uses before the atomic rename (see clean_temp)."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-@contextmanager
-def atomic_open(path: Path):
-    """A binary file that appears at ``path`` whole or not at all: written to :func:`temp_name`, fsynced,
-    renamed over ``path``, the folder fsynced; on any failure the temp file is removed and ``path`` is left
-    as it was."""
-    tmp = temp_name(path)
-    try:
-        # never through a symlink a hostile folder placed at the temporary name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent if str(path.parent) else ".")
 
 
 _BLOCK = tarfile.BLOCKSIZE  # 512

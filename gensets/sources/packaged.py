@@ -85,6 +85,14 @@ def imagenet_d_published() -> dict:
 
 
 @cache
+def wiles_published() -> dict:
+    """Wiles et al. (2022)'s published failure rates (Figure 5's caption, from the summary
+    shared/papers/002_c8f194d3454d00cb.txt): {"paper", "file", "checked", "figure5": [{"what", "label", "target",
+    "metric" (target_rate | failure_rate), "value", "text"}]}; ``text`` is the phrase each was read from."""
+    return json.loads(_data_text("failure_modes", "published.json"))
+
+
+@cache
 def borji_published() -> dict:
     """Borji (2022)'s published numbers for what gensets can run (recognition, VQA), with their source:
     {"source", "url", "checked", "recognition": [...], "vqa": [...]}, each number {"what", "metric", "value",

@@ -32,6 +32,14 @@ class FailureModesBuilder(base.Builder):
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
 
+    def planned_images(self, cfg) -> list[tuple[tuple[str, int], ...]]:
+        """The baseline, and at most ``clustering.max_k`` failure modes per label regenerated (a mode is a cluster
+        of at least ``clustering.min_size`` of the label's images)."""
+        labels, per_label = ("labels", len(cfg.labels)), cfg.images_per_label
+        modes = min(cfg.clustering.max_k, per_label // cfg.clustering.min_size)
+        return [(labels, ("images_per_label", per_label)),
+                (labels, ("clustering.max_k", modes), ("images_per_mode", cfg.images_per_mode or per_label))]
+
     def check_prompts(self, unit, ctx) -> None:
         """The baseline and regenerate stages (a unit: one prompt); the clusters stage generates nothing."""
         if unit.payload["stage"] != "clusters":

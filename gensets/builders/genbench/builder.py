@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from ...config import to_dict
@@ -165,8 +166,10 @@ class Context(base.Context):
 
         if ti["token"] in self._tokens:
             return
-        path = self.workspace.root / ti["embedding"]
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != ti["embedding_sha256"]:
+        from ...safety import inside, read_regular
+
+        path = inside(self.workspace.root, ti["embedding"])  # no symlink out of the workspace
+        if not os.path.lexists(path) or hashlib.sha256(read_regular(path)).hexdigest() != ti["embedding_sha256"]:
             raise DataError(f"{path}: the TI embedding of {ti['token']!r} changed or is missing since the build was "
                             "planned; run the build again")
         self.generator.pipe.load_textual_inversion(str(path), token=ti["token"])
@@ -256,6 +259,9 @@ class GenBenchBuilder(base.Builder):
 
     plan = staticmethod(plan)
     run_unit = staticmethod(run_unit)
+
+    def planned_images(self, cfg: GenBenchConfig) -> list[tuple[tuple[str, int], ...]]:
+        return [(("strategies", len(cfg.strategies)), ("classes", len(selected(cfg))), ("shots", cfg.shots))]
 
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         """Every unit but CE's (its prompts are the expansion model's: checked while the unit runs), TI's training

@@ -20,6 +20,7 @@ from pathlib import Path
 from ...config import to_dict
 from ...errors import DataError, GensetsError
 from ...records import content_id, derive_seed, slug
+from ...safety import atomic_open, inside, read_regular, writable_inside
 from ...sources.classes import plain_name, source_name
 from ..common import Unit
 from .config import GenBenchConfig, selected
@@ -86,19 +87,18 @@ def embeddings(cfg: GenBenchConfig, workspace) -> dict[str, dict]:
     out = {}
     for u in plan_training(cfg):
         name = u.payload["class"]
-        path = workspace.root / files_of(name)["embedding"]
-        if u.id not in done or not path.is_file():
+        path = inside(workspace.root, files_of(name)["embedding"])  # no symlink out of the workspace
+        if u.id not in done or not os.path.lexists(path):
             raise DataError(f"{workspace.root}: the TI embedding of class {name!r} is not trained yet "
                             f"({files_of(name)['embedding']}); run `gensets build` again")
         out[name] = {"token": u.payload["token"], "embedding": files_of(name)["embedding"],
-                     "embedding_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+                     "embedding_sha256": hashlib.sha256(read_regular(path)).hexdigest()}
     return out
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    with atomic_open(path) as f:  # a symlink at the temporary name is refused, not written through
+        f.write((json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def filter_references(f: dict, name: str, refs: list, models: dict) -> tuple[list, list[dict]]:
@@ -145,7 +145,8 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     if t["prepare_size"]:  # textual_inversion_prepare_images: Image.open(...).resize((224, 224))
         images = [im.resize((t["prepare_size"],) * 2, resample=Image.Resampling.BICUBIC) for im in images]
     root = ctx.workspace.root
-    files = {k: root / v for k, v in files_of(name).items()}
+    # ti/ and its files: never a symlink, so nothing is written through one or replaces one
+    files = {k: writable_inside(root, v) for k, v in files_of(name).items()}
     files["embedding"].parent.mkdir(parents=True, exist_ok=True)
     seed = derive_seed(p["seed"], p["dataset"], "TI", name)  # each class its own draws
     settings = ti.Training(steps=t["steps"], learning_rate=t["applied_learning_rate"], batch_size=t["batch_size"],
@@ -177,7 +178,7 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
         "reference_source": cfg.reference.source, "training": t, "adam": ti.ADAM, "max_grad_norm": ti.MAX_GRAD_NORM,
         "seed": seed, "base_model": {"spec": cfg.generator.model, "id": gen.model_id, "revision": gen.revision},
         "embedding": files_of(name)["embedding"],
-        "embedding_sha256": hashlib.sha256(files["embedding"].read_bytes()).hexdigest(),
+        "embedding_sha256": hashlib.sha256(read_regular(files["embedding"])).hexdigest(),
         "losses": out["losses"],
         **({"clip": {"spec": clip.spec, "id": clip.model_id, "revision": clip.revision, "lambda": t["clip_lambda"],
                      "input_size": clip.size}, "clip_losses": out["clip_losses"]} if clip is not None else {}),

@@ -1,4 +1,5 @@
-// gensets review page: selection, keyboard shortcuts and decisions (POST /api/decide, saved at once).
+// gensets review page: selection, keyboard shortcuts and decisions (POST /api/decide, saved at once); ranges
+// (POST /api/bulk), undo (POST /api/undo: a new decision, never a deletion), zoom, the keys overlay, references.
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -9,6 +10,10 @@
   const form = $("filters");
   let sel = -1;
   let busy = false;
+  const picked = new Set(); // indices of the range selected for a bulk decision
+  const undoSizes = []; // how many decisions each of this page's actions made: z takes the last one back whole
+  const undoMax = Number(document.body.dataset.undoMax) || 1;
+  const bulkMax = Number(document.body.dataset.bulkMax) || 1;
 
   // every POST carries the session's CSRF token, which the server embedded in the page
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
@@ -58,6 +63,8 @@
     $("d-seed").textContent = it.seed ?? "";
     $("d-key").textContent = it.key;
     $("d-status").textContent = it.status + (it.flagged ? " · several objects" : "") + (double ? ` · ${it.n} reviewer(s) so far` : "");
+    if (!$("zoom").hidden) showZoom();
+    showReferences(it.label);
     $("b-flag").setAttribute("aria-pressed", String(!!it.flagged));
     const n = it.surrogates.length;
     $("d-failures").textContent = it.failures == null ? "" : `· ${it.failures} of ${n} fail`;
@@ -97,6 +104,37 @@
     c.querySelector(".new").textContent = it.status === "relabeled" ? " → " + it.review_label : "";
   }
 
+  function updateMe(me) {
+    if (!me) return;
+    $("me-session").textContent = me.session;
+    $("me-decided").textContent = me.decided;
+    $("me-rate").textContent = me.rate == null ? "–" : Math.round(me.rate);
+  }
+
+  async function post(path, body) {
+    const res = await fetch(path, {
+      method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify({ reviewer: reviewer(), ...body }),
+    });
+    const out = await res.json().catch(() => ({ error: res.statusText }));
+    if (!res.ok) throw new Error(out.error || res.statusText);
+    return out;
+  }
+
+  // an image's new state (from a bulk decision or an undo) on the page, where it is shown
+  function apply(state) {
+    const i = items.findIndex((it) => it.key === state.key);
+    if (i < 0) return -1;
+    const it = items[i];
+    const decided = (s) => s !== "pending" && s !== "below-quality";
+    if (double && decided(state.status) !== decided(it.status)) it.n += decided(state.status) ? 1 : -1;
+    it.status = state.status;
+    it.review_label = state.status === "relabeled" ? state.label : it.label;
+    it.flagged = state.flagged;
+    updateCard(i);
+    return i;
+  }
+
   function updateCounts(c) {
     for (const k of ["pending", "accepted", "rejected", "relabeled", "flagged", "total", "double_reviewed"]) {
       const e = $("n-" + k);
@@ -124,12 +162,7 @@
     busy = true;
     const t0 = performance.now();
     try {
-      const res = await fetch("/api/decide", {
-        method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-        body: JSON.stringify({ key: it.key, action, reviewer: reviewer(), ...extra }),
-      });
-      const out = await res.json().catch(() => ({ error: res.statusText }));
-      if (!res.ok) throw new Error(out.error || res.statusText);
+      const out = await post("/api/decide", { key: it.key, action, ...extra });
       const ms = Math.round(performance.now() - t0);
       if (double && it.status === "pending" && out.status !== "pending") it.n += 1;
       it.status = out.status;
@@ -137,6 +170,8 @@
       it.flagged = out.flagged;
       updateCard(sel);
       updateCounts(out.counts);
+      updateMe(out.me);
+      undoSizes.push(1);
       document.body.dataset.lastMs = ms;
       const what = action === "flag" ? (out.flagged ? "flagged: several objects" : "flag removed")
         : verbs[action] + (action === "relabel" ? " → " + out.label : "");
@@ -170,6 +205,139 @@
     }
   }
   const safe = (p) => p.catch(() => {});
+
+  // ---- ranges: shift-click from the selected image, x for one more; A / R decide them in one request
+  function showPicked() {
+    cards.forEach((c, i) => c.classList.toggle("picked", picked.has(i)));
+    const n = picked.size;
+    $("picked").textContent = n ? `${n} selected · Esc clears` : "range: shift-click, x";
+    $("b-bulk-accept").disabled = $("b-bulk-reject").disabled = !n;
+  }
+  function pickRange(i) {
+    const from = sel < 0 ? i : sel;
+    for (let j = Math.min(from, i); j <= Math.max(from, i); j++) picked.add(j);
+    showPicked();
+  }
+  function togglePick(i) {
+    if (i < 0) return;
+    picked.has(i) ? picked.delete(i) : picked.add(i);
+    showPicked();
+  }
+  async function bulk(action, indices, what) {
+    if (busy) return;
+    const keys = indices.map((i) => items[i].key);
+    if (!keys.length) { toast(what === "page" ? "nothing left to decide on this page" : "select images first", true); return; }
+    if (keys.length > bulkMax) { toast(`at most ${bulkMax} images at once`, true); return; }
+    if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
+    busy = true;
+    try {
+      const out = await post("/api/bulk", { keys, action });
+      out.items.forEach(apply);
+      updateCounts(out.counts);
+      updateMe(out.me);
+      undoSizes.push(out.items.length);
+      picked.clear();
+      showPicked();
+      renderDetail();
+      toast(`${out.items.length} ${verbs[action]} · saved · z takes them back`);
+    } catch (e) {
+      toast(e.message, true);
+    } finally {
+      busy = false;
+    }
+  }
+  const pickedList = () => Array.from(picked).sort((a, b) => a - b);
+  const undecided = () => items.map((it, i) => (it.status === "pending" ? i : -1)).filter((i) => i >= 0);
+  $("b-bulk-accept").addEventListener("click", () => bulk("accept", pickedList()));
+  $("b-bulk-reject").addEventListener("click", () => bulk("reject", pickedList()));
+  $("b-page-accept").addEventListener("click", () => bulk("accept", undecided(), "page"));
+
+  // ---- undo: the reviewer's last action taken back by new decisions (the server logs them)
+  async function undo() {
+    if (busy) return;
+    if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
+    busy = true;
+    try {
+      const n = Math.min(undoSizes.pop() || 1, undoMax);
+      const out = await post("/api/undo", { n });
+      if (!out.items.length) { toast("nothing left to undo"); return; }
+      let last = -1;
+      out.items.forEach((s) => { const i = apply(s); if (i >= 0) last = i; });
+      updateCounts(out.counts);
+      updateMe(out.me);
+      if (last >= 0) select(last); else renderDetail();
+      const off = out.items.length - out.items.filter((s) => items.some((it) => it.key === s.key)).length;
+      toast(`undone: ${out.items.length} decision${out.items.length > 1 ? "s" : ""}` + (off ? ` (${off} on another page)` : ""));
+    } catch (e) {
+      toast(e.message, true);
+    } finally {
+      busy = false;
+    }
+  }
+  $("b-undo").addEventListener("click", () => undo());
+
+  // ---- zoom: the image at full resolution (1:1), + / - scale it, drag or scroll to pan
+  let scale = 1;
+  const zoomImg = $("zoom-img"), pane = $("zoom-pane");
+  function showZoom() {
+    const it = items[sel];
+    if (!it) return;
+    if (zoomImg.dataset.key !== it.key) { zoomImg.dataset.key = it.key; zoomImg.src = cards[sel].querySelector("img").src; }
+    const w = zoomImg.naturalWidth, h = zoomImg.naturalHeight;
+    if (w) { zoomImg.style.width = w * scale + "px"; zoomImg.style.height = h * scale + "px"; }
+    $("zoom-scale").textContent = `${Math.round(scale * 100)}%` + (w ? ` of ${w}×${h}` : "");
+  }
+  zoomImg.addEventListener("load", showZoom);
+  function openZoom() { if (!items[sel]) return; scale = 1; $("zoom").hidden = false; showZoom(); }
+  function closeZoom() { $("zoom").hidden = true; }
+  function rescale(f) {
+    const cx = pane.scrollLeft + pane.clientWidth / 2, cy = pane.scrollTop + pane.clientHeight / 2;
+    const next = Math.max(0.25, Math.min(16, scale * f));
+    const r = next / scale;
+    scale = next;
+    showZoom();
+    pane.scrollLeft = cx * r - pane.clientWidth / 2;
+    pane.scrollTop = cy * r - pane.clientHeight / 2;
+  }
+  $("d-img").addEventListener("click", openZoom);
+  $("zoom-close").addEventListener("click", closeZoom);
+  let drag = null;
+  pane.addEventListener("pointerdown", (e) => {
+    drag = { x: e.clientX, y: e.clientY, left: pane.scrollLeft, top: pane.scrollTop };
+    pane.setPointerCapture(e.pointerId);
+    pane.classList.add("dragging");
+  });
+  pane.addEventListener("pointermove", (e) => {
+    if (!drag) return;
+    pane.scrollLeft = drag.left - (e.clientX - drag.x);
+    pane.scrollTop = drag.top - (e.clientY - drag.y);
+  });
+  const endDrag = () => { drag = null; pane.classList.remove("dragging"); };
+  pane.addEventListener("pointerup", endDrag);
+  pane.addEventListener("pointercancel", endDrag);
+
+  // ---- the keys overlay
+  const help = $("help");
+  const toggleHelp = (on = help.hidden) => { help.hidden = !on; };
+  $("b-help").addEventListener("click", () => toggleHelp(true));
+  $("help-close").addEventListener("click", () => toggleHelp(false));
+
+  // ---- pages
+  const goPage = (id) => { const b = $(id); if (b) b.click(); else toast(id === "next" ? "this is the last page" : "this is the first page"); };
+
+  // ---- real images of the class (review.references in the config)
+  const refs = {};
+  async function showReferences(label) {
+    if (document.body.dataset.references !== "1") return;
+    const box = $("d-refs"), row = box.querySelector(".refs");
+    box.dataset.class = label;
+    try {
+      refs[label] = refs[label] || (await (await fetch("/api/references?" + new URLSearchParams({ class: label }))).json());
+    } catch (e) { refs[label] = []; }
+    if (box.dataset.class !== label) return; // another image was selected meanwhile
+    row.replaceChildren(...refs[label].map((src) => { const im = el("img"); im.src = src; im.alt = label; return im; }));
+    box.hidden = !refs[label].length;
+  }
   $("relabel-go").addEventListener("click", confirmRelabel);
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter") { e.preventDefault(); confirmRelabel(); }
@@ -180,7 +348,11 @@
   const act = (a) => (a === "relabel" ? openRelabel() : a === "flag"
     ? safe(decide("flag", { flagged: !items[sel]?.flagged })) : safe(decide(a)));
   document.querySelectorAll(".actions button").forEach((b) => b.addEventListener("click", () => act(b.dataset.action)));
-  cards.forEach((c, i) => c.addEventListener("click", () => select(i, false)));
+  cards.forEach((c, i) => c.addEventListener("click", (e) => {
+    if (e.shiftKey) { e.preventDefault(); pickRange(i); }
+    else if (e.ctrlKey || e.metaKey) togglePick(i);
+    select(i, false);
+  }));
   cards.forEach((c) => {
     const img = c.querySelector("img");
     const mark = () => { if (img.naturalWidth && img.naturalWidth < 160) img.classList.add("small"); };
@@ -198,17 +370,28 @@
   document.addEventListener("keydown", (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (["INPUT", "SELECT", "TEXTAREA"].includes(e.target.tagName)) return;
+    if (!help.hidden) { // the overlay takes ? and Esc only
+      if (e.key === "?" || e.key === "Escape") { e.preventDefault(); toggleHelp(false); }
+      return;
+    }
+    const zoomed = !$("zoom").hidden;
     const keys = {
       a: () => act("accept"), r: () => act("reject"), l: () => act("relabel"), s: () => act("flag"),
       j: () => select(sel + 1), ArrowRight: () => select(sel + 1),
       k: () => select(sel - 1), ArrowLeft: () => select(sel - 1),
       ArrowDown: () => select(sel + columns()), ArrowUp: () => select(sel - columns()),
-      Escape: closeRelabel,
+      z: () => undo(), x: () => togglePick(sel),
+      A: () => bulk("accept", pickedList()), R: () => bulk("reject", pickedList()), P: () => bulk("accept", undecided(), "page"),
+      n: () => goPage("next"), PageDown: () => goPage("next"), p: () => goPage("prev"), PageUp: () => goPage("prev"),
+      "+": () => (zoomed ? rescale(2) : openZoom()), "=": () => (zoomed ? rescale(2) : openZoom()),
+      "-": () => zoomed && rescale(0.5), "?": () => toggleHelp(true),
+      Escape: () => { if (zoomed) closeZoom(); else if (!box.hidden) closeRelabel(); else { picked.clear(); showPicked(); } },
     };
+    if (zoomed && ["ArrowDown", "ArrowUp", "ArrowLeft", "ArrowRight", "PageDown", "PageUp"].includes(e.key)) return; // pans
     if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
   });
 
   select(0, false);
   if (double) refreshKappa();
-  window.gensetsReview = { items, select, decide }; // for tests and the console
+  window.gensetsReview = { items, select, decide, undo, bulk }; // for tests and the console
 })();

@@ -21,10 +21,31 @@ from ...registry import REPORTS
 from ...safety import read_json
 from .base import Report, add_precision
 
-# Item 6 of issue #12: published numbers beside gensets' own, where a configuration of the paper can be run
-PUBLISHED = ("Wiles et al. (2022) publish failure rates of images generated with Imagen and described by their own "
-             "captioner; neither model is available, so gensets can run no configuration of the paper and packages "
-             "no published number to set beside its own.")
+PUBLISHED = ("Wiles et al. (2022) publish failure rates of a ResNet-50 on images generated with Imagen and described "
+             "by their own captioner; neither model is available, so no gensets configuration is the paper's. Beside "
+             "each of Figure 5's rates: the same rate of this build's baseline images of the label (its own generator, "
+             "template and classifier), when the label is among the build's; difference = gensets - published.")
+
+
+def published(rep: dict) -> dict:
+    """Figure 5's rates (gensets/data/failure_modes/published.json), each beside this build's baseline rate of the
+    same label: the failure rate, or the rate at which its images are classified as the target label."""
+    from ...sources.packaged import wiles_published
+
+    pub = wiles_published()
+    rows = []
+    for p in pub["figure5"]:
+        b = (rep.get("baseline") or {}).get(p["label"])
+        value = None
+        if b and b.get("n"):
+            if p["metric"] == "failure_rate":
+                value = b["failures"] / b["n"]
+            else:
+                value = sum(c["count"] for c in b.get("confusions", []) if c["name"] == p["target"]) / b["n"]
+        rows.append({**p, "gensets": value, "gensets_images": b.get("n") if b else None,
+                     "difference": None if value is None else value - p["value"]})
+    return {"paper": pub["paper"], "file": pub["file"], "checked": pub["checked"], "note": PUBLISHED,
+            "numbers": rows}
 
 # an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
 TRANSFER = """
@@ -50,7 +71,7 @@ def compute(workspace: str | Path, db: str | Path | None = None, precision: str 
     if not isinstance(rep, dict):
         raise DataError(f"{path}: not the modes.json a failure-modes build writes (not an object)")
     rep["workspace"] = str(ws.root)
-    rep["published"] = {"numbers": [], "note": PUBLISHED}
+    rep["published"] = published(rep)
     if db is not None:
         rep["transfer"] = transfer(db, ws.fingerprint, rep["classifier"], cfg.top_k, precision)
         rep["transfer_precision"] = precision
@@ -240,7 +261,13 @@ def write(rep: dict, out: str | Path) -> Path:
                f"scored by other classifiers with `gensets eval`: the fraction they fail too (label not in their "
                f"top-{k}, as for the classifier under test); runs at `{rep.get('transfer_precision', 'fp32')}`.", "",
                table(["model", "config", "images", "failed", "transfer"], rows, _fmt), ""]
-    md += ["## Published numbers", "", rep["published"]["note"], "",
+    pub = rep["published"]
+    rows = [[p["what"], p["metric"], f"{100 * p['value']:.4g}%",
+             "not built" if p["gensets"] is None else f"{100 * p['gensets']:.4g}% of {p['gensets_images']}",
+             "-" if p["difference"] is None else f"{100 * p['difference']:+.4g} points"] for p in pub["numbers"]]
+    md += ["## Published numbers (Wiles et al. 2022, Figure 5)", "", pub["note"], "",
+           table(["published (Figure 5)", "metric", "paper", "gensets baseline", "difference"], rows), "",
+           f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", "",
            "Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
            "`failure_modes`, `failure_mode_targets`, `failure_mode_members`, `failure_mode_images` of "
            "`state.duckdb`."]

@@ -29,7 +29,7 @@ PER_CONFIG = """
 SELECT r.model, r.protocol AS variant, r.config, count(*)::INT AS n, avg(p.correct1::INT) AS top1
 FROM runs r JOIN predictions p USING (run_id)
 WHERE r.dataset = ? AND r.dataset_revision IS NOT DISTINCT FROM ? AND coalesce(r.precision, 'fp32') = ?
-  AND split_part(r.protocol, ' (', 1) IN ('imagenet', 'zero-shot', 'two-way')
+  AND list_contains(?, split_part(r.protocol, ' (', 1))
 GROUP BY ALL ORDER BY r.model, r.protocol, r.config
 """
 _FAMILIES = (  # (paper family, protocol, a pattern of the gensets model spec)
@@ -55,8 +55,8 @@ def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
     """The ImageNet-D dataset of the database (the one scored with these protocols, or ``dataset``) and its latest
     revision."""
     names = [r[0] for r in con.execute(
-        "SELECT DISTINCT dataset FROM runs WHERE split_part(protocol, ' (', 1) IN ('imagenet', 'zero-shot', 'two-way') "
-        "AND config IN ('background', 'texture', 'material') ORDER BY 1").fetchall()]
+        "SELECT DISTINCT dataset FROM runs WHERE list_contains(?, split_part(protocol, ' (', 1)) "
+        "AND list_contains(?, config) ORDER BY 1", [list(PROTOCOLS), list(NUISANCES)]).fetchall()]
     if dataset is None:
         if len(names) != 1:
             raise GensetsError(f"{db}: {len(names)} ImageNet-D datasets (configs background / texture / material) "
@@ -65,7 +65,7 @@ def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
     elif dataset not in names:
         raise GensetsError(f"{db}: no ImageNet-D runs (configs background / texture / material) of dataset "
                            f"{dataset!r} ({', '.join(names) or 'none'})")
-    revision = con.execute("SELECT dataset_revision FROM runs WHERE dataset = ? ORDER BY finished DESC LIMIT 1",
+    revision = con.execute("SELECT dataset_revision FROM runs WHERE dataset = ? ORDER BY finished DESC NULLS LAST LIMIT 1",
                            [dataset]).fetchone()[0]
     return dataset, revision
 
@@ -77,7 +77,7 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32")
     con = store.connect(db, read_only=True)
     try:
         dataset, revision = _dataset(con, db, dataset)
-        per_config = rows(con, PER_CONFIG, [dataset, revision, precision])
+        per_config = rows(con, PER_CONFIG, [dataset, revision, precision, list(PROTOCOLS)])
     finally:
         con.close()
     if not per_config:
@@ -123,25 +123,29 @@ def _diff(v) -> str:
     return "-" if v is None else f"{100 * v:+.2f}"
 
 
-def markdown(rep: dict) -> str:
-    per = [[code(m["model"], True), code(m["variant"], True),
-            *(_pct(m["configs"].get(c, {}).get("top1")) for c in NUISANCES),
-            _pct(m["all"]) + ("" if m["complete"] else " (not all nuisances)"), m["n"]] for m in rep["per_model"]]
+def published_markdown(rep: dict) -> list[str]:
+    """The report's "Published numbers" section (also under scripts/leaderboard.py's ImageNet-D leaderboard)."""
     pub = rep["published"]
     side = [[r["family"], r["protocol"], _pct(r["published"]),
              "not run" if r["model"] is None else code(r["model"], True),
              "-" if r["variant"] is None else code(r["variant"], True), _pct(r["gensets"]), _diff(r["difference"])]
             for r in pub["rows"]]
+    return ["## Published numbers (Zhang et al. 2024)", "",
+            "Each paper family beside the gensets runs of its protocol whose model names it (top-1 on all images); "
+            "difference = gensets - published, in points.", "",
+            table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference"],
+                  side), "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""]
+
+
+def markdown(rep: dict) -> str:
+    per = [[code(m["model"], True), code(m["variant"], True),
+            *(_pct(m["configs"].get(c, {}).get("top1")) for c in NUISANCES),
+            _pct(m["all"]) + ("" if m["complete"] else " (not all nuisances)"), m["n"]] for m in rep["per_model"]]
     return "\n".join([
         f"# ImageNet-D report: {rep['dataset']}", "",
         f"Revision `{rep['revision']}`, runs at `{rep['precision']}`. Top-1 (%) per nuisance and on all images "
         "(pooled), per model and protocol variant.", "",
-        table(["model", "protocol (variant)", *NUISANCES, "all", "images"], per), "",
-        "## Published numbers (Zhang et al. 2024)", "",
-        "Each paper family beside the gensets runs of its protocol whose model names it; difference = gensets - "
-        "published, in points.", "",
-        table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference"], side),
-        "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""])
+        table(["model", "protocol (variant)", *NUISANCES, "all", "images"], per), "", *published_markdown(rep)])
 
 
 def write(rep: dict, out: str | Path) -> Path:

@@ -144,8 +144,10 @@ def _published(rep: dict) -> list[str]:
         best = max(rep["per_model"], key=lambda r: r[m], default=None)
         here = (f"{_pct(best[m])} (mean over categories, `{best['model']}` on `{best['config']}`); "
                 f"{_pct(max(r[f'{m}_images'] for r in rep['per_model']))} (best mean over images)") if best else "-"
-        lines.append([p["what"], m, ("about " if p["approximate"] else "") + _pct(p["value"]), here, p["note"]])
-    return [table(["published", "metric", "Borji 2022", f"gensets (protocol {rep['protocol']})", "note"], lines),
+        diff = "-" if not best or best[m] is None else f"{100 * (best[m] - p['value']):+.1f}"
+        lines.append([p["what"], m, ("about " if p["approximate"] else "") + _pct(p["value"]), here, diff, p["note"]])
+    return [table(["published", "metric", "Borji 2022", f"gensets (protocol {rep['protocol']})",
+                   "difference (mean over categories - published, points)", "note"], lines),
             "", f"Source: {pub['source']} ({pub['url']}). {pub['checked']}", ""]
 
 

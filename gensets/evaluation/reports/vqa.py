@@ -71,14 +71,16 @@ def write(rep: dict, out: str | Path) -> Path:
     best = max(rep["per_model"], key=lambda r: r["accuracy"])
     published = [[p["what"], f"{p['questions']} questions, {p['images']} images", _pct(p["value"]),
                   f"{_pct(best['accuracy'])} / {_pct(best['accuracy_images'])} (`{best['model']}` on "
-                  f"`{best['config']}`, {best['questions']} questions, {best['images']} images)", p["note"]]
+                  f"`{best['config']}`, {best['questions']} questions, {best['images']} images)",
+                  f"{100 * (best['accuracy'] - p['value']):+.1f}", p["note"]]
                  for p in pub["numbers"]]
     md = [f"# VQA report: {rep['dataset']}", "",
           f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` (binary questions, answers normalised to "
           f"yes / no), runs at `{rep.get('precision', 'fp32')}`; accuracies in %. {rep['columns']}.", "",
           "## Per model", "", table(cols, [[r[c] for c in cols] for r in rep["per_model"]], _pct), "",
           "## Published numbers (Borji 2022)", "",
-          table(["published", "set", "Borji 2022", "gensets, best here: accuracy / accuracy_images", "note"],
+          table(["published", "set", "Borji 2022", "gensets, best here: accuracy / accuracy_images",
+                 "difference (accuracy - published, points)", "note"],
                 published), "",
           f"Source: {pub['source']} ({pub['url']}). {pub['checked']}"]
     (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")

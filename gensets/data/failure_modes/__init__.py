@@ -1,0 +1,1 @@
+"""Wiles et al. (2022)'s published failure rates (published.json)."""
