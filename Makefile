@@ -10,7 +10,7 @@ DEMO   := out/demo/imagenet-d
 .PHONY: help venv venv-distributed lock test demo build-imagenet-d build-recognition build-vqa build-genbench discover-failures lint bench clean
 
 help:
-	@echo "make test               create .venv, run the offline test suite (CPU, tiny models)"
+	@echo "make test               create .venv (with the distributed extras), run the offline test suite (CPU, tiny models)"
 	@echo "make venv               create .venv: exactly the versions of $(LOCK) (base + dev), then gensets"
 	@echo "make venv-distributed   the same from requirements/distributed.lock.txt (+ the distributed extras)"
 	@echo "make lock               re-resolve both locks from pyproject.toml + requirements/lock.in (PyPI, hashes)"
@@ -103,7 +103,8 @@ discover-failures: $(STAMP)
 	@$(BIN)/gensets report failure-modes out/$(FM_NAME) --out out/$(FM_NAME)/report
 	@echo "transfer: gensets eval out/$(FM_NAME) --model <other classifier> --db results.duckdb, then the report again with --db results.duckdb"
 
-lint: $(STAMP)
+# the tests run with the distributed extras too (tests/test_distributed.py starts real Ray clusters)
+lint: $(VENV)/.gensets-distributed-installed
 	$(BIN)/ruff check gensets tests benchmarks scripts
 	$(BIN)/lint-imports
 

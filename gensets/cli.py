@@ -18,7 +18,7 @@ def _build(a) -> int:
     from .builders.runner import build
 
     r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides,
-              backend=a.backend, workers=a.workers, address=a.address)
+              backend=a.backend, workers=a.workers, address=a.address, gpus_per_worker=a.gpus_per_worker)
     if r["rank"] == 0 and a.json:
         print(json.dumps(r, indent=1, default=str))
     elif r["rank"] == 0:
@@ -473,6 +473,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--address", metavar="ADDR",
                    help="with --backend ray: join the Ray cluster at ADDR (e.g. auto, or HOST:6379 of `ray start "
                    "--head`); default: a local cluster on 127.0.0.1, started for the build and stopped after it")
+    b.add_argument("--gpus-per-worker", type=nonneg_float, metavar="G",
+                   help="with --backend ray: GPUs each worker reserves (default 0: CPU workers; 1: one worker per GPU; "
+                   "0.5: two workers share a GPU)")
     b.set_defaults(func=_build)
 
     f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",

@@ -150,6 +150,18 @@ def _fault(unit_id: str, path: Path) -> None:
     os._exit(70)
 
 
+_TOKEN: list = []
+
+
+def _token() -> str:
+    """This process's token for the local clusters it starts: one per process (Ray reads it once, when imported)."""
+    if not _TOKEN:
+        import secrets
+
+        _TOKEN.append(secrets.token_hex(32))
+    return _TOKEN[0]
+
+
 class LocalPool:
     """The units of this process, run here in plan order (today's path)."""
 
@@ -179,8 +191,10 @@ class RayPool:
     with room: ``max_restarts=-1``), which takes units again once it answers. A worker whose node never comes back
     is waited for by nothing."""
 
-    def __init__(self, args: tuple, *, workers: int | None, address: str | None, quiet: bool):
+    def __init__(self, args: tuple, *, workers: int | None, address: str | None, quiet: bool,
+                 gpus_per_worker: float | None = None):
         self.args, self.workers, self.address, self.quiet = args, workers, address, quiet
+        self.gpus = gpus_per_worker or 0.0
         self.ray = None
         self.actors: list = []
         self.started = False  # this pool connected to Ray (and disconnects; a local cluster stops with it)
@@ -203,9 +217,7 @@ class RayPool:
             # the cluster's processes) and never written to a file
             self._set_env("RAY_AUTH_MODE", "token")
             if not {"RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"} & set(os.environ):
-                import secrets
-
-                self._set_env("RAY_AUTH_TOKEN", secrets.token_hex(32))
+                self._set_env("RAY_AUTH_TOKEN", _token())
         try:
             import ray
         except ImportError as e:
@@ -216,15 +228,20 @@ class RayPool:
             if self.address:  # the cluster's own settings (its token: RAY_AUTH_TOKEN or ~/.ray/auth_token)
                 ray.init(address=self.address, log_to_driver=not self.quiet, logging_level="WARNING")
             else:  # on 127.0.0.1 only (else Ray binds the machine's external address), no dashboard
-                ray.init(num_cpus=self.workers or os.cpu_count() or 1, include_dashboard=False,
+                ray.init(num_cpus=max(self.workers or 0, os.cpu_count() or 1) if self.gpus else
+                         self.workers or os.cpu_count() or 1, include_dashboard=False,
                          _node_ip_address="127.0.0.1", log_to_driver=not self.quiet, logging_level="WARNING")
             self.started = True
-        n = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        have = ray.cluster_resources()
+        if self.gpus and have.get("GPU", 0) < self.gpus:
+            raise GensetsError(f"--gpus-per-worker {self.gpus:g}: the Ray cluster has {have.get('GPU', 0):g} GPUs")
+        n = self.workers or (int(have["GPU"] / self.gpus) if self.gpus else max(1, int(have.get("CPU", 1))))
         # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
         env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
         if os.environ.get(FAULT):
             env[FAULT] = os.environ[FAULT]
-        actor = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(UnitWorker)
+        # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
+        actor = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
         builder, cfg, root, threads, _rank, _world, config_path = self.args
         self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
             builder, cfg, root, threads, i, n, config_path) for i in range(n)]
@@ -293,11 +310,12 @@ class RayPool:
         self.env_before = {}
 
 
-def pool(backend: str, args: tuple, *, workers: int | None = None, address: str | None = None, quiet: bool = False):
+def pool(backend: str, args: tuple, *, workers: int | None = None, address: str | None = None, quiet: bool = False,
+         gpus_per_worker: float | None = None):
     """The pool that runs a build's units: ``args`` are :class:`UnitWorker`'s."""
     if backend == "local":
         return LocalPool(UnitWorker(*args))
     if backend == "ray":
-        return RayPool(args, workers=workers, address=address, quiet=quiet)
+        return RayPool(args, workers=workers, address=address, quiet=quiet, gpus_per_worker=gpus_per_worker)
     raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
 

@@ -32,7 +32,7 @@ def progress(iterable, total: int, desc: str, disable: bool = False):
 
 def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1,
           overrides: tuple[str, ...] | list[str] = (), backend: str = "local", workers: int | None = None,
-          address: str | None = None) -> dict:
+          address: str | None = None, gpus_per_worker: float | None = None) -> dict:
     """Generate and filter every unit not yet done; returns counts for this process.
 
     On CPU, results depend on torch's thread count (float reductions split differently), so every
@@ -42,8 +42,10 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     """
     if backend not in backends.BACKENDS:
         raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(backends.BACKENDS)}")
-    if backend != "ray" and (workers is not None or address is not None):
-        raise GensetsError(f"{'--workers' if workers is not None else '--address'} is an option of --backend ray")
+    if backend != "ray":
+        for flag, value in (("--workers", workers), ("--address", address), ("--gpus-per-worker", gpus_per_worker)):
+            if value is not None:
+                raise GensetsError(f"{flag} is an option of --backend ray")
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
     determinism.pin(_mode(cfg))  # before torch first runs (distributed() may import it)
     dist = distributed()
@@ -55,7 +57,8 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
     with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
         return _build(builder, cfg, out, dist, quiet, threads, str(config_path),
-                      {"backend": backend, "workers": workers, "address": address})
+                      {"backend": backend, "workers": workers, "address": address,
+                       "gpus_per_worker": gpus_per_worker})
 
 
 _mode = backends.mode_of
@@ -77,7 +80,8 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
     # where the units run (gensets.builders.backends): here, or on Ray workers that write their shards and
     # return the rows, which only this process appends to the manifest
     pool = backends.pool(backend, (builder, cfg, str(ws.root), threads, dist.rank, dist.world, config_path),
-                         workers=where["workers"], address=where["address"], quiet=quiet)
+                         workers=where["workers"], address=where["address"],
+                         gpus_per_worker=where.get("gpus_per_worker"), quiet=quiet)
     # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
     # shards of the stages before it, once every process has finished them; committed units are skipped
     # as always, so a resumed build re-plans the same units and runs only the missing ones.

@@ -1,0 +1,160 @@
+"""Scale-out: units/s of ``--backend ray`` with 1 and N workers against the one-process build (the embedded
+default, what ``accelerate launch`` runs in each process), in the same run, on the same machine.
+
+The build is a GenBench config (strategy ST, ``--classes`` classes of CIFAR-10, ``--shots`` images each, units of
+``--unit-size`` images; ``--model`` as the generator at ``--size`` px and ``--steps`` steps), so a unit's length is
+set by its images and steps (>= 2 s on the CPU defaults). Every side runs the library's own pools
+(``gensets.builders.backends``: ``LocalPool``, ``RayPool``) over the builder's planned units, each into its own
+fresh workspace:
+
+- start-up: the local cluster's ``ray.init`` and every worker answering (``RayPool``'s start), timed apart;
+- warm-up: one unit per worker (each loads its models), not timed;
+- steady state: the remaining units, timed; units/s, and the ratio to the one-process baseline;
+- scheduling overhead per unit: (1-worker Ray seconds per unit - local seconds per unit), and the round trip of
+  an empty call to a worker (the floor of what Ray adds to a unit).
+
+The shards of every side are checked to be the bytes of the baseline's (same units, same sha256).
+
+    HF_HUB_OFFLINE=1 /path/to/venv-with-ray/bin/python benchmarks/distributed.py           # CPU, tiny:sd, ~3 min
+    python benchmarks/distributed.py --model random:sd2.1 --size 512 --steps 20 --unit-size 8 --shots 32 \\
+        --classes 2 --dtype float16 --workers 1,2 --gpus-per-worker 0.5                  # one GPU, two workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+for _k in ("HF_HUB_DISABLE_TELEMETRY", "RAY_USAGE_STATS_ENABLED"):
+    os.environ.setdefault(_k, "1" if _k.startswith("HF") else "0")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _timing import Load, cores, device_name  # noqa: E402
+
+CIFAR10 = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+def write_config(path: Path, a) -> Path:
+    import yaml
+
+    cfg = {"builder": "genbench", "name": "distributed-bench", "seed": 0, "dataset": "cifar-10",
+           "classes": CIFAR10[:a.classes], "shots": a.shots, "strategies": ["ST"], "unit_size": a.unit_size,
+           "generator": {"model": a.model, "steps": a.steps, "width": a.size, "height": a.size,
+                         "batch_size": a.unit_size, "dtype": a.dtype},
+           "reproducible": a.reproducible, "image": {"format": "jpg", "quality": 95}, "shard_size": 1000}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def side(config: Path, root: Path, backend: str, workers: int | None, gpus: float | None, threads: int) -> dict:
+    """One side: a fresh workspace, its pool started and warmed up (one unit per worker), the rest timed."""
+    from gensets.builders import backends
+    from gensets.builders.runner import load_build_config
+    from gensets.workspace import Workspace
+
+    builder, cfg = load_build_config(str(config), ())
+    ws = Workspace.create(root, builder, cfg)
+    units = builder.plan(cfg)
+    pool = backends.pool(backend, (builder, cfg, str(ws.root), threads, 0, 1, str(config)), workers=workers,
+                         quiet=True, gpus_per_worker=gpus)
+    probe = Load()  # how busy the machine is before this side (Ray's workers are other processes: not during it)
+    time.sleep(1.0)
+    out = {"backend": backend, "workers": workers or 1, "units": len(units), "others_cores": probe.others()}
+    rows = []
+    try:
+        t = time.perf_counter()
+        if backend == "ray":
+            pool._start()
+            pool.ray.get([w.ping.remote() for w in pool.actors])
+            out["startup_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            pool.ray.get([w.ping.remote() for w in pool.actors for _ in range(20)])  # warm the call path
+            rt = time.perf_counter()
+            for _ in range(50):
+                pool.ray.get(pool.actors[0].ping.remote())
+            out["roundtrip_ms"] = (time.perf_counter() - rt) / 50 * 1e3
+        n_warm = out["workers"]
+        warm, timed = units[:n_warm], units[n_warm:]
+        t = time.perf_counter()
+        rows += [r["row"] for r in pool.run(warm)]
+        out["warmup_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        rows += [r["row"] for r in pool.run(timed)]
+        out["timed_s"] = time.perf_counter() - t
+        out["timed_units"] = len(timed)
+    finally:
+        pool.close()
+    out["units_per_s"] = out["timed_units"] / out["timed_s"]
+    out["s_per_unit"] = out["timed_s"] / out["timed_units"] * out["workers"]  # one worker's seconds per unit
+    out["shards"] = {r["unit"]: r["sha256"] for r in rows}
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny:sd")
+    p.add_argument("--size", type=int, default=64)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--classes", type=int, default=4)
+    p.add_argument("--shots", type=int, default=24)
+    p.add_argument("--unit-size", type=int, default=4, help="images per unit (one pipeline call)")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--reproducible", default="strict")
+    p.add_argument("--workers", default="1,2", help="Ray worker counts to measure (comma-separated)")
+    p.add_argument("--gpus-per-worker", type=float, default=None,
+                   help="each Ray worker's share of a GPU (default: CPU workers; on one GPU, 1/N for N workers)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per process on CPU")
+    a = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from gensets import determinism
+
+    determinism.pin(a.reproducible)  # before torch is loaded: the build's CPU kernels, here and in the workers
+    import torch
+
+    counts = [int(x) for x in a.workers.split(",") if x]
+    print(f"machine: {cores()} cores, {device_name()}; torch {torch.__version__}; "
+          f"model {a.model} {a.size} px, {a.steps} steps, {a.unit_size} images a unit")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="gensets-dist-bench-") as tmp:
+        config = write_config(Path(tmp) / "bench.yaml", a)
+        base = side(config, Path(tmp) / "local", "local", None, None, a.threads)
+        results.append(base)
+        if importlib.util.find_spec("ray") is None:  # not imported here: RayPool sets Ray's settings first
+            print("ray is not installed (pip install 'gensets[distributed]'): only the one-process baseline")
+            counts = []
+        for n in counts:
+            gpus = a.gpus_per_worker
+            if gpus is None and torch.cuda.is_available():
+                gpus = 1.0 / n  # n workers share the one GPU
+            results.append(side(config, Path(tmp) / f"ray{n}", "ray", n, gpus, a.threads))
+    print(f"{base['units']} units ({base['timed_units']} timed after one warm-up unit per worker)\n")
+    print(f"{'side':<22} {'units/s':>8} {'vs local':>9} {'s/unit/worker':>14} {'start-up s':>11} "
+          f"{'round trip ms':>14} {'others':>7} same bytes")
+    for r in results:
+        name = "local (one process)" if r["backend"] == "local" else f"ray, {r['workers']} worker{'s' * (r['workers'] > 1)}"
+        same = r["shards"] == {k: v for k, v in base["shards"].items() if k in r["shards"]} and \
+            set(r["shards"]) == set(base["shards"])
+        print(f"{name:<22} {r['units_per_s']:>8.3f} {r['units_per_s'] / base['units_per_s']:>8.2f}x "
+              f"{r['s_per_unit']:>14.2f} {r.get('startup_s', 0):>11.2f} {r.get('roundtrip_ms', float('nan')):>14.2f} "
+              f"{r['others_cores']:>7.2f} {'yes' if same else 'NO'}")
+    one = next((r for r in results if r["backend"] == "ray" and r["workers"] == 1), None)
+    if one:
+        print(f"\nscheduling overhead per unit (ray 1 worker - local): "
+              f"{(one['s_per_unit'] - base['s_per_unit']) * 1e3:.0f} ms; an empty call's round trip "
+              f"{one['roundtrip_ms']:.2f} ms")
+    two = [r for r in results if r["backend"] == "ray" and r["workers"] > 1]
+    for r in two:
+        print(f"ray {r['workers']} workers / ray 1 worker: {r['units_per_s'] / one['units_per_s']:.2f}x" if one else "")
+    print("others: cores other processes used in the second before each side (a busy machine explains a low ratio)")
+    return 0 if all(set(r["shards"]) == set(base["shards"]) or r["backend"] == "local" for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
