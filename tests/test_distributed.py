@@ -125,7 +125,8 @@ def test_default_path_never_imports_ray_or_s3fs(tmp_path):
 
 
 def test_ray_options_without_the_ray_backend_are_refused(tmp_path):
-    for args in (("--workers", "2"), ("--address", "auto"), ("--backend", "local", "--workers", "2")):
+    for args in (("--workers", "2"), ("--address", "auto"), ("--backend", "local", "--workers", "2"),
+                 ("--gpus-per-worker", "1")):
         r = run_cli("build", SMOKE, "--out", tmp_path / "ws", "--quiet", *args)
         assert r.returncode == 2 and "is an option of --backend ray" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -155,4 +156,14 @@ def test_an_error_in_a_ray_worker_is_the_one_line_of_a_local_build(tmp_path):
     assert re.fullmatch(rf"gensets: error: {re.escape(str(genbench))}: unit [0-9a-f]{{16}} \(cifar-10-np / "
                         r"(airplane|cat)\): negative prompt of \d+ tokens exceeds the text encoder's 77 "
                         r"\(long_prompts: error\)", lines[0]), lines
+    assert not list((ws / "candidates").glob("*.tar"))
+
+
+def test_more_gpus_per_worker_than_the_cluster_has_is_one_line(tmp_path):
+    """--gpus-per-worker on a cluster without that many GPUs (this machine has none): one line, before any image."""
+    ws = tmp_path / "ws"
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", *SMALL, "--backend", "ray", "--gpus-per-worker", "0.5")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode not in (0, 1) and len(lines) == 1, r.stderr
+    assert lines[0] == "gensets: error: --gpus-per-worker 0.5: the Ray cluster has 0 GPUs", lines
     assert not list((ws / "candidates").glob("*.tar"))
