@@ -78,6 +78,10 @@ def test_a_node_lost_mid_build_strands_nothing(reference, tmp_path):
     # Ray turns a 127.0.0.1 address into the machine's outward one unless told it is a one-machine cluster
     os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
                       RAY_AUTH_TOKEN=secrets.token_hex(32))  # conftest restores the environment after the test
+    from gensets.builders.backends import _ray_temp_dir
+
+    if short := _ray_temp_dir():  # the tests' TMPDIR is too long for Ray's socket paths
+        os.environ["RAY_TMPDIR"] = short
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,

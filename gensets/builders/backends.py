@@ -151,6 +151,22 @@ def _fault(unit_id: str, path: Path) -> None:
 
 
 _TOKEN: list = []
+# Ray's sockets live under <temp>/ray/session_<date>_<time>_<micros>_<pid>/sockets/: a Unix socket's path has at
+# most 107 bytes, which a long TMPDIR (a CI runner's, a test's) exceeds; then a short folder of this user in /tmp
+SOCKET_SUFFIX = len("/ray/session_2026-11-27_04-10-24_483061_4194304/sockets/plasma_store")
+
+
+def _ray_temp_dir() -> str | None:
+    """Where a local cluster keeps its sessions: Ray's default (RAY_TMPDIR or the temp folder), unless its socket
+    paths would be too long."""
+    import tempfile  # Ray's own choice: RAY_TMPDIR, TMPDIR on Linux, else the temp folder
+
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or tempfile.gettempdir()
+    if len(base) + SOCKET_SUFFIX <= 107:
+        return None
+    short = Path("/tmp") / f"gensets-ray-{os.getuid()}"
+    short.mkdir(mode=0o700, exist_ok=True)
+    return str(short)
 
 
 def _token() -> str:
@@ -229,7 +245,7 @@ class RayPool:
                 ray.init(address=self.address, log_to_driver=not self.quiet, logging_level="WARNING")
             else:  # on 127.0.0.1 only (else Ray binds the machine's external address), no dashboard
                 ray.init(num_cpus=max(self.workers or 0, os.cpu_count() or 1) if self.gpus else
-                         self.workers or os.cpu_count() or 1, include_dashboard=False,
+                         self.workers or os.cpu_count() or 1, _temp_dir=_ray_temp_dir(), include_dashboard=False,
                          _node_ip_address="127.0.0.1", log_to_driver=not self.quiet, logging_level="WARNING")
             self.started = True
         have = ray.cluster_resources()
