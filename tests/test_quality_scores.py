@@ -330,3 +330,22 @@ def test_metric_roles_are_checked():
         metric("clip_score", clip="tiny:resnet").load()
     with pytest.raises(ModelError, match="not inception weights"):
         metric("fid", inception="tiny:lpips").load()
+
+
+def test_lpips_library_specs_are_the_lpips_package_and_fail_offline_in_one_line(monkeypatch, tmp_path):
+    """lpips:<net> (and its earlier name torchmetrics:lpips-<net>) is the authors' package's network: refused without
+    allow_pickle, and offline without torchvision's backbone in the torch hub cache, one ModelError line."""
+    from gensets.models import scorers
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # an empty torch hub cache
+    for spec in ("lpips:alex", "torchmetrics:lpips-vgg"):
+        with pytest.raises(ModelError, match="pickle files; refusing pickle weights") as e:
+            scorers.load_lpips(spec)
+        assert "\n" not in str(e.value)
+        with pytest.raises(ModelError, match="not in the torch hub cache; offline, use tiny:lpips") as e:
+            scorers.load_lpips(spec, allow_pickle=True)
+        assert "\n" not in str(e.value)
+    import lpips
+
+    assert isinstance(scorers.load_lpips("tiny:lpips", device="cpu").model, lpips.LPIPS)

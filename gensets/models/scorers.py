@@ -3,7 +3,8 @@
     load_inception(spec)       torch-fidelity's FeatureExtractorInceptionV3: the Inception-v3 of FID, KID and IS
                                as the field computes them (TF-compatible 299 px resize inside, pool3 "2048"
                                features, "logits_unbiased"); torchmetrics' FID / KID / IS use the same class
-    load_lpips(spec)           torchmetrics' LPIPS network (_LPIPS: a torchvision backbone + learned linear layers)
+    load_lpips(spec)           the LPIPS network of Zhang et al. 2018, their own package ``lpips`` (``lpips.LPIPS``:
+                               a torchvision backbone + their learned linear layers v0.1)
     load_aesthetic_head(spec)  the LAION aesthetic predictor v2's MLP (improved-aesthetic-predictor,
                                simple_inference.py) over L2-normalised CLIP image embeddings
 
@@ -12,8 +13,9 @@ Specs:
     hf:<repo or local folder>[@rev]                      a folder holding model.safetensors: the state dict of the
                                                          same class (+ config.json {"net": ...} for LPIPS)
     torch-fidelity:inception-v3-compat                   torch-fidelity's own weights (its GitHub release v0.2.0)
-    torchmetrics:lpips-alex | lpips-vgg | lpips-squeeze  torchvision's ImageNet backbone + torchmetrics' packaged
-                                                         linear layers
+    lpips:alex | lpips:vgg | lpips:squeeze               torchvision's ImageNet backbone + the linear layers v0.1
+                                                         the lpips package ships (torchmetrics:lpips-<net>, the
+                                                         name of earlier releases, is the same network)
 The last two are pickle files from outside the Hub: they need allow_pickle (read with torch.load(weights_only=
 True)) and a network or the torch hub cache; offline and not cached, they fail in one ModelError line.
 Every form goes through the same constructor: the weights are read into a state dict, then the library's own
@@ -36,8 +38,9 @@ from gensets.models.spec import ModelSpec, parse_spec
 INCEPTION_URL = ("https://github.com/toshas/torch-fidelity/releases/download/v0.2.0/"
                  "weights-inception-2015-12-05-6726825d.pth")  # = torch_fidelity's URL_INCEPTION_V3
 INCEPTION_FEATURES = ("2048", "logits_unbiased")
-LIBRARY = {"torch-fidelity:inception-v3-compat": "inception", "torchmetrics:lpips-alex": "lpips",
-           "torchmetrics:lpips-vgg": "lpips", "torchmetrics:lpips-squeeze": "lpips"}
+LPIPS_NETS = ("alex", "vgg", "squeeze")
+LIBRARY = {"torch-fidelity:inception-v3-compat": "inception",
+           **{f"lpips:{n}": "lpips" for n in LPIPS_NETS}, **{f"torchmetrics:lpips-{n}": "lpips" for n in LPIPS_NETS}}
 WEIGHTS = "model.safetensors"
 
 
@@ -125,18 +128,32 @@ def load_inception(spec: str, *, allow_pickle: bool = False, device: str | None 
     return Loaded(spec, model_id, revision, model.to(device).eval(), device)
 
 
+def lpips_network(net: str, *, pretrained: bool):
+    """``lpips.LPIPS`` (version 0.1): ``pretrained`` loads torchvision's ImageNet backbone and the package's linear
+    layers, else both are random (a tiny model's, whose weights are then loaded). The package asks torchvision for
+    its backbone with the ``pretrained=`` argument torchvision deprecated: that warning is the package's, not the
+    user's, and is not shown."""
+    import warnings
+
+    import lpips
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(pretrained|weights).*", category=UserWarning)
+        return lpips.LPIPS(pretrained=pretrained, net=net, pnet_rand=not pretrained, verbose=False)
+
+
 def load_lpips(spec: str, *, allow_pickle: bool = False, device: str | None = None) -> Loaded:
-    """torchmetrics' LPIPS network (``_LPIPS``) with the weights of ``spec``; ``model(a, b, normalize=True)`` of
-    images in [0, 1] gives the LPIPS distance of each pair."""
+    """The LPIPS network (``lpips.LPIPS``) with the weights of ``spec``; ``model(a, b, normalize=True)`` of images
+    in [0, 1] gives the LPIPS distance of each pair."""
     import torch
-    from torchmetrics.functional.image.lpips import _LPIPS
 
     s = _parse(spec, "lpips", "lpips")
     if isinstance(s, str):
-        net = spec.rsplit("-", 1)[1]
-        if not allow_pickle:  # torchvision's backbone and torchmetrics' linear layers are both pickle files
-            raise ModelError(f"model {spec!r}: torchvision's {net} weights and torchmetrics' lpips_models/{net}.pth "
-                             "are pickle files; refusing pickle weights (pass --allow-pickle to accept them)")
+        net = spec.replace("torchmetrics:lpips-", "lpips:").split(":", 1)[1]
+        if not allow_pickle:  # torchvision's backbone and the package's linear layers are both pickle files
+            raise ModelError(f"model {spec!r}: torchvision's {net} weights and the lpips package's weights/v0.1/"
+                             f"{net}.pth are pickle files; refusing pickle weights (pass --allow-pickle to accept "
+                             "them)")
         if hub.offline_env():
             import torchvision
 
@@ -147,7 +164,7 @@ def load_lpips(spec: str, *, allow_pickle: bool = False, device: str | None = No
                 raise ModelUnavailable(f"model {spec!r} is not available: offline mode is set (HF_HUB_OFFLINE) and "
                                  f"{weights.url} is not in the torch hub cache; offline, use tiny:lpips")
         try:
-            model = _LPIPS(pretrained=True, net=net, pnet_rand=False)
+            model = lpips_network(net, pretrained=True)
         except Exception as e:
             raise ModelError(f"model {spec!r} cannot be loaded: {hub.one_line(e)}") from None
         model_id, revision = spec, None
@@ -158,8 +175,13 @@ def load_lpips(spec: str, *, allow_pickle: bool = False, device: str | None = No
         config = path / "config.json"
         net = json.loads(config.read_text()).get("net", "alex") if config.is_file() else "alex"
         with loading.load_errors(s):
-            model = _LPIPS(pretrained=False, net=net, pnet_rand=True)
-            load_model(model, str(path / WEIGHTS), strict=True)  # the linear layers are shared by lin<i>, lins.<i>
+            model = lpips_network(net, pretrained=False)
+            # the linear layers are shared by lin<i> and lins.<i>; the input scaling's two constant buffers may be
+            # missing (torchmetrics' copy of the network does not save them): anything else must match
+            missing, unexpected = load_model(model, str(path / WEIGHTS), strict=False)
+            if unexpected or set(missing) - {"scaling_layer.shift", "scaling_layer.scale"}:
+                raise ModelError(f"model {spec!r}: not LPIPS {net} weights (missing {sorted(missing)[:3]}, "
+                                 f"unexpected {sorted(unexpected)[:3]})")
     device = device or default_device()
     return Loaded(spec, model_id, revision, model.to(device).eval(), device)
 

@@ -34,7 +34,7 @@ CLIP_L14 = "hf:openai/clip-vit-large-patch14@32bd64288804d66eefd0ccbe215aa642df7
 # OpenAI's ViT-B/32 through open_clip's "openai" tag (open_clip maps it to a Hub repo; no commit looked up: unpinned)
 CLIP_B32 = "open_clip:ViT-B-32/openai"
 INCEPTION = "torch-fidelity:inception-v3-compat"  # torch-fidelity's release v0.2.0 (not on the Hub: no commit)
-LPIPS = "torchmetrics:lpips-alex"  # torchvision's AlexNet + torchmetrics' packaged linear layers (no Hub commit)
+LPIPS = "lpips:alex"  # torchvision's AlexNet + the lpips package's linear layers v0.1 (no Hub commit)
 AESTHETIC_HEAD = "hf:ttj/sac-logos-ava1-l14-linearMSE@1e77fa05081323d99725fc40a9bf9f88180490e7"
 PICKSCORE = "hf:yuvalkirstain/PickScore_v1@a4e4367c6dfa7288a00c550414478f865b875800"
 # t2v_metrics' LLaVA-OneVision (lmms-lab/llava-onevision-qwen2-7b-ov) as transformers reads it; no commit of the
@@ -462,8 +462,7 @@ class LPIPSDiversity(Metric):
                     chunk = pairs[start : start + 32]
                     a, b = (torch.as_tensor(gen["pixels"][[p[j] for p in chunk]]).permute(0, 3, 1, 2).float() / 255
                             for j in (0, 1))
-                    # the LPIPS module's own forward on images in [0, 1] (what torchmetrics' private
-                    # _lpips_update calls after checking the range, which these pixels / 255 are in)
+                    # lpips.LPIPS's forward on images in [0, 1] (normalize=True scales them to [-1, 1])
                     d = net.model(a.to(net.device), b.to(net.device), normalize=True)
                     distances[y] += d.reshape(-1).double().cpu().tolist()
         value, n_pairs = F.lpips_diversity(distances)

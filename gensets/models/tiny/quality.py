@@ -2,7 +2,7 @@
 
     inception       torch-fidelity's FeatureExtractorInceptionV3, the full architecture (the real one's class and
                     size; convolutions He-initialised so its features do not vanish)
-    lpips           torchmetrics' _LPIPS with an AlexNet backbone (linear layers non-negative, as trained ones are)
+    lpips           lpips.LPIPS with an AlexNet backbone (linear layers non-negative, as trained ones are)
     aesthetic-head  the LAION aesthetic predictor v2's MLP over 32-d embeddings (the tiny CLIPs' width)
 """
 
@@ -56,9 +56,10 @@ class TinyLpips(TinyModel):
     @staticmethod
     def build(folder: Path) -> None:
         import torch
-        from torchmetrics.functional.image.lpips import _LPIPS
 
-        model = _LPIPS(pretrained=False, net="alex", pnet_rand=True)
+        from gensets.models.scorers import lpips_network
+
+        model = lpips_network("alex", pretrained=False)
         with torch.no_grad():
             for lin in model.lins:
                 lin.model[-1].weight.abs_()
