@@ -125,6 +125,13 @@ def _read_regular(path: Path) -> str:
             os.close(fd)
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """What a YAML error says, in one line (a reader error's own text spans two)."""
+    if isinstance(e, yaml.reader.ReaderError):  # a character YAML does not allow (a NUL, a control character)
+        return f"character {e.character!r} is not allowed ({e.reason})"
+    return " ".join(str(getattr(e, "problem", None) or e).split())
+
+
 def read_yaml(path: str | Path) -> _Node:
     path = Path(path)
     try:
@@ -141,7 +148,9 @@ def read_yaml(path: str | Path) -> _Node:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 1
-        raise ConfigError(f"{path}:{line}: invalid YAML: {getattr(e, 'problem', e)}") from None
+        if isinstance(e, yaml.reader.ReaderError):
+            line = text.count("\n", 0, e.position) + 1
+        raise ConfigError(f"{path}:{line}: invalid YAML: {_yaml_problem(e)}") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     except ConfigError as e:
@@ -221,7 +230,10 @@ class _Loader:
             return types.MappingProxyType({k: self.build(vt, n, f"{key}.{k}") for k, n in v.items()})
         if tp is float:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
+                try:
+                    return float(v)
+                except OverflowError:  # an integer of hundreds of digits
+                    self.fail(node, key, f"expected a number, got an integer of {v.bit_length()} bits, too large")
         elif tp is int:
             if isinstance(v, int) and not isinstance(v, bool):
                 return v
@@ -300,7 +312,7 @@ def apply_overrides(node: _Node, overrides: typing.Iterable[str]) -> None:
             composed = yaml.compose(text, Loader=BoundedLoader)
             value = _convert(composed) if composed is not None else _Node(None, 0)
         except yaml.YAMLError as e:
-            raise ConfigError(f"--set {key}: invalid YAML value {text[:200]!r} ({getattr(e, 'problem', e)})") \
+            raise ConfigError(f"--set {key}: invalid YAML value {text[:200]!r} ({_yaml_problem(e)})") \
                 from None
         except RecursionError:
             raise ConfigError(f"--set {key}: invalid YAML value: nested too deeply") from None
