@@ -219,3 +219,41 @@ def test_every_command_over_every_item(corpus, small, tmp_path, command, kind, i
         assert r.returncode in (1, 2, 3, 4), r.returncode
     assert _snapshot(corpus["sentinel"]) == before, "a file outside the target was created, changed or deleted"
     assert took < BOUND_S
+
+
+@pytest.mark.parametrize("item", ["candidate-symlink-out", "state-garbage", "state-symlink-out", "config-cut",
+                                  "dataset-dir-symlink-out", "candidates-fifo"])
+def test_review_serve_over_every_hostile_workspace(corpus, item):
+    """`gensets review serve` on each hostile workspace: refused in one line, or it serves its page (which then
+    answers without a traceback) and stops on Ctrl-C; nothing outside the workspace is touched either way."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    path = corpus["items"]["workspace"][item]
+    before = _snapshot(corpus["sentinel"])
+    proc = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(path), "--port", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()  # the page's address, or "" when it refused and ended
+        m = re.search(r"review page: (http://[^/]+/)", first)
+        if m:
+            try:
+                with urllib.request.urlopen(m.group(1), timeout=60) as page:
+                    assert page.status == 200
+            except urllib.error.HTTPError as e:  # refused by the page: its own short answer, not a crash
+                assert e.code < 500 or b"Traceback" not in e.read()
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=BOUND_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "Traceback" not in err, err
+    if not m:
+        errors = [x for x in err.splitlines() if x.startswith("gensets: error:")]
+        assert len(errors) == 1 and proc.returncode in (1, 2, 3, 4), (proc.returncode, err)
+    assert _snapshot(corpus["sentinel"]) == before, "a file outside the target was created, changed or deleted"
