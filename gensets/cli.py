@@ -25,8 +25,9 @@ def _build(a) -> int:
         print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
               f"{r['units_run']} run here); {r['samples_written']} samples written, "
               f"{r['samples_ingested']} added to state.duckdb")
-        if r.get("units_retried"):
-            print(f"{r['units_retried']} unit{'s' * (r['units_retried'] != 1)} run again after their Ray worker died")
+        if r.get("workers"):  # a Ray build that ran units
+            n = r["units_retried"]
+            print(f"Ray: {r['workers']} workers; {n} unit{'s' * (n != 1)} run again after their worker died")
         if r["prompts_cut"] or r["negative_prompts_cut"]:
             window = "/".join(map(str, r["text_windows"])) or "?"
             print(f"{r['prompts_cut']} prompts and {r['negative_prompts_cut']} negative prompts cut to the text "

@@ -50,6 +50,7 @@ def test_ray_build_gives_the_bytes_of_the_local_build(reference, tmp_path):
     ws = tmp_path / "ws"
     r = run_cli("build", SMOKE, "--out", ws, "--quiet", *RAY, check=0)
     assert "12 units (0 done before, 12 run here)" in r.stdout
+    assert "Ray: 2 workers; 0 units run again after their worker died" in r.stdout
     _same_bytes(ws, reference)
     run_cli("finalize", ws, "--include-pending", check=0)
     assert tree_digest(ws / "dataset") == tree_digest(reference / "dataset")
@@ -63,11 +64,14 @@ def test_a_worker_killed_mid_unit_is_replaced_and_its_unit_run_again(reference, 
     (os._exit): Ray restarts the worker and runs the unit again; the build ends with no user action."""
     ws, marker = tmp_path / "ws", tmp_path / "killed"
     unit = sorted(r["unit"] for r in _rows(reference))[5]
-    r = run_cli("build", SMOKE, "--out", ws, "--quiet", *RAY, env={"GENSETS_TEST_EXIT_UNIT": f"{unit}:{marker}"},
-                check=0)
+    r = run_cli("build", SMOKE, "--out", ws, *RAY, env={"GENSETS_TEST_EXIT_UNIT": f"{unit}:{marker}"}, check=0)
     assert marker.exists(), "the hook never ran: the unit's worker was not killed"
     assert "12 units (0 done before, 12 run here)" in r.stdout
-    assert "1 unit run again after their Ray worker died" in r.stdout
+    assert "Ray: 2 workers; 1 unit run again after their worker died" in r.stdout
+    # the driver's progress: units done of the total, its rate, the workers alive and the retries so far
+    last = r.stderr.replace("\r", "\n").strip().splitlines()
+    bars = [x for x in last if "12/12" in x and "[ray]" in x]
+    assert bars and re.search(r"\d+\.\d\d img/s, [12] workers alive, 1 retried", bars[-1]), r.stderr[-2000:]
     _same_bytes(ws, reference)  # the cut-short temporary shard is gone, the unit committed once
 
 
@@ -110,6 +114,7 @@ def test_a_node_lost_mid_build_strands_nothing(reference, tmp_path):
     assert p.returncode == 0, err[-3000:]
     r = json.loads(out)
     assert r["units_run"] == 12 and done < 12 and r["units_retried"] == 1  # the unit the lost node ran
+    assert r["workers"] == 2
     _same_bytes(ws, reference)
 
 

@@ -181,8 +181,14 @@ def _token() -> str:
 class LocalPool:
     """The units of this process, run here in plan order (today's path)."""
 
+    retried = 0
+    size = 1
+
     def __init__(self, worker: UnitWorker):
         self.worker = worker
+
+    def alive(self) -> int:
+        return 1
 
     def check(self, units: list) -> None:
         self.worker.check(units)
@@ -215,6 +221,8 @@ class RayPool:
         self.actors: list = []
         self.started = False  # this pool connected to Ray (and disconnects; a local cluster stops with it)
         self.retried = 0  # units run again because their worker died
+        self.restarting: set = set()  # workers Ray is restarting (dead, not yet answering again)
+        self.size = 0  # workers started
         self.env_before: dict = {}  # what _set_env changed in os.environ, restored by close
 
     def _set_env(self, name: str, value: str) -> None:
@@ -261,6 +269,11 @@ class RayPool:
         builder, cfg, root, threads, _rank, _world, config_path = self.args
         self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
             builder, cfg, root, threads, i, n, config_path) for i in range(n)]
+        self.size = n
+
+    def alive(self) -> int:
+        """Workers taking units now (those Ray is restarting are not)."""
+        return len(self.actors) - len(self.restarting)
 
     def _get(self, ref):
         ray = self.ray
@@ -307,7 +320,9 @@ class RayPool:
                     self.retried += 1
                     todo.append(u)
                 running[a.ping.remote()] = (a, None)  # back in the pool once Ray restarted it
+                self.restarting.add(a)
                 continue
+            self.restarting.discard(a)
             free.append(a)
             if u is not None:
                 yield result

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from .. import determinism
@@ -102,9 +103,15 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             desc = f"{builder.name} [rank {dist.rank}/{dist.world}]" if dist.world > 1 else builder.name
             desc += f" [{backend}]" if backend != "local" else ""
             desc += f" {stage}" if stage else ""
-            for result in progress(pool.run(mine), len(mine), desc, disable=quiet):
+            bar = progress(pool.run(mine), len(mine), desc, disable=quiet)
+            images, started = 0, time.monotonic()
+            for result in bar:
                 row = result["row"]
                 manifest.append(row)
+                images += row["n"]
+                if backend != "local":  # the driver's view of the cluster: its rate, its workers, the retries
+                    bar.set_postfix_str(f"{images / max(time.monotonic() - started, 1e-9):.2f} img/s, "
+                                        f"{pool.alive()} workers alive, {pool.retried} retried", refresh=False)
                 for k in ("prompts", "negative_prompts"):
                     cut[k] += result["cut"][k]
                 cut["windows"].update(result["cut"]["windows"])
@@ -124,7 +131,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             "prompts_cut": cut["prompts"], "negative_prompts_cut": cut["negative_prompts"],
             "text_windows": sorted(w for w in cut["windows"] if w is not None),
             "world": dist.world, "workspace": str(ws.root), "needs_review": builder.needs_review,
-            **({"units_retried": pool.retried} if backend == "ray" else {})}
+            **({"units_retried": pool.retried, "workers": pool.size} if backend == "ray" else {})}
 
 
 def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) -> dict:
