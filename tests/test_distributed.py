@@ -176,3 +176,39 @@ def test_more_gpus_per_worker_than_the_cluster_has_is_one_line(tmp_path):
     assert r.returncode not in (0, 1) and len(lines) == 1, r.stderr
     assert lines[0] == "gensets: error: --gpus-per-worker 0.5: the Ray cluster has 0 GPUs", lines
     assert not list((ws / "candidates").glob("*.tar"))
+
+
+def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_refused(reference, tmp_path):
+    """The driver (with its local cluster) killed after a third of the units: the same command runs exactly the
+    missing ones and gives the local bytes; a truncated shard a killed writer left for a missing unit, with no
+    manifest row, is overwritten and `verify` passes. A second driver while the first runs: one line, exit 4."""
+    import contextlib
+    import signal
+
+    ws = tmp_path / "ws"
+    p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet", *RAY],
+                         cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 400
+        while not ((ws / "candidates" / "manifest.jsonl").exists() and len(_rows(ws)) >= 4):
+            assert p.poll() is None, p.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "4 units were not committed in time"
+            time.sleep(0.2)
+        second = run_cli("build", SMOKE, "--out", ws, "--quiet", *RAY)
+        p.kill()  # the driver, SIGKILLed
+        p.wait()
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # and what it started: the local cluster's processes
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 4 and len(lines) == 1, second.stderr
+    assert f"another gensets build (pid {p.pid}) is running on this workspace" in lines[0], lines  # the holder
+    committed = {r["unit"] for r in _rows(ws)}
+    assert 4 <= len(committed) < 12
+    missing = sorted({r["unit"] for r in _rows(reference)} - committed)
+    (ws / "candidates" / f"{missing[0]}.tar").write_bytes(b"cut short by a killed writer")
+    r = json.loads(run_cli("build", SMOKE, "--out", ws, "--json", *RAY, check=0).stdout)
+    assert r["done_before"] == len(committed) and r["units_run"] == 12 - len(committed), r
+    _same_bytes(ws, reference)
+    run_cli("verify", ws, check=0)
