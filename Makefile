@@ -30,12 +30,14 @@ venv-distributed: $(VENV)/.gensets-distributed-installed
 
 $(STAMP): $(LOCK)
 $(VENV)/.gensets-distributed-installed: requirements/distributed.lock.txt
+# the distributed lock holds the base lock at the same versions (tests/test_lock.py): installing it also stands for
+# `make venv`, so that `make demo` after `make test` does not reinstall gensets under running processes
 $(STAMP) $(VENV)/.gensets-distributed-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --require-hashes -r $(filter %lock.txt,$^)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	$(BIN)/pip check || { echo "$(filter %lock.txt,$^) does not satisfy pyproject.toml: run make lock"; exit 1; }
-	touch $@
+	touch $@ $(if $(findstring distributed,$@),$(STAMP))
 
 # `make lock` re-resolves every pin to the newest release that pyproject.toml and requirements/lock.in allow, on PyPI
 # for this platform (Linux x86_64, CPython 3.11), with every file's hash, by a pinned uv in its own venv. The superset
