@@ -15,6 +15,7 @@ there is room. The workspace is a path every worker can write (one machine, or a
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -150,7 +151,6 @@ def _fault(unit_id: str, path: Path) -> None:
     os._exit(70)
 
 
-_TOKEN: list = []
 # Ray's sockets live under <temp>/ray/session_<date>_<time>_<micros>_<pid>/sockets/: a Unix socket's path has at
 # most 107 bytes, which a long TMPDIR (a CI runner's, a test's) exceeds; then a short folder of this user in /tmp
 SOCKET_SUFFIX = len("/ray/session_2026-11-27_04-10-24_483061_4194304/sockets/plasma_store")
@@ -169,13 +169,12 @@ def _ray_temp_dir() -> str | None:
     return str(short)
 
 
+@functools.cache
 def _token() -> str:
     """This process's token for the local clusters it starts: one per process (Ray reads it once, when imported)."""
-    if not _TOKEN:
-        import secrets
+    import secrets
 
-        _TOKEN.append(secrets.token_hex(32))
-    return _TOKEN[0]
+    return secrets.token_hex(32)
 
 
 class LocalPool:
