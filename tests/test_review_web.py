@@ -64,8 +64,8 @@ class Server:
         headers = {"Content-Type": content_type, **({"X-CSRF-Token": self.csrf} if csrf else {})}
         req = urllib.request.Request(self.url + path, data=json.dumps(payload).encode(), headers=headers,
                                      method="POST")
-        try:
-            with self.opener.open(req, timeout=10) as r:
+        try:  # longer than the server's own wait for state.duckdb (SERVER_WAIT): its answer, not the client's
+            with self.opener.open(req, timeout=30) as r:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
             body = e.read()
