@@ -1,4 +1,5 @@
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -84,10 +85,13 @@ def pytest_collection_modifyitems(items):
 
 
 _SESSION_ENV: dict = {}  # os.environ once offline_env set it: the fork server's environment
-_FORK: list = []  # this pytest process's fork server (tests/forkserver.py), started at its first command
+_FORK: list = []  # this pytest process's fork servers (tests/forkserver.py): the session's first
 
 
-def _fork_server():
+def _fork_server(env: dict):
+    """A fork server whose children run as a fresh process with ``env`` would: the session's (started at the first
+    command), or one a module started for the environment all its commands share (:func:`module_fork_server`);
+    None otherwise (a variable set for one command: a fresh subprocess)."""
     if os.environ.get("GENSETS_TEST_FORK", "1") == "0":
         return None
     if not _FORK:
@@ -95,15 +99,34 @@ def _fork_server():
 
         _FORK.append(ForkServer(ROOT, _SESSION_ENV or dict(os.environ)))
         atexit.register(_FORK[0].close)
-    return _FORK[0]
+    return next((s for s in _FORK if s.usable(env, ROOT)), None)
+
+
+@contextlib.contextmanager
+def module_fork_server():
+    """A fork server for the environment of ``os.environ`` now, while the block runs: a module that sets variables
+    for all its commands (tests/test_object_store.py: an S3 endpoint and its credentials) starts its commands from
+    it instead of a fresh process each."""
+    from .forkserver import ForkServer
+
+    server = None if os.environ.get("GENSETS_TEST_FORK", "1") == "0" else ForkServer(ROOT, dict(os.environ))
+    if server is not None:
+        _FORK.append(server)
+    try:
+        yield server
+    finally:
+        if server is not None:
+            _FORK.remove(server)
+            server.close()
 
 
 def run_cli(*args, env=None, check=None, timeout=600):
     """Run ``gensets`` in a process of its own, as a user would: forked from a process that has imported the
-    heavy libraries where the environment is the session's (tests/forkserver.py), else a fresh subprocess."""
+    heavy libraries where the environment is the session's or a module's (tests/forkserver.py), else a fresh
+    subprocess."""
     full = {**os.environ, **(env or {})}
-    server = _fork_server()
-    if server is not None and server.usable(full, ROOT):
+    server = _fork_server(full)
+    if server is not None:
         p = server.run([str(a) for a in args], timeout, full)
     else:
         p = subprocess.run([sys.executable, "-m", "gensets.cli", *map(str, args)], capture_output=True,

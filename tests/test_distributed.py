@@ -75,10 +75,15 @@ def test_a_worker_killed_mid_unit_is_replaced_and_its_unit_run_again(reference, 
     _same_bytes(ws, reference)  # the cut-short temporary shard is gone, the unit committed once
 
 
-def test_a_node_lost_mid_build_strands_nothing(reference, tmp_path):
+SLOW = ("--set", "generator.steps=25")  # units of a few seconds: both workers have started before half are done
+
+
+def test_a_node_lost_mid_build_strands_nothing(tmp_path):
     """A two-node cluster (`ray.cluster_utils.Cluster`, one CPU each, on 127.0.0.1) joined with --address; the
     second node is removed once both workers have committed a unit: the unit it ran goes to the other worker,
-    and the build completes with the local bytes."""
+    and the build completes with the bytes of a local build."""
+    reference = tmp_path / "reference"
+    run_cli("build", SMOKE, "--out", reference, "--quiet", *SLOW, check=0)
     # Ray turns a 127.0.0.1 address into the machine's outward one unless told it is a one-machine cluster
     os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
                       RAY_AUTH_TOKEN=secrets.token_hex(32))  # conftest restores the environment after the test
@@ -94,7 +99,7 @@ def test_a_node_lost_mid_build_strands_nothing(reference, tmp_path):
     try:
         node = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
         p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--json",
-                              *RAY, "--address", cluster.address], cwd=ROOT, text=True,
+                              *SLOW, *RAY, "--address", cluster.address], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 400

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 
-from .conftest import ROOT, _fork_server, run_cli
+from .conftest import ROOT, _fork_server, module_fork_server, run_cli
 from .forkserver import ForkServer
 
 
@@ -15,7 +15,7 @@ def _fresh(*args, env=None):
 
 
 def test_a_forked_command_gives_what_a_fresh_process_gives(tmp_path):
-    server = _fork_server()
+    server = _fork_server(dict(os.environ))
     assert server is not None and server.ready and not server.differences(dict(os.environ))
     assert server.usable(dict(os.environ), ROOT)
     before = server.n
@@ -28,7 +28,7 @@ def test_a_forked_command_gives_what_a_fresh_process_gives(tmp_path):
 
 
 def test_another_environment_gets_a_fresh_process(tmp_path):
-    server = _fork_server()
+    server = _fork_server(dict(os.environ))
     before = server.n
     p = run_cli("list", "builders", env={"GENSETS_SOMETHING_NEW": "1"})
     assert p.returncode == 0 and server.n == before
@@ -51,3 +51,30 @@ def test_a_command_past_its_timeout_is_killed(tmp_path, small):
         assert server.run(["list", "builders"], 60).returncode == 0  # the server goes on
     finally:
         server.close()
+
+
+def test_the_server_learns_the_modules_its_children_imported(small):
+    """A child's library imports (verify decodes JPEGs: PIL's plugins) are made by the server after it: the next
+    child finds them imported, and the server can still fork."""
+    server = ForkServer(ROOT, dict(os.environ))
+    try:
+        if not server.ready:
+            return
+        assert server.run(["verify", str(small / "dataset")], 120).returncode == 0
+        first = server.learned
+        assert server.run(["verify", str(small / "dataset")], 120).returncode == 0
+        assert first > 0 and server.learned == 0 and server.ready
+    finally:
+        server.close()
+
+
+def test_a_module_environment_gets_its_own_server(monkeypatch):
+    session = _fork_server(dict(os.environ))
+    monkeypatch.setenv("GENSETS_TEST_MODULE_VARIABLE", "1")
+    with module_fork_server() as server:
+        before, session_before = server.n, session.n
+        assert run_cli("list", "builders").returncode == 0
+        assert server.n == before + 1 and session.n == session_before
+    assert server.proc.poll() is not None  # closed with its block
+    assert run_cli("list", "builders").returncode == 0  # a fresh subprocess again (the session's differs)
+    assert session.n == session_before

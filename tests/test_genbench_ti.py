@@ -75,7 +75,8 @@ def test_ti_loss_with_and_without_the_clip_term_worked_by_hand():
     sched = DDPMScheduler.from_config(p.scheduler.config)
     assert sched.config.prediction_type == "epsilon" and not sched.config.clip_sample
     g = torch.Generator().manual_seed(0)
-    shape = (2, p.vae.config.latent_channels, 32, 32)  # tiny:sd's VAE halves: 64 px images, resized to 32 for CLIP
+    side = 64 // 2 ** (len(p.vae.config.block_out_channels) - 1)  # the latents of 64 px images (resized to 32 for CLIP)
+    shape = (2, p.vae.config.latent_channels, side, side)
     latents, noise, t = torch.randn(shape, generator=g), torch.randn(shape, generator=g), torch.tensor([0, 500])
     texts = ["a photo of a <cifar-10 cat> cat.", "a blurry photo of a <cifar-10 cat> cat."]
     ids = p.tokenizer(texts, padding="max_length", truncation=True, max_length=p.tokenizer.model_max_length,

@@ -21,6 +21,7 @@ import pytest
 
 from gensets.errors import ModelError
 from gensets.models import ModelSpec, load_classifier, load_generator, parse_spec, tiny_path
+from gensets.models.tiny import VERSION as TINY_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,7 +166,7 @@ def _digest(folder: Path) -> dict[str, str]:
 def test_tiny_models_are_cached_safetensors_and_reproducible(tmp_path, monkeypatch):
     first = {k: tiny_path(k) for k in ("sd", "resnet", "vit", "clip", "hf-clip")}
     for kind, path in first.items():
-        assert path.name == f"{kind}-v1-pinned" and (path / ".complete").is_file()  # the suite's kernels
+        assert path.name == f"{kind}-{TINY_VERSION}-pinned" and (path / ".complete").is_file()  # the suite's kernels
         assert tiny_path(kind) == path  # cached
         files = [p.name for p in path.rglob("*") if p.is_file()]
         assert any(f.endswith(".safetensors") for f in files)
@@ -198,7 +199,7 @@ def test_tiny_build_keeps_caller_rng_and_is_safe_across_processes(tmp_path, monk
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1]
     assert _digest(Path(outs[0])) == _digest(tiny_path("clip"))
-    assert [p.name for p in (tmp_path / "race" / "tiny").iterdir()] == ["clip-v1-pinned"]
+    assert [p.name for p in (tmp_path / "race" / "tiny").iterdir()] == [f"clip-{TINY_VERSION}-pinned"]
 
 
 def test_tiny_unknown_kind():
@@ -267,7 +268,7 @@ def test_a_tiny_model_is_one_class_with_one_decorator(tmp_path, monkeypatch):
         c = load_classifier("tiny:test-vit")
         assert (c.kind, c.spec, c.model_id, c.revision) == ("timm", "tiny:test-vit", "tiny:test-vit", None)
         path = tiny_path("test-vit")
-        assert path == tmp_path / "tiny" / "test-vit-v1-pinned" and (path / ".complete").is_file()
+        assert path == tmp_path / "tiny" / f"test-vit-{TINY_VERSION}-pinned" and (path / ".complete").is_file()
         saved = load_file(str(path / "model.safetensors"))
         state = c.model.state_dict()
         assert all((state[k] == v).all() for k, v in saved.items())

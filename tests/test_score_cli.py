@@ -155,7 +155,7 @@ def test_quality_thresholds_keep_images_out_of_the_queue_and_the_card_counts_the
     for key, kept, status, meta in samples:
         q = json.loads(meta)["quality"]
         clip = next(s for s in q["scores"] if s["metric"] == "clip_score")
-        assert clip["min"] == 10 and clip["passed"] == (clip["value"] >= 10)  # the threshold, with its value
+        assert clip["min"] == 25 and clip["passed"] == (clip["value"] >= 25)  # the threshold, with its value
         assert q["passed"] == all(s["passed"] for s in q["scores"])
         assert {(s["metric"], s["role"], s["spec"]) for s in q["scorers"]} == {
             ("clip_score", "clip", "tiny:hf-clip"), ("aesthetic", "clip", "tiny:hf-clip"),
@@ -188,7 +188,7 @@ def test_quality_thresholds_keep_images_out_of_the_queue_and_the_card_counts_the
     assert "| config | generated | kept by the filters | below quality | accepted | pending | rejected |" in card
     for config, f in manifest["funnel"].items():
         assert f"| {config} | {f['generated']} | {f['kept']} | {f['below_quality']} | 0 | {f['pending']} | 0 |" in card
-    assert "## Quality scores" in card and "| clip_score | >= 10 | clip | `tiny:hf-clip` |" in card
+    assert "## Quality scores" in card and "| clip_score | >= 25 | clip | `tiny:hf-clip` |" in card
     assert "name: quality" in card  # the card declares json.quality among the features
     for config in manifest["counts"]:
         assert (ws / "dataset" / "figures" / f"quality_{config}.png").is_file()

@@ -43,7 +43,7 @@ from gensets.cache import cache_root
 from gensets.errors import ModelError
 from gensets.registry import TINY_MODELS
 
-VERSION = "v1"
+VERSION = "v2"
 _DONE = ".complete"
 _BUILD_LOCK = threading.Lock()
 
