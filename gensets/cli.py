@@ -70,7 +70,22 @@ def _verify(a) -> int:
 
     if a.rebuild is not None:
         return _rebuild(a)
-    problems = verify(Path(a.dir), progress=not a.json)
+    from .store import is_url
+
+    if is_url(a.dir):  # a workspace on a store: its objects read once into a temporary folder, checked there
+        import tempfile
+
+        from .shards import Problem
+        from .workspace import Workspace
+
+        ws = Workspace(a.dir)
+        ws.store.check_bucket()
+        with tempfile.TemporaryDirectory(prefix="gensets-verify-") as tmp:
+            ws.mirror(Path(tmp))
+            problems = [Problem(*(str(x).replace(tmp, ws.store.url) for x in (p.shard, p.member, p.what)))
+                        for p in verify(Path(tmp), progress=not a.json)]
+    else:
+        problems = verify(Path(a.dir), progress=not a.json)
     if a.json:
         print(json.dumps({"dir": a.dir, "ok": not problems,
                           "problems": [{"file": p.shard, "member": None if p.member == "-" else p.member,
