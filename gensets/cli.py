@@ -407,7 +407,9 @@ def _card(a) -> int:
         def scores(configs, build_id):
             return build_scores(a.db, configs, build_id)
     files = rerender(a.workspace, leaderboard=board, scores=scores)
-    folder = Path(a.workspace) / "dataset"
+    from .store import is_url
+
+    folder = f"{a.workspace.rstrip('/')}/dataset" if is_url(a.workspace) else Path(a.workspace) / "dataset"
     if a.json:
         print(json.dumps({"dir": str(folder), "files": list(files)}, indent=1))
     else:

@@ -365,6 +365,33 @@ class Workspace:
             if rel in shards or rel.startswith(("dataset/", "environments/")) or rel == "config.yaml":
                 self.store.get(rel, dest / rel)
 
+    def pull_dataset(self) -> Path:
+        """A URL workspace: ``<url>/dataset/`` copied into the local cache's dataset/ (each object read whole, once;
+        a file the store's dataset does not have is removed); the local folder. GensetsError when there is none."""
+        import shutil
+
+        objects = [p for p in self.store.list("dataset") if not {"", ".", ".."} & set(p.split("/"))]
+        if "dataset/manifest.json" not in objects:
+            raise GensetsError(f"{self.store.url}: no dataset/manifest.json; run `gensets finalize "
+                               f"{self.store.url}` first")
+        tmp = self.root / f".dataset.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for rel in objects:
+            self.store.get(rel, tmp / rel[len("dataset/"):])
+        if self.dataset.exists():
+            shutil.rmtree(self.dataset)
+        os.replace(tmp, self.dataset)
+        return self.dataset
+
+    def push_dataset(self) -> None:
+        """A URL workspace: the local cache's dataset/ uploaded to ``<url>/dataset/``: every file, manifest.json
+        last, then the objects of an older dataset that this one does not have removed."""
+        files = sorted(str(p.relative_to(self.dataset)) for p in self.dataset.rglob("*") if p.is_file())
+        files.sort(key=lambda f: f == "manifest.json")
+        for rel in files:
+            self.store.put(self.dataset / rel, f"dataset/{rel}")
+        self.store.remove([p for p in self.store.list("dataset") if p[len("dataset/"):] not in set(files)])
+
     def remove_orphans(self) -> list[str]:
         """A URL workspace: remove the candidate shards that no commit marker names (a killed worker's, a plan's
         that changed); the removed objects."""

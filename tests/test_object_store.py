@@ -243,3 +243,30 @@ def test_the_lease_refuses_a_live_holder_and_takes_over_a_dead_ones():
     with store.lease("build"):
         assert json.loads(store.read(LOCK))["pid"] == os.getpid()
     assert not store.exists(LOCK)
+
+
+def test_card_eval_and_publish_take_the_url(s3, local_on_s3, reference, tmp_path):
+    """`gensets card URL` re-renders the card from <url>/dataset/ and uploads it (the bytes of a local re-render);
+    `gensets eval URL` scores the dataset the URL holds (the metrics of the local dataset, the source named by its
+    URL); `publish` uploads it from its URL."""
+    from gensets.publish import LocalTarget, publish
+
+    from .test_eval import fixed_classifier
+
+    local = tmp_path / "ws"
+    shutil.copytree(reference, local)
+    run_cli("card", local, check=0)
+    r = run_cli("card", local_on_s3, check=0)
+    assert f"in {local_on_s3}/dataset" in r.stdout
+    got = {k[len("dataset/"):]: sha(v) for k, v in objects(s3, "local").items() if k.startswith("dataset/")}
+    assert got == tree_digest(local / "dataset")
+
+    spec = fixed_classifier(tmp_path / "m", [0, 504])
+    res = [json.loads(run_cli("eval", ws, "--model", spec, "--db", tmp_path / f"{i}.duckdb", "--config", "texture",
+                              "--json", check=0).stdout)[0] for i, ws in enumerate((reference, local_on_s3))]
+    assert res[1]["metrics"] == res[0]["metrics"] and res[0]["metrics"]["top5"] > 0
+    assert local_on_s3 in json.dumps(res[1]) and str(_cache(local_on_s3)) not in json.dumps(res[1])
+
+    target = LocalTarget(tmp_path / "repo")
+    publish(local_on_s3, "file://" + str(tmp_path / "repo"), target=target, out=lambda line: None)
+    assert len(target.commits) == 4 and target.commits[-1]["files"][-1] == "README.md"

@@ -352,19 +352,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     os.replace(tmp, ws.dataset)
     shutil.rmtree(old, ignore_errors=True)
     if ws.store:
-        _push_dataset(ws)
+        ws.push_dataset()
     return {"dataset": ws.store.url_of("dataset") if ws.store else str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
-
-
-def _push_dataset(ws: Workspace) -> None:
-    """A URL workspace: the dataset staged in its local cache uploaded to ``<url>/dataset/``: every file, then
-    the objects of an older dataset that the new one does not have removed; manifest.json last."""
-    files = sorted(str(p.relative_to(ws.dataset)) for p in ws.dataset.rglob("*") if p.is_file())
-    files.sort(key=lambda f: f == "manifest.json")
-    for rel in files:
-        ws.store.put(ws.dataset / rel, f"dataset/{rel}")
-    ws.store.remove([p for p in ws.store.list("dataset") if p[len("dataset/"):] not in set(files)])
 
 
 def _candidate_of(ws: Workspace, key: str) -> Path | None:
