@@ -80,6 +80,8 @@ def _verify(a) -> int:
 
         ws = Workspace(a.dir)
         ws.store.check_bucket()
+        if not ws.store.exists("config.yaml"):
+            raise GensetsError(f"{ws.store.url}: not a gensets workspace (no config.yaml)")
         with tempfile.TemporaryDirectory(prefix="gensets-verify-") as tmp:
             ws.mirror(Path(tmp))
             problems = [Problem(*(str(x).replace(tmp, ws.store.url) for x in (p.shard, p.member, p.what)))

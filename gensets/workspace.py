@@ -180,8 +180,12 @@ class Workspace:
         for rel, data in sorted(self.store.read_many([units[u] for u in todo]).items()):
             try:
                 row = json.loads(data)["row"]
+                ok = row["unit"] == rel.rsplit("/", 1)[1][:-5] and row["shard"] == f"{row['unit']}.tar"
             except (ValueError, KeyError, TypeError):
-                raise DataError(f"{self.store.url_of(rel)}: not a commit marker gensets wrote") from None
+                ok = False
+            if not ok:
+                raise DataError(f"{self.store.url_of(rel)}: not a commit marker gensets wrote (its unit and "
+                                "shard are those of its name)") from None
             manifest.append(row)
         have = {p.name for p in self.environments_path.glob("*.json")} if self.environments_path.is_dir() else set()
         envs = [p for p in self.store.list("environments") if p.endswith(".json") and p.count("/") == 1]

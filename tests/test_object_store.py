@@ -195,21 +195,6 @@ def test_a_corrupt_object_is_found_by_verify(s3, local_on_s3):
         s3.put_object(Bucket=BUCKET, Key=f"local/{key}", Body=good)
 
 
-def test_credentials_are_never_written(s3, local_on_s3):
-    """Neither the dummy key id nor the secret is in any object of the bucket or any file of the local caches."""
-    found = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-        for o in page.get("Contents", []):
-            data = s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
-            if KEY_ID.encode() in data or SECRET.encode() in data:
-                found.append(o["Key"])
-    caches = _cache(local_on_s3).parent
-    files = [p for p in caches.rglob("*") if p.is_file()]
-    assert len(files) > 10
-    found += [str(p) for p in files if KEY_ID.encode() in p.read_bytes() or SECRET.encode() in p.read_bytes()]
-    assert found == []
-
-
 @pytest.mark.parametrize("url, code, says", [
     ("ftp2://bucket/ws", 2, "unknown storage scheme 'ftp2://'"),
     (f"s3://no-such-bucket-{os.getpid()}/ws", 2, "no such bucket"),
@@ -221,6 +206,12 @@ def test_bad_urls_are_one_line(s3, url, code, says):
         lines = r.stderr.strip().splitlines()
         assert r.returncode == code and len(lines) == 1 and says in lines[0], (args, r.stderr)
         assert "SECRET" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_verify_of_a_prefix_that_holds_no_workspace_is_one_line(s3):
+    r = run_cli("verify", f"s3://{BUCKET}/nothing-here")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"gensets: error: s3://{BUCKET}/nothing-here: not a gensets workspace (no config.yaml)"], r.stderr
 
 
 def test_the_lease_refuses_a_live_holder_and_takes_over_a_dead_ones():
@@ -270,3 +261,19 @@ def test_card_eval_and_publish_take_the_url(s3, local_on_s3, reference, tmp_path
     target = LocalTarget(tmp_path / "repo")
     publish(local_on_s3, "file://" + str(tmp_path / "repo"), target=target, out=lambda line: None)
     assert len(target.commits) == 4 and target.commits[-1]["files"][-1] == "README.md"
+
+
+def test_credentials_are_never_written(s3, local_on_s3):
+    """Neither the dummy key id nor the secret is in any object of the bucket or any file of the local caches (after
+    every other test of the module: the local and Ray builds, the killed one, card, eval)."""
+    found = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for o in page.get("Contents", []):
+            data = s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+            if KEY_ID.encode() in data or SECRET.encode() in data:
+                found.append(o["Key"])
+    caches = _cache(local_on_s3).parent
+    files = [p for p in caches.rglob("*") if p.is_file()]
+    assert len(files) > 10
+    found += [str(p) for p in files if KEY_ID.encode() in p.read_bytes() or SECRET.encode() in p.read_bytes()]
+    assert found == []
