@@ -70,7 +70,24 @@ def _verify(a) -> int:
 
     if a.rebuild is not None:
         return _rebuild(a)
-    problems = verify(Path(a.dir), progress=not a.json)
+    from .store import is_url
+
+    if is_url(a.dir):  # a workspace on a store: its objects read once into a temporary folder, checked there
+        import tempfile
+
+        from .shards import Problem
+        from .workspace import Workspace
+
+        ws = Workspace(a.dir)
+        ws.store.check_bucket()
+        if not ws.store.exists("config.yaml"):
+            raise GensetsError(f"{ws.store.url}: not a gensets workspace (no config.yaml)")
+        with tempfile.TemporaryDirectory(prefix="gensets-verify-") as tmp:
+            ws.mirror(Path(tmp))
+            problems = [Problem(*(str(x).replace(tmp, ws.store.url) for x in (p.shard, p.member, p.what)))
+                        for p in verify(Path(tmp), progress=not a.json)]
+    else:
+        problems = verify(Path(a.dir), progress=not a.json)
     if a.json:
         print(json.dumps({"dir": a.dir, "ok": not problems,
                           "problems": [{"file": p.shard, "member": None if p.member == "-" else p.member,
@@ -392,7 +409,9 @@ def _card(a) -> int:
         def scores(configs, build_id):
             return build_scores(a.db, configs, build_id)
     files = rerender(a.workspace, leaderboard=board, scores=scores)
-    folder = Path(a.workspace) / "dataset"
+    from .store import is_url
+
+    folder = f"{a.workspace.rstrip('/')}/dataset" if is_url(a.workspace) else Path(a.workspace) / "dataset"
     if a.json:
         print(json.dumps({"dir": str(folder), "files": list(files)}, indent=1))
     else:

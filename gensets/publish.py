@@ -226,7 +226,12 @@ def _human(n: int) -> str:
 def dataset_folder(path) -> Path:
     """The publishable folder: WORKSPACE/dataset, or a dataset folder itself."""
     from .safety import no_symlink
+    from .store import is_url
 
+    if is_url(path):  # a workspace on a store: its dataset/ read once into the local cache
+        from .workspace import Workspace
+
+        return Workspace(path).pull_dataset()
     path = Path(path)
     folder = no_symlink(path / "dataset", "the workspace's dataset folder") if (path / "config.yaml").exists() \
         else path

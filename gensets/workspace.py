@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 
 from .config import apply_overrides, check_planned, fingerprint, load_config, read_yaml, to_dict
-from .errors import Busy, ConfigError, GensetsError
+from .errors import Busy, ConfigError, DataError, GensetsError
 from .registry import BUILDERS
 
 OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock",
@@ -88,7 +89,19 @@ def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] =
 
 
 class Workspace:
+    """A workspace folder, or a workspace on object storage (``root`` a URL such as ``s3://bucket/prefix``: see
+    :mod:`gensets.store`): then ``store`` holds its objects and ``root`` is its local cache folder (state.duckdb, a
+    manifest.jsonl rebuilt from the commit markers, copies of the shards read, the dataset staged by finalize)."""
+
     def __init__(self, root: str | Path):
+        from .store import is_url
+
+        self.store = None
+        if is_url(root):  # a str: a Path has lost the '//' of a URL
+            from .store import Store, local_root
+
+            self.store = Store(root)
+            root = local_root(self.store.url)
         self.root = Path(root)
         self.config_path = self.root / "config.yaml"
         self.candidates = self.root / "candidates"
@@ -98,16 +111,23 @@ class Workspace:
         self.lock_path = self.root / ".gensets.lock"
         self.environments_path = self.root / "environments"
 
+    @property
+    def where(self) -> str:
+        """The workspace as the user named it: its folder, or its URL."""
+        return self.store.url if self.store else str(self.root)
+
     @classmethod
     def create(cls, root: str | Path, builder, cfg: Any) -> Workspace:
         """Freeze ``cfg`` into a new workspace, or check that an existing one holds the same build."""
         ws = cls(root)
         fp = fingerprint(cfg)
+        if ws.store:
+            ws.pull_config(fresh=True)
         ws.check_links()
         if ws.config_path.exists():
             _, old = ws.load()
             if fingerprint(old) != fp:
-                raise GensetsError(f"{ws.root}: this workspace holds another build "
+                raise GensetsError(f"{ws.where}: this workspace holds another build "
                                    f"({fingerprint(old)}, not {fp}); use a new --out folder")
             return ws
         ws.refuse_foreign_folder()
@@ -117,7 +137,62 @@ class Workspace:
         tmp = ws.config_path.with_name(f".config.yaml.tmp-{os.getpid()}")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, ws.config_path)
+        if ws.store and not ws.store.create("config.yaml", text.encode("utf-8")):  # another driver's, meanwhile
+            ws.config_path.unlink()
+            return cls.create(root, builder, cfg)
         return ws
+
+    def pull_config(self, fresh: bool = False) -> None:
+        """A URL workspace: its config.yaml into the local cache (``fresh``: read again even if cached). A cache
+        whose config is not the store's (the store's prefix was emptied, or holds another build now) is dropped."""
+        import shutil
+
+        if not fresh and self.config_path.is_file():
+            return
+        if not self.store.exists("config.yaml"):
+            if self.config_path.exists():
+                shutil.rmtree(self.root)  # a cache of what the store no longer holds
+            return
+        text = self.store.read("config.yaml")
+        if self.config_path.is_file() and self.config_path.read_bytes() != text:
+            shutil.rmtree(self.root)
+        self.candidates.mkdir(parents=True, exist_ok=True)
+        tmp = self.config_path.with_name(f".config.yaml.tmp-{os.getpid()}")
+        tmp.write_bytes(text)
+        os.replace(tmp, self.config_path)
+
+    def sync(self) -> int:
+        """A URL workspace: the local manifest.jsonl made the store's commit markers' rows (a unit is done when its
+        marker is there), and its environments copied; the number of committed units. A local manifest naming a
+        unit without a marker is rebuilt from the markers, and state.duckdb with it."""
+        from .shards import Manifest
+        from .store import COMMITTED
+
+        names = [p for p in self.store.list(COMMITTED) if p.endswith(".json") and p.count("/") == 2]
+        units = {p.rsplit("/", 1)[1][:-5]: p for p in names}
+        local = Manifest(self.manifest_path).done("unit") if self.manifest_path.is_file() else set()
+        if local - set(units):
+            for p in (self.manifest_path, self.state_path, Path(f"{self.state_path}.wal")):
+                p.unlink(missing_ok=True)
+            local = set()
+        todo = sorted(set(units) - local)
+        manifest = Manifest(self.manifest_path)
+        for rel, data in sorted(self.store.read_many([units[u] for u in todo]).items()):
+            try:
+                row = json.loads(data)["row"]
+                ok = row["unit"] == rel.rsplit("/", 1)[1][:-5] and row["shard"] == f"{row['unit']}.tar"
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                raise DataError(f"{self.store.url_of(rel)}: not a commit marker gensets wrote (its unit and "
+                                "shard are those of its name)") from None
+            manifest.append(row)
+        have = {p.name for p in self.environments_path.glob("*.json")} if self.environments_path.is_dir() else set()
+        envs = [p for p in self.store.list("environments") if p.endswith(".json") and p.count("/") == 1]
+        for rel, data in self.store.read_many([p for p in envs if p.split("/")[1] not in have]).items():
+            self.environments_path.mkdir(exist_ok=True)
+            (self.environments_path / rel.split("/")[1]).write_bytes(data)
+        return len(units)
 
     def check_links(self) -> None:
         """DataError when one of the workspace's own entries (:data:`OWN`) is a symlink: a build, finalize or lock
@@ -131,6 +206,17 @@ class Workspace:
     def refuse_foreign_folder(self) -> None:
         """GensetsError when the root is an existing folder that is not empty and not a workspace (``build --out``
         of the wrong folder: a build would mix its files with the user's, and finalize replace their dataset/)."""
+        if self.store:
+            from .store import LOCK
+
+            self.store.check_bucket()
+            if not self.store.exists("config.yaml"):
+                others = [p for p in self.store.list() if p != LOCK]
+                if others:
+                    raise GensetsError(f"{self.store.url}: a prefix that is not a gensets workspace and not empty "
+                                       f"(it holds {others[0]!r}{' and more' if len(others) > 1 else ''}); "
+                                       "--out names a new or empty prefix, or a workspace")
+            return
         if self.root.exists() and not self.root.is_dir():
             raise GensetsError(f"{self.root}: not a folder; --out names a new or empty folder, or a workspace")
         if self.root.is_dir() and not self.config_path.exists():
@@ -150,10 +236,12 @@ class Workspace:
         eid = env_id(env)
         path = self.environments_path / f"{eid}.json"
         if not path.exists():
-            self.environments_path.mkdir(exist_ok=True)
+            self.environments_path.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{eid}.json.tmp-{os.getpid()}")
             tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n", encoding="utf-8")
             os.replace(tmp, path)
+        if self.store:  # before any unit it built is committed
+            self.store.create(f"environments/{eid}.json", path.read_bytes())
         return eid
 
     def environments(self) -> dict[str, dict]:
@@ -168,8 +256,14 @@ class Workspace:
     def lock(self, what: str = "build"):
         """Hold an advisory lock (fcntl) on the workspace while ``what`` runs: another process that asks for it
         fails at once, in one line naming the workspace and the holder's pid. The lock goes with the process
-        (a killed build leaves none); the file keeps the last holder's name, read only while it is held."""
+        (a killed build leaves none); the file keeps the last holder's name, read only while it is held. On a
+        store: a lease object (:meth:`gensets.store.Store.lease`)."""
         import fcntl
+
+        if self.store:
+            with self.store.lease(what):
+                yield self
+            return
 
         self.root.mkdir(parents=True, exist_ok=True)
         self.check_links()
@@ -208,8 +302,11 @@ class Workspace:
 
     def load(self):
         """(builder, config) of this workspace."""
+        if self.store:
+            self.store.check_bucket()
+            self.pull_config()
         if not self.config_path.exists():
-            raise GensetsError(f"{self.root}: not a gensets workspace (no config.yaml)")
+            raise GensetsError(f"{self.where}: not a gensets workspace (no config.yaml)")
         self.check_links()
         return load_build_config(self.config_path, frozen=True)
 
@@ -235,7 +332,80 @@ class Workspace:
         except DataError:
             raise DataError(f"{self.manifest_path}: shard {str(shard)[:200]!r} is not a file of {self.candidates}; "
                             "refusing to read it") from None
+        if self.store and not path.is_file():  # a copy of the committed object, downloaded whole, once
+            self.store.get(f"candidates/{shard}", path)
         return check_regular(path, where=str(self.manifest_path))
+
+    def commit(self, path: Path, row: dict) -> None:
+        """A URL workspace: upload the unit's shard written at ``path`` (under its own name), then its commit
+        marker (the manifest row and where each sample's members lie): written last, it makes the unit done."""
+        from .shards import index_shard
+        from .shards.writer import canonical_json
+        from .store import COMMITTED
+
+        self.store.put(path, f"candidates/{row['shard']}")
+        members = [{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()} for d in index_shard(path)]
+        self.store.write(f"{COMMITTED}/{row['unit']}.json", canonical_json({"row": row, "members": members}))
+
+    def mirror(self, dest: Path) -> None:
+        """A URL workspace copied into the folder ``dest`` as the local layout has it, for ``gensets verify``: the
+        config, environments, the candidate shards the commit markers name with a manifest.jsonl of their rows,
+        and dataset/; each object read whole, once. Orphan shards (no marker) are not read: nothing trusts them."""
+        from .shards import Manifest
+        from .store import COMMITTED
+
+        objects = [p for p in self.store.list() if not {"", ".", ".."} & set(p.split("/"))]  # never out of dest
+        markers = [p for p in objects if p.startswith(f"{COMMITTED}/") and p.endswith(".json")]
+        manifest = Manifest(dest / "candidates" / "manifest.jsonl")
+        (dest / "candidates").mkdir(parents=True, exist_ok=True)
+        for rel, data in sorted(self.store.read_many(markers).items()):
+            try:
+                manifest.append(json.loads(data)["row"])
+            except (ValueError, KeyError, TypeError):
+                raise DataError(f"{self.store.url_of(rel)}: not a commit marker gensets wrote") from None
+        shards = {f"candidates/{r['shard']}" for r in manifest.iter_rows() if isinstance(r.get("shard"), str)
+                  and "/" not in r["shard"] and "\\" not in r["shard"]}
+        for rel in objects:
+            if rel in shards or rel.startswith(("dataset/", "environments/")) or rel == "config.yaml":
+                self.store.get(rel, dest / rel)
+
+    def pull_dataset(self) -> Path:
+        """A URL workspace: ``<url>/dataset/`` copied into the local cache's dataset/ (each object read whole, once;
+        a file the store's dataset does not have is removed); the local folder. GensetsError when there is none."""
+        import shutil
+
+        objects = [p for p in self.store.list("dataset") if not {"", ".", ".."} & set(p.split("/"))]
+        if "dataset/manifest.json" not in objects:
+            raise GensetsError(f"{self.store.url}: no dataset/manifest.json; run `gensets finalize "
+                               f"{self.store.url}` first")
+        tmp = self.root / f".dataset.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for rel in objects:
+            self.store.get(rel, tmp / rel[len("dataset/"):])
+        if self.dataset.exists():
+            shutil.rmtree(self.dataset)
+        os.replace(tmp, self.dataset)
+        return self.dataset
+
+    def push_dataset(self) -> None:
+        """A URL workspace: the local cache's dataset/ uploaded to ``<url>/dataset/``: every file, manifest.json
+        last, then the objects of an older dataset that this one does not have removed."""
+        files = sorted(str(p.relative_to(self.dataset)) for p in self.dataset.rglob("*") if p.is_file())
+        files.sort(key=lambda f: f == "manifest.json")
+        for rel in files:
+            self.store.put(self.dataset / rel, f"dataset/{rel}")
+        self.store.remove([p for p in self.store.list("dataset") if p[len("dataset/"):] not in set(files)])
+
+    def remove_orphans(self) -> list[str]:
+        """A URL workspace: remove the candidate shards that no commit marker names (a killed worker's, a plan's
+        that changed); the removed objects."""
+        from .store import COMMITTED
+
+        objects = self.store.list("candidates")
+        committed = {p.rsplit("/", 1)[1][:-5] for p in objects if p.startswith(f"{COMMITTED}/")}
+        orphans = [p for p in objects if p.count("/") == 1 and p.endswith(".tar") and p[11:-4] not in committed]
+        self.store.remove(orphans)
+        return orphans
 
     def read_candidates(self, shard: str):
         """The samples of one committed candidate shard (``candidates/<unit>.tar``)."""

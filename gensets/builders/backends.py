@@ -76,6 +76,8 @@ class UnitWorker:
         """torch and every model, once, when there is work: a missing model fails now, in one line."""
         if self.env is not None:
             return
+        if self.ws.store:
+            self.ws.pull_config()  # into this node's cache of the URL workspace
         if not self.ws.config_path.is_file():  # a Ray worker on a node that does not see the driver's folder
             import socket
 
@@ -130,6 +132,8 @@ class UnitWorker:
         row = {"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n, "nbytes": info.nbytes,
                "kept": sum(bool(s.meta.get("kept")) for s in samples), "skipped": ctx.skipped,
                "rank": self.rank, "world": self.world, "env": self.env}
+        if self.ws.store:  # on a store: the shard uploaded under its own name, then its commit marker, last
+            self.ws.commit(self.ws.candidates / name, row)
         return {"row": row, "cut": cut}
 
 

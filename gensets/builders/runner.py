@@ -76,11 +76,14 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
         clean_temp(ws.candidates)  # leftovers of a killed writer
     dist.barrier()
     ws = Workspace.create(out, builder, cfg)
+    if ws.store and dist.rank == 0:  # on a store, done = the commit markers (a fresh driver starts from them)
+        ws.sync()
+    dist.barrier()
     manifest = ws.manifest()
     backend = where["backend"]
     # where the units run (gensets.builders.backends): here, or on Ray workers that write their shards and
     # return the rows, which only this process appends to the manifest
-    pool = backends.pool(backend, (builder, cfg, str(ws.root), threads, dist.rank, dist.world, config_path),
+    pool = backends.pool(backend, (builder, cfg, ws.where, threads, dist.rank, dist.world, config_path),
                          workers=where["workers"], address=where["address"],
                          gpus_per_worker=where.get("gpus_per_worker"), quiet=quiet)
     # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
@@ -123,6 +126,8 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
         pool.close()
     if backend != "local":
         clean_temp(ws.candidates)  # what a worker killed mid-write left (no worker writes any more)
+    if ws.store and dist.rank == 0:
+        ws.remove_orphans()  # shards of attempts that never committed (every unit has its marker now)
     added = ingest(ws) if dist.rank == 0 else 0
     if dist.rank == 0:
         builder.after_build(ws)  # e.g. statistics over everything committed
@@ -130,7 +135,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             "samples_written": written, "samples_ingested": added, "rank": dist.rank,
             "prompts_cut": cut["prompts"], "negative_prompts_cut": cut["negative_prompts"],
             "text_windows": sorted(w for w in cut["windows"] if w is not None),
-            "world": dist.world, "workspace": str(ws.root), "needs_review": builder.needs_review,
+            "world": dist.world, "workspace": ws.where, "needs_review": builder.needs_review,
             **({"units_retried": pool.retried, "workers": pool.size} if backend == "ray" else {})}
 
 
@@ -150,6 +155,8 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
+    if ws.store:
+        ws.sync()
     determinism.pin(_mode(cfg))
     rows = {r["unit"]: r for r in ws.manifest().iter_rows()}
     if not rows:
@@ -236,8 +243,10 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     from ..shards import ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
 
     ws.clean_leftovers()
-    if not ws.state_path.exists():
-        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb); run `gensets build` first")
+    if ws.store:
+        ws.sync()  # state.duckdb (local) follows the commit markers; rebuilt from them when missing
+    if not (ws.state_path.exists() or ws.store and ws.manifest_path.exists()):
+        raise GensetsError(f"{ws.where}: nothing built yet (no state.duckdb); run `gensets build` first")
     ingest(ws)
     # a snapshot, read for as long as the shards take: review servers and commands use state.duckdb meanwhile
     snap = state.snapshot(ws.state_path, ws.root / f".state.snapshot.tmp-{os.getpid()}")
@@ -342,7 +351,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         os.replace(ws.dataset, old)
     os.replace(tmp, ws.dataset)
     shutil.rmtree(old, ignore_errors=True)
-    return {"dataset": str(ws.dataset), "counts": counts, "funnel": funnel,
+    if ws.store:
+        ws.push_dataset()
+    return {"dataset": ws.store.url_of("dataset") if ws.store else str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
 
 

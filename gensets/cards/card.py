@@ -280,6 +280,12 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
+    if ws.store:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
+        with ws.lock("card"):
+            ws.pull_dataset()
+            files = rerender(ws.root, leaderboard=leaderboard, scores=scores)
+            ws.push_dataset()
+            return files
     mpath = ws.dataset / "manifest.json"
     if not mpath.exists():
         raise GensetsError(f"{ws.root}: no dataset/manifest.json; run `gensets finalize {ws.root}` first")

@@ -287,8 +287,15 @@ def _hub_image(repo: str, config: str, split: str, key: str, cell: dict):
 def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
     """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``[hf:]org/name[@rev]``; a folder in
     the released ImageNet-D's layout, and ``hf:zcs15/ImageNet-D``, are read as the released ImageNet-D."""
+    from ..store import is_url
     from . import released
 
+    if is_url(dataset):  # a workspace on a store: its dataset/ read once into the local cache, named by its URL
+        from ..workspace import Workspace
+
+        src = local_folder(Workspace(dataset).pull_dataset(), config, split)
+        src.id = dataset
+        return src
     path = Path(dataset)
     if path.is_dir():
         if (path / "config.yaml").exists() and (path / "dataset").is_dir():

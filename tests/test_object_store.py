@@ -1,0 +1,279 @@
+"""Workspaces on object storage: `gensets build --out s3://...` against a real S3 API (moto's server on 127.0.0.1,
+dummy credentials from the environment), with the default backend and with `--backend ray`: the candidate shards
+and the finalized dataset are the bytes of a local build; a killed driver resumes from the commit markers on a fresh
+machine (no local cache); the lease refuses a second driver; no credential is ever written. Needs the distributed
+extra (ray, s3fs, moto)."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import ROOT, SMOKE, run_cli
+from .test_imagenet_d import shards_digest, tree_digest
+
+BUCKET = "gensets-test"
+KEY_ID, SECRET = "GENSETSDUMMYKEY0042", "gensets-dummy-secret-9c1f77e0b5d2"  # found nowhere but in os.environ
+RAY = ("--backend", "ray", "--workers", "2")
+
+
+@pytest.fixture(scope="module")
+def s3(reference):
+    """A moto S3 server on loopback with one bucket; the module's environment names it (AWS_ENDPOINT_URL) with
+    dummy credentials, as a user's environment would. (``reference``, the local build, is built before.)"""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import boto3
+
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=BUCKET)
+    try:
+        yield client
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+def objects(client, prefix: str) -> dict[str, bytes]:
+    """Every object under ``prefix/``, by its path relative to it."""
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/"):
+        for o in page.get("Contents", []):
+            out[o["Key"][len(prefix) + 1:]] = client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+    return out
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _rows(ws):
+    return [json.loads(line) for line in (ws / "candidates" / "manifest.jsonl").read_text().splitlines()]
+
+
+def _samples(db):
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT * FROM samples ORDER BY key").fetchall()
+    finally:
+        con.close()
+
+
+def _cache(url: str):
+    from gensets.store import local_root
+
+    return local_root(url)
+
+
+def same_bytes(client, prefix: str, reference, *, finalized: bool = True, ray: bool = False):
+    """The workspace at ``prefix`` holds exactly what the layout says, with the bytes of the local build: config,
+    one environment, each unit's shard (same sha256) and its commit marker (the local manifest row, but for the
+    rank / world of the worker that ran it under Ray), the dataset; no lease, no temporary object."""
+    objs = objects(client, prefix)
+    ref_rows = {r["unit"]: r for r in _rows(reference)}
+    shards = {k.split("/")[1]: sha(v) for k, v in objs.items() if k.startswith("candidates/") and k.count("/") == 1}
+    assert shards == shards_digest(reference)
+    markers = {k.split("/")[2][:-5]: json.loads(v) for k, v in objs.items() if k.startswith("candidates/_committed/")}
+    assert sorted(markers) == sorted(ref_rows) and len(markers) == 12
+    strip = lambda r: {k: v for k, v in r.items() if not ray or k not in ("rank", "world")}  # noqa: E731
+    for unit, m in markers.items():
+        assert strip(m["row"]) == strip(ref_rows[unit])
+        assert [e["__key__"] for e in m["members"]] == sorted(e["__key__"] for e in m["members"])  # offsets, by key
+    if ray:
+        assert {m["row"]["world"] for m in markers.values()} == {2}
+    dataset = {k[len("dataset/"):]: sha(v) for k, v in objs.items() if k.startswith("dataset/")}
+    if finalized:
+        assert dataset == tree_digest(reference / "dataset")
+    envs = [k for k in objs if k.startswith("environments/")]
+    assert len(envs) == 1 and objs["config.yaml"] == (reference / "config.yaml").read_bytes()
+    assert len(objs) == 1 + len(envs) + 2 * 12 + len(dataset)  # and nothing else: no _lock.json, no temp object
+    assert not [k for k in objs if ".tmp-" in k or k.endswith("_lock.json")]
+
+
+@pytest.fixture(scope="module")
+def local_on_s3(s3):
+    url = f"s3://{BUCKET}/local"
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", check=0)
+    assert f"{url}: 12 units (0 done before, 12 run here)" in r.stdout, r.stdout
+    run_cli("finalize", url, "--include-pending", check=0)
+    return url
+
+
+def test_a_build_on_s3_gives_the_bytes_of_the_local_build(s3, local_on_s3, reference):
+    same_bytes(s3, "local", reference)
+    assert _samples(_cache(local_on_s3) / "state.duckdb") == _samples(reference / "state.duckdb")
+    r = run_cli("verify", local_on_s3, check=0)
+    assert r.stdout.strip() == f"{local_on_s3}: ok"
+    # the same command again: every unit is committed; nothing runs
+    again = run_cli("build", SMOKE, "--out", local_on_s3, "--quiet", check=0)
+    assert "12 units (12 done before, 0 run here)" in again.stdout
+
+
+def test_a_fresh_driver_rebuilds_its_state_from_the_markers(s3, local_on_s3, reference):
+    """No local cache (another machine): state.duckdb is rebuilt from the commit markers, the shards read whole from
+    the store; finalize gives the same dataset."""
+    shutil.rmtree(_cache(local_on_s3))
+    run_cli("finalize", local_on_s3, "--include-pending", check=0)
+    assert _samples(_cache(local_on_s3) / "state.duckdb") == _samples(reference / "state.duckdb")
+    same_bytes(s3, "local", reference)
+
+
+def test_a_ray_build_on_s3_gives_the_bytes_of_the_local_build(s3, reference):
+    url = f"s3://{BUCKET}/ray"
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *RAY, check=0)
+    assert "12 units (0 done before, 12 run here)" in r.stdout and "Ray: 2 workers" in r.stdout, r.stdout
+    run_cli("finalize", url, "--include-pending", check=0)
+    same_bytes(s3, "ray", reference, ray=True)
+    assert _samples(_cache(url) / "state.duckdb") == _samples(reference / "state.duckdb")
+
+
+def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_refused(s3, reference):
+    """The driver SIGKILLed after a third of the units: on a fresh machine (its local cache gone) the same command
+    runs exactly the units without a commit marker, over the lease the dead driver left; a truncated shard without a
+    marker (a killed upload) is overwritten and `verify` passes. A second driver meanwhile: one line, exit 4."""
+    url, prefix = f"s3://{BUCKET}/killed", "killed"
+    p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", url, "--quiet"],
+                         cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+    def committed():
+        return {k.split("/")[2][:-5] for k in objects(s3, prefix) if k.startswith("candidates/_committed/")}
+
+    try:
+        deadline = time.monotonic() + 400
+        while len(committed()) < 4:
+            assert p.poll() is None, p.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "4 units were not committed in time"
+            time.sleep(0.3)
+        second = run_cli("build", SMOKE, "--out", url, "--quiet")
+        os.killpg(p.pid, signal.SIGKILL)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+    lines = second.stderr.strip().splitlines()
+    assert second.returncode == 4 and len(lines) == 1, second.stderr
+    assert f"{url}: another gensets build (pid {p.pid} on " in lines[0], lines  # the holder
+    done = committed()
+    assert 4 <= len(done) < 12 and "_lock.json" in objects(s3, prefix)  # the dead driver's lease
+    missing = sorted({r["unit"] for r in _rows(reference)} - done)
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/candidates/{missing[0]}.tar", Body=b"cut short by a killed upload")
+    shutil.rmtree(_cache(url))  # a fresh driver, on another machine
+    r = json.loads(run_cli("build", SMOKE, "--out", url, "--json", check=0).stdout)
+    assert r["done_before"] == len(done) and r["units_run"] == 12 - len(done), r
+    same_bytes(s3, prefix, reference, finalized=False)
+    assert run_cli("verify", url, check=0).stdout.strip() == f"{url}: ok"
+
+
+def test_a_corrupt_object_is_found_by_verify(s3, local_on_s3):
+    """verify reads the store's objects, not a local copy: a dataset shard changed on the store is named by its URL."""
+    key = next(k for k in objects(s3, "local") if k.startswith("dataset/") and k.endswith(".tar"))
+    good = s3.get_object(Bucket=BUCKET, Key=f"local/{key}")["Body"].read()
+    s3.put_object(Bucket=BUCKET, Key=f"local/{key}", Body=good[:-1024])
+    try:
+        r = run_cli("verify", local_on_s3)
+        assert r.returncode == 1 and f"{local_on_s3}/{key}: " in r.stdout, r.stdout + r.stderr
+    finally:
+        s3.put_object(Bucket=BUCKET, Key=f"local/{key}", Body=good)
+
+
+@pytest.mark.parametrize("url, code, says", [
+    ("ftp2://bucket/ws", 2, "unknown storage scheme 'ftp2://'"),
+    (f"s3://no-such-bucket-{os.getpid()}/ws", 2, "no such bucket"),
+    ("s3://KEY:SECRET@bucket/ws", 2, "credentials or a port in the URL are refused"),
+])
+def test_bad_urls_are_one_line(s3, url, code, says):
+    for args in (("build", SMOKE, "--out", url, "--quiet"), ("finalize", url), ("verify", url)):
+        r = run_cli(*args)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == code and len(lines) == 1 and says in lines[0], (args, r.stderr)
+        assert "SECRET" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_verify_of_a_prefix_that_holds_no_workspace_is_one_line(s3):
+    r = run_cli("verify", f"s3://{BUCKET}/nothing-here")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"gensets: error: s3://{BUCKET}/nothing-here: not a gensets workspace (no config.yaml)"], r.stderr
+
+
+def test_the_lease_refuses_a_live_holder_and_takes_over_a_dead_ones():
+    """In this process, on fsspec's memory store: a second lease names the holder (Busy, exit 4); a lease left by a
+    process that is gone is taken over; the lease object is removed at the end."""
+    from gensets.errors import Busy
+    from gensets.store import LOCK, Store
+
+    store = Store(f"memory://leases/{os.getpid()}")
+    with store.lease("build"):
+        with pytest.raises(Busy) as e, store.lease("finalize"):
+            pass
+        assert e.value.exit_code == 4 and f"another gensets build (pid {os.getpid()} on " in str(e.value)
+    assert not store.exists(LOCK)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+
+    store.write(LOCK, json.dumps({"what": "build", "pid": int(dead.stdout), "host": socket.gethostname(),
+                                  "time": time.time()}).encode())
+    with store.lease("build"):
+        assert json.loads(store.read(LOCK))["pid"] == os.getpid()
+    assert not store.exists(LOCK)
+
+
+def test_card_eval_and_publish_take_the_url(s3, local_on_s3, reference, tmp_path):
+    """`gensets card URL` re-renders the card from <url>/dataset/ and uploads it (the bytes of a local re-render);
+    `gensets eval URL` scores the dataset the URL holds (the metrics of the local dataset, the source named by its
+    URL); `publish` uploads it from its URL."""
+    from gensets.publish import LocalTarget, publish
+
+    from .test_eval import fixed_classifier
+
+    local = tmp_path / "ws"
+    shutil.copytree(reference, local)
+    run_cli("card", local, check=0)
+    r = run_cli("card", local_on_s3, check=0)
+    assert f"in {local_on_s3}/dataset" in r.stdout
+    got = {k[len("dataset/"):]: sha(v) for k, v in objects(s3, "local").items() if k.startswith("dataset/")}
+    assert got == tree_digest(local / "dataset")
+
+    spec = fixed_classifier(tmp_path / "m", [0, 504])
+    res = [json.loads(run_cli("eval", ws, "--model", spec, "--db", tmp_path / f"{i}.duckdb", "--config", "texture",
+                              "--json", check=0).stdout)[0] for i, ws in enumerate((reference, local_on_s3))]
+    assert res[1]["metrics"] == res[0]["metrics"] and res[0]["metrics"]["top5"] > 0
+    assert local_on_s3 in json.dumps(res[1]) and str(_cache(local_on_s3)) not in json.dumps(res[1])
+
+    target = LocalTarget(tmp_path / "repo")
+    publish(local_on_s3, "file://" + str(tmp_path / "repo"), target=target, out=lambda line: None)
+    assert len(target.commits) == 4 and target.commits[-1]["files"][-1] == "README.md"
+
+
+def test_credentials_are_never_written(s3, local_on_s3):
+    """Neither the dummy key id nor the secret is in any object of the bucket or any file of the local caches (after
+    every other test of the module: the local and Ray builds, the killed one, card, eval)."""
+    found = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for o in page.get("Contents", []):
+            data = s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+            if KEY_ID.encode() in data or SECRET.encode() in data:
+                found.append(o["Key"])
+    caches = _cache(local_on_s3).parent
+    files = [p for p in caches.rglob("*") if p.is_file()]
+    assert len(files) > 10
+    found += [str(p) for p in files if KEY_ID.encode() in p.read_bytes() or SECRET.encode() in p.read_bytes()]
+    assert found == []
