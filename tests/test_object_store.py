@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from .conftest import ROOT, SMOKE, run_cli
+from .conftest import ROOT, SMOKE, module_fork_server, run_cli
 from .test_imagenet_d import shards_digest, tree_digest
 
 BUCKET = "gensets-test"
@@ -41,7 +41,8 @@ def s3(reference):
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     try:
-        yield client
+        with module_fork_server():  # the module's commands forked from a server with this environment
+            yield client
     finally:
         for k, v in old.items():
             if v is None:
@@ -197,7 +198,7 @@ def test_a_corrupt_object_is_found_by_verify(s3, local_on_s3):
 
 @pytest.mark.parametrize("url, code, says", [
     ("ftp2://bucket/ws", 2, "unknown storage scheme 'ftp2://'"),
-    (f"s3://no-such-bucket-{os.getpid()}/ws", 2, "no such bucket"),
+    ("s3://gensets-no-such-bucket/ws", 2, "no such bucket"),
     ("s3://KEY:SECRET@bucket/ws", 2, "credentials or a port in the URL are refused"),
 ])
 def test_bad_urls_are_one_line(s3, url, code, says):
