@@ -75,13 +75,15 @@ def test_a_worker_killed_mid_unit_is_replaced_and_its_unit_run_again(reference, 
     _same_bytes(ws, reference)  # the cut-short temporary shard is gone, the unit committed once
 
 
-SLOW = ("--set", "generator.steps=25")  # units of a few seconds: both workers have started before half are done
+SLOW = ("--set", "generator.steps=25")  # units of a second or more: the build outlasts the test's look at it
 
 
 def test_a_node_lost_mid_build_strands_nothing(tmp_path):
     """A two-node cluster (`ray.cluster_utils.Cluster`, one CPU each, on 127.0.0.1) joined with --address; the
     second node is removed once both workers have committed a unit: the unit it ran goes to the other worker,
-    and the build completes with the bytes of a local build."""
+    and the build completes with the bytes of a local build. The workers start their first unit together (the
+    test hook GENSETS_TEST_GATE): on a loaded machine one worker could otherwise run every unit before the other
+    has imported torch."""
     reference = tmp_path / "reference"
     run_cli("build", SMOKE, "--out", reference, "--quiet", *SLOW, check=0)
     # Ray turns a 127.0.0.1 address into the machine's outward one unless told it is a one-machine cluster
@@ -98,15 +100,22 @@ def test_a_node_lost_mid_build_strands_nothing(tmp_path):
     ws = tmp_path / "ws"
     try:
         node = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        gate = tmp_path / "gate"
+        gate.mkdir()
         p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--json",
                               *SLOW, *RAY, "--address", cluster.address], cwd=ROOT, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "GENSETS_TEST_GATE": str(gate)})
         try:
             deadline = time.monotonic() + 400
+            while not ((gate / "rank-0").exists() and (gate / "rank-1").exists()):
+                assert p.poll() is None, p.stderr.read()[-3000:]
+                assert time.monotonic() < deadline, "the two workers did not both start"
+                time.sleep(0.1)
+            (gate / "go").touch()
             while not ((ws / "candidates" / "manifest.jsonl").exists() and {r["rank"] for r in _rows(ws)} == {0, 1}):
                 assert p.poll() is None, p.stderr.read()[-3000:]
                 assert time.monotonic() < deadline, "the two workers did not both commit a unit"
-                time.sleep(0.5)
+                time.sleep(0.1)
             done = len(_rows(ws))
             cluster.remove_node(node)
             out, err = p.communicate(timeout=600)

@@ -30,6 +30,12 @@ FAULT = "GENSETS_TEST_EXIT_UNIT"
 leaves a temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does."""
 
 
+GATE = "GENSETS_TEST_GATE"
+"""Tests only: a folder. A worker, its models loaded, says it is ready (``<folder>/rank-<rank>``) and waits for
+``<folder>/go`` before its first unit: a test that must see every worker started (before it removes a node) does not
+depend on how long a worker takes to start on a loaded machine."""
+
+
 def unit_name(unit) -> str:
     """A unit as an error names it: its id, and what its payload says it makes (config, class, ...)."""
     p = unit.payload
@@ -114,6 +120,9 @@ class UnitWorker:
         from ..shards import write_shard
 
         self.load()
+        if not getattr(self, "gated", False):
+            self.gated = True
+            _gate(self.rank)
         ctx = self.ctx
         ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
         with naming(self.config_path, unit):
@@ -135,6 +144,19 @@ class UnitWorker:
         if self.ws.store:  # on a store: the shard uploaded under its own name, then its commit marker, last
             self.ws.commit(self.ws.candidates / name, row)
         return {"row": row, "cut": cut}
+
+
+def _gate(rank: int) -> None:
+    """The test-only start gate (:data:`GATE`); nothing unless the variable is set."""
+    folder = os.environ.get(GATE)
+    if not folder:
+        return
+    import time
+
+    Path(folder, f"rank-{rank}").touch()
+    deadline = time.monotonic() + 600
+    while not Path(folder, "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _fault(unit_id: str, path: Path) -> None:
@@ -265,8 +287,9 @@ class RayPool:
         n = self.workers or (int(have["GPU"] / self.gpus) if self.gpus else max(1, int(have.get("CPU", 1))))
         # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
         env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
-        if os.environ.get(FAULT):
-            env[FAULT] = os.environ[FAULT]
+        for hook in (FAULT, GATE):
+            if os.environ.get(hook):
+                env[hook] = os.environ[hook]
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
         actor = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
         builder, cfg, root, threads, _rank, _world, config_path = self.args
