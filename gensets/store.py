@@ -201,12 +201,14 @@ class Store:
                 self.fs.rm([self.path(r) for r in rels])
 
     def list(self, rel: str = "") -> list[str]:
-        """Every object under ``rel`` (recursively), as paths relative to the workspace, sorted."""
+        """Every object under ``rel`` (recursively), as paths relative to the workspace, sorted; a key with an empty,
+        '.' or '..' part is left out (copied to a local folder, it would land outside it)."""
         with self._errors(rel, "listing it"):
             self.fs.invalidate_cache()
             found = self.fs.find(self.path(rel), detail=False)
         n = len(self.base) + 1
-        return sorted(p[n:] for p in found if p.startswith(self.base + "/"))
+        return sorted(p[n:] for p in found
+                      if p.startswith(self.base + "/") and not {"", ".", ".."} & set(p[n:].split("/")))
 
     # the lease: the workspace's lock on a store
     @contextlib.contextmanager

@@ -354,7 +354,7 @@ class Workspace:
         from .shards import Manifest
         from .store import COMMITTED
 
-        objects = [p for p in self.store.list() if not {"", ".", ".."} & set(p.split("/"))]  # never out of dest
+        objects = self.store.list()
         markers = [p for p in objects if p.startswith(f"{COMMITTED}/") and p.endswith(".json")]
         manifest = Manifest(dest / "candidates" / "manifest.jsonl")
         (dest / "candidates").mkdir(parents=True, exist_ok=True)
@@ -374,7 +374,7 @@ class Workspace:
         a file the store's dataset does not have is removed); the local folder. GensetsError when there is none."""
         import shutil
 
-        objects = [p for p in self.store.list("dataset") if not {"", ".", ".."} & set(p.split("/"))]
+        objects = self.store.list("dataset")
         if "dataset/manifest.json" not in objects:
             raise GensetsError(f"{self.store.url}: no dataset/manifest.json; run `gensets finalize "
                                f"{self.store.url}` first")
@@ -394,7 +394,8 @@ class Workspace:
         files.sort(key=lambda f: f == "manifest.json")
         for rel in files:
             self.store.put(self.dataset / rel, f"dataset/{rel}")
-        self.store.remove([p for p in self.store.list("dataset") if p[len("dataset/"):] not in set(files)])
+        keep = {f"dataset/{rel}" for rel in files}
+        self.store.remove([p for p in self.store.list("dataset") if p not in keep])
 
     def remove_orphans(self) -> list[str]:
         """A URL workspace: remove the candidate shards that no commit marker names (a killed worker's, a plan's

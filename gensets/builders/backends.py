@@ -77,6 +77,7 @@ class UnitWorker:
             self.quality = QualityFilter(cfg.quality)
         self.env = None  # the environment's id in the workspace (gensets.determinism.describe), once loaded
         self.build_id = None
+        self.gated = False  # past the test-only start gate (GATE), at its first unit
 
     def load(self) -> None:
         """torch and every model, once, when there is work: a missing model fails now, in one line."""
@@ -120,7 +121,7 @@ class UnitWorker:
         from ..shards import write_shard
 
         self.load()
-        if not getattr(self, "gated", False):
+        if not self.gated:
             self.gated = True
             _gate(self.rank)
         ctx = self.ctx
