@@ -7,10 +7,11 @@ LOCK   := requirements/lock.txt
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 DEMO   := out/demo/imagenet-d
 
-.PHONY: help venv venv-distributed lock test demo build-imagenet-d build-recognition build-vqa build-genbench discover-failures lint bench clean
+.PHONY: help venv venv-distributed lock test test-slow test-all demo build-imagenet-d build-recognition build-vqa build-genbench discover-failures lint bench clean
 
 help:
-	@echo "make test               create .venv (with the distributed extras), run the offline test suite (CPU, tiny models)"
+	@echo "make test               create .venv (with the distributed extras), run the offline test suite (CPU, tiny models)\n                         but the end-to-end tests marked slow"
+	@echo "make test-slow          the end-to-end tests marked slow (CI runs make test, then make test-slow)"
 	@echo "make venv               create .venv: exactly the versions of $(LOCK) (base + dev), then gensets"
 	@echo "make venv-distributed   the same from requirements/distributed.lock.txt (+ the distributed extras)"
 	@echo "make lock               re-resolve both locks from pyproject.toml + requirements/lock.in (PyPI, hashes)"
@@ -55,10 +56,17 @@ lock:
 	$(COMPILE) --extra dev -c requirements/distributed.lock.txt -o $(LOCK)
 
 # two pytest-xdist processes (the machines have 2 cores; worksteal: an idle one takes half of the other's queue) and the
-# 25 slowest tests listed; PYTEST_ARGS= runs in one process
+# 25 slowest tests listed; PYTEST_ARGS= runs in one process. `make test` leaves out the end-to-end tests marked
+# `slow` (several processes, Ray clusters, the S3 server, every README command); `make test-slow` runs exactly those;
+# CI (.ci/run) runs both, so every test runs there. `make test-all`: both, one after the other.
 PYTEST_ARGS ?= -n 2 --dist worksteal --durations=25
 test: lint
-	$(OFFLINE) $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(OFFLINE) $(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(VENV)/.gensets-distributed-installed
+	$(OFFLINE) $(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-all: test test-slow
 
 demo: $(STAMP)
 	$(OFFLINE) $(BIN)/gensets build configs/imagenet_d.smoke.yaml --out $(DEMO)

@@ -23,6 +23,8 @@ import pytest
 from . import clip_benchmark_env as cbe
 from .conftest import run_cli
 
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: clip_benchmark's own run in its side venv
+
 # captured at import, before conftest's session fixture points GENSETS_CACHE at a temp folder
 _USER_CACHE = os.environ.get("GENSETS_CACHE") or str(Path.home() / ".cache" / "gensets")
 

@@ -10,8 +10,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from .conftest import ROOT, SMALL, SMOKE, run_cli
 from .test_imagenet_d import shards_digest, temp_files, tree_digest
+
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: each test starts a Ray cluster and builds
 
 RAY = ("--backend", "ray", "--workers", "2")
 

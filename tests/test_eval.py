@@ -40,6 +40,7 @@ def query(db, sql):
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_a_class_mapped_to_three_ids_hits_on_each(reference, tmp_path):
     db = tmp_path / "r.duckdb"
     chair = [423, 559, 765]
@@ -216,6 +217,7 @@ def test_a_failed_write_keeps_the_previous_run_whole(tmp_path, bad):
     con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_killed_eval_leaves_only_complete_runs(reference, tmp_path, workers):
     """SIGKILL while the second split is scored (decoding in this process, or in 2 worker processes): the first
@@ -246,6 +248,7 @@ def test_killed_eval_leaves_only_complete_runs(reference, tmp_path, workers):
     assert orphans == [{"n": 0}]
 
 
+@pytest.mark.slow
 def test_a_limited_run_never_replaces_a_complete_one(reference, tmp_path):
     def base(db):
         return ("eval", reference, "--model", "tiny:resnet", "--config", "material", "--db", db, "--quiet")
@@ -347,6 +350,7 @@ def test_a_bad_image_read_by_a_worker_process_is_one_line(tmp_path):
     assert f"{shard}: s002.png: cannot decode image" in line and "worker" not in line, line
 
 
+@pytest.mark.slow
 def test_protocol_follows_the_loaded_classifier_not_its_name(reference, tmp_path):
     """An image classifier named like SigLIP is not zero-shot; a CLIP without "clip" in its name is."""
     from gensets.models import tiny_path
@@ -390,6 +394,7 @@ def test_vqa_json_prints_null_for_undefined_metrics(tmp_path):
     assert query(db, "SELECT value FROM metrics WHERE name = 'vqa_no_accuracy'") == [{"value": None}]
 
 
+@pytest.mark.slow
 def test_two_way_protocol_through_eval(reference, tmp_path):
     """VLMs choose between the true class and CLIP's top wrong class; every image gets a row. The default is
     the authors' form (top1 leaves out answers naming both or neither); two-way-shuffled is gensets' own."""
@@ -489,6 +494,7 @@ def test_precision_is_recorded_and_named(reference, tmp_path):
     assert bad.returncode == 2 and "invalid choice: 'fp8'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_two_processes_under_accelerate_write_the_one_process_run(reference, tmp_path):
     """accelerate launch --multi_gpu with 2 CPU processes (gloo): process r scores batches r, r+2, ...; process 0
     gathers them and writes one run per model, equal row for row to a one-process run."""

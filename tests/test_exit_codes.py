@@ -71,6 +71,7 @@ def _ctrl_c_reaches_it():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
     ws = tmp_path / "ws"
@@ -131,6 +132,7 @@ def test_each_model_loaded_is_announced(small, tmp_path):
     assert "loading " not in quiet.stderr  # not a terminal: nothing
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_ctrl_c_in_an_eval_keeps_finished_runs_and_the_rerun_skips_them(reference, tmp_path):
     import threading

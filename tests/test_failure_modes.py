@@ -33,6 +33,8 @@ from gensets.records import derive_seed
 
 from .conftest import ROOT, run_cli
 
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: staged builds, each several stages of images
+
 SMOKE = ROOT / "configs" / "failure_modes.smoke.yaml"
 TENCH, GOLDFISH, DECOY = 0, 1, 999  # ImageNet indices; 999 is "toilet paper"
 BASE_PROMPT = "a realistic photograph of a tench (cypriniform fish)."  # the paper's template, WordNet's superclass

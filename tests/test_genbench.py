@@ -373,6 +373,7 @@ def test_smoke_build_loads_with_load_dataset(gb_reference):
     assert "### Cost" in card and "generator seconds per image" in card and "cifar-10-np" in card
 
 
+@pytest.mark.slow
 def test_sigkill_and_resume_is_byte_identical(gb_reference, tmp_path):
     ws = tmp_path / "ws"
     cmd = [sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet"]

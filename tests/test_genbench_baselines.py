@@ -243,6 +243,7 @@ def test_ra_from_retrieval_plans_from_the_pools_content(files):
         load(files, config_text(strategies="[RA]", extra=extra).replace('pool: "folder:pool", ', ""), "e.yaml")
 
 
+@pytest.mark.slow
 def test_smoke_run_compares_every_data_type_at_equal_k_with_costs_and_times(tmp_path):
     """configs/genbench.baselines.smoke.yaml: ST, RA (from the retrieved images), original and retrieval for 3
     classes; one report at K=2 and K=4 with a cost per row, the correlations and the time per metric."""

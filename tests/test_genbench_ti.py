@@ -182,6 +182,7 @@ def test_embedding_loads_back_and_changes_the_images(tmp_path, images):
     assert np.abs(with_token - image(f"a photo of a {TOKEN} cat.")).sum() > 0
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_byte_identical(tmp_path, images):
     from gensets.models.textual_inversion import save_embedding
 
@@ -205,6 +206,7 @@ def test_killed_training_resumes_byte_identical(tmp_path, images):
     assert (cut / "cat.ckpt.safetensors").read_bytes() == (whole / "cat.ckpt.safetensors").read_bytes()
 
 
+@pytest.mark.slow
 def test_build_trains_generates_and_resumes_without_retraining(tmp_path):
     cfg_dir = tmp_path / "cfg"
     cfg_dir.mkdir()
@@ -292,6 +294,7 @@ RETRIEVAL_TI = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.slow
 def test_ti_trains_on_the_retrievals_best_images_and_replans_with_the_pool(tmp_path):
     from gensets.builders.genbench import plan
     from gensets.builders.genbench.baselines import pool_identity, retrieve

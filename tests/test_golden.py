@@ -6,7 +6,11 @@ set aside), and only where the OpenBLAS kernels differ from the recorded ones.""
 
 import json
 
+import pytest
+
 from .golden import GOLDEN, compare, scrub, snapshot
+
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: every smoke build, eval and report
 
 
 def test_smoke_builds_evals_and_reports_are_byte_identical_to_the_recorded_ones(tmp_path):

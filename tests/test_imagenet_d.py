@@ -103,6 +103,7 @@ def _manifest_rows(ws: Path) -> int:
     return m.read_text().count("\n") if m.exists() else 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_after_units", [0, 5])
 def test_sigkill_and_resume(reference, tmp_path, kill_after_units):
     """SIGKILL during model loading / mid-build, run again: the same bytes, no temp files."""
@@ -130,6 +131,7 @@ def test_sigkill_and_resume(reference, tmp_path, kill_after_units):
     assert temp_files(ws) == []
 
 
+@pytest.mark.slow
 def test_two_processes_under_accelerate(reference, tmp_path):
     ws = tmp_path / "ws"
     accelerate = Path(sys.executable).with_name("accelerate")

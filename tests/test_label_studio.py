@@ -167,6 +167,7 @@ def _users(tmp_path):
     return users
 
 
+@pytest.mark.slow
 def test_one_reviewer_whatever_the_form_of_the_id(ws, tmp_path):
     """The JSON export imported without --users (ids), then with --users, then the snapshot with emails: one
     reviewer per person (an alias, the log untouched), so agreement and finalize say what one import says: 5 images

@@ -5,11 +5,13 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from .conftest import ROOT, run_cli
 
 
+@pytest.mark.slow
 def test_leaderboard_script(reference, tmp_path):
     # the shared database already holds the same models on another dataset and under another protocol
     db = tmp_path / "r.duckdb"
@@ -67,6 +69,7 @@ def test_leaderboard_bad_config_one_line(tmp_path):
     assert p.stderr.strip().count("\n") == 0 and ":4: models[0].colour: unknown key" in p.stderr
 
 
+@pytest.mark.slow
 def test_leaderboard_models_from_a_build_config(reference, tmp_path):
     """`models_from:` adds the eval.models of a build config (as configs/leaderboard.recognition.yaml
     takes the ten classifiers of configs/recognition.yaml) to the models listed here."""

@@ -655,6 +655,7 @@ def _fake_hub_repo(hf_home: Path, repo: str, source: Path, commit: str) -> None:
     (repo_dir / "refs" / "main").write_text(commit)
 
 
+@pytest.mark.slow
 def test_hub_names_fail_fast_without_offline_env_and_cached_repos_load(tmp_path):
     for kind in ("resnet", "vit", "sd"):
         tiny_path(kind)  # built here, not in the subprocesses
@@ -826,3 +827,26 @@ def test_repo_code_runs_only_with_trust_remote_code(tmp_path, monkeypatch):
     c = load_classifier(f"hf:{d}", trust_remote_code=True)
     assert marker.read_text() == "ran" and type(c.model).__name__ == "GsViTForImageClassification"
     assert tuple(c.predict(_images(1)).shape) == (1, len(c.label_names))
+
+
+def test_loading_hides_the_libraries_bars_but_not_the_hubs_download_bars():
+    """transformers' ``disable_progress_bar`` also turns huggingface_hub's download bars off: inside
+    ``quiet_progress`` "Loading weights" stays hidden while a download still shows its files' progress."""
+    import diffusers.utils.logging as dl
+    import transformers.utils.logging as tl
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    from gensets.models.hub import quiet_progress
+
+    enable_progress_bars()
+    try:
+        with quiet_progress("transformers", "diffusers"):
+            assert not tl.is_progress_bar_enabled() and not dl.is_progress_bar_enabled()
+            assert not are_progress_bars_disabled()
+        assert tl.is_progress_bar_enabled() and not are_progress_bars_disabled()
+        disable_progress_bars()  # a user who turned the Hub's bars off keeps them off
+        with quiet_progress("transformers"):
+            assert are_progress_bars_disabled()
+        assert are_progress_bars_disabled() and tl.is_progress_bar_enabled()
+    finally:
+        enable_progress_bars()

@@ -18,6 +18,8 @@ import pytest
 from .conftest import ROOT, SMOKE, module_fork_server, run_cli
 from .test_imagenet_d import shards_digest, tree_digest
 
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: the S3 server, local and Ray builds
+
 BUCKET = "gensets-test"
 KEY_ID, SECRET = "GENSETSDUMMYKEY0042", "gensets-dummy-secret-9c1f77e0b5d2"  # found nowhere but in os.environ
 RAY = ("--backend", "ray", "--workers", "2")

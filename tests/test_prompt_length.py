@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: builds in fresh processes
+
 SMOKE = ROOT / "configs" / "genbench.smoke.yaml"
 SMALL = ("--set", "strategies=[ST,NP]", "--set", "classes=[airplane,cat]")  # 2 x 2 x 2 units, 12 images
 

@@ -99,6 +99,7 @@ def inception_sets():
     return m, gen, ref, m.extract(gen), m.extract(ref)
 
 
+@pytest.mark.slow
 def test_fid_kid_is_equal_torchmetrics_on_the_tiny_inception(inception_sets):
     from torchmetrics.image.fid import FrechetInceptionDistance
     from torchmetrics.image.inception import InceptionScore
@@ -154,6 +155,7 @@ def test_precision_recall_equals_a_knn_computation(inception_sets):
     assert out["precision"]["k"] == 3
 
 
+@pytest.mark.slow
 def test_inception_features_do_not_depend_on_batching(inception_sets):
     m, gen, ref, g, r = inception_sets
     small = images(1, 9, size=48)

@@ -78,6 +78,7 @@ def test_specs():
         load_generator("random:resnet50")
 
 
+@pytest.mark.slow
 def test_a_random_classifier_loads_through_timm_and_a_random_build_is_not_published(tmp_path):
     """random:resnet50 as the surrogate of a smoke build: loaded by timm.create_model from its folder, recorded,
     named on the card; publish refuses the dataset unless --allow-random-weights."""

@@ -6,7 +6,7 @@ that holds links to this checkout's ``configs/``, ``scripts/``, ``Makefile`` and
 substituted.
 Three kinds of line are not run as is, each recognised from the README itself:
 
-- ``make test``: this test suite itself;
+- ``make test`` (``make test-slow``, ``make test-all``): this test suite itself;
 - a line whose comment says it needs GPUs or the Hub (``# paper scale (GPUs, Hub)``, ``# needs the Hub``): run
   offline, it must stop within a minute with a non-zero exit and one ``gensets: error:`` line naming what is missing;
 - ``gensets review serve ...``: a server; it must answer its page, then it is stopped.
@@ -34,6 +34,8 @@ import pytest
 
 from .conftest import ROOT, stop_server
 
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: every README command, in order
+
 FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
 NEEDS_HUB = re.compile(r"#.*(GPUs, Hub|needs the Hub)")
 LINKED = ["configs", "scripts", "Makefile"]
@@ -54,7 +56,7 @@ def commands(readme: str) -> list[tuple[str, str]]:
         for line in text.splitlines():
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
-            if line.split("#")[0].split() == ["make", "test"]:
+            if line.split("#")[0].split() in (["make", "test"], ["make", "test-slow"], ["make", "test-all"]):
                 out.append(("skip", line))
             elif NEEDS_HUB.search(line):
                 out.append(("offline-fails", line))
@@ -217,6 +219,7 @@ def test_plain_gensets_lines_are_recognised(line, argvs):
 
 @pytest.mark.parametrize("line, kind", [
     ("make test    # creates .venv", "skip"),
+    ("make test-slow", "skip"),
     ("make build-genbench DATASET=oxford-pets STRATEGY=CE   # paper scale (GPUs, Hub)", "offline-fails"),
     ("gensets review serve out/x --reviewer ana   # the page", "server"),
     ("gensets finalize out/x   # accepted images", "run"),

@@ -33,6 +33,7 @@ def import_folder(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_import_skips_exactly_the_bad_files(import_folder, tmp_path):
     cfg = tmp_path / "rec.yaml"
     cfg.write_text(yaml.safe_dump({"builder": "recognition", "categories": ["clock", "rabbit"],
@@ -80,6 +81,7 @@ def smoke(tmp_path_factory):
     return ws
 
 
+@pytest.mark.slow
 def test_report_equals_sql_over_predictions(smoke, tmp_path):
     ws = smoke
     db = tmp_path / "r.duckdb"
@@ -146,6 +148,7 @@ def test_report_equals_sql_over_predictions(smoke, tmp_path):
         assert f"(best mean over images) | {100 * (best - value):+.1f} |" in md
 
 
+@pytest.mark.slow
 def test_torchvision_model_scores_the_smoke_set_through_eval(smoke, tmp_path):
     """tiny:torchvision-googlenet (torchvision's GoogLeNet, random weights in the torch hub checkpoint of
     googlenet@IMAGENET1K_V1) through `gensets eval`: the run rows name the protocol, the predictions are what
@@ -204,6 +207,7 @@ def test_per_category_and_per_image_means_differ_by_hand(tmp_path):
     assert cells == {"cat": (2, 2, 1.0), "dog": (4, 1, 0.25)}
 
 
+@pytest.mark.slow
 def test_wordset_variants_differ_through_eval(tmp_path):
     """By hand. The model ranks 837 "sunglasses, dark glasses, shades" first, 33 "loggerhead, loggerhead turtle,
     Caretta caretta" second, then tench, goldfish, great white shark; 2 images of "sunglass", 2 of "turtle".
@@ -330,6 +334,7 @@ def test_csv_rows_with_quoted_newlines_keep_their_line_numbers(tmp_path):
         list_items(tmp_path / "list.csv", None)
 
 
+@pytest.mark.slow
 def test_config_synonym_counts_under_the_wordset_protocol(tmp_path):
     """"hourglass" is a synonym of clock only in this config: a model that says hourglass is right."""
     root = tmp_path / "collected"
@@ -532,6 +537,7 @@ def _copy_of_build(import_folder, where):
     return where / "rec.yaml"
 
 
+@pytest.mark.slow
 def test_build_does_not_depend_on_where_its_files_lie(import_folder, tmp_path):
     from gensets.shards import iter_shard
 

@@ -153,6 +153,7 @@ def test_imagenet_protocol_by_hand(tmp_path):
     assert ids["background/alarm_clock/img0.png"] == [409, 530] and ids["background/banana/img1.png"] == [954]
 
 
+@pytest.mark.slow
 def test_resnet_and_clip_score_as_on_a_gensets_built_set(tmp_path):
     """tiny:resnet (imagenet) and tiny:clip (zero-shot, the authors' names and prompt) give the released folder
     the same predictions, row for row, as the same image bytes in a gensets-built ImageNet-D (the released images
@@ -208,6 +209,7 @@ class _EchoVLM:
         return [q.rsplit(", ", 1)[1].rstrip(".") for q in questions]
 
 
+@pytest.mark.slow
 def test_two_way_takes_the_wrong_option_from_the_questions_csv(tmp_path):
     from gensets.evaluation.data import open_source
     from gensets.evaluation.protocols.base import Models

@@ -34,6 +34,7 @@ def test_a_run_is_compared_with_the_paper_family_of_its_protocol_and_spec(model,
     assert family(model, protocol) == expected
 
 
+@pytest.mark.slow
 def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_path):
     """The smoke run (the build resumed from a copy of the session's smoke build: nothing left to generate)
     scores tiny:resnet (imagenet), tiny:clip (zero-shot) and tiny:vlm (two-way), and prints each paper family

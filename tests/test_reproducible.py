@@ -18,6 +18,8 @@ from gensets import determinism
 
 from .conftest import ROOT, SMOKE
 
+pytestmark = pytest.mark.slow  # `make test-slow` and CI: builds under several CPU kernel sets
+
 SMALL = ["--set", "classes=[mug]", "--set", "nuisances={background: {limit: 2}, texture: {limit: 1}}"]
 # an AVX2-only x86-64 machine, as far as each library can be told to behave like one
 AVX2_MACHINE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",

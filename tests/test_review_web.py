@@ -332,6 +332,7 @@ def test_serving_beyond_loopback_needs_invited_reviewers(reference, tmp_path):
     assert warning.startswith("warning: 0.0.0.0:") and "unencrypted" in warning
 
 
+@pytest.mark.slow
 def test_double_review_agreement(reference, tmp_path, server_factory):
     from sklearn.metrics import cohen_kappa_score
 

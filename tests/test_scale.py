@@ -122,6 +122,7 @@ def _check_views(con, reviewers):
                 assert back == [p["items"] for p in pages[:-1]]
 
 
+@pytest.mark.slow
 def test_page_tables_agree_with_a_full_scan_after_any_decisions(reference, tmp_path):
     """Random decisions (accept, reject, relabel, flag, pending, batches with a key twice) by three reviewers, with
     images below quality: after every few, counts, filter options, matching numbers and every page walked by cursor (forward and back),
@@ -395,6 +396,7 @@ def _scale():
     return mod
 
 
+@pytest.mark.slow
 def test_finalize_holds_one_shard_of_images(reference, tmp_path):
     """Finalize over 1,500 images takes no more Python memory at its peak than over 300 (tracemalloc), though the
     1,200 more images alone weigh several MB: one output shard (16) of them is in memory at a time."""

@@ -41,6 +41,7 @@ def image_folder(path, n, seed=0, size=48):
     return path
 
 
+@pytest.mark.slow
 def test_score_writes_per_image_rows_and_a_second_run_replaces_them(reference, tmp_path):
     db = tmp_path / "results.duckdb"
     p = run_cli("score", reference, *CLIP, "--db", db, "--json", "--quiet", check=0)
@@ -78,6 +79,7 @@ def test_score_writes_per_image_rows_and_a_second_run_replaces_them(reference, t
     assert rows(db, "SELECT config, key, value, models, variant FROM scores ORDER BY config, key") == per_image
 
 
+@pytest.mark.slow
 def test_set_metrics_against_a_reference_folder(reference, tmp_path):
     db, ref = tmp_path / "r.duckdb", image_folder(tmp_path / "real", 5)
     p = run_cli("score", reference, "--config", "texture", "--limit", "6", "--reference", ref, "--db", db, "--json",
@@ -93,6 +95,7 @@ def test_set_metrics_against_a_reference_folder(reference, tmp_path):
     assert rows(db, "SELECT count(*) FROM scores")[0][0] == 0  # set-level metrics: summaries only
 
 
+@pytest.mark.slow
 def test_psnr_ssim_compare_each_image_with_its_init_image(tmp_path):
     """A shard of img2img samples (json.prompting.init_image, as GenBench RA records it) and the folder of init
     images: each image scored against its own, resized to its size; a changed init image is refused."""
@@ -128,6 +131,7 @@ def test_psnr_ssim_compare_each_image_with_its_init_image(tmp_path):
     one_line_error(p, "sample s0", "sha256 differs", code=1)
 
 
+@pytest.mark.slow
 def test_real_metric_models_fail_fast_offline_in_one_line(reference, tmp_path):
     ref = image_folder(tmp_path / "real", 2)
     db = tmp_path / "x.duckdb"
@@ -146,6 +150,7 @@ def test_real_metric_models_fail_fast_offline_in_one_line(reference, tmp_path):
     assert not db.exists()  # nothing was scored
 
 
+@pytest.mark.slow
 def test_quality_thresholds_keep_images_out_of_the_queue_and_the_card_counts_them(tmp_path):
     ws = tmp_path / "ws"
     run_cli("build", ROOT / "configs" / "imagenet_d.quality.smoke.yaml", "--out", ws, "--quiet", check=0)
@@ -220,6 +225,7 @@ def test_quality_config_errors_name_file_line_and_key(tmp_path):
     assert not (tmp_path / "ws").exists()
 
 
+@pytest.mark.slow
 def test_card_tables_generators_and_the_quality_report(reference, tmp_path):
     rec = tmp_path / "rec"
     run_cli("build", ROOT / "configs" / "recognition.smoke.yaml", "--out", rec, "--quiet", check=0)

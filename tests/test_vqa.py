@@ -120,6 +120,7 @@ def test_two_files_with_one_key_are_refused(tmp_path):
     assert err == f"gensets: error: {tmp_path / 'images'}: a.jpg and a.png have the same image key 'a'; rename one"
 
 
+@pytest.mark.slow
 def test_imported_images_with_a_questions_file(tmp_path):
     _images(tmp_path / "images", ["im0.jpg", "im1.png"])
     lines = [json.dumps({"image": "im0", "question": "Is there a dog?", "answer": "yes"}),
@@ -163,6 +164,7 @@ def _always_yes_vilt(folder):
     return f"hf:{folder}"
 
 
+@pytest.mark.slow
 def test_vqa_smoke_build_and_scores(tmp_path):
     ws = tmp_path / "ws"
     run_cli("build", SMOKE, "--out", ws, "--quiet", check=0)
@@ -186,6 +188,7 @@ def test_vqa_smoke_build_and_scores(tmp_path):
     assert len(per_image) == 4 and all(r["acc"] == pytest.approx(0.5) for r in per_image)
 
 
+@pytest.mark.slow
 def test_vqa_build_does_not_depend_on_where_its_files_lie(tmp_path):
     shards = {}
     for d in ("here", "somewhere/else"):

@@ -171,19 +171,27 @@ def hub_offline(active: bool = True):
 @contextlib.contextmanager
 def quiet_progress(*libs: str):
     """No "Loading weights" / "Loading pipeline components" progress bars from these libraries
-    ("transformers", "diffusers"); their progress bar setting is restored afterwards."""
+    ("transformers", "diffusers"); their progress bar setting is restored afterwards. huggingface_hub's own
+    download bars stay as they were (transformers' ``disable_progress_bar`` turns those off too): a model that is
+    downloaded shows its files' progress, one that loads from the cache shows nothing."""
     import importlib
 
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    downloads = not are_progress_bars_disabled()
     logs = [importlib.import_module(f"{lib}.utils.logging") for lib in libs]
     was = [log.is_progress_bar_enabled() for log in logs]
     for log in logs:
         log.disable_progress_bar()
+    if downloads:
+        enable_progress_bars()
     try:
         yield
     finally:
         for log, enabled in zip(logs, was, strict=True):
             if enabled:
-                log.enable_progress_bar()
+                log.enable_progress_bar()  # (transformers' also turns huggingface_hub's bars back on)
+        (enable_progress_bars if downloads else disable_progress_bars)()
 
 
 def check_local_weights(spec: ModelSpec, path: Path, allow_pickle: bool) -> None:
