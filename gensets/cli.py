@@ -408,7 +408,7 @@ def _card(a) -> int:
 
         def scores(configs, build_id):
             return build_scores(a.db, configs, build_id)
-    files = rerender(a.workspace, leaderboard=board, scores=scores)
+    files = rerender(a.workspace, leaderboard=board, scores=scores, progress=not a.json)
     from .store import is_url
 
     folder = f"{a.workspace.rstrip('/')}/dataset" if is_url(a.workspace) else Path(a.workspace) / "dataset"

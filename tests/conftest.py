@@ -136,6 +136,12 @@ def run_cli(*args, env=None, check=None, timeout=600):
     return p
 
 
+# A test client's wait for an answer from `gensets review serve`: longer than the server's own wait for state.duckdb
+# held by another process (review_server.SERVER_WAIT, 10 s), so that under load a slow answer is the server's
+# answer (200, or 503 busy), never the client giving up (a timeout raised in a reviewer thread once lost a decision)
+HTTP_WAIT = 60
+
+
 def stop_server(proc: subprocess.Popen, hang_s: float = 60) -> str | None:
     """Ctrl-C to a ``gensets review serve`` process, and its stderr (if piped) once it ended. It ends within 2 s
     of the signal, also under load (tests/test_review_stop.py); ``hang_s`` only guards against a hang: then it

@@ -3,6 +3,7 @@
 import datetime as dt
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -172,3 +173,33 @@ def test_card_names_the_real_shards(reference):
     n = sum(s["n"] for s in manifest["shards"] if s["config"] == "background")
     url = str(reference / "dataset" / "background" / "test-{00000..00001}.tar")
     assert sum(1 for _ in wds.WebDataset(url, shardshuffle=False)) == n
+
+
+def test_card_verify_and_finalize_show_a_bar_on_a_terminal_only(small, tmp_path, monkeypatch):
+    """Each long pass has a tqdm bar on a terminal (card: over the samples' provenance, with their count; verify:
+    per shard; finalize: images written), and none when stderr is not one or progress is off."""
+    import io
+    import sys
+
+    from gensets.builders.runner import finalize
+    from gensets.cards.card import rerender
+    from gensets.shards.verify import verify
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    ws = tmp_path / "ws"
+    shutil.copytree(small, ws)
+    n = json.loads((ws / "dataset" / "manifest.json").read_text())["shards"]
+    images, shards = sum(s["n"] for s in n), len(n)
+    for stream, progress, shown in ((Terminal, True, True), (Terminal, False, False), (io.StringIO, True, False)):
+        err = stream()
+        monkeypatch.setattr(sys, "stderr", err)
+        finalize(ws, include_pending=True, progress=progress)
+        rerender(ws, progress=progress)
+        assert verify(ws / "dataset", progress=progress) == []
+        out = err.getvalue()
+        found = [re.search(rf"{what}: +\d+%\|[^|]*\| *\d+/{total} ", out) is not None
+                 for what, total in (("card", images), ("verify", shards))] + ["finalize: " in out]
+        assert found == [shown] * 3, out

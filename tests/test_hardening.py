@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from .conftest import ROOT, SMOKE, run_cli, stop_server
+from .conftest import HTTP_WAIT, ROOT, SMOKE, run_cli, stop_server
 from .test_card import digest, make_results_db
 
 
@@ -440,7 +440,7 @@ def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
             req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts",
                                          headers={"Host": host, "Cookie": f"gensets-{port}={token}"})
             try:
-                with urllib.request.urlopen(req, timeout=10) as r:
+                with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
                     return r.status
             except urllib.error.HTTPError as e:
                 return e.code

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import run_cli
+from .conftest import HTTP_WAIT, run_cli
 from .test_review_web import _browser, _db, _keys, _playwright, _workspace
 
 PAGE = 20  # --page-size of the page tests: the 42 images of the smoke build fill three pages
@@ -119,7 +119,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
             page.keyboard.press("p")
         assert keys_shown() == orders["confidence"][PAGE:2 * PAGE]
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(s.url + "api/items?sort=random", timeout=10)
+            urllib.request.urlopen(s.url + "api/items?sort=random", timeout=HTTP_WAIT)
         assert e.value.code == 400 and "random" in json.loads(e.value.read())["error"]
 
         # each tile: how many surrogates fail, the most confident one's first guess and score
@@ -147,7 +147,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
                           round(box["y"] + box["height"]))).resize((64, 64), Image.BOX)
 
         def image(key):
-            with urllib.request.urlopen(s.url + f"image/{key}", timeout=10) as r:
+            with urllib.request.urlopen(s.url + f"image/{key}", timeout=HTTP_WAIT) as r:
                 return Image.open(io.BytesIO(r.read())).convert("RGB").resize((64, 64), Image.BOX)
 
         def distance(a, b):  # mean absolute difference of the pixel values

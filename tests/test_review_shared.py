@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from .conftest import run_cli
+from .conftest import HTTP_WAIT, run_cli
 from .test_review_web import Server, _browser, _db, _playwright
 
 
@@ -53,11 +53,11 @@ def test_commands_finalize_and_a_second_server_work_beside_a_running_server(ws, 
     for headers in ({}, {"X-Gensets-Release": "guess"}):  # only a gensets process that read the record asks
         req = urllib.request.Request(s.url + "internal/release", data=b"", headers=headers, method="POST")
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(req, timeout=10)
+            urllib.request.urlopen(req, timeout=HTTP_WAIT)
         assert e.value.code == 403
     req = urllib.request.Request(s.url + "internal/release", data=b"", method="POST",
                                  headers={"X-Gensets-Release": record[0]["release"]})
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
         assert r.status == 204
     keys = _keys(ws)
     listed = run_cli("review", "list", ws, "--json")
@@ -137,7 +137,7 @@ def test_links_and_csrf_tokens_guard_the_page(ws, server_factory):
     def status(path: str, headers=None, data=None) -> int:
         req = urllib.request.Request(s.url + path, headers=headers or {}, data=data)
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code
@@ -149,7 +149,7 @@ def test_links_and_csrf_tokens_guard_the_page(ws, server_factory):
     assert status("api/decide", {"Content-Type": "application/json"}, json.dumps({"key": key, "action": "accept"})
                   .encode()) == 401
     # with ana's link: the page is hers, whatever a request says
-    page = s.opener.open(s.url, timeout=10).read().decode()
+    page = s.opener.open(s.url, timeout=HTTP_WAIT).read().decode()
     assert 'value="ana"' in page and "readonly" in page and "mallory" not in page
     assert s.post({"key": key, "action": "accept", "reviewer": "ben"})[0] == 403  # a forged name
     with pytest.raises(urllib.error.HTTPError) as e:
@@ -163,7 +163,7 @@ def test_links_and_csrf_tokens_guard_the_page(ws, server_factory):
                                  headers={"Content-Type": "application/json", "X-CSRF-Token": good,
                                           "Origin": "http://evil.example"}, method="POST")
     with pytest.raises(urllib.error.HTTPError) as e:
-        s.opener.open(req, timeout=10)
+        s.opener.open(req, timeout=HTTP_WAIT)
     assert e.value.code == 403  # another site's page
     code, out = s.post({"key": key, "action": "accept", "reviewer": "ana"})
     assert code == 200 and out["status"] == "accepted"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, run_cli, stop_server
+from .conftest import HTTP_WAIT, ROOT, run_cli, stop_server
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))  # as .ci/run
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -52,11 +52,11 @@ class Server:
 
     def session(self, token: str | None = None) -> str:
         """Open the page (through a reviewer's link when ``token``): the page's CSRF token."""
-        with self.opener.open(self.url + (f"?token={token}" if token else ""), timeout=10) as r:
+        with self.opener.open(self.url + (f"?token={token}" if token else ""), timeout=HTTP_WAIT) as r:
             return re.search(r'<meta name="csrf-token" content="([0-9a-f]+)">', r.read().decode()).group(1)
 
     def get(self, path: str):
-        with self.opener.open(self.url + path.lstrip("/"), timeout=10) as r:
+        with self.opener.open(self.url + path.lstrip("/"), timeout=HTTP_WAIT) as r:
             return json.loads(r.read())
 
     def post(self, payload, content_type: str = "application/json", csrf: bool = True,
@@ -64,8 +64,8 @@ class Server:
         headers = {"Content-Type": content_type, **({"X-CSRF-Token": self.csrf} if csrf else {})}
         req = urllib.request.Request(self.url + path, data=json.dumps(payload).encode(), headers=headers,
                                      method="POST")
-        try:  # longer than the server's own wait for state.duckdb (SERVER_WAIT): its answer, not the client's
-            with self.opener.open(req, timeout=30) as r:
+        try:
+            with self.opener.open(req, timeout=HTTP_WAIT) as r:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
             body = e.read()
@@ -275,7 +275,7 @@ def test_page_guards_and_errors(reference, tmp_path, server_factory):
     assert s.post({"key": key, "action": "accept"}, content_type="text/plain")[0] == 415  # no cross-site forms
     req = urllib.request.Request(s.url, headers={"Host": "evil.example:80"})
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(req, timeout=10)
+        urllib.request.urlopen(req, timeout=HTTP_WAIT)
     assert e.value.code == 403  # DNS rebinding
     for payload, needle in (({"key": "nope", "action": "accept"}, "nope"),
                             ({"key": key, "action": "relabel", "label": "unicorn"}, "unicorn"),
@@ -287,21 +287,21 @@ def test_page_guards_and_errors(reference, tmp_path, server_factory):
     assert s.get("/api/counts")["flagged"] == 0  # the string "false" did not set the flag
     for query in ("after=%C2%B2", "before=abc", "after=-1"):  # "²".isdigit() is true, int("²") fails
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(s.url + f"api/items?{query}", timeout=10)
+            urllib.request.urlopen(s.url + f"api/items?{query}", timeout=HTTP_WAIT)
         assert e.value.code == 400 and "cursor" in json.loads(e.value.read())["error"]
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(s.url + "api/items?status=maybe", timeout=10)
+        urllib.request.urlopen(s.url + "api/items?status=maybe", timeout=HTTP_WAIT)
     assert e.value.code == 400 and "maybe" in json.loads(e.value.read())["error"]
-    with urllib.request.urlopen(s.url + f"image/{key}", timeout=10) as r:
+    with urllib.request.urlopen(s.url + f"image/{key}", timeout=HTTP_WAIT) as r:
         data = r.read()
         assert r.headers["Content-Type"] == "image/jpeg" and data[:2] == b"\xff\xd8"
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(s.url + "image/nope", timeout=10)
+        urllib.request.urlopen(s.url + "image/nope", timeout=HTTP_WAIT)
     assert e.value.code == 404
     for path in ("static/review.js", "static/review.css"):
-        with urllib.request.urlopen(s.url + path, timeout=10) as r:
+        with urllib.request.urlopen(s.url + path, timeout=HTTP_WAIT) as r:
             assert r.status == 200
-    page = urllib.request.urlopen(s.url, timeout=10).read().decode()
+    page = urllib.request.urlopen(s.url, timeout=HTTP_WAIT).read().decode()
     assert "http://" not in page.replace(s.url, "") and "https://" not in page  # nothing from a CDN
     # a POST without the page's CSRF token is refused, and so is one from another site
     assert s.post({"key": key, "action": "accept"}, csrf=False)[0] == 403
@@ -320,11 +320,11 @@ def test_serving_beyond_loopback_needs_invited_reviewers(reference, tmp_path):
         assert "review page: http://0.0.0.0:" in line and "invited reviewers only" in line
         port = re.search(r":(\d+)/", line).group(1)
         with pytest.raises(urllib.error.HTTPError) as e:  # no link: nothing of the page
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/counts", timeout=10)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/counts", timeout=HTTP_WAIT)
         assert e.value.code == 401
         token = link.split("?token=")[1]
         req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts", headers={"Cookie": f"gensets-{port}={token}"})
-        with urllib.request.urlopen(req, timeout=10) as got:
+        with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
             assert json.loads(got.read())["total"] == 42
     finally:
         err = stop_server(proc)
@@ -354,7 +354,7 @@ def test_double_review_agreement(reference, tmp_path, server_factory):
     assert s.post({"key": keys[0], "action": "flag", "flagged": True, "reviewer": "ben"})[0] == 200
     assert s.get("/api/counts?reviewer=ana")["double_reviewed"] == 10
     expected = cohen_kappa_score([a[:3] for a in ana], [b[:3] for b in ben])
-    with urllib.request.urlopen(s.url + "api/agreement", timeout=10) as r:
+    with urllib.request.urlopen(s.url + "api/agreement", timeout=HTTP_WAIT) as r:
         body = r.read().decode()
     a = json.loads(body)  # the page's agreement: counts and kappa, not who decided what
     assert a == {"items": 10, "reviewed_once": 0, "kappa": a["kappa"], "observed_agreement": 0.7}

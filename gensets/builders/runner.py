@@ -233,10 +233,10 @@ def finalize(workspace: str | Path, *, include_pending: bool = False, progress: 
     ws = Workspace(workspace)
     builder, cfg = ws.load()  # before the lock: a mistyped path is an error, not a new folder
     with ws.lock("finalize"):  # not while a build (or another finalize) writes the workspace
-        return _finalize(ws, builder, cfg, include_pending)
+        return _finalize(ws, builder, cfg, include_pending, progress)
 
 
-def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
+def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -> dict:
     from ..cards import card
     from ..curation import review, state
     from ..errors import DataError
@@ -308,7 +308,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
         from tqdm.auto import tqdm
 
         # progress: images written, on a terminal
-        bar = tqdm(desc="finalize", unit="img", disable=None if progress else True, file=sys.stderr, leave=False)
+        bar = tqdm(desc="finalize", unit="img", disable=None if shown else True, file=sys.stderr, leave=False)
         for config in builder.config_names(cfg):
             counts[config] = 0
             rows: list[tuple] = []
@@ -338,7 +338,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool) -> dict:
     write_json_atomic(tmp / "manifest.json", manifest)
     samples = ShardSamples([tmp / s["path"] for s in shards], n=sum(counts.values()))
     try:
-        card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint)  # README.md + figures/
+        card.write(tmp, builder, cfg, manifest, samples, ws.fingerprint, progress=shown)  # README.md + figures/
     except DataError as e:  # an image of the card's figures that does not decode: named where it came from
         if getattr(e, "sample", None) is None:
             raise

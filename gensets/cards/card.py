@@ -220,7 +220,7 @@ def warn_stderr(message: str) -> None:
 
 
 def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None,
-          scores=None, warn=warn_stderr) -> list[str]:
+          scores=None, warn=warn_stderr, progress: bool = False) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
     ``samples`` is re-iterable (:class:`gensets.shards.ShardSamples`: each pass reads the provenance again,
@@ -229,7 +229,10 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
     build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
     (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``.
-    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: stderr)."""
+    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: stderr).
+    ``progress``: a bar over the pass through the samples' provenance, on a terminal (millions at paper scale)."""
+    from tqdm.auto import tqdm
+
     from ..safety import writable_inside
     from . import figures, licensing
     from . import quality as q
@@ -240,7 +243,8 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     configs = [c for c, n in manifest["counts"].items() if n]
     counts = {c: Counter() for c in configs}
     pickers = {c: figures.Picker(SAMPLES_PER_CONFIG) for c in configs}
-    for s in samples:
+    for s in tqdm(samples, total=len(samples), desc="card", unit="sample", disable=None if progress else True,
+                  leave=False, file=sys.stderr):
         c = builder.config_of(s.meta)
         if c in counts:
             counts[c][s.meta["label"]] += 1
@@ -271,8 +275,9 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     return [*written, "README.md"]
 
 
-def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
-    """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder."""
+def rerender(workspace, *, leaderboard=None, scores=None, progress: bool = False) -> list[str]:
+    """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder (``progress``: a
+    bar over its samples, on a terminal)."""
 
     from ..errors import GensetsError
     from ..shards import ShardSamples
@@ -283,7 +288,7 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     if ws.store:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
         with ws.lock("card"):
             ws.pull_dataset()
-            files = rerender(ws.root, leaderboard=leaderboard, scores=scores)
+            files = rerender(ws.root, leaderboard=leaderboard, scores=scores, progress=progress)
             ws.push_dataset()
             return files
     mpath = ws.dataset / "manifest.json"
@@ -300,7 +305,7 @@ def rerender(workspace, *, leaderboard=None, scores=None) -> list[str]:
     samples = ShardSamples([inside(ws.dataset, sh["path"], str(mpath)) for sh in manifest["shards"]],
                            n=sum(sh["n"] for sh in manifest["shards"]))
     return write(ws.dataset, builder, cfg, manifest, samples, manifest["build"], leaderboard=leaderboard,
-                 scores=scores)
+                 scores=scores, progress=progress)
 
 
 def shard_pattern(paths: list[str]) -> str:
