@@ -225,12 +225,16 @@ def _score(a) -> int:
     return 0
 
 
-def _print_rows(cols: list[str], rows: list, fmt: str) -> None:
+def _print_rows(cols: list[str], rows: list, fmt: str, output: str | None = None, db: str | None = None) -> None:
+    """The rows as a table, markdown, CSV or JSON: on stdout, or written whole to ``output`` (``--output``)."""
+    import io
+
     def cell(v):
         return f"{v:.4f}" if isinstance(v, float) else ("" if v is None else str(v))
 
+    out = io.StringIO()
     if fmt == "json":
-        print(json.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str, indent=1))
+        print(json.dumps([dict(zip(cols, r, strict=True)) for r in rows], default=str, indent=1), file=out)
     elif fmt == "csv":
         import csv
 
@@ -239,19 +243,39 @@ def _print_rows(cols: list[str], rows: list, fmt: str) -> None:
         def safe(v):
             return csv_cell(v) if isinstance(v, str) else v
 
-        w = csv.writer(sys.stdout)
+        w = csv.writer(out)
         w.writerow([safe(c) for c in cols])
         w.writerows([safe(v) for v in r] for r in rows)
     elif fmt == "markdown":
         from .cards.markdown import table
 
-        print(table(cols, rows, lambda v: cell(v).replace("|", "\\|")))
+        print(table(cols, rows, lambda v: cell(v).replace("|", "\\|")), file=out)
     else:
         cells = [[cell(v) for v in r] for r in rows]
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-        print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+        print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)), file=out)
         for r in cells:
-            print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+            print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)), file=out)
+    _emit(out.getvalue(), output, db)
+
+
+def _emit(text: str, output: str | None, db: str | None = None) -> None:
+    """``text`` on stdout (no ``--output``, or ``-``), else written to the file ``output``: whole or not at all
+    (replaced atomically), never through a symlink, over the database being read or a workspace's own files."""
+    if not output or output == "-":
+        sys.stdout.write(text)
+        return
+    from .safety import atomic_open, no_symlink
+    from .workspace import refuse_own_file
+
+    path = Path(output)
+    if db and path.exists() and Path(db).exists() and path.resolve() == Path(db).resolve():
+        raise GensetsError(f"{output}: --output is the database read (--db {db}); choose another file")
+    if path.is_dir():
+        raise GensetsError(f"{output}: --output is a folder; name a file")
+    refuse_own_file(path, "--output")
+    with atomic_open(no_symlink(path, "--output")) as f:
+        f.write(text.encode("utf-8"))
 
 
 def _leaderboard(a) -> int:
@@ -262,7 +286,7 @@ def _leaderboard(a) -> int:
     con.close()
     if a.pivot:
         cols, rows = store.pivot(cols, rows, a.metric)
-    _print_rows(cols, rows, "json" if a.json else a.format)
+    _print_rows(cols, rows, "json" if a.json else a.format, a.output, a.db)
     return 0
 
 
@@ -279,7 +303,7 @@ def _query(a) -> int:
         raise GensetsError(f"query failed: {str(e).splitlines()[0]}") from None
     finally:
         con.close()
-    _print_rows(cols, rows, a.format)
+    _print_rows(cols, rows, a.format, a.output, a.db)
     return 0
 
 
@@ -640,6 +664,8 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("--pivot", action="store_true",
                     help="a grid: one row per model (and protocol), one column per config/split, --metric in the cells")
     lb.add_argument("--metric", default="top1", help="the cell of --pivot (default top1; e.g. top5, masked_top1)")
+    lb.add_argument("--output", metavar="FILE", help="write the result to FILE (whole, or not at all) instead of "
+                    "stdout; - is stdout")
     lb.set_defaults(func=_leaderboard)
 
     rp = sub.add_parser("report", help="reports of a builder's results: tables and plots")
@@ -658,6 +684,8 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--timeout", type=nonneg_float, default=300.0, metavar="SECONDS",
                    help="stop the query after this many seconds, exit 1 (default 300; 0: no limit); Ctrl-C stops "
                    "it too, exit 130")
+    q.add_argument("--output", metavar="FILE", help="write the result to FILE (whole, or not at all) instead of "
+                    "stdout; - is stdout")
     q.set_defaults(func=_query)
 
     # review in the browser, agreement, Label Studio / CSV exchange (issue 6)
@@ -705,8 +733,9 @@ def parser() -> argparse.ArgumentParser:
                              "and write nothing if one is bad (named as file:line, or the task).")
         rx.add_argument("workspace")
         rx.add_argument("--format", required=True, choices=["label-studio", "csv"])
-        rx.add_argument("--file", required=True)
         if action == "export":
+            rx.add_argument("--file", "--output", dest="file", required=True, metavar="FILE",
+                            help="where the export is written (--output: the same)")
             rx.add_argument("--status", default="all",
                             choices=["all", "pending", "accepted", "rejected", "relabeled"])
             rx.add_argument("--images", choices=["base64", "url", "local-files"], default="base64",
@@ -718,6 +747,7 @@ def parser() -> argparse.ArgumentParser:
             rx.add_argument("--root", metavar="DIR", help="--images local-files: Label Studio's "
                             "LOCAL_FILES_DOCUMENT_ROOT; images go to DIR/gensets-images/")
         else:
+            rx.add_argument("--file", required=True, metavar="FILE", help="the file to import")
             rx.add_argument("--reviewer", help="for rows without one (default: the login name)")
             rx.add_argument("--users", metavar="FILE", help="Label Studio: who the numeric user ids of Export -> "
                             "JSON are: the JSON of GET /api/users, or {\"1\": \"a@b.c\"}")

@@ -1,6 +1,7 @@
 """scripts/leaderboard.py: a list of models -> leaderboard markdown + CSV (+ Hub .eval_results)."""
 
 import csv
+import re
 import shutil
 import subprocess
 import sys
@@ -96,3 +97,39 @@ def test_eval_results_name_a_hub_dataset_never_a_local_path(tmp_path):
     p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--eval-results"], cwd=ROOT,
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "needs dataset_hub_id:" in p.stderr
+
+
+def test_output_writes_what_stdout_shows_and_never_over_the_database(tmp_path):
+    """--output FILE holds exactly what stdout would (leaderboard, query; any --format); over the database read, a
+    folder, a symlink or a workspace's own file it is one line and nothing is written; a report takes --output
+    as --out."""
+    from .test_card import make_results_db
+
+    db = make_results_db(tmp_path / "r.duckdb")
+    before = db.read_bytes()
+    out = tmp_path / "out.txt"
+    for cmd in (["leaderboard", "--db", db, "--format", "csv"], ["leaderboard", "--db", db, "--json", "--pivot"],
+                ["query", "--db", db, "SELECT model, config, n FROM runs ORDER BY 1, 2", "--format", "markdown"]):
+        shown = run_cli(*cmd, check=0).stdout
+        assert shown.count("\n") >= 3, shown
+        written = run_cli(*cmd, "--output", out, check=0)
+        assert written.stdout == "" and out.read_text() == shown
+        assert run_cli(*cmd, "--output", "-", check=0).stdout == shown
+    (tmp_path / "link").symlink_to(out)
+    ws = tmp_path / "ws"
+    (ws / "candidates").mkdir(parents=True)
+    (ws / "config.yaml").write_text("builder: imagenet-d\n")
+    for target, why in ((db, "is the database read"), (tmp_path, "is a folder"), (tmp_path / "link", "symlink"),
+                        (ws / "state.duckdb", "part of the gensets workspace")):
+        r = run_cli("leaderboard", "--db", db, "--output", target)
+        err = r.stderr.strip()
+        assert r.returncode in (1, 2) and err.count("\n") == 0 and why in err and "Traceback" not in err, err
+    assert db.read_bytes() == before and out.read_text() == shown and not (ws / "state.duckdb").exists()
+    import argparse
+
+    from gensets.registry import REPORTS
+
+    for kind, report in REPORTS.items():  # every report's --out answers to --output too
+        parser = argparse.ArgumentParser()
+        report().add_arguments(parser)
+        assert re.search(r"--out (\w+), --output \1", parser.format_help()), kind

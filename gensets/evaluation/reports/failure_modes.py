@@ -289,7 +289,7 @@ class FailureModes(Report):
 
     def add_arguments(self, parser):
         parser.add_argument("workspace", help="a failure-modes workspace (after gensets build)")
-        parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.md, report.json and the figures")
+        parser.add_argument("--out", "--output", required=True, metavar="DIR", help="folder for report.md, report.json and the figures")
         parser.add_argument("--db", help="a results database of `gensets eval` on the finalized set: adds the "
                             "transfer check (how often other classifiers fail these images too)")
         add_precision(parser, "the transfer check's runs")

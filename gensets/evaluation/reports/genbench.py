@@ -652,7 +652,7 @@ class GenBench(Report):
                             help="the generated strategy the retrieval's CLER change is taken against in the CLER "
                             "change vs MTS correlation (Fig. 6; default ST)")
         parser.add_argument("--batch-size", type=positive_int, default=32)
-        parser.add_argument("--out", default="out/report-genbench",
+        parser.add_argument("--out", "--output", default="out/report-genbench",
                             help="folder for report.md, report.json and cler.png")
 
     def run(self, args):

@@ -168,7 +168,7 @@ class ImageNetD(Report):
         parser.add_argument("--db", required=True, help="the results database of `gensets eval`")
         parser.add_argument("--dataset", help="the dataset as recorded in runs (default: the only ImageNet-D one)")
         add_precision(parser, "which runs")
-        parser.add_argument("--out", default="out/report-imagenet-d", help="folder for report.md and report.json")
+        parser.add_argument("--out", "--output", default="out/report-imagenet-d", help="folder for report.md and report.json")
         parser.add_argument("--json", action="store_true", help="print report.json's content instead of the path")
 
     def run(self, args):

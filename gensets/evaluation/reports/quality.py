@@ -136,7 +136,7 @@ class Quality(Report):
                             "in the database)")
         parser.add_argument("--db", required=True, help="the results database (gensets score --db)")
         parser.add_argument("--metric", action="append", help="only this metric (repeatable)")
-        parser.add_argument("--out", default="out/report-quality", help="folder for report.md, report.json, quality.png")
+        parser.add_argument("--out", "--output", default="out/report-quality", help="folder for report.md, report.json, quality.png")
 
     def run(self, args):
         rep = compute(args.db, args.source, args.metric)

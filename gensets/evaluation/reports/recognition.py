@@ -263,7 +263,7 @@ class Recognition(Report):
         parser.add_argument("--revision", help="the dataset revision (build fingerprint) as recorded in runs "
                             "(default: the one scored last)")
         add_precision(parser, "which runs")
-        parser.add_argument("--out", default="out/report-recognition",
+        parser.add_argument("--out", "--output", default="out/report-recognition",
                             help="folder for report.md, report.json and figures")
 
     def run(self, args):

@@ -101,7 +101,7 @@ class VQA(Report):
         parser.add_argument("--revision", help="the dataset revision as recorded in runs (default: the one "
                             "scored last)")
         add_precision(parser, "which runs")
-        parser.add_argument("--out", default="out/report-vqa", help="folder for report.md and report.json")
+        parser.add_argument("--out", "--output", default="out/report-vqa", help="folder for report.md and report.json")
 
     def run(self, args):
         path = write(compute(args.db, args.dataset, args.revision, args.precision), args.out)
