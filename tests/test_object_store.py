@@ -1,8 +1,9 @@
 """Workspaces on object storage: `gensets build --out s3://...` against a real S3 API (moto's server on 127.0.0.1,
 dummy credentials from the environment), with the default backend and with `--backend ray`: the candidate shards
 and the finalized dataset are the bytes of a local build; a killed driver resumes from the commit markers on a fresh
-machine (no local cache); the lease refuses a second driver; no credential is ever written. Needs the distributed
-extra (ray, s3fs, moto)."""
+machine (no local cache); the lease refuses a second driver, and its conditional writes (If-Match) keep a
+taken-over lease and one of two takeovers; no credential is ever written. Needs the distributed extra (ray, s3fs,
+moto)."""
 
 import hashlib
 import json
@@ -24,9 +25,9 @@ RAY = ("--backend", "ray", "--workers", "2")
 
 
 @pytest.fixture(scope="module")
-def s3(reference):
+def moto_s3():
     """A moto S3 server on loopback with one bucket; the module's environment names it (AWS_ENDPOINT_URL) with
-    dummy credentials, as a user's environment would. (``reference``, the local build, is built before.)"""
+    dummy credentials, as a user's environment would."""
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -41,8 +42,7 @@ def s3(reference):
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     try:
-        with module_fork_server():  # the module's commands forked from a server with this environment
-            yield client
+        yield client
     finally:
         for k, v in old.items():
             if v is None:
@@ -50,6 +50,14 @@ def s3(reference):
             else:
                 os.environ[k] = v
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(reference, moto_s3):
+    """The S3 server, the module's commands forked from a server with its environment. (``reference``, the local
+    build, is built before.)"""
+    with module_fork_server():
+        yield moto_s3
 
 
 def objects(client, prefix: str) -> dict[str, bytes]:
@@ -262,6 +270,123 @@ def test_card_eval_and_publish_take_the_url(s3, local_on_s3, reference, tmp_path
     target = LocalTarget(tmp_path / "repo")
     publish(local_on_s3, "file://" + str(tmp_path / "repo"), target=target, out=lambda line: None)
     assert len(target.commits) == 4 and target.commits[-1]["files"][-1] == "README.md"
+
+
+def _stale_lease(client, prefix: str) -> None:
+    """A lease a driver on another host left and stopped renewing longer than the time to live ago."""
+    from gensets.store import LEASE_TTL
+
+    old = {"what": "build", "pid": 4242, "host": "gone.example", "time": time.time() - LEASE_TTL - 60}
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json", Body=json.dumps(old).encode())
+
+
+def _lease(client, prefix: str) -> bytes:
+    return client.get_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json")["Body"].read()
+
+
+def test_a_lease_taken_over_is_left_alone_and_its_old_holders_next_commit_fails(moto_s3, tmp_path, monkeypatch):
+    """A driver stalled past the lease's time to live, its lease taken over by another driver meanwhile (here: the
+    other's lease object written over it): its renewal (If-Match on the ETag it last wrote) is refused (412) and
+    leaves the new holder's lease as it is, and its next commit fails with Busy (exit 4), in one line naming the new
+    holder, before the unit's marker is written; at its end it removes nothing."""
+    from gensets import store
+    from gensets.errors import Busy
+    from gensets.shards import write_shard
+    from gensets.workspace import Workspace
+
+    s3 = moto_s3
+
+    monkeypatch.setattr(store, "LEASE_RENEW", 0.05)
+    prefix = "taken"
+    ws = Workspace(f"s3://{BUCKET}/{prefix}")
+    info = write_shard(tmp_path / "u.tar", [{"__key__": "a", "json": {"k": 1}}])
+    row = {"unit": "u", "shard": "u.tar", "sha256": info.sha256, "n": 1}
+    theirs = json.dumps({"what": "finalize", "pid": 4242, "host": "other.example", "time": time.time()}).encode()
+    deadline = time.monotonic() + 60
+    with ws.store.lease("build"):
+        first = _lease(s3, prefix)
+        while _lease(s3, prefix) == first:  # renewed: a conditional renewal of its own lease succeeds
+            assert time.monotonic() < deadline, "the lease was never renewed"
+            time.sleep(0.02)
+        assert json.loads(_lease(s3, prefix))["lease"] == json.loads(first)["lease"]
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json", Body=theirs)  # the takeover
+        while True:  # the next renewal finds the lease taken: check_lease says so from then on
+            try:
+                ws.store.check_lease()
+            except Busy:
+                break
+            assert time.monotonic() < deadline, "the renewal never found its lease taken over"
+            time.sleep(0.02)
+        time.sleep(0.3)  # several renewal periods more
+        assert _lease(s3, prefix) == theirs
+        with pytest.raises(Busy) as e:
+            ws.commit(tmp_path / "u.tar", row)
+    assert _lease(s3, prefix) == theirs  # not removed at the end either
+    msg = str(e.value)
+    assert e.value.exit_code == 4 and "\n" not in msg and msg.startswith(f"s3://{BUCKET}/{prefix}: this build lost ")
+    assert "to another gensets finalize (pid 4242 on other.example)" in msg and "run the same command again" in msg
+    assert "candidates/_committed/u.json" not in objects(s3, prefix)
+
+
+@pytest.fixture
+def racing_takeovers(monkeypatch):
+    """moto's server as S3 behaves, and the race forced: its PUTs run one at a time (moto checks a PUT's If-Match and
+    then writes the object, two steps between which another request's thread may run; S3 does both at once), and
+    a PUT with If-Match (a takeover) waits, up to 10 s, until a second one has arrived: both takers judged the stale
+    lease before either replaces it."""
+    import contextlib
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    lock, put, both = threading.Lock(), S3Response.put_object, threading.Barrier(2, timeout=10)
+
+    def put_object(self):
+        if self.headers.get("If-Match"):
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both.wait()
+        with lock:
+            return put(self)
+
+    monkeypatch.setattr(S3Response, "put_object", put_object)
+    return both
+
+
+def test_of_two_drivers_taking_over_one_stale_lease_one_wins(moto_s3, racing_takeovers):
+    """A stale lease (its holder on another host silent for longer than the time to live), two drivers taking it
+    over at once, each having judged it stale: the takeover replaces it only if it is still the object the taker
+    judged (If-Match on its ETag), so one driver holds the lease and the other is refused in one line naming it."""
+    import threading
+
+    from gensets.errors import Busy
+    from gensets.store import Store
+
+    s3, prefix = moto_s3, "stale"
+    _stale_lease(s3, prefix)
+    start, results = threading.Barrier(2), {}
+
+    def take(name):
+        start.wait()
+        try:
+            with Store(f"s3://{BUCKET}/{prefix}").lease(name):
+                results[name] = json.loads(_lease(s3, prefix))
+                time.sleep(1)  # held while the other one looks
+        except Busy as e:
+            results[name] = e
+
+    threads = [threading.Thread(target=take, args=(name,)) for name in ("build", "finalize")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not racing_takeovers.broken, "the two takeovers did not race: one driver never tried"
+    won = {n: r for n, r in results.items() if isinstance(r, dict)}
+    assert len(results) == 2 and len(won) == 1, results
+    (winner, held), = won.items()
+    busy = next(r for n, r in results.items() if n != winner)
+    assert held["what"] == winner and held["pid"] == os.getpid()
+    assert f"another gensets {winner} (pid {os.getpid()} on " in str(busy) and "\n" not in str(busy), busy
+    assert "_lock.json" not in objects(s3, prefix)  # the winner removed its lease at its end
 
 
 def test_credentials_are_never_written(s3, local_on_s3):
