@@ -1,9 +1,9 @@
 """Workspaces on object storage: `gensets build --out s3://...` against a real S3 API (moto's server on 127.0.0.1,
-dummy credentials from the environment), with the default backend and with `--backend ray`: the candidate shards
-and the finalized dataset are the bytes of a local build; a killed driver resumes from the commit markers on a fresh
-machine (no local cache); the lease refuses a second driver, and its conditional writes (If-Match) keep a
-taken-over lease and one of two takeovers; no credential is ever written. Needs the distributed extra (ray, s3fs,
-moto)."""
+dummy credentials from the environment), with the default backend and with `--backend ray` (24 units on 4 workers,
+also with a worker killed between its shard and its marker): the candidate shards and the finalized dataset are the
+bytes of a local build; a killed driver resumes from the commit markers on a fresh machine (no local cache); the
+lease refuses a second driver, and its conditional writes (If-Match) keep a taken-over lease and one of two
+takeovers; no credential is ever written. Needs the distributed extra (ray, s3fs, moto)."""
 
 import hashlib
 import json
@@ -21,7 +21,6 @@ from .test_imagenet_d import shards_digest, tree_digest
 
 BUCKET = "gensets-test"
 KEY_ID, SECRET = "GENSETSDUMMYKEY0042", "gensets-dummy-secret-9c1f77e0b5d2"  # found nowhere but in os.environ
-RAY = ("--backend", "ray", "--workers", "2")
 
 
 @pytest.fixture(scope="module")
@@ -93,28 +92,30 @@ def _cache(url: str):
     return local_root(url)
 
 
-def same_bytes(client, prefix: str, reference, *, finalized: bool = True, ray: bool = False):
+def same_bytes(client, prefix: str, reference, *, finalized: bool = True, workers: int | None = None):
     """The workspace at ``prefix`` holds exactly what the layout says, with the bytes of the local build: config,
     one environment, each unit's shard (same sha256) and its commit marker (the local manifest row, but for the
-    rank / world of the worker that ran it under Ray), the dataset; no lease, no temporary object."""
+    rank / world of the worker that ran it under Ray with ``workers`` workers), the dataset; no lease, no temporary
+    object."""
     objs = objects(client, prefix)
     ref_rows = {r["unit"]: r for r in _rows(reference)}
     shards = {k.split("/")[1]: sha(v) for k, v in objs.items() if k.startswith("candidates/") and k.count("/") == 1}
     assert shards == shards_digest(reference)
     markers = {k.split("/")[2][:-5]: json.loads(v) for k, v in objs.items() if k.startswith("candidates/_committed/")}
-    assert sorted(markers) == sorted(ref_rows) and len(markers) == 12
-    strip = lambda r: {k: v for k, v in r.items() if not ray or k not in ("rank", "world")}  # noqa: E731
+    assert sorted(markers) == sorted(ref_rows) and len(markers) >= 12
+    strip = lambda r: {k: v for k, v in r.items() if not workers or k not in ("rank", "world")}  # noqa: E731
     for unit, m in markers.items():
         assert strip(m["row"]) == strip(ref_rows[unit])
         assert [e["__key__"] for e in m["members"]] == sorted(e["__key__"] for e in m["members"])  # offsets, by key
-    if ray:
-        assert {m["row"]["world"] for m in markers.values()} == {2}
+    if workers:
+        assert {m["row"]["world"] for m in markers.values()} == {workers}
+        assert {m["row"]["rank"] for m in markers.values()} <= set(range(workers))
     dataset = {k[len("dataset/"):]: sha(v) for k, v in objs.items() if k.startswith("dataset/")}
     if finalized:
         assert dataset == tree_digest(reference / "dataset")
     envs = [k for k in objs if k.startswith("environments/")]
     assert len(envs) == 1 and objs["config.yaml"] == (reference / "config.yaml").read_bytes()
-    assert len(objs) == 1 + len(envs) + 2 * 12 + len(dataset)  # and nothing else: no _lock.json, no temp object
+    assert len(objs) == 1 + len(envs) + 2 * len(markers) + len(dataset)  # nothing else: no _lock.json, no temp object
     assert not [k for k in objs if ".tmp-" in k or k.endswith("_lock.json")]
 
 
@@ -146,13 +147,51 @@ def test_a_fresh_driver_rebuilds_its_state_from_the_markers(s3, local_on_s3, ref
     same_bytes(s3, "local", reference)
 
 
-def test_a_ray_build_on_s3_gives_the_bytes_of_the_local_build(s3, reference):
+# the issue's scale: 24 units of one image each (one nuisance per unit: 4 + 2 + 2 of them for each of 3 classes), on
+# 4 Ray workers
+SCALE = ("--set", "unit_size=1", "--set", "images_per_pair=1", "--set", "nuisances.background.limit=4")
+RAY4 = ("--backend", "ray", "--workers", "4")
+
+
+@pytest.fixture(scope="module")
+def reference24(s3, tmp_path_factory):
+    """The one-process local build of the 24-unit config, finalized; the Ray builds on S3 give its bytes."""
+    ws = tmp_path_factory.mktemp("ref24") / "ws"
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", *SCALE, check=0)
+    assert "24 units (0 done before, 24 run here)" in r.stdout, r.stdout
+    run_cli("finalize", ws, "--include-pending", check=0)
+    return ws
+
+
+@pytest.mark.slow
+def test_a_ray_build_on_s3_gives_the_bytes_of_the_local_build(s3, reference24):
+    """24 units on 4 Ray workers into S3: the shards, markers (but for rank / world), dataset and samples of the
+    one-process local build."""
     url = f"s3://{BUCKET}/ray"
-    r = run_cli("build", SMOKE, "--out", url, "--quiet", *RAY, check=0)
-    assert "12 units (0 done before, 12 run here)" in r.stdout and "Ray: 2 workers" in r.stdout, r.stdout
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *SCALE, *RAY4, check=0)
+    assert "24 units (0 done before, 24 run here)" in r.stdout and "Ray: 4 workers" in r.stdout, r.stdout
     run_cli("finalize", url, "--include-pending", check=0)
-    same_bytes(s3, "ray", reference, ray=True)
-    assert _samples(_cache(url) / "state.duckdb") == _samples(reference / "state.duckdb")
+    same_bytes(s3, "ray", reference24, workers=4)
+    assert _samples(_cache(url) / "state.duckdb") == _samples(reference24 / "state.duckdb")
+
+
+@pytest.mark.slow
+def test_a_ray_worker_killed_between_its_shard_and_its_marker_on_s3(s3, reference24, tmp_path):
+    """The test hook makes the first attempt at one unit upload a shard cut short under the unit's name and end its
+    worker process (os._exit) before the marker: Ray restarts the worker, the unit runs again (its shard
+    overwritten, then its marker); the build ends with no user action, every unit committed once, no marker
+    without its shard, the bytes of the local build."""
+    from gensets.builders.backends import FAULT
+
+    url, prefix, marker = f"s3://{BUCKET}/worker-killed", "worker-killed", tmp_path / "killed"
+    unit = sorted(r["unit"] for r in _rows(reference24))[5]
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *SCALE, *RAY4, env={FAULT: f"{unit}:{marker}"}, check=0)
+    assert marker.exists(), "the hook never ran: the unit's worker was not killed"
+    assert "24 units (0 done before, 24 run here)" in r.stdout, r.stdout
+    assert "Ray: 4 workers; 1 unit run again after their worker died" in r.stdout, r.stdout
+    rows = _rows(_cache(url))  # the driver's manifest: every unit exactly once
+    assert sorted(r["unit"] for r in rows) == sorted(r["unit"] for r in _rows(reference24)) and len(rows) == 24
+    same_bytes(s3, prefix, reference24, finalized=False, workers=4)  # the cut-short shard overwritten
 
 
 def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_refused(s3, reference):
@@ -403,3 +442,4 @@ def test_credentials_are_never_written(s3, local_on_s3):
     assert len(files) > 10
     found += [str(p) for p in files if KEY_ID.encode() in p.read_bytes() or SECRET.encode() in p.read_bytes()]
     assert found == []
+
