@@ -15,7 +15,13 @@ fresh workspace:
 
 The shards of every side are checked to be the bytes of the baseline's (same units, same sha256).
 
+``--out s3://BUCKET/PREFIX`` runs every side twice, into a local folder and into a fresh prefix under that URL (the
+shard uploaded, then its commit marker, as ``gensets build --out s3://...`` does), and prints units/s on S3 against
+the folder with the same workers. Without ``AWS_ENDPOINT_URL`` in the environment it starts a moto S3 server on
+127.0.0.1 (dummy credentials, the bucket created) for the run: loopback, no network; with it, the bucket must exist.
+
     HF_HUB_OFFLINE=1 /path/to/venv-with-ray/bin/python benchmarks/distributed.py           # CPU, tiny:sd, ~3 min
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/distributed.py --out s3://bench/dist     # + the same on moto's S3
     python benchmarks/distributed.py --model random:sd2.1 --size 512 --steps 20 --unit-size 8 --shots 32 \\
         --classes 2 --dtype float16 --workers 1,2 --gpus-per-worker 0.5                  # one GPU, two workers
 """
@@ -52,20 +58,39 @@ def write_config(path: Path, a) -> Path:
     return path
 
 
-def side(config: Path, root: Path, backend: str, workers: int | None, gpus: float | None, threads: int) -> dict:
-    """One side: a fresh workspace, its pool started and warmed up (one unit per worker), the rest timed."""
+def moto_server(url: str):
+    """A moto S3 server on 127.0.0.1 with dummy credentials in this process's environment (Ray's local workers
+    inherit it) and the URL's bucket created; None when AWS_ENDPOINT_URL names a store already."""
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return None
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_ENDPOINT_URL=f"http://{host}:{port}")
+    boto3.client("s3").create_bucket(Bucket=url.split("://", 1)[1].split("/", 1)[0])
+    return server
+
+
+def side(config: Path, root, backend: str, workers: int | None, gpus: float | None, threads: int) -> dict:
+    """One side: a fresh workspace (a folder, or a URL), its pool started and warmed up (one unit per worker), the
+    rest timed."""
     from gensets.builders import backends
     from gensets.builders.runner import load_build_config
     from gensets.workspace import Workspace
 
     builder, cfg = load_build_config(str(config), ())
-    ws = Workspace.create(root, builder, cfg)
+    ws = Workspace.create(root if isinstance(root, str) else Path(root), builder, cfg)
     units = builder.plan(cfg)
-    pool = backends.pool(backend, (builder, cfg, str(ws.root), threads, 0, 1, str(config)), workers=workers,
+    pool = backends.pool(backend, (builder, cfg, ws.where, threads, 0, 1, str(config)), workers=workers,
                          quiet=True, gpus_per_worker=gpus)
     probe = Load()  # how busy the machine is before this side (Ray's workers are other processes: not during it)
     time.sleep(1.0)
-    out = {"backend": backend, "workers": workers or 1, "units": len(units), "others_cores": probe.others()}
+    out = {"backend": backend, "workers": workers or 1, "units": len(units), "others_cores": probe.others(),
+           "store": "s3" if ws.store else "folder"}
     rows = []
     try:
         t = time.perf_counter()
@@ -90,6 +115,10 @@ def side(config: Path, root: Path, backend: str, workers: int | None, gpus: floa
         out["timed_units"] = len(timed)
     finally:
         pool.close()
+        if ws.store:  # the URL's local cache folder (state, manifest, shard copies)
+            import shutil
+
+            shutil.rmtree(ws.root, ignore_errors=True)
     out["units_per_s"] = out["timed_units"] / out["timed_s"]
     out["s_per_unit"] = out["timed_s"] / out["timed_units"] * out["workers"]  # one worker's seconds per unit
     out["shards"] = {r["unit"]: r["sha256"] for r in rows}
@@ -111,7 +140,20 @@ def main() -> int:
     p.add_argument("--gpus-per-worker", type=float, default=None,
                    help="each Ray worker's share of a GPU (default: CPU workers; on one GPU, 1/N for N workers)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process on CPU")
+    p.add_argument("--out", default=None, metavar="s3://BUCKET/PREFIX",
+                   help="also run every side into a fresh prefix under this URL (a moto server on 127.0.0.1 unless "
+                        "AWS_ENDPOINT_URL is set)")
     a = p.parse_args()
+    if a.out:
+        from gensets.errors import GensetsError
+        from gensets.store import normalize
+
+        try:
+            a.out = normalize(a.out)
+        except GensetsError as e:
+            p.error(str(e))
+        if not a.out.startswith(("s3://", "s3a://")):
+            p.error(f"--out {a.out}: an s3:// URL")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from gensets import determinism
 
@@ -122,10 +164,14 @@ def main() -> int:
     print(f"machine: {cores()} cores, {device_name()}; torch {torch.__version__}; "
           f"model {a.model} {a.size} px, {a.steps} steps, {a.unit_size} images a unit")
     results = []
+    server = moto_server(a.out) if a.out else None
+    run = f"{a.out}/{os.getpid()}-{int(time.time())}" if a.out else None  # a fresh prefix for this run's sides
     with tempfile.TemporaryDirectory(prefix="gensets-dist-bench-") as tmp:
         config = write_config(Path(tmp) / "bench.yaml", a)
         base = side(config, Path(tmp) / "local", "local", None, None, a.threads)
         results.append(base)
+        if run:
+            results.append(side(config, f"{run}/local", "local", None, None, a.threads))
         if importlib.util.find_spec("ray") is None:  # not imported here: RayPool sets Ray's settings first
             print("ray is not installed (pip install 'gensets[distributed]'): only the one-process baseline")
             counts = []
@@ -133,23 +179,33 @@ def main() -> int:
             gpus = a.gpus_per_worker
             if gpus is None and torch.cuda.is_available():
                 gpus = 1.0 / n  # n workers share the one GPU
-            results.append(side(config, Path(tmp) / f"ray{n}", "ray", n, gpus, a.threads))
+            for root in (Path(tmp) / f"ray{n}", *([f"{run}/ray{n}"] if run else [])):
+                results.append(side(config, root, "ray", n, gpus, a.threads))
+    if server:
+        server.stop()
     print(f"{base['units']} units ({base['timed_units']} timed after one warm-up unit per worker)\n")
-    print(f"{'side':<22} {'units/s':>8} {'vs local':>9} {'s/unit/worker':>14} {'start-up s':>11} "
+    print(f"{'side':<28} {'units/s':>8} {'vs local':>9} {'s/unit/worker':>14} {'start-up s':>11} "
           f"{'round trip ms':>14} {'others':>7} same bytes")
     for r in results:
         name = "local (one process)" if r["backend"] == "local" else f"ray, {r['workers']} worker{'s' * (r['workers'] > 1)}"
+        name += ", S3" if r["store"] == "s3" else ""
         same = r["shards"] == base["shards"]  # every unit, each with the baseline's sha256
-        print(f"{name:<22} {r['units_per_s']:>8.3f} {r['units_per_s'] / base['units_per_s']:>8.2f}x "
+        print(f"{name:<28} {r['units_per_s']:>8.3f} {r['units_per_s'] / base['units_per_s']:>8.2f}x "
               f"{r['s_per_unit']:>14.2f} {r.get('startup_s', 0):>11.2f} {r.get('roundtrip_ms', float('nan')):>14.2f} "
               f"{r['others_cores']:>7.2f} {'yes' if same else 'NO'}")
-    one = next((r for r in results if r["backend"] == "ray" and r["workers"] == 1), None)
+    for r in results:
+        if r["store"] == "s3":  # the same pool into a folder: what the store costs
+            f = next(x for x in results if x["store"] == "folder" and (x["backend"], x["workers"]) ==
+                     (r["backend"], r["workers"]))
+            print(f"S3 / folder, {r['backend']} {r['workers']} worker(s): {r['units_per_s'] / f['units_per_s']:.2f}x "
+                  f"units/s ({(r['s_per_unit'] - f['s_per_unit']) * 1e3:+.0f} ms a unit per worker)")
+    one = next((r for r in results if r["backend"] == "ray" and r["workers"] == 1 and r["store"] == "folder"), None)
     if one:
         print(f"\nscheduling overhead per unit (ray 1 worker - local): "
               f"{(one['s_per_unit'] - base['s_per_unit']) * 1e3:.0f} ms; an empty call's round trip "
               f"{one['roundtrip_ms']:.2f} ms")
     for r in results:
-        if one and r["backend"] == "ray" and r["workers"] > 1:
+        if one and r["backend"] == "ray" and r["workers"] > 1 and r["store"] == "folder":
             print(f"ray {r['workers']} workers / ray 1 worker: {r['units_per_s'] / one['units_per_s']:.2f}x")
     print("others: cores other processes used in the second before each side (a busy machine explains a low ratio)")
     return 0 if all(r["shards"] == base["shards"] for r in results) else 1  # a side with other bytes fails

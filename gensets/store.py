@@ -11,7 +11,8 @@ A URL workspace keeps the store as the truth and a local cache folder for what m
                                                 orphan, overwritten by the next attempt (or removed after a build)
     <url>/dataset/...                           what ``gensets finalize`` wrote
     <url>/_lock.json                            the lease of the command running on it (pid, host, time), created
-                                                with a conditional PUT (If-None-Match: *) and removed at its end
+                                                with a conditional PUT (If-None-Match: *), on S3 renewed and taken
+                                                over with If-Match (its holder's last ETag), removed at its end
 
 The local cache (:func:`local_root`: under ``$GENSETS_CACHE/workspaces/``) holds ``state.duckdb``, a
 ``candidates/manifest.jsonl`` rebuilt from the markers (a fresh driver on another machine starts from them), copies
@@ -29,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import socket
 import threading
 import time
@@ -210,38 +212,85 @@ class Store:
         return sorted(p[n:] for p in found
                       if p.startswith(self.base + "/") and not {"", ".", ".."} & set(p[n:].split("/")))
 
+    # conditional writes (S3's If-Match / If-None-Match), for the lease
+    @property
+    def conditional(self) -> bool:
+        """Whether the store replaces an object only if it is still the one of a given ETag (S3's If-Match): on
+        ``s3://``. gcsfs offers a create-only precondition (``ifGenerationMatch=0``, which :meth:`create` uses) but
+        no generation match through its public calls, and ``memory://`` none."""
+        return self.scheme in ("s3", "s3a")
+
+    def put_if(self, rel: str, data: bytes, etag: str | None) -> str | None:
+        """S3: write ``rel`` only if it is still the object of ``etag`` (If-Match), or, ``etag`` None, only if there
+        is none (If-None-Match: *); the written object's ETag, or None when the condition failed (another writer's
+        object is there, or none is)."""
+        bucket, key, _ = self.fs.split_path(self.path(rel))
+        match = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+        with self._errors(rel, "writing it conditionally"):
+            try:
+                out = self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **match)
+            except Exception as e:  # noqa: BLE001 - told apart below; anything else is _errors' one line
+                if _condition_failed(e):
+                    return None
+                raise
+            finally:
+                self.fs.invalidate_cache(self.path(rel))
+        return out["ETag"]
+
+    def etag(self, rel: str) -> str | None:
+        """S3: the ETag of the object ``rel`` now, or None when there is none."""
+        bucket, key, _ = self.fs.split_path(self.path(rel))
+        with self._errors(rel, "looking for it"):
+            try:
+                return self.fs.call_s3("head_object", Bucket=bucket, Key=key)["ETag"]
+            except FileNotFoundError as e:
+                if "bucket" in str(e).lower():
+                    raise
+                return None
+
+    def remove_if(self, rel: str, etag: str) -> bool:
+        """S3: remove ``rel`` only if it is still the object of ``etag`` (If-Match); False when it is not."""
+        bucket, key, _ = self.fs.split_path(self.path(rel))
+        with self._errors(rel, "removing it"):
+            try:
+                self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
+            except Exception as e:  # noqa: BLE001 - as in put_if
+                if _condition_failed(e):
+                    return False
+                raise
+            finally:
+                self.fs.invalidate_cache(self.path(rel))
+        return True
+
     # the lease: the workspace's lock on a store
     @contextlib.contextmanager
     def lease(self, what: str):
         """Hold the workspace's lease (:data:`LOCK`) while ``what`` runs: created with a conditional PUT, renewed
         every :data:`LEASE_RENEW` s, removed at the end. Another holder's live lease: Busy, in one line naming it.
         A lease of a process that is gone (same host, pid not running) or not renewed for :data:`LEASE_TTL` s is
-        taken over."""
-        me = {"what": what, "pid": os.getpid(), "host": socket.gethostname()}
+        taken over.
 
-        def body() -> bytes:
-            return json.dumps({**me, "time": time.time()}, sort_keys=True).encode()
-
-        for _ in range(3):
-            if self.create(LOCK, body()):
-                break
-            try:
-                holder = json.loads(self.read(LOCK))
-            except (DataError, ValueError):
-                holder = {}  # removed meanwhile, or not ours: try again / treat as stale below
-            if holder and not _stale(holder):
-                raise Busy(f"{self.url}: another gensets {holder.get('what', 'command')} (pid {holder.get('pid')} "
-                           f"on {holder.get('host')}) is running on this workspace; wait for it to end (or stop "
-                           "it), then run this again")
-            self.remove([LOCK])  # a dead holder's lease; the conditional create decides between takers
-        else:
-            raise Busy(f"{self.url}: could not take the workspace's lease ({self.url_of(LOCK)}); run this again")
+        Where the store has conditional writes (:attr:`conditional`: S3), every write of the lease is conditional on
+        the ETag of the object this holder read or last wrote: a takeover replaces only the stale lease it judged
+        stale (of two drivers taking over one stale lease, one wins; the other finds the winner's live lease: Busy),
+        and a renewal only this holder's own lease. A holder that stalled past :data:`LEASE_TTL` (its lease taken
+        over meanwhile) finds its renewal refused (412): it stops renewing, leaves the new holder's lease alone, and
+        the next commit of this process (:meth:`check_lease`: a unit's marker, the driver's manifest row,
+        finalize's dataset) fails with Busy, in one line naming the new holder (Ray workers, processes of their
+        own, may still commit the unit each is running, the bytes any attempt writes; the driver stops at the next
+        result). On a store without them (gs://,
+        memory://) renewal overwrites the lease and a takeover removes the stale one, the conditional create
+        deciding between takers, as ever: a holder stalled past :data:`LEASE_TTL` may then write on beside the new
+        one."""
+        held = _Lease(self, what)
+        held.acquire()
+        _HELD[self.url] = held
         stop = threading.Event()
 
         def renew():
             while not stop.wait(LEASE_RENEW):
-                with contextlib.suppress(GensetsError):
-                    self.write(LOCK, body())
+                with contextlib.suppress(GensetsError):  # the store out of reach: tried again at the next period
+                    held.renew()
 
         t = threading.Thread(target=renew, daemon=True, name="gensets-lease")
         t.start()
@@ -250,8 +299,122 @@ class Store:
         finally:
             stop.set()
             t.join()
+            if _HELD.get(self.url) is held:
+                del _HELD[self.url]
             with contextlib.suppress(GensetsError):
-                self.remove([LOCK])
+                held.release()
+
+    def check_lease(self) -> None:
+        """Busy, in one line naming the new holder, when the lease this process held on the workspace (:meth:`lease`)
+        was taken over by another driver: before anything more is committed. Nothing without a lease held here."""
+        held = _HELD.get(self.url)
+        if held is not None:
+            held.check()
+
+
+_HELD: dict = {}  # URL -> the _Lease this process holds on it (Store.check_lease: any Store of that URL)
+
+
+class _Lease:
+    """One holder's lease on a store: the ETag of the lease object it last wrote (conditional stores), when it last
+    wrote it, and, once another holder's lease replaced it, the line that says so."""
+
+    def __init__(self, store: Store, what: str):
+        self.store, self.what = store, what
+        self.me = {"what": what, "pid": os.getpid(), "host": socket.gethostname(), "lease": secrets.token_hex(8)}
+        self.etag: str | None = None
+        self.written = 0.0  # time.time() of the last write of the lease
+        self.lost: str | None = None
+        self.lock = threading.Lock()  # the renewal thread and check(): one write at a time, each with the last ETag
+
+    def body(self) -> bytes:
+        return json.dumps({**self.me, "time": time.time()}, sort_keys=True).encode()
+
+    def acquire(self) -> None:
+        s = self.store
+        for _ in range(3):
+            if s.conditional:
+                self.etag = s.put_if(LOCK, self.body(), None)
+                if self.etag:
+                    break
+                seen = s.etag(LOCK)  # before the body: a takeover replaces only the object read after it
+            elif s.create(LOCK, self.body()):
+                break
+            holder = self.holder()
+            if holder and not _stale(holder):
+                raise Busy(f"{s.url}: another gensets {holder.get('what', 'command')} (pid {holder.get('pid')} "
+                           f"on {holder.get('host')}) is running on this workspace; wait for it to end (or stop "
+                           "it), then run this again")
+            if s.conditional:
+                if seen:  # a dead holder's lease, replaced only if it is still that one: one taker of two wins
+                    self.etag = s.put_if(LOCK, self.body(), seen)
+                    if self.etag:
+                        break
+            else:
+                s.remove([LOCK])  # a dead holder's lease; the conditional create decides between takers
+        else:
+            raise Busy(f"{s.url}: could not take the workspace's lease ({s.url_of(LOCK)}); run this again")
+        self.written = time.time()
+
+    def holder(self) -> dict:
+        try:
+            holder = json.loads(self.store.read(LOCK))
+        except (DataError, ValueError):
+            return {}  # removed meanwhile, or not ours: try again / treat as stale
+        return holder if isinstance(holder, dict) else {}
+
+    def renew(self) -> None:
+        with self.lock:
+            if self.lost:
+                return
+            if self.etag is None:  # no conditional writes: overwritten
+                self.store.write(LOCK, self.body())
+            else:
+                etag = self.store.put_if(LOCK, self.body(), self.etag)
+                if etag is None:
+                    etag, h = self.store.etag(LOCK), self.holder()  # the ETag first: it is of this body or older
+                    if h.get("lease") != self.me["lease"]:  # (else our own write, its answer lost and retried)
+                        who = (f"another gensets {h.get('what', 'command')} (pid {h.get('pid')} on {h.get('host')})"
+                               if h else "another process")
+                        self.lost = (f"{self.store.url}: this {self.what} lost the workspace's lease to {who} while "
+                                     f"it did not renew it (for over {LEASE_TTL:g} s: stalled, or cut off from the "
+                                     "store); it stopped before committing more: run the same command again once "
+                                     "that one ends")
+                        return
+                self.etag = etag
+            self.written = time.time()
+
+    def check(self) -> None:
+        """Busy once the lease is lost; a lease not renewed for half its time to live (this process stalled, or the
+        store out of reach) is renewed first, here: a holder does not write on a lease it may have lost."""
+        if self.etag is not None and not self.lost and time.time() - self.written > LEASE_TTL / 2:
+            self.renew()
+        if self.lost:
+            raise Busy(self.lost)
+
+    def release(self) -> None:
+        """Remove the lease, unless it is another holder's now (on S3: only the object this holder last wrote)."""
+        if self.lost:
+            return
+        if self.etag is None:
+            self.store.remove([LOCK])
+        else:
+            self.store.remove_if(LOCK, self.etag)
+
+
+def _condition_failed(e: BaseException) -> bool:
+    """Whether ``e`` (an s3fs error, the botocore one its cause) says a conditional write's condition failed: 412
+    (another object is there), 409 (a concurrent conditional write: S3 asks to look again), or the object of an
+    If-Match gone (404, not a bucket)."""
+    if isinstance(e, FileExistsError):  # s3fs: If-None-Match failed
+        return True
+    if isinstance(e, FileNotFoundError) and "bucket" not in str(e).lower():
+        return True
+    for x in (e, e.__cause__):
+        code = str((getattr(x, "response", None) or {}).get("Error", {}).get("Code", ""))
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey"):
+            return True
+    return False
 
 
 def _stale(holder: dict) -> bool:

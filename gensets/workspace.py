@@ -338,13 +338,15 @@ class Workspace:
 
     def commit(self, path: Path, row: dict) -> None:
         """A URL workspace: upload the unit's shard written at ``path`` (under its own name), then its commit
-        marker (the manifest row and where each sample's members lie): written last, it makes the unit done."""
+        marker (the manifest row and where each sample's members lie): written last, it makes the unit done. Not once
+        the lease this process held was taken over by another driver (:meth:`gensets.store.Store.check_lease`)."""
         from .shards import index_shard
         from .shards.writer import canonical_json
         from .store import COMMITTED
 
         self.store.put(path, f"candidates/{row['shard']}")
         members = [{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()} for d in index_shard(path)]
+        self.store.check_lease()  # a driver whose lease another took over commits nothing more (Busy)
         self.store.write(f"{COMMITTED}/{row['unit']}.json", canonical_json({"row": row, "members": members}))
 
     def mirror(self, dest: Path) -> None:
@@ -393,6 +395,8 @@ class Workspace:
         files = sorted(str(p.relative_to(self.dataset)) for p in self.dataset.rglob("*") if p.is_file())
         files.sort(key=lambda f: f == "manifest.json")
         for rel in files:
+            if rel == "manifest.json":
+                self.store.check_lease()  # finalize's commit: not once another took the lease over (Busy)
             self.store.put(self.dataset / rel, f"dataset/{rel}")
         keep = {f"dataset/{rel}" for rel in files}
         self.store.remove([p for p in self.store.list("dataset") if p not in keep])

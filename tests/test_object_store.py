@@ -1,8 +1,9 @@
 """Workspaces on object storage: `gensets build --out s3://...` against a real S3 API (moto's server on 127.0.0.1,
-dummy credentials from the environment), with the default backend and with `--backend ray`: the candidate shards
-and the finalized dataset are the bytes of a local build; a killed driver resumes from the commit markers on a fresh
-machine (no local cache); the lease refuses a second driver; no credential is ever written. Needs the distributed
-extra (ray, s3fs, moto)."""
+dummy credentials from the environment), with the default backend and with `--backend ray` (24 units on 4 workers,
+also with a worker killed between its shard and its marker): the candidate shards and the finalized dataset are the
+bytes of a local build; a killed driver resumes from the commit markers on a fresh machine (no local cache); the
+lease refuses a second driver, and its conditional writes (If-Match) keep a taken-over lease and one of two
+takeovers; no credential is ever written. Needs the distributed extra (ray, s3fs, moto)."""
 
 import hashlib
 import json
@@ -22,13 +23,12 @@ pytestmark = pytest.mark.slow  # `make test-slow` and CI: the S3 server, local a
 
 BUCKET = "gensets-test"
 KEY_ID, SECRET = "GENSETSDUMMYKEY0042", "gensets-dummy-secret-9c1f77e0b5d2"  # found nowhere but in os.environ
-RAY = ("--backend", "ray", "--workers", "2")
 
 
 @pytest.fixture(scope="module")
-def s3(reference):
+def moto_s3():
     """A moto S3 server on loopback with one bucket; the module's environment names it (AWS_ENDPOINT_URL) with
-    dummy credentials, as a user's environment would. (``reference``, the local build, is built before.)"""
+    dummy credentials, as a user's environment would."""
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -43,8 +43,7 @@ def s3(reference):
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     try:
-        with module_fork_server():  # the module's commands forked from a server with this environment
-            yield client
+        yield client
     finally:
         for k, v in old.items():
             if v is None:
@@ -52,6 +51,14 @@ def s3(reference):
             else:
                 os.environ[k] = v
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def s3(reference, moto_s3):
+    """The S3 server, the module's commands forked from a server with its environment. (``reference``, the local
+    build, is built before.)"""
+    with module_fork_server():
+        yield moto_s3
 
 
 def objects(client, prefix: str) -> dict[str, bytes]:
@@ -87,28 +94,30 @@ def _cache(url: str):
     return local_root(url)
 
 
-def same_bytes(client, prefix: str, reference, *, finalized: bool = True, ray: bool = False):
+def same_bytes(client, prefix: str, reference, *, finalized: bool = True, workers: int | None = None):
     """The workspace at ``prefix`` holds exactly what the layout says, with the bytes of the local build: config,
     one environment, each unit's shard (same sha256) and its commit marker (the local manifest row, but for the
-    rank / world of the worker that ran it under Ray), the dataset; no lease, no temporary object."""
+    rank / world of the worker that ran it under Ray with ``workers`` workers), the dataset; no lease, no temporary
+    object."""
     objs = objects(client, prefix)
     ref_rows = {r["unit"]: r for r in _rows(reference)}
     shards = {k.split("/")[1]: sha(v) for k, v in objs.items() if k.startswith("candidates/") and k.count("/") == 1}
     assert shards == shards_digest(reference)
     markers = {k.split("/")[2][:-5]: json.loads(v) for k, v in objs.items() if k.startswith("candidates/_committed/")}
-    assert sorted(markers) == sorted(ref_rows) and len(markers) == 12
-    strip = lambda r: {k: v for k, v in r.items() if not ray or k not in ("rank", "world")}  # noqa: E731
+    assert sorted(markers) == sorted(ref_rows) and len(markers) >= 12
+    strip = lambda r: {k: v for k, v in r.items() if not workers or k not in ("rank", "world")}  # noqa: E731
     for unit, m in markers.items():
         assert strip(m["row"]) == strip(ref_rows[unit])
         assert [e["__key__"] for e in m["members"]] == sorted(e["__key__"] for e in m["members"])  # offsets, by key
-    if ray:
-        assert {m["row"]["world"] for m in markers.values()} == {2}
+    if workers:
+        assert {m["row"]["world"] for m in markers.values()} == {workers}
+        assert {m["row"]["rank"] for m in markers.values()} <= set(range(workers))
     dataset = {k[len("dataset/"):]: sha(v) for k, v in objs.items() if k.startswith("dataset/")}
     if finalized:
         assert dataset == tree_digest(reference / "dataset")
     envs = [k for k in objs if k.startswith("environments/")]
     assert len(envs) == 1 and objs["config.yaml"] == (reference / "config.yaml").read_bytes()
-    assert len(objs) == 1 + len(envs) + 2 * 12 + len(dataset)  # and nothing else: no _lock.json, no temp object
+    assert len(objs) == 1 + len(envs) + 2 * len(markers) + len(dataset)  # nothing else: no _lock.json, no temp object
     assert not [k for k in objs if ".tmp-" in k or k.endswith("_lock.json")]
 
 
@@ -140,13 +149,49 @@ def test_a_fresh_driver_rebuilds_its_state_from_the_markers(s3, local_on_s3, ref
     same_bytes(s3, "local", reference)
 
 
-def test_a_ray_build_on_s3_gives_the_bytes_of_the_local_build(s3, reference):
+# the issue's scale: 24 units of one image each (one nuisance per unit: 4 + 2 + 2 of them for each of 3 classes), on
+# 4 Ray workers
+SCALE = ("--set", "unit_size=1", "--set", "images_per_pair=1", "--set", "nuisances.background.limit=4")
+RAY4 = ("--backend", "ray", "--workers", "4")
+
+
+@pytest.fixture(scope="module")
+def reference24(s3, tmp_path_factory):
+    """The one-process local build of the 24-unit config, finalized; the Ray builds on S3 give its bytes."""
+    ws = tmp_path_factory.mktemp("ref24") / "ws"
+    r = run_cli("build", SMOKE, "--out", ws, "--quiet", *SCALE, check=0)
+    assert "24 units (0 done before, 24 run here)" in r.stdout, r.stdout
+    run_cli("finalize", ws, "--include-pending", check=0)
+    return ws
+
+
+def test_a_ray_build_on_s3_gives_the_bytes_of_the_local_build(s3, reference24):
+    """24 units on 4 Ray workers into S3: the shards, markers (but for rank / world), dataset and samples of the
+    one-process local build."""
     url = f"s3://{BUCKET}/ray"
-    r = run_cli("build", SMOKE, "--out", url, "--quiet", *RAY, check=0)
-    assert "12 units (0 done before, 12 run here)" in r.stdout and "Ray: 2 workers" in r.stdout, r.stdout
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *SCALE, *RAY4, check=0)
+    assert "24 units (0 done before, 24 run here)" in r.stdout and "Ray: 4 workers" in r.stdout, r.stdout
     run_cli("finalize", url, "--include-pending", check=0)
-    same_bytes(s3, "ray", reference, ray=True)
-    assert _samples(_cache(url) / "state.duckdb") == _samples(reference / "state.duckdb")
+    same_bytes(s3, "ray", reference24, workers=4)
+    assert _samples(_cache(url) / "state.duckdb") == _samples(reference24 / "state.duckdb")
+
+
+def test_a_ray_worker_killed_between_its_shard_and_its_marker_on_s3(s3, reference24, tmp_path):
+    """The test hook makes the first attempt at one unit upload a shard cut short under the unit's name and end its
+    worker process (os._exit) before the marker: Ray restarts the worker, the unit runs again (its shard
+    overwritten, then its marker); the build ends with no user action, every unit committed once, no marker
+    without its shard, the bytes of the local build."""
+    from gensets.builders.backends import FAULT
+
+    url, prefix, marker = f"s3://{BUCKET}/worker-killed", "worker-killed", tmp_path / "killed"
+    unit = sorted(r["unit"] for r in _rows(reference24))[5]
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *SCALE, *RAY4, env={FAULT: f"{unit}:{marker}"}, check=0)
+    assert marker.exists(), "the hook never ran: the unit's worker was not killed"
+    assert "24 units (0 done before, 24 run here)" in r.stdout, r.stdout
+    assert "Ray: 4 workers; 1 unit run again after their worker died" in r.stdout, r.stdout
+    rows = _rows(_cache(url))  # the driver's manifest: every unit exactly once
+    assert sorted(r["unit"] for r in rows) == sorted(r["unit"] for r in _rows(reference24)) and len(rows) == 24
+    same_bytes(s3, prefix, reference24, finalized=False, workers=4)  # the cut-short shard overwritten
 
 
 def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_refused(s3, reference):
@@ -266,6 +311,123 @@ def test_card_eval_and_publish_take_the_url(s3, local_on_s3, reference, tmp_path
     assert len(target.commits) == 4 and target.commits[-1]["files"][-1] == "README.md"
 
 
+def _stale_lease(client, prefix: str) -> None:
+    """A lease a driver on another host left and stopped renewing longer than the time to live ago."""
+    from gensets.store import LEASE_TTL
+
+    old = {"what": "build", "pid": 4242, "host": "gone.example", "time": time.time() - LEASE_TTL - 60}
+    client.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json", Body=json.dumps(old).encode())
+
+
+def _lease(client, prefix: str) -> bytes:
+    return client.get_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json")["Body"].read()
+
+
+def test_a_lease_taken_over_is_left_alone_and_its_old_holders_next_commit_fails(moto_s3, tmp_path, monkeypatch):
+    """A driver stalled past the lease's time to live, its lease taken over by another driver meanwhile (here: the
+    other's lease object written over it): its renewal (If-Match on the ETag it last wrote) is refused (412) and
+    leaves the new holder's lease as it is, and its next commit fails with Busy (exit 4), in one line naming the new
+    holder, before the unit's marker is written; at its end it removes nothing."""
+    from gensets import store
+    from gensets.errors import Busy
+    from gensets.shards import write_shard
+    from gensets.workspace import Workspace
+
+    s3 = moto_s3
+
+    monkeypatch.setattr(store, "LEASE_RENEW", 0.05)
+    prefix = "taken"
+    ws = Workspace(f"s3://{BUCKET}/{prefix}")
+    info = write_shard(tmp_path / "u.tar", [{"__key__": "a", "json": {"k": 1}}])
+    row = {"unit": "u", "shard": "u.tar", "sha256": info.sha256, "n": 1}
+    theirs = json.dumps({"what": "finalize", "pid": 4242, "host": "other.example", "time": time.time()}).encode()
+    deadline = time.monotonic() + 60
+    with ws.store.lease("build"):
+        first = _lease(s3, prefix)
+        while _lease(s3, prefix) == first:  # renewed: a conditional renewal of its own lease succeeds
+            assert time.monotonic() < deadline, "the lease was never renewed"
+            time.sleep(0.02)
+        assert json.loads(_lease(s3, prefix))["lease"] == json.loads(first)["lease"]
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json", Body=theirs)  # the takeover
+        while True:  # the next renewal finds the lease taken: check_lease says so from then on
+            try:
+                ws.store.check_lease()
+            except Busy:
+                break
+            assert time.monotonic() < deadline, "the renewal never found its lease taken over"
+            time.sleep(0.02)
+        time.sleep(0.3)  # several renewal periods more
+        assert _lease(s3, prefix) == theirs
+        with pytest.raises(Busy) as e:
+            ws.commit(tmp_path / "u.tar", row)
+    assert _lease(s3, prefix) == theirs  # not removed at the end either
+    msg = str(e.value)
+    assert e.value.exit_code == 4 and "\n" not in msg and msg.startswith(f"s3://{BUCKET}/{prefix}: this build lost ")
+    assert "to another gensets finalize (pid 4242 on other.example)" in msg and "run the same command again" in msg
+    assert "candidates/_committed/u.json" not in objects(s3, prefix)
+
+
+@pytest.fixture
+def racing_takeovers(monkeypatch):
+    """moto's server as S3 behaves, and the race forced: its PUTs run one at a time (moto checks a PUT's If-Match and
+    then writes the object, two steps between which another request's thread may run; S3 does both at once), and
+    a PUT with If-Match (a takeover) waits, up to 10 s, until a second one has arrived: both takers judged the stale
+    lease before either replaces it."""
+    import contextlib
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    lock, put, both = threading.Lock(), S3Response.put_object, threading.Barrier(2, timeout=10)
+
+    def put_object(self):
+        if self.headers.get("If-Match"):
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both.wait()
+        with lock:
+            return put(self)
+
+    monkeypatch.setattr(S3Response, "put_object", put_object)
+    return both
+
+
+def test_of_two_drivers_taking_over_one_stale_lease_one_wins(moto_s3, racing_takeovers):
+    """A stale lease (its holder on another host silent for longer than the time to live), two drivers taking it
+    over at once, each having judged it stale: the takeover replaces it only if it is still the object the taker
+    judged (If-Match on its ETag), so one driver holds the lease and the other is refused in one line naming it."""
+    import threading
+
+    from gensets.errors import Busy
+    from gensets.store import Store
+
+    s3, prefix = moto_s3, "stale"
+    _stale_lease(s3, prefix)
+    start, results = threading.Barrier(2), {}
+
+    def take(name):
+        start.wait()
+        try:
+            with Store(f"s3://{BUCKET}/{prefix}").lease(name):
+                results[name] = json.loads(_lease(s3, prefix))
+                time.sleep(1)  # held while the other one looks
+        except Busy as e:
+            results[name] = e
+
+    threads = [threading.Thread(target=take, args=(name,)) for name in ("build", "finalize")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not racing_takeovers.broken, "the two takeovers did not race: one driver never tried"
+    won = {n: r for n, r in results.items() if isinstance(r, dict)}
+    assert len(results) == 2 and len(won) == 1, results
+    (winner, held), = won.items()
+    busy = next(r for n, r in results.items() if n != winner)
+    assert held["what"] == winner and held["pid"] == os.getpid()
+    assert f"another gensets {winner} (pid {os.getpid()} on " in str(busy) and "\n" not in str(busy), busy
+    assert "_lock.json" not in objects(s3, prefix)  # the winner removed its lease at its end
+
+
 def test_credentials_are_never_written(s3, local_on_s3):
     """Neither the dummy key id nor the secret is in any object of the bucket or any file of the local caches (after
     every other test of the module: the local and Ray builds, the killed one, card, eval)."""
@@ -280,3 +442,4 @@ def test_credentials_are_never_written(s3, local_on_s3):
     assert len(files) > 10
     found += [str(p) for p in files if KEY_ID.encode() in p.read_bytes() or SECRET.encode() in p.read_bytes()]
     assert found == []
+

@@ -27,7 +27,9 @@ BACKENDS = ("local", "ray")
 TASK_RETRIES = 3  # a unit whose worker died is run again at most this many times (then the build stops, naming it)
 FAULT = "GENSETS_TEST_EXIT_UNIT"
 """Tests only: ``<unit id>:<file>``: the first attempt at that unit (the file does not exist yet: it is created)
-leaves a temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does."""
+leaves a temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does; on a
+URL workspace it first uploads a shard cut short under the unit's name, with no marker, as a worker killed between
+its shard and its marker would leave it."""
 
 
 GATE = "GENSETS_TEST_GATE"
@@ -137,7 +139,7 @@ class UnitWorker:
         if self.quality:
             self.quality.apply(samples)
         name = f"{unit.id}.tar"
-        _fault(unit.id, self.ws.candidates / name)
+        _fault(unit.id, self.ws.candidates / name, self.ws.store)
         info = write_shard(self.ws.candidates / name, [s.to_wds() for s in samples])
         row = {"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n, "nbytes": info.nbytes,
                "kept": sum(bool(s.meta.get("kept")) for s in samples), "skipped": ctx.skipped,
@@ -160,7 +162,7 @@ def _gate(rank: int) -> None:
         time.sleep(0.05)
 
 
-def _fault(unit_id: str, path: Path) -> None:
+def _fault(unit_id: str, path: Path, store=None) -> None:
     """The test-only fault hook (:data:`FAULT`); nothing unless the variable names this unit."""
     spec = os.environ.get(FAULT)
     if not spec:
@@ -175,6 +177,8 @@ def _fault(unit_id: str, path: Path) -> None:
     from ..shards.writer import temp_name
 
     temp_name(path).write_bytes(b"cut short")  # what a writer killed mid-shard leaves
+    if store:
+        store.write(f"candidates/{path.name}", b"cut short")
     os._exit(70)
 
 

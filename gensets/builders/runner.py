@@ -110,6 +110,8 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             images, started = 0, time.monotonic()
             for result in bar:
                 row = result["row"]
+                if ws.store:  # a driver whose lease another took over appends nothing more (Busy, one line)
+                    ws.store.check_lease()
                 manifest.append(row)
                 images += row["n"]
                 if backend != "local":  # the driver's view of the cluster: its rate, its workers, the retries
