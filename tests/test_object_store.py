@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -34,6 +35,10 @@ def moto_s3():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    # moto keeps its buckets in this process, not per server: a second setup of this module in the same xdist worker
+    # (worksteal can hand it the module's tests in two rounds) must start from an empty store, as the first did
+    reset = urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=60).close()
     env = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ENDPOINT_URL": f"http://{host}:{port}"}
     old = {k: os.environ.get(k) for k in env}
@@ -50,6 +55,7 @@ def moto_s3():
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        urllib.request.urlopen(reset, timeout=60).close()  # nothing left for the next module set up in this process
         server.stop()
 
 
