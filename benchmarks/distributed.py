@@ -75,7 +75,8 @@ def moto_server(url: str):
     return server
 
 
-def side(config: Path, root, backend: str, workers: int | None, gpus: float | None, threads: int) -> dict:
+def side(config: Path, root, backend: str, workers: int | None, gpus: float | None, threads: int,
+         cpus: int | None = None) -> dict:
     """One side: a fresh workspace (a folder, or a URL), its pool started and warmed up (one unit per worker), the
     rest timed."""
     from gensets.builders import backends
@@ -86,16 +87,17 @@ def side(config: Path, root, backend: str, workers: int | None, gpus: float | No
     ws = Workspace.create(root if isinstance(root, str) else Path(root), builder, cfg)
     units = builder.plan(cfg)
     pool = backends.pool(backend, (builder, cfg, ws.where, threads, 0, 1, str(config)), workers=workers,
-                         quiet=True, gpus_per_worker=gpus)
+                         quiet=True, gpus_per_worker=gpus, cpus_per_worker=cpus)
     probe = Load()  # how busy the machine is before this side (Ray's workers are other processes: not during it)
     time.sleep(1.0)
-    out = {"backend": backend, "workers": workers or 1, "units": len(units), "others_cores": probe.others(),
-           "store": "s3" if ws.store else "folder"}
+    out = {"backend": backend, "workers": workers or 1, "cpus": cpus, "asked": cpus, "units": len(units),
+           "others_cores": probe.others(), "store": "s3" if ws.store else "folder"}
     rows = []
     try:
         t = time.perf_counter()
         if backend == "ray":
             pool._start()
+            out["cpus"] = pool.cpus  # what gensets chose (cpu_share) when not given
             pool.ray.get([w.ping.remote() for w in pool.actors])
             out["startup_s"] = time.perf_counter() - t
             t = time.perf_counter()
@@ -140,6 +142,9 @@ def main() -> int:
     p.add_argument("--gpus-per-worker", type=float, default=None,
                    help="each Ray worker's share of a GPU (default: CPU workers; on one GPU, 1/N for N workers)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process on CPU")
+    p.add_argument("--cpus-per-worker", default="auto",
+                   help="each Ray worker's CPUs, comma-separated to measure several (auto: gensets' default, a GPU "
+                        "worker's share of its node's cores, 1 on CPU; Ray sets a worker's torch threads to it)")
     p.add_argument("--out", default=None, metavar="s3://BUCKET/PREFIX",
                    help="also run every side into a fresh prefix under this URL (a moto server on 127.0.0.1 unless "
                         "AWS_ENDPOINT_URL is set)")
@@ -179,31 +184,36 @@ def main() -> int:
             gpus = a.gpus_per_worker
             if gpus is None and torch.cuda.is_available():
                 gpus = 1.0 / n  # n workers share the one GPU
-            for root in (Path(tmp) / f"ray{n}", *([f"{run}/ray{n}"] if run else [])):
-                results.append(side(config, root, "ray", n, gpus, a.threads))
+            for c in a.cpus_per_worker.split(","):
+                cpus = None if c == "auto" else int(c)
+                for root in (Path(tmp) / f"ray{n}-{c}", *([f"{run}/ray{n}-{c}"] if run else [])):
+                    results.append(side(config, root, "ray", n, gpus, a.threads, cpus))
     if server:
         server.stop()
     print(f"{base['units']} units ({base['timed_units']} timed after one warm-up unit per worker)\n")
-    print(f"{'side':<28} {'units/s':>8} {'vs local':>9} {'s/unit/worker':>14} {'start-up s':>11} "
+    print(f"{'side':<35} {'units/s':>8} {'vs local':>9} {'s/unit/worker':>14} {'start-up s':>11} "
           f"{'round trip ms':>14} {'others':>7} same bytes")
     for r in results:
-        name = "local (one process)" if r["backend"] == "local" else f"ray, {r['workers']} worker{'s' * (r['workers'] > 1)}"
+        name = "local (one process)" if r["backend"] == "local" else \
+            f"ray, {r['workers']} worker{'s' * (r['workers'] > 1)}, {r['cpus']} CPU{'s' * (r['cpus'] > 1)}" + \
+            (" (auto)" if r["asked"] is None else "")
         name += ", S3" if r["store"] == "s3" else ""
         same = r["shards"] == base["shards"]  # every unit, each with the baseline's sha256
-        print(f"{name:<28} {r['units_per_s']:>8.3f} {r['units_per_s'] / base['units_per_s']:>8.2f}x "
+        print(f"{name:<35} {r['units_per_s']:>8.3f} {r['units_per_s'] / base['units_per_s']:>8.2f}x "
               f"{r['s_per_unit']:>14.2f} {r.get('startup_s', 0):>11.2f} {r.get('roundtrip_ms', float('nan')):>14.2f} "
               f"{r['others_cores']:>7.2f} {'yes' if same else 'NO'}")
     for r in results:
         if r["store"] == "s3":  # the same pool into a folder: what the store costs
-            f = next(x for x in results if x["store"] == "folder" and (x["backend"], x["workers"]) ==
-                     (r["backend"], r["workers"]))
+            f = next(x for x in results if x["store"] == "folder" and (x["backend"], x["workers"], x["cpus"]) ==
+                     (r["backend"], r["workers"], r["cpus"]))
             print(f"S3 / folder, {r['backend']} {r['workers']} worker(s): {r['units_per_s'] / f['units_per_s']:.2f}x "
                   f"units/s ({(r['s_per_unit'] - f['s_per_unit']) * 1e3:+.0f} ms a unit per worker)")
-    one = next((r for r in results if r["backend"] == "ray" and r["workers"] == 1 and r["store"] == "folder"), None)
-    if one:
-        print(f"\nscheduling overhead per unit (ray 1 worker - local): "
-              f"{(one['s_per_unit'] - base['s_per_unit']) * 1e3:.0f} ms; an empty call's round trip "
-              f"{one['roundtrip_ms']:.2f} ms")
+    ones = [r for r in results if r["backend"] == "ray" and r["workers"] == 1 and r["store"] == "folder"]
+    for r in ones:
+        print(f"\nper-unit overhead (ray 1 worker with {r['cpus']} CPU(s) - local): "
+              f"{(r['s_per_unit'] - base['s_per_unit']) * 1e3:.0f} ms; an empty call's round trip "
+              f"{r['roundtrip_ms']:.2f} ms")
+    one = ones[-1] if ones else None
     for r in results:
         if one and r["backend"] == "ray" and r["workers"] > 1 and r["store"] == "folder":
             print(f"ray {r['workers']} workers / ray 1 worker: {r['units_per_s'] / one['units_per_s']:.2f}x")

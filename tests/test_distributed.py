@@ -196,6 +196,45 @@ def test_more_gpus_per_worker_than_the_cluster_has_is_one_line(tmp_path):
     assert not list((ws / "candidates").glob("*.tar"))
 
 
+def test_a_gpu_worker_asks_for_its_share_of_the_nodes_cores(tmp_path):
+    """Ray sets a worker's OMP_NUM_THREADS, and so torch's CPU threads, to the CPUs the worker asked for. A GPU
+    worker asks for its share of its node's cores (the GPU node poorest in cores per GPU), not one: with one, its
+    unit's CPU work ran on one thread where the one-process build uses every core. Checked on a real local cluster
+    that declares 4 CPUs and 2 GPUs: two 1-GPU workers take 2 CPUs each."""
+    from gensets.builders.backends import _ray_temp_dir, cpu_share, pool
+    from gensets.workspace import Workspace, load_build_config
+
+    def node(cpus, gpus, alive=True):
+        return {"Alive": alive, "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
+
+    assert cpu_share([node(16, 1)], 1.0) == 16 and cpu_share([node(16, 1)], 0.5) == 8
+    assert cpu_share([node(16, 1)], 1 / 3) == 5  # floored: three such workers fit on the node
+    assert cpu_share([node(64, 8), node(16, 4), node(32, 0)], 1.0) == 4  # fits on every GPU node
+    assert cpu_share([node(16, 4), node(64, 8, alive=False)], 2.0) == 8
+    assert cpu_share([node(64, 8)], 0.0) == 1 and cpu_share([node(2, 1)], 0.1) == 1 and cpu_share([], 1.0) == 1
+
+    os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
+                      RAY_AUTH_TOKEN=secrets.token_hex(32))  # conftest restores the environment after the test
+    import ray
+
+    ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             _temp_dir=_ray_temp_dir(), log_to_driver=False, logging_level="WARNING")
+    try:
+        builder, cfg = load_build_config(str(SMOKE))
+        ws = Workspace.create(tmp_path / "ws", builder, cfg)
+        p = pool("ray", (builder, cfg, ws.where, 1, 0, 1, str(SMOKE)), workers=2, quiet=True, gpus_per_worker=1.0)
+        try:
+            p._start()
+            ray.get([a.ping.remote() for a in p.actors])
+            assert p.cpus == 2
+            free = ray.available_resources()
+            assert free.get("CPU", 0) == 0 and free.get("GPU", 0) == 0, free
+        finally:
+            p.close()
+    finally:
+        ray.shutdown()
+
+
 def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_refused(reference, tmp_path):
     """The driver (with its local cluster) killed after a third of the units: the same command runs exactly the
     missing ones and gives the local bytes; a truncated shard a killed writer left for a missing unit, with no

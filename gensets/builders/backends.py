@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 from pathlib import Path
 
@@ -208,6 +209,21 @@ def _token() -> str:
     return secrets.token_hex(32)
 
 
+def cpu_share(nodes: list, gpus_per_worker: float) -> int:
+    """The CPUs a Ray worker asks for: on CPU (``gpus_per_worker`` 0) one, its unit's torch threads being
+    ``--threads``; on GPU its share of the cores of the GPU node that has the fewest cores per GPU (floored, at
+    least 1), so that every GPU worker fits on any GPU node. ``nodes`` is ``ray.nodes()``.
+
+    Ray sets a worker's ``OMP_NUM_THREADS`` (and so torch's CPU threads) to the CPUs it asked for: a GPU worker that
+    asked for one ran its unit's CPU work (the pipeline's float-to-uint8 postprocessing, image encoding) on one
+    thread, where the one-process build uses every core."""
+    if not gpus_per_worker:
+        return 1
+    per_gpu = [n["Resources"].get("CPU", 0) / n["Resources"]["GPU"] for n in nodes
+               if n.get("Alive", True) and n.get("Resources", {}).get("GPU")]
+    return max(1, math.floor(min(per_gpu) * gpus_per_worker)) if per_gpu else 1
+
+
 class LocalPool:
     """The units of this process, run here in plan order (today's path)."""
 
@@ -244,9 +260,10 @@ class RayPool:
     is waited for by nothing."""
 
     def __init__(self, args: tuple, *, workers: int | None, address: str | None, quiet: bool,
-                 gpus_per_worker: float | None = None):
+                 gpus_per_worker: float | None = None, cpus_per_worker: int | None = None):
         self.args, self.workers, self.address, self.quiet = args, workers, address, quiet
         self.gpus = gpus_per_worker or 0.0
+        self.cpus = cpus_per_worker  # None: cpu_share (a GPU worker's share of its node's cores; 1 on CPU)
         self.ray = None
         self.actors: list = []
         self.started = False  # this pool connected to Ray (and disconnects; a local cluster stops with it)
@@ -296,7 +313,8 @@ class RayPool:
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
-        actor = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
+        self.cpus = self.cpus or cpu_share(ray.nodes(), self.gpus)
+        actor = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
         builder, cfg, root, threads, _rank, _world, config_path = self.args
         self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
             builder, cfg, root, threads, i, n, config_path) for i in range(n)]
@@ -373,11 +391,12 @@ class RayPool:
 
 
 def pool(backend: str, args: tuple, *, workers: int | None = None, address: str | None = None, quiet: bool = False,
-         gpus_per_worker: float | None = None):
+         gpus_per_worker: float | None = None, cpus_per_worker: int | None = None):
     """The pool that runs a build's units: ``args`` are :class:`UnitWorker`'s."""
     if backend == "local":
         return LocalPool(UnitWorker(*args))
     if backend == "ray":
-        return RayPool(args, workers=workers, address=address, quiet=quiet, gpus_per_worker=gpus_per_worker)
+        return RayPool(args, workers=workers, address=address, quiet=quiet, gpus_per_worker=gpus_per_worker,
+                       cpus_per_worker=cpus_per_worker)
     raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
 
