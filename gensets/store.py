@@ -164,6 +164,13 @@ class Store:
             got = self.fs.cat([self.path(r) for r in rels], on_error="raise")
         return {r: got[self.path(r)] for r in rels}
 
+    def read_batches(self, rels: list[str], batch: int = 256):
+        """``(rel, bytes)`` of each of ``rels`` in order, read ``batch`` at a time, concurrently: memory holds one
+        batch, however many objects (a build's commit markers) there are."""
+        for i in range(0, len(rels), batch):
+            got = self.read_many(rels[i:i + batch])
+            yield from ((r, got[r]) for r in rels[i:i + batch])
+
     def write(self, rel: str, data: bytes) -> None:
         with self._errors(rel, "writing it"):
             self.fs.pipe_file(self.path(rel), data)

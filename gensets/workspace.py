@@ -88,6 +88,38 @@ def load_build_config(path: str | Path, overrides: tuple[str, ...] | list[str] =
     return builder, cfg
 
 
+def _marker_index(data: bytes, url: str, shard: str) -> list[dict] | None:
+    """The samples of a commit marker (:meth:`Workspace.commit`) as iter_index dicts; None for a marker without
+    ``meta``; DataError naming the marker when it is not what a worker writes."""
+    def bad(why: str):
+        return DataError(f"{url}: not a commit marker gensets wrote ({why})")
+
+    try:
+        m = json.loads(data)
+    except (ValueError, RecursionError):
+        raise bad("not JSON") from None
+    if not isinstance(m, dict) or not isinstance(m.get("row"), dict) or m["row"].get("shard") != shard:
+        raise bad(f"its row is not that of {shard}")
+    if "meta" not in m:
+        return None
+    members, meta = m.get("members"), m["meta"]
+    if not isinstance(members, list) or not isinstance(meta, dict) or len(members) != len(meta) \
+            or len(members) != m["row"].get("n"):
+        raise bad("its members and meta are not those of its row's samples")
+    out = []
+    for e in members:
+        key = e.get("__key__") if isinstance(e, dict) else None
+        text = meta.get(key) if isinstance(key, str) else None
+        where = {k: v for k, v in e.items() if k != "__key__"} if key is not None else {}
+        if not (isinstance(text, list) and len(text) == 2 and all(isinstance(t, str) for t in text) and where
+                and all(isinstance(v, list) and len(v) == 2 and all(type(x) is int and x >= 0 for x in v)
+                        for v in where.values())):
+            raise bad(f"sample {str(key)[:100]!r}")
+        out.append({"__key__": key, "__members__": {k: tuple(v) for k, v in where.items()},
+                    "json": text[0].encode("utf-8"), "cls": text[1].encode("utf-8")})
+    return out
+
+
 class Workspace:
     """A workspace folder, or a workspace on object storage (``root`` a URL such as ``s3://bucket/prefix``: see
     :mod:`gensets.store`): then ``store`` holds its objects and ``root`` is its local cache folder (state.duckdb, a
@@ -177,7 +209,7 @@ class Workspace:
             local = set()
         todo = sorted(set(units) - local)
         manifest = Manifest(self.manifest_path)
-        for rel, data in sorted(self.store.read_many([units[u] for u in todo]).items()):
+        for rel, data in self.store.read_batches([units[u] for u in todo]):  # todo is sorted: so are the markers
             try:
                 row = json.loads(data)["row"]
                 ok = row["unit"] == rel.rsplit("/", 1)[1][:-5] and row["shard"] == f"{row['unit']}.tar"
@@ -340,14 +372,39 @@ class Workspace:
         """A URL workspace: upload the unit's shard written at ``path`` (under its own name), then its commit
         marker (the manifest row and where each sample's members lie): written last, it makes the unit done. Not once
         the lease this process held was taken over by another driver (:meth:`gensets.store.Store.check_lease`)."""
-        from .shards import index_shard
+        from .shards import index_shard, iter_index
         from .shards.writer import canonical_json
         from .store import COMMITTED
 
         self.store.put(path, f"candidates/{row['shard']}")
         members = [{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()} for d in index_shard(path)]
+        # each sample's json and cls members as text: the driver ingests the unit from its marker, never
+        # downloading the shard (committed_indexes)
+        try:
+            meta = {"meta": {d["__key__"]: [d["json"].decode("utf-8"), d["cls"].decode("ascii")]
+                             for d in iter_index(path)}}
+        except (KeyError, UnicodeDecodeError):  # a sample without them: the driver reads the shard
+            meta = {}
         self.store.check_lease()  # a driver whose lease another took over commits nothing more (Busy)
-        self.store.write(f"{COMMITTED}/{row['unit']}.json", canonical_json({"row": row, "members": members}))
+        self.store.write(f"{COMMITTED}/{row['unit']}.json",
+                         canonical_json({"row": row, "members": members, **meta}))
+
+    def committed_indexes(self, shards: list[str], batch: int = 256):
+        """A URL workspace: for each of ``shards`` in turn, its samples as :func:`gensets.shards.iter_index` gives
+        them (key, where each member lies, the json and cls members), read from the unit's commit marker, so that
+        ingesting a build made on other machines downloads kilobytes per unit, not its shard; None for a shard
+        already in the local cache (read there) or whose marker lists no ``meta`` (a marker from before it: the
+        shard is read). Markers are read ``batch`` at a time, concurrently (``Store.read_many``). A marker that
+        is not what a worker writes is a DataError naming it."""
+        from .store import COMMITTED
+
+        for i in range(0, len(shards), batch):
+            chunk = shards[i:i + batch]
+            want = {s: f"{COMMITTED}/{s[:-4]}.json" for s in chunk if self.store and isinstance(s, str)
+                    and s.endswith(".tar") and "/" not in s and "\\" not in s and not (self.candidates / s).is_file()}
+            got = self.store.read_many(list(want.values()))
+            for s in chunk:
+                yield _marker_index(got[want[s]], self.store.url_of(want[s]), s) if s in want else None
 
     def mirror(self, dest: Path) -> None:
         """A URL workspace copied into the folder ``dest`` as the local layout has it, for ``gensets verify``: the
@@ -360,7 +417,7 @@ class Workspace:
         markers = [p for p in objects if p.startswith(f"{COMMITTED}/") and p.endswith(".json")]
         manifest = Manifest(dest / "candidates" / "manifest.jsonl")
         (dest / "candidates").mkdir(parents=True, exist_ok=True)
-        for rel, data in sorted(self.store.read_many(markers).items()):
+        for rel, data in self.store.read_batches(sorted(markers)):
             try:
                 manifest.append(json.loads(data)["row"])
             except (ValueError, KeyError, TypeError):

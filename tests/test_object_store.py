@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import ROOT, SMOKE, module_fork_server, run_cli
+from .conftest import ROOT, SMALL, SMOKE, module_fork_server, run_cli
 from .test_imagenet_d import shards_digest, tree_digest
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: the S3 server, local and Ray builds
@@ -146,13 +146,48 @@ def test_a_build_on_s3_gives_the_bytes_of_the_local_build(s3, local_on_s3, refer
     assert "12 units (12 done before, 0 run here)" in again.stdout
 
 
+def _images(db):
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT * FROM images ORDER BY key").fetchall()
+    finally:
+        con.close()
+
+
 def test_a_fresh_driver_rebuilds_its_state_from_the_markers(s3, local_on_s3, reference):
-    """No local cache (another machine): state.duckdb is rebuilt from the commit markers, the shards read whole from
-    the store; finalize gives the same dataset."""
+    """No local cache (another machine): the same build command runs nothing and rebuilds state.duckdb from the
+    commit markers alone (each sample's json and cls members, where its image lies), downloading no shard; finalize
+    then reads the shards whole from the store and gives the same dataset."""
     shutil.rmtree(_cache(local_on_s3))
+    r = run_cli("build", SMOKE, "--out", local_on_s3, "--quiet", check=0)
+    assert "12 units (12 done before, 0 run here)" in r.stdout, r.stdout
+    cache = _cache(local_on_s3)
+    assert _samples(cache / "state.duckdb") == _samples(reference / "state.duckdb")
+    assert _images(cache / "state.duckdb") == _images(reference / "state.duckdb")
+    assert not list((cache / "candidates").glob("*.tar"))  # no shard downloaded
     run_cli("finalize", local_on_s3, "--include-pending", check=0)
-    assert _samples(_cache(local_on_s3) / "state.duckdb") == _samples(reference / "state.duckdb")
+    assert _samples(cache / "state.duckdb") == _samples(reference / "state.duckdb")
     same_bytes(s3, "local", reference)
+
+
+def test_a_marker_whose_samples_are_not_its_rows_is_one_line(s3, local_on_s3, tmp_path):
+    """A commit marker whose meta does not match its members (written by hand, or by another tool) stops the
+    driver's ingest in one line naming the marker (exit 1, as a corrupt shard does)."""
+    url = f"s3://{BUCKET}/hostile-marker"
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *SMALL, check=0)
+    assert "(0 done before" in r.stdout, r.stdout
+    key = sorted(k for k in objects(s3, "hostile-marker") if k.startswith("candidates/_committed/"))[0]
+    marker = json.loads(objects(s3, "hostile-marker")[key])
+    first = marker["members"][0]["__key__"]
+    marker["meta"][first + "x"] = marker["meta"].pop(first)
+    s3.put_object(Bucket=BUCKET, Key=f"hostile-marker/{key}", Body=json.dumps(marker).encode())
+    shutil.rmtree(_cache(url))
+    r = run_cli("build", SMOKE, "--out", url, "--quiet", *SMALL)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"gensets: error: {url}/{key}: not a commit marker gensets wrote (sample "), lines
 
 
 # the issue's scale: 24 units of one image each (one nuisance per unit: 4 + 2 + 2 of them for each of 3 classes), on

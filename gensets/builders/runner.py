@@ -214,7 +214,8 @@ def ingest(ws: Workspace) -> int:
     con = state.connect(ws.state_path)
     try:
         added = state.ingest(con, ws.manifest().iter_rows(), ws.candidate,
-                             builder.config_of, initial_status="pending" if builder.needs_review else "accepted")
+                             builder.config_of, initial_status="pending" if builder.needs_review else "accepted",
+                             index_of=ws.committed_indexes if ws.store else None)
         state.index_images(con, ws.candidate)  # a database from before ``images``
         queue.ensure(con)
         return added

@@ -215,12 +215,15 @@ def _image_row(d: dict, shard: str) -> dict:
     return {"key": d["__key__"], "shard": shard, "byte_offset": offset, "nbytes": size, "ext": ext}
 
 
-def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_status: str = "pending") -> int:
+def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_status: str = "pending",
+           index_of=None) -> int:
     """Load the samples of every committed unit not yet in the database.
 
     ``shard_path(shard)`` is the file of a manifest row's shard; only its json and cls members are read
     (:func:`gensets.shards.iter_index`: the images are skipped), and where each image lies (shard, byte
-    offset, size) goes into ``images`` for the review page. ``config_of(meta)`` names the published config
+    offset, size) goes into ``images`` for the review page. ``index_of(shards)``, if given, yields for each shard
+    in turn what iter_index would give, or None to read the shard (a workspace on object storage reads its
+    commit markers: :meth:`gensets.workspace.Workspace.committed_indexes`). ``config_of(meta)`` names the published config
     a sample belongs to. Kept samples enter the review queue as ``initial_status`` (``pending``;
     ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of whole
     units (about :data:`BATCH` samples), one transaction each, so memory does not grow with the number of
@@ -239,7 +242,7 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
     mb = min(INGEST_MEMORY_MB + -(-int(samples) * INDEX_BYTES_PER_SAMPLE // 2**20), 1 << 22)  # at most 4 TB
     con.execute(f"SET memory_limit = '{int(mb)}MB'")
     try:
-        return _ingest(con, todo, shard_path, config_of, initial_status)
+        return _ingest(con, todo, shard_path, config_of, initial_status, index_of)
     finally:
         con.execute("RESET memory_limit")
 
@@ -270,7 +273,7 @@ def _cls(d: dict, shard: str) -> int:
     return v
 
 
-def _ingest(con, todo: dict, shard_path, config_of, initial_status: str) -> int:
+def _ingest(con, todo: dict, shard_path, config_of, initial_status: str, index_of=None) -> int:
     from ..shards import iter_index
 
     added = 0
@@ -287,10 +290,13 @@ def _ingest(con, todo: dict, shard_path, config_of, initial_status: str) -> int:
                 _insert(con, name, rows)
                 rows.clear()
 
-    for unit, (shard, sha256, n, skipped) in sorted(todo.items()):
+    units = sorted(todo.items())
+    indexes = index_of([shard for _, (shard, *_) in units]) if index_of else None
+    for unit, (shard, sha256, n, skipped) in units:
         batch["units"].append({"unit": unit, "shard": shard, "sha256": sha256, "n": n})
         batch["skipped"] += [{"unit": unit, "path": r["path"], "reason": r["reason"]} for r in skipped]
-        for d in iter_index(shard_path(shard)):
+        entries = next(indexes) if indexes else None
+        for d in iter_index(shard_path(shard)) if entries is None else entries:
             key, m = d["__key__"], _meta(d, shard)
             batch["images"].append(_image_row(d, shard))
             batch["samples"].append({
