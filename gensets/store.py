@@ -6,9 +6,11 @@ A URL workspace keeps the store as the truth and a local cache folder for what m
     <url>/environments/<id>.json                the environments that built units
     <url>/candidates/<unit>.tar                 a unit's shard, under its content-derived name (the same bytes on
                                                 every attempt: a duplicate attempt is harmless; no rename)
-    <url>/candidates/_committed/<unit>.json     the commit marker, written LAST: the manifest row and the members'
-                                                offsets. Readers trust only markers; a shard without one is an
-                                                orphan, overwritten by the next attempt (or removed after a build)
+    <url>/candidates/_committed/<unit>.json     the commit marker, written LAST: the manifest row, the members'
+                                                offsets and each sample's json and cls members (the driver ingests
+                                                the unit from it, not from the shard). Readers trust only markers;
+                                                a shard without one is an orphan, overwritten by the next attempt
+                                                (or removed after a build)
     <url>/dataset/...                           what ``gensets finalize`` wrote
     <url>/_lock.json                            the lease of the command running on it (pid, host, time), created
                                                 with a conditional PUT (If-None-Match: *), on S3 renewed and taken
@@ -54,6 +56,10 @@ def is_url(value) -> bool:
 def normalize(url: str) -> str:
     """``url`` checked (a known scheme, a bucket, no credentials in it) and without a trailing slash."""
     scheme = _URL.match(url).group(1).lower()
+    if scheme == "hf":  # fsspec has it (huggingface_hub's HfFileSystem), but as a workspace it cannot work
+        raise GensetsError(f"{url}: a Hugging Face Hub repo is not a workspace (every write is a commit, rate-limited, "
+                           "with no create-only write for the lease); build into a folder or a bucket, then "
+                           "`gensets publish WORKSPACE --repo ORG/NAME` puts the finalized dataset on the Hub")
     if scheme not in SCHEMES:
         raise GensetsError(f"{url}: unknown storage scheme {scheme + '://'!r} (known: "
                            f"{', '.join(s + '://' for s in SCHEMES)}, or a local path)")

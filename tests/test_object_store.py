@@ -286,6 +286,7 @@ def test_a_corrupt_object_is_found_by_verify(s3, local_on_s3):
 
 @pytest.mark.parametrize("url, code, says", [
     ("ftp2://bucket/ws", 2, "unknown storage scheme 'ftp2://'"),
+    ("hf://datasets/me/ws", 2, "a Hugging Face Hub repo is not a workspace"),
     ("s3://gensets-no-such-bucket/ws", 2, "no such bucket"),
     ("s3://KEY:SECRET@bucket/ws", 2, "credentials or a port in the URL are refused"),
 ])
