@@ -201,8 +201,7 @@ def test_a_gpu_worker_asks_for_its_share_of_the_nodes_cores(tmp_path):
     worker asks for its share of its node's cores (the GPU node poorest in cores per GPU), not one: with one, its
     unit's CPU work ran on one thread where the one-process build uses every core. Checked on a real local cluster
     that declares 4 CPUs and 2 GPUs: two 1-GPU workers take 2 CPUs each."""
-    from gensets.builders.backends import _ray_temp_dir, cpu_share, pool
-    from gensets.workspace import Workspace, load_build_config
+    from gensets.builders.backends import cpu_share
 
     def node(cpus, gpus, alive=True):
         return {"Alive": alive, "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
@@ -213,26 +212,35 @@ def test_a_gpu_worker_asks_for_its_share_of_the_nodes_cores(tmp_path):
     assert cpu_share([node(16, 4), node(64, 8, alive=False)], 2.0) == 8
     assert cpu_share([node(64, 8)], 0.0) == 1 and cpu_share([node(2, 1)], 0.1) == 1 and cpu_share([], 1.0) == 1
 
-    os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token",
-                      RAY_AUTH_TOKEN=secrets.token_hex(32))  # conftest restores the environment after the test
-    import ray
+    # in a process of its own: Ray keeps the token of an earlier cluster of this process (another test's)
+    r = subprocess.run([sys.executable, "-c", CPU_SHARE, str(SMOKE), str(tmp_path / "ws")], cwd=ROOT, text=True,
+                       capture_output=True, timeout=600,
+                       env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+                            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"cpus": 2, "free_cpu": 0, "free_gpu": 0}, got
 
-    ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             _temp_dir=_ray_temp_dir(), log_to_driver=False, logging_level="WARNING")
-    try:
-        builder, cfg = load_build_config(str(SMOKE))
-        ws = Workspace.create(tmp_path / "ws", builder, cfg)
-        p = pool("ray", (builder, cfg, ws.where, 1, 0, 1, str(SMOKE)), workers=2, quiet=True, gpus_per_worker=1.0)
-        try:
-            p._start()
-            ray.get([a.ping.remote() for a in p.actors])
-            assert p.cpus == 2
-            free = ray.available_resources()
-            assert free.get("CPU", 0) == 0 and free.get("GPU", 0) == 0, free
-        finally:
-            p.close()
-    finally:
-        ray.shutdown()
+
+CPU_SHARE = """
+import json, sys
+import ray
+from gensets.builders.backends import _ray_temp_dir, pool
+from gensets.workspace import Workspace, load_build_config
+ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", _temp_dir=_ray_temp_dir(),
+         log_to_driver=False, logging_level="WARNING")
+builder, cfg = load_build_config(sys.argv[1])
+ws = Workspace.create(sys.argv[2], builder, cfg)
+p = pool("ray", (builder, cfg, ws.where, 1, 0, 1, sys.argv[1]), workers=2, quiet=True, gpus_per_worker=1.0)
+try:
+    p._start()
+    ray.get([a.ping.remote() for a in p.actors])
+    free = ray.available_resources()
+    print(json.dumps({"cpus": p.cpus, "free_cpu": free.get("CPU", 0), "free_gpu": free.get("GPU", 0)}))
+finally:
+    p.close()
+    ray.shutdown()
+"""
 
 
 def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_refused(reference, tmp_path):
