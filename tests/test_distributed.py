@@ -6,9 +6,12 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -240,6 +243,54 @@ try:
 finally:
     p.close()
     ray.shutdown()
+"""
+
+
+def test_without_address_a_build_starts_its_own_cluster_beside_a_running_one(tmp_path):
+    """A cluster already running on this machine (as `ray start --head` leaves one: its address recorded in Ray's
+    temp folder; here also in RAY_ADDRESS) is not the build's: ray.init() without an address would find and join
+    it, and refuse the build's CPU count (a traceback before). A build without --address starts a cluster of its own and leaves the other one running. The other
+    cluster runs in a process of its own (Ray keeps an earlier in-process cluster's token), under a temp folder of
+    its own that this build shares."""
+    temp = Path(tempfile.mkdtemp(prefix="gensets-ray-", dir="/tmp"))  # short: Ray's socket paths live under it
+    env = {**os.environ, "RAY_TMPDIR": str(temp), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    env.pop("RAY_ADDRESS", None)
+    other = subprocess.Popen([sys.executable, "-c", OTHER_CLUSTER], env=env, text=True, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        ready = other.stdout.readline()
+        assert ready.startswith("ready "), other.stderr.read()[-3000:] if other.poll() is not None else ready
+        assert (temp / "ray" / "ray_current_cluster").read_text().strip() == ready.split()[1]
+        r = run_cli("build", SMOKE, "--out", tmp_path / "ws", "--json", *SMALL, "--backend", "ray", "--workers", "1",
+                    env={**{k: env[k] for k in ("RAY_TMPDIR", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_TOKEN")},
+                         "RAY_ADDRESS": ready.split()[1]})  # joined by `--address auto` only
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert json.loads(r.stdout)["workers"] == 1
+        other.stdin.write("alive?\n")
+        other.stdin.flush()
+        assert other.stdout.readline().strip() == "nodes 1", "the running cluster was disturbed"
+    finally:
+        other.stdin.close()  # it shuts its cluster down and ends
+        try:
+            other.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            other.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+OTHER_CLUSTER = """
+import sys
+import ray
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                        "node_ip_address": "127.0.0.1"})
+print("ready", cluster.address, flush=True)
+for line in sys.stdin:
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    print("nodes", sum(n["Alive"] for n in ray.nodes()), flush=True)
+    ray.shutdown()
+cluster.shutdown()
 """
 
 

@@ -298,8 +298,10 @@ class RayPool:
         if not ray.is_initialized():
             if self.address:  # the cluster's own settings (its token: RAY_AUTH_TOKEN or ~/.ray/auth_token)
                 ray.init(address=self.address, log_to_driver=not self.quiet, logging_level="WARNING")
-            else:  # on 127.0.0.1 only (else Ray binds the machine's external address), no dashboard
-                ray.init(num_cpus=max(self.workers or 0, os.cpu_count() or 1) if self.gpus else
+            else:  # on 127.0.0.1 only (else Ray binds the machine's external address), no dashboard; a cluster of its
+                # own (address "local"): without an address ray.init joins the cluster of RAY_ADDRESS or the one
+                # `ray start` last recorded in the temp folder (someone else's), and refuses the CPU count given
+                ray.init(address="local", num_cpus=max(self.workers or 0, os.cpu_count() or 1) if self.gpus else
                          self.workers or os.cpu_count() or 1, _temp_dir=_ray_temp_dir(), include_dashboard=False,
                          _node_ip_address="127.0.0.1", log_to_driver=not self.quiet, logging_level="WARNING")
             self.started = True
