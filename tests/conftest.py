@@ -120,7 +120,14 @@ def module_fork_server():
             server.close()
 
 
-def run_cli(*args, env=None, check=None, timeout=600):
+# How long a test waits for work that is still making progress (a build, a Ray cluster and its workers starting)
+# before it calls it hung. A guard against hangs, not a measure of speed: on this 2-core machine with two busy loops
+# beside the suite, a 12-unit Ray build took over 10 minutes (its cluster and model loads 5.5), and a test that
+# fails because the machine is slow is a timed test. Tests of a timeout or of a stop pass their own bound.
+HANG = 3600
+
+
+def run_cli(*args, env=None, check=None, timeout=HANG):
     """Run ``gensets`` in a process of its own, as a user would: forked from a process that has imported the
     heavy libraries where the environment is the session's or a module's (tests/forkserver.py), else a fresh
     subprocess."""

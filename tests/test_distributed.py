@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, SMALL, SMOKE, run_cli
+from .conftest import HANG, ROOT, SMALL, SMOKE, run_cli
 from .test_imagenet_d import shards_digest, temp_files, tree_digest
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: each test starts a Ray cluster and builds
@@ -113,7 +113,7 @@ def test_a_node_lost_mid_build_strands_nothing(tmp_path):
                               *SLOW, *RAY, "--address", cluster.address], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "GENSETS_TEST_GATE": str(gate)})
         try:
-            deadline = time.monotonic() + 400
+            deadline = time.monotonic() + HANG
             while not ((gate / "rank-0").exists() and (gate / "rank-1").exists()):
                 assert p.poll() is None, p.stderr.read()[-3000:]
                 assert time.monotonic() < deadline, "the two workers did not both start"
@@ -125,7 +125,7 @@ def test_a_node_lost_mid_build_strands_nothing(tmp_path):
                 time.sleep(0.1)
             done = len(_rows(ws))
             cluster.remove_node(node)
-            out, err = p.communicate(timeout=600)
+            out, err = p.communicate(timeout=HANG)
         finally:
             if p.poll() is None:
                 p.kill()
@@ -147,7 +147,7 @@ def test_default_path_never_imports_ray_or_s3fs(tmp_path):
             "print('help', 'ray' in sys.modules, 's3fs' in sys.modules, file=sys.stderr)\n"
             f"assert main(['build', {str(SMOKE)!r}, '--out', {str(ws)!r}, '--quiet', *{list(SMALL)!r}]) == 0\n"
             "print('build', 'ray' in sys.modules, 's3fs' in sys.modules, 'torch' in sys.modules, file=sys.stderr)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG)
     assert r.returncode == 0, r.stderr
     assert "--backend {local,ray}" in r.stdout and "1 run here" in r.stdout
     lines = [line for line in r.stderr.splitlines() if line.endswith(("True", "False"))]
@@ -168,7 +168,7 @@ def test_without_ray_installed_the_ray_backend_says_what_to_install(tmp_path):
     code = ("import sys\nsys.modules['ray'] = None\nfrom gensets.cli import main\n"
             f"sys.exit(main(['build', {str(SMOKE)!r}, '--out', {str(tmp_path / 'ws')!r}, '--quiet', "
             f"*{list(SMALL)!r}, '--backend', 'ray']))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG)
     assert r.returncode == 2, r.stderr
     assert "pip install 'gensets[distributed]'" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -217,7 +217,7 @@ def test_a_gpu_worker_asks_for_its_share_of_the_nodes_cores(tmp_path):
 
     # in a process of its own: Ray keeps the token of an earlier cluster of this process (another test's)
     r = subprocess.run([sys.executable, "-c", CPU_SHARE, str(SMOKE), str(tmp_path / "ws")], cwd=ROOT, text=True,
-                       capture_output=True, timeout=600,
+                       capture_output=True, timeout=HANG,
                        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
                             "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)})
     assert r.returncode == 0, r.stderr[-3000:]
@@ -305,7 +305,7 @@ def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_r
     p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet", *RAY],
                          cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 400
+        deadline = time.monotonic() + HANG
         while not ((ws / "candidates" / "manifest.jsonl").exists() and len(_rows(ws)) >= 4):
             assert p.poll() is None, p.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "4 units were not committed in time"

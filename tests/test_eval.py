@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, run_cli
+from .conftest import HANG, ROOT, run_cli
 
 
 def fixed_classifier(folder, ranked_ids: list[int]):
@@ -509,7 +509,7 @@ def test_two_processes_under_accelerate_write_the_one_process_run(reference, tmp
          "-m", "gensets.cli", "eval", str(reference), "--model", "tiny:resnet", "--model", "tiny:clip",
          "--model", "tiny:vit", "--config", "background", "--db", str(db), "--batch-size", "5", "--quiet",
          "--workers", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900)
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (query(db, ALL_PREDICTIONS), query(db, ALL_METRICS)) == one
     executions = [json.loads(r["execution"]) for r in query(db, "SELECT execution FROM runs")]

@@ -12,7 +12,7 @@ import pytest
 
 from gensets.errors import EXIT_CODES
 
-from .conftest import ROOT, SMALL, SMOKE, run_cli
+from .conftest import HANG, ROOT, SMALL, SMOKE, run_cli
 
 
 def one_line(r, code: int, *needles: str) -> str:
@@ -81,7 +81,7 @@ def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                          preexec_fn=_ctrl_c_reaches_it)
     manifest = ws / "candidates" / "manifest.jsonl"
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + HANG
     while p.poll() is None and time.monotonic() < deadline:  # the first unit committed, others to go
         if manifest.is_file() and manifest.read_text().count("\n") >= 1:
             break
@@ -93,7 +93,7 @@ def test_ctrl_c_in_a_build_says_what_is_kept_and_the_rerun_resumes(tmp_path):
     kept = manifest.read_text().count("\n")
     assert err.strip() == (f"gensets: interrupted; {kept} unit{'s' * (kept != 1)} committed in {ws} are kept: run "
                            "the same command to resume (a unit cut short is redone)"), err
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=os.environ)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=HANG, env=os.environ)
     assert r.returncode == 0, r.stderr
     assert f"({kept} done before," in r.stdout, r.stdout
 
@@ -147,7 +147,7 @@ def test_ctrl_c_in_an_eval_keeps_finished_runs_and_the_rerun_skips_them(referenc
     reader = threading.Thread(target=lambda: err.extend(iter(lambda: os.read(p.stderr.fileno(), 65536).decode(
         errors="replace"), "")), daemon=True)
     reader.start()
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + HANG
     while p.poll() is None and time.monotonic() < deadline:  # the first config's runs are written: the second began
         if "texture/test" in "".join(err):
             break
@@ -159,7 +159,7 @@ def test_ctrl_c_in_an_eval_keeps_finished_runs_and_the_rerun_skips_them(referenc
     assert p.returncode == 130, "".join(err)
     assert ("gensets: interrupted; runs already written to the database are kept: run the same command to go on "
             "(finished runs are skipped)") in "".join(err), "".join(err)[-500:]
-    r = subprocess.run(cmd + ["--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    r = subprocess.run(cmd + ["--quiet"], capture_output=True, text=True, cwd=ROOT, timeout=HANG)
     assert r.returncode == 0, r.stderr
     assert "skipped tiny:resnet on background/test" in r.stderr, r.stderr
     assert "skipped tiny:resnet on material/test" not in r.stderr  # not finished before: scored now

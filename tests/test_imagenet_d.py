@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, SMOKE, run_cli
+from .conftest import HANG, ROOT, SMOKE, run_cli
 
 EXPECTED_IMAGES = 3 * (3 + 2 + 2) * 2  # classes x nuisances x images per pair in the smoke config
 
@@ -139,7 +139,7 @@ def test_two_processes_under_accelerate(reference, tmp_path):
         [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no",
          "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = [json.loads(line) for line in (ws / "candidates" / "manifest.jsonl").read_text().splitlines()]
     assert {r["rank"] for r in rows} == {0, 1} and {r["world"] for r in rows} == {2}

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import ROOT, SMALL, SMOKE, module_fork_server, run_cli
+from .conftest import HANG, ROOT, SMALL, SMOKE, module_fork_server, run_cli
 from .test_imagenet_d import shards_digest, tree_digest
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: the S3 server, local and Ray builds
@@ -247,7 +247,7 @@ def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_r
         return {k.split("/")[2][:-5] for k in objects(s3, prefix) if k.startswith("candidates/_committed/")}
 
     try:
-        deadline = time.monotonic() + 400
+        deadline = time.monotonic() + HANG
         while len(committed()) < 4:
             assert p.poll() is None, p.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "4 units were not committed in time"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, stop_server
+from .conftest import HANG, ROOT, stop_server
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: every README command, in order
 
@@ -97,7 +97,7 @@ def _serve(line: str, work: Path, env: dict) -> str | None:
     p = subprocess.Popen(["bash", "-c", "exec " + line], cwd=work, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG
         while time.monotonic() < deadline:
             if p.poll() is not None:
                 return f"exited {p.returncode}: {p.stderr.read()[-2000:]}"
@@ -107,7 +107,7 @@ def _serve(line: str, work: Path, env: dict) -> str | None:
                         return None
             except OSError:
                 time.sleep(0.5)
-        return f"{url} did not answer in 120 s"
+        return f"{url} did not answer in {HANG} s"
     finally:
         stop_server(p)
 

@@ -20,7 +20,7 @@ from collections import Counter
 
 import pytest
 
-from .conftest import ROOT, SMOKE
+from .conftest import HANG, ROOT, SMOKE
 
 ROW_GROUP = 122_880  # DuckDB's rows per row group
 
@@ -462,7 +462,7 @@ def test_build_with_nothing_to_do_finalize_card_and_review_never_import_torch(re
             f" ['card', {str(ws)!r}], ['review', 'list', {str(ws)!r}]):\n"
             "    assert main(args) == 0, args\n"
             "    print(args[0], 'torch' in sys.modules, 'diffusers' in sys.modules, file=sys.stderr)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG)
     assert r.returncode == 0, r.stderr
     assert "0 run here" in r.stdout
     lines = [line for line in r.stderr.splitlines() if line.endswith(("True", "False"))]
