@@ -84,12 +84,13 @@ def _rows(ws):
     return [json.loads(line) for line in (ws / "candidates" / "manifest.jsonl").read_text().splitlines()]
 
 
-def _samples(db):
+def _samples(db, table: str = "samples"):
+    """Every row of one of state.duckdb's per-sample tables (samples, images), by key."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return con.execute("SELECT * FROM samples ORDER BY key").fetchall()
+        return con.execute(f"SELECT * FROM {table} ORDER BY key").fetchall()
     finally:
         con.close()
 
@@ -146,16 +147,6 @@ def test_a_build_on_s3_gives_the_bytes_of_the_local_build(s3, local_on_s3, refer
     assert "12 units (12 done before, 0 run here)" in again.stdout
 
 
-def _images(db):
-    import duckdb
-
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute("SELECT * FROM images ORDER BY key").fetchall()
-    finally:
-        con.close()
-
-
 def test_a_fresh_driver_rebuilds_its_state_from_the_markers(s3, local_on_s3, reference):
     """No local cache (another machine): the same build command runs nothing and rebuilds state.duckdb from the
     commit markers alone (each sample's json and cls members, where its image lies), downloading no shard; finalize
@@ -165,7 +156,7 @@ def test_a_fresh_driver_rebuilds_its_state_from_the_markers(s3, local_on_s3, ref
     assert "12 units (12 done before, 0 run here)" in r.stdout, r.stdout
     cache = _cache(local_on_s3)
     assert _samples(cache / "state.duckdb") == _samples(reference / "state.duckdb")
-    assert _images(cache / "state.duckdb") == _images(reference / "state.duckdb")
+    assert _samples(cache / "state.duckdb", "images") == _samples(reference / "state.duckdb", "images")
     assert not list((cache / "candidates").glob("*.tar"))  # no shard downloaded
     run_cli("finalize", local_on_s3, "--include-pending", check=0)
     assert _samples(cache / "state.duckdb") == _samples(reference / "state.duckdb")
