@@ -6,8 +6,12 @@ torch, MKL (torch's BLAS on x86), oneDNN (its convolutions) and numpy each pick 
 instruction set (SSE, AVX2, AVX-512), and those kernels sum floats in different orders.
 
 ``reproducible: strict`` (every builder config; the default) pins each of them to its x86-64 baseline kernels
-before torch or numpy first runs: the bytes are then the same on any x86-64 CPU (measured: AVX-512 against
-AVX2-only MKL, glibc without FMA / AVX2, oneDNN and torch at their lowest ISA; ``tests/test_reproducible.py``).
+before torch or numpy first runs: the bytes are then the same on any x86-64 CPU of one vendor (measured: AVX-512
+against AVX2-only MKL, glibc without FMA / AVX2, oneDNN and torch at their lowest ISA; ``tests/test_reproducible.py``).
+Not between Intel and AMD: torch's elementwise sqrt / exp / log / tanh / erf go through MKL's VML, which honours
+MKL_CBWR on Intel only and always runs its AVX2 kernels on AMD (measured on an AMD EPYC, Zen 4: torch.sqrt is
+one ulp off for 20 % of float32 inputs there, correctly rounded on an emulated Intel CPU). No environment variable
+reaches it; a few images of a build then differ between the vendors (README, "Reproducible").
 On a GPU, strict turns on torch's deterministic algorithms (cuDNN deterministic, no autotuning, cuBLAS's fixed
 workspace): the same GPU model, driver and library versions give the same bytes; another GPU model does not.
 ``reproducible: fast`` leaves every library's own choice: same bytes on the same machine only, and faster on

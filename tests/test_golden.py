@@ -1,6 +1,7 @@
 """The redesign's safety net: every smoke build, finalize, eval and report gives the bytes recorded before it
 (tests/data/golden.json, written by ``python tests/golden.py --write``; see tests/golden.py). The suite runs on
-reproducible: strict's pinned CPU kernels (tests/conftest.py), so the bytes are the same on any x86-64 CPU; only
+reproducible: strict's pinned CPU kernels (tests/conftest.py), so the bytes are the same on any x86-64 CPU of the
+recorded vendor (another vendor's few own entries: ``by_cpu``, see tests/golden.py); only
 reports' floats computed by numpy's / scipy's OpenBLAS are compared within golden.BLAS_TOLERANCE (and their figures
 set aside), and only where the OpenBLAS kernels differ from the recorded ones."""
 
@@ -8,18 +9,32 @@ import json
 
 import pytest
 
-from .golden import GOLDEN, compare, scrub, snapshot
+from .golden import GOLDEN, compare, expected, scrub, snapshot, vendor
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: every smoke build, eval and report
 
 
 def test_smoke_builds_evals_and_reports_are_byte_identical_to_the_recorded_ones(tmp_path):
-    want = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    record = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    want = expected(record, vendor())
     got = scrub(snapshot(tmp_path), tmp_path)
     changed = compare(want, got)
     how = "exactly" if want.get("blas") == got.get("blas") else (
         f"report.json numbers within the tolerance: OpenBLAS recorded {want.get('blas')}, here {got.get('blas')}")
-    assert not changed, f"changed ({how}): {sorted(changed)}\n{json.dumps(changed, indent=1, default=str)[:4000]}"
+    cpu = (f"{vendor()}'s own entries for {len(record['by_cpu'][vendor()])} of them" if vendor() in record.get("by_cpu", {})
+           else f"recorded on {record.get('cpu')}, none of its own for {vendor()}")
+    assert not changed, (f"changed ({how}; {cpu}): {sorted(changed)}\n"
+                         f"{json.dumps(changed, indent=1, default=str)[:4000]}")
+
+
+def test_a_cpu_vendor_is_held_to_its_own_entries_only_where_it_has_them():
+    record = {"cpu": "GenuineIntel", "blas": ["b"], "a/candidates": {"x.tar": "1"}, "eval a": {"top1": 0.5},
+              "by_cpu": {"AuthenticAMD": {"a/candidates": {"x.tar": "2"}}}}
+    intel, amd = expected(record, "GenuineIntel"), expected(record, "AuthenticAMD")
+    assert intel == {"blas": ["b"], "a/candidates": {"x.tar": "1"}, "eval a": {"top1": 0.5}}
+    assert amd == {**intel, "a/candidates": {"x.tar": "2"}}
+    assert expected(record, "HygonGenuine") == intel  # a vendor with no entries: the record
+    assert compare(amd, {**intel, "a/candidates": {"x.tar": "1"}})  # AMD's own entry is exact, not either one
 
 
 def test_the_comparison_is_loose_only_for_report_numbers_and_only_under_another_openblas():

@@ -59,8 +59,8 @@ class ReviewConfig:
 class BuildFields(QualityFields):
     """The keys every builder config accepts besides its own (a base class of each builder's Config): the
     ``quality:`` thresholds, ``reproducible``: ``strict`` (default) pins the CPU kernels and turns on the
-    GPU's deterministic algorithms, so a rebuild gives the same bytes on any x86-64 CPU (on GPUs: the same
-    model, driver and versions); ``fast`` leaves the libraries' own kernels (same bytes on the same machine only),
+    GPU's deterministic algorithms, so a rebuild gives the same bytes on any x86-64 CPU of the same vendor (Intel
+    or AMD; on GPUs: the same model, driver and versions); ``fast`` leaves the libraries' own kernels (same bytes on the same machine only),
     see :mod:`gensets.determinism`; and ``review`` (:class:`ReviewConfig`: the review page's instructions and
     reference images). Each is left out of the frozen config and its fingerprint while at its default."""
 
