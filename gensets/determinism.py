@@ -121,14 +121,19 @@ def _capability() -> str | None:
         return None
 
 
-def _cpu_model() -> str:
+def cpuinfo(field: str) -> str | None:
+    """The first ``field`` of /proc/cpuinfo (``model name``, ``vendor_id``, ...); None where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def _cpu_model() -> str:
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def _commit() -> str | None:

@@ -172,13 +172,9 @@ def vendor() -> str:
     """This CPU's vendor (``GenuineIntel``, ``AuthenticAMD``, ...; the machine name where /proc/cpuinfo has none)."""
     import platform
 
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
+    from gensets.determinism import cpuinfo
+
+    return cpuinfo("vendor_id") or platform.machine()
 
 
 def expected(record: dict, cpu: str) -> dict:
