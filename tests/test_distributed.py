@@ -90,7 +90,7 @@ def test_a_node_lost_mid_build_strands_nothing(tmp_path):
     second node is removed once both workers have committed a unit: the unit it ran goes to the other worker,
     and the build completes with the bytes of a local build. The workers start their first unit together (the
     test hook GENSETS_TEST_GATE): on a loaded machine one worker could otherwise run every unit before the other
-    has imported torch."""
+    has imported torch. The workers run at the priority of the node's processes."""
     reference = tmp_path / "reference"
     run_cli("build", SMOKE, "--out", reference, "--quiet", *SLOW, check=0)
     # Ray turns a 127.0.0.1 address into the machine's outward one unless told it is a one-machine cluster
@@ -118,6 +118,9 @@ def test_a_node_lost_mid_build_strands_nothing(tmp_path):
                 assert p.poll() is None, p.stderr.read()[-3000:]
                 assert time.monotonic() < deadline, "the two workers did not both start"
                 time.sleep(0.1)
+            for rank in (0, 1):  # at the node's priority, not Ray's default 15 lower (starved beside busy processes)
+                pid = int((gate / f"rank-{rank}").read_text())
+                assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0), rank
             (gate / "go").touch()
             while not ((ws / "candidates" / "manifest.jsonl").exists() and {r["rank"] for r in _rows(ws)} == {0, 1}):
                 assert p.poll() is None, p.stderr.read()[-3000:]

@@ -33,10 +33,15 @@ URL workspace it first uploads a shard cut short under the unit's name, with no 
 its shard and its marker would leave it."""
 
 
+NICENESS = "RAY_worker_niceness"
+"""How much lower than its node's processes Ray runs a worker (``nice`` increment; Ray's default 15); a build's
+workers get 0 unless this is set where the build runs."""
+
+
 GATE = "GENSETS_TEST_GATE"
-"""Tests only: a folder. A worker, its models loaded, says it is ready (``<folder>/rank-<rank>``) and waits for
-``<folder>/go`` before its first unit: a test that must see every worker started (before it removes a node) does not
-depend on how long a worker takes to start on a loaded machine."""
+"""Tests only: a folder. A worker, its models loaded, says it is ready (``<folder>/rank-<rank>``, holding its process
+id) and waits for ``<folder>/go`` before its first unit: a test that must see every worker started (before it removes
+a node) does not depend on how long a worker takes to start on a loaded machine."""
 
 
 def unit_name(unit) -> str:
@@ -157,7 +162,9 @@ def _gate(rank: int) -> None:
         return
     import time
 
-    Path(folder, f"rank-{rank}").touch()
+    ready = Path(folder, f"rank-{rank}")
+    ready.with_suffix(".part").write_text(str(os.getpid()))
+    ready.with_suffix(".part").replace(ready)  # whole when seen
     deadline = time.monotonic() + 600
     while not Path(folder, "go").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -314,6 +321,11 @@ class RayPool:
         for hook in (FAULT, GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
+        # Ray lowers its workers' priority by 15 (its worker_niceness) below the node's processes: beside any other
+        # busy process the units got a sliver of the CPU (the smoke build on two workers beside two busy loops: 556 s
+        # here, 21 s on the idle machine, where the one-process build takes 25 s loaded). Workers run at the node's
+        # priority, as Ray's own job supervisor runs its driver; RAY_worker_niceness set here still says otherwise.
+        env[NICENESS] = os.environ.get(NICENESS, "0")
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
         self.cpus = self.cpus or cpu_share(ray.nodes(), self.gpus)
         actor = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
