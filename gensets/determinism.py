@@ -9,9 +9,10 @@ instruction set (SSE, AVX2, AVX-512), and those kernels sum floats in different 
 before torch or numpy first runs: the bytes are then the same on any x86-64 CPU of one vendor (measured: AVX-512
 against AVX2-only MKL, glibc without FMA / AVX2, oneDNN and torch at their lowest ISA; ``tests/test_reproducible.py``).
 Not between Intel and AMD: torch's elementwise sqrt / exp / log / tanh / erf go through MKL's VML, which honours
-MKL_CBWR on Intel only and always runs its AVX2 kernels on AMD (measured on an AMD EPYC, Zen 4: torch.sqrt is
-one ulp off for 20 % of float32 inputs there, correctly rounded on an emulated Intel CPU). No environment variable
-reaches it; a few images of a build then differ between the vendors (README, "Reproducible").
+MKL_CBWR on Intel only and always runs its AVX2 kernels on AMD (measured on an AMD EPYC, Zen 4: torch.sqrt of
+float32 rounds 587 of :func:`sqrt_misses`'s 4096 inputs wrongly, with or without the pins; the golden records of an
+Intel and this AMD CPU differ in one image of a smoke build). No environment variable reaches it; a few images of
+a build then differ between the vendors (README, "Reproducible").
 On a GPU, strict turns on torch's deterministic algorithms (cuDNN deterministic, no autotuning, cuBLAS's fixed
 workspace): the same GPU model, driver and library versions give the same bytes; another GPU model does not.
 ``reproducible: fast`` leaves every library's own choice: same bytes on the same machine only, and faster on
@@ -136,6 +137,21 @@ def _cpu_model() -> str:
     return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
+def sqrt_misses(n: int = 4096) -> str:
+    """How many of ``n`` fixed float32 inputs (uniform in [0.5, 2), seed 0) torch.sqrt does not round correctly: a
+    fingerprint of the elementwise kernels (MKL's VML) that the pins of ``strict`` do not reach. Measured under the
+    pins: ``587 of 4096`` on an AMD EPYC (Zen 4), the same without them. Under ``qemu-x86_64 -cpu Skylake-Server``
+    (an emulated Intel CPU): 463 with the pins, 0 without; no Intel machine was at hand to measure a real one, and
+    qemu's arithmetic is no stand-in for it (tests/golden.py's ``write_shared``). The environment records the
+    count, so that a rebuild on another vendor that differs says why (``cpu.sqrt_misses: 587 of 4096 -> ...``)."""
+    import numpy as np
+    import torch
+
+    x = np.random.default_rng(0).uniform(0.5, 2.0, n).astype(np.float32)
+    exact = np.sqrt(x.astype(np.float64)).astype(np.float32)  # double's sqrt, rounded once more: correctly rounded
+    return f"{int((torch.sqrt(torch.from_numpy(x)).numpy() != exact).sum())} of {n}"
+
+
 def _commit() -> str | None:
     """gensets' git commit when it runs from a checkout (``+dirty`` with uncommitted changes), else None."""
     here = Path(__file__).resolve().parent
@@ -170,7 +186,8 @@ def describe(mode: str, device: str, threads: int | None = None) -> dict:
            "device": "cuda" if str(device).startswith("cuda") else "cpu",
            "threads": threads if threads is not None else torch.get_num_threads(),
            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-           "cpu": {"machine": platform.machine(), "model": _cpu_model(), "torch_capability": _capability(),
+           "cpu": {"machine": platform.machine(), "vendor": cpuinfo("vendor_id"), "model": _cpu_model(),
+                   "torch_capability": _capability(), "sqrt_misses": sqrt_misses(),
                    "pins": {k: os.environ.get(k) for k in CPU_PINS}},
            "gpu": None}
     if env["device"] == "cuda":

@@ -12,7 +12,8 @@ from gensets import determinism
 
 # Every build, eval and report of the suite runs on the pinned CPU kernels of `reproducible: strict`, set before
 # torch or numpy first runs in this process (and inherited by the processes it starts): the recorded digests
-# (tests/test_golden.py) then hold on any x86-64 CPU, and a strict build in this process is never "too late".
+# (tests/test_golden.py) then hold on any x86-64 CPU of a recorded vendor, and a strict build in this process is
+# never "too late".
 determinism.pin("strict")
 
 ROOT = Path(__file__).resolve().parents[1]

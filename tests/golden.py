@@ -2,7 +2,8 @@
 
 ``python tests/golden.py --write`` records them in tests/data/golden.json; ``test_golden.py`` rebuilds
 everything and compares, so a refactoring that changes a single byte of a shard, a card, an eval result or
-a report is caught. Only what is measured (generator and evaluation seconds) is masked before hashing.
+a report is caught. ``--write-cpu`` records another CPU vendor's own entries; ``--write-shared`` takes a change made
+on purpose (a card's text) for every vendor where the record shows it is the same on all (:func:`write_shared`). Only what is measured (generator and evaluation seconds) is masked before hashing.
 """
 
 from __future__ import annotations
@@ -161,9 +162,9 @@ BLAS_TOLERANCE = 1e-6
 
 # The other thing the pins cannot reach: torch's elementwise sqrt, exp, log, tanh, erf, ... call MKL's VML, which
 # honours MKL_CBWR on Intel CPUs but on AMD ones always runs its AVX2 kernels (measured on an AMD EPYC (Zen 4):
-# mkl_vml_kernel_sSqrt_EXHA whatever MKL_CBWR or MKL_ENABLE_INSTRUCTIONS say; torch.sqrt of float32 not correctly
-# rounded for 20 % of random inputs there, correctly rounded for all on an emulated Intel CPU). So a few entries
-# differ between the CPU vendors (the recognition smoke build: one image in 24, 96 pixels by one level): golden.json
+# mkl_vml_kernel_sSqrt_EXHA whatever MKL_CBWR or MKL_ENABLE_INSTRUCTIONS say; torch.sqrt of float32 rounds 587 of
+# determinism.sqrt_misses's 4096 inputs wrongly there, whatever the pins). So a few entries differ between the CPU
+# vendors (the recognition smoke build: one image in 24, 96 pixels by one level): golden.json
 # records them again, whole, under "by_cpu" for each other vendor (``python tests/golden.py --write-cpu`` on such a
 # machine); everything else is compared with the one record on every x86-64 CPU.
 
@@ -182,6 +183,52 @@ def expected(record: dict, cpu: str) -> dict:
     the record's where it has its own (``by_cpu``)."""
     base = {k: v for k, v in record.items() if k not in ("by_cpu", "cpu")}
     return {**base, **record.get("by_cpu", {}).get(cpu, {})}
+
+
+def write_shared(record: dict, snap: dict, cpu: str) -> tuple[dict, str]:
+    """The record updated from a snapshot on one vendor's CPU, for every vendor where that is known: a change (a
+    card's text) must be recorded for both vendors, and this machine is only one of them. A file (or an eval's
+    field) that the record holds the same for every vendor was the same on both, so its new value is taken for all;
+    one the vendors record differently is updated for ``cpu`` only, and named: rerun ``--write`` or ``--write-cpu``
+    on the other vendor's CPU. (An emulated CPU is no stand-in: a snapshot under ``qemu-x86_64 -cpu Skylake-Server``
+    differed from the real Intel record in most shards.) Returns the record and what was done."""
+    vendors = [record["cpu"], *record.get("by_cpu", {})]
+    if cpu not in vendors:
+        sys.exit(f"{GOLDEN} has no entries for {cpu}: record them first with --write-cpu")
+    views = {v: expected(record, v) for v in vendors}
+    new = json.loads(json.dumps(record))
+    holders = {v: new if v == record["cpu"] else new["by_cpu"][v] for v in vendors}
+    shared, own = 0, []
+    for key, got in snap.items():
+        if key == "blas" or views[cpu].get(key) == got:
+            continue
+        olds = [views[v].get(key) for v in vendors]
+        if not all(isinstance(o, dict) for o in olds) or not isinstance(got, dict):
+            parts = {None: got}  # a single digest: taken whole
+        else:
+            parts = {f: got.get(f) for f in got.keys() | views[cpu][key].keys() if got.get(f) != views[cpu][key].get(f)}
+        for part, value in parts.items():
+            same = all((o if part is None else o.get(part)) == (olds[0] if part is None else olds[0].get(part))
+                       for o in olds)
+            for v in (vendors if same else [cpu]):
+                holder = holders[v]
+                if key not in holder and v != record["cpu"]:
+                    if same:
+                        continue  # this vendor reads the entry from the record's own, updated above
+                    holder[key] = json.loads(json.dumps(views[v].get(key)))  # the vendor's own copy from now on
+                if part is None:
+                    holder[key] = value
+                elif value is None:
+                    holder[key].pop(part, None)
+                else:
+                    holder.setdefault(key, {})[part] = value
+            shared += same
+            if not same:
+                own.append(f"{key}: {part}" if part else key)
+    what = f"{shared} changes taken for every vendor ({', '.join(vendors)})"
+    if own:
+        what += f"; {len(own)} for {cpu} only, rerun on the others: " + "; ".join(own)
+    return new, what
 
 
 def blas() -> list[str]:
@@ -266,7 +313,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         d = keep or d
         snap = scrub(snapshot(Path(d)), Path(d))
-    if "--write-cpu" in sys.argv:  # this vendor's own entries: those that differ from the record
+    if "--write-shared" in sys.argv:
+        record, what = write_shared(record, snap, cpu)
+        snap = record
+    elif "--write-cpu" in sys.argv:  # this vendor's own entries: those that differ from the record
         base = expected(record, "")
         own = {k: v for k, v in snap.items() if k != "blas" and base.get(k) != v}
         record.setdefault("by_cpu", {})[cpu] = own
@@ -280,5 +330,5 @@ def main() -> None:
     print(f"{GOLDEN}: {sum(len(v) if isinstance(v, dict) else 1 for v in snap.values())} digests, {what}")
 
 
-if __name__ == "__main__" and ("--write" in sys.argv or "--write-cpu" in sys.argv):
+if __name__ == "__main__" and ({"--write", "--write-cpu", "--write-shared"} & set(sys.argv)):
     main()

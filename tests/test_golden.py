@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .golden import GOLDEN, compare, expected, scrub, snapshot, vendor
+from .golden import GOLDEN, compare, expected, scrub, snapshot, vendor, write_shared
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: every smoke build, eval and report
 
@@ -35,6 +35,25 @@ def test_a_cpu_vendor_is_held_to_its_own_entries_only_where_it_has_them():
     assert amd == {**intel, "a/candidates": {"x.tar": "2"}}
     assert expected(record, "HygonGenuine") == intel  # a vendor with no entries: the record
     assert compare(amd, {**intel, "a/candidates": {"x.tar": "1"}})  # AMD's own entry is exact, not either one
+
+
+def test_a_change_made_on_one_vendor_is_taken_for_the_other_only_where_the_record_shows_them_alike():
+    record = {"cpu": "GenuineIntel", "blas": ["b"], "p": "1",
+              "a/dataset": {"README.md": "c1", "x.tar": "1"}, "b/dataset": {"README.md": "d1"},
+              "by_cpu": {"AuthenticAMD": {"a/dataset": {"README.md": "c1", "x.tar": "2"}, "p": "2"}}}
+    # on AMD: both cards' text changed (alike on both vendors before), and AMD's own shard and digest
+    snap = {"blas": ["z"], "a/dataset": {"README.md": "c2", "x.tar": "3"}, "b/dataset": {"README.md": "d2"}, "p": "4"}
+    new, what = write_shared(record, snap, "AuthenticAMD")
+    assert expected(new, "AuthenticAMD") == {**snap, "blas": ["b"]}
+    assert expected(new, "GenuineIntel") == {"blas": ["b"], "p": "1", "a/dataset": {"README.md": "c2", "x.tar": "1"},
+                                             "b/dataset": {"README.md": "d2"}}
+    assert what.endswith("2 for AuthenticAMD only, rerun on the others: a/dataset: x.tar; p")
+    # on Intel, a shard AMD records its own value for: Intel's changes, AMD's stays
+    record = {"cpu": "GenuineIntel", "a/dataset": {"README.md": "c1", "x.tar": "1"},
+              "by_cpu": {"AuthenticAMD": {"a/dataset": {"README.md": "c1", "x.tar": "2"}}}}
+    new, _ = write_shared(record, {"a/dataset": {"README.md": "c1", "x.tar": "5"}}, "GenuineIntel")
+    assert expected(new, "GenuineIntel")["a/dataset"]["x.tar"] == "5"
+    assert expected(new, "AuthenticAMD")["a/dataset"]["x.tar"] == "2"
 
 
 def test_the_comparison_is_loose_only_for_report_numbers_and_only_under_another_openblas():

@@ -117,11 +117,13 @@ def test_rebuild_is_identical_and_names_an_edited_environment(builds, tmp_path):
     torch_version = env["libraries"]["torch"]
     env["libraries"]["torch"] = "0.0.1"
     env["cpu"]["model"] = "Another CPU"
+    env["cpu"]["vendor"], env["cpu"]["sqrt_misses"] = "OtherVendor", "4097 of 4096"
     path.write_text(json.dumps(env))
     r = _gensets("verify", ws, "--rebuild", "2", "--seed", "3", "--quiet")
     assert r.returncode == 0
     assert f"libraries.torch: 0.0.1 -> {torch_version}" in r.stdout
     assert "cpu.model: Another CPU -> " in r.stdout and "identical: 2 of 2" in r.stdout
+    assert "cpu.vendor: OtherVendor -> " in r.stdout and "cpu.sqrt_misses: 4097 of 4096 -> " in r.stdout
 
 
 def test_rebuild_that_differs_names_the_kernels(builds, tmp_path):

@@ -34,8 +34,10 @@ its shard and its marker would leave it."""
 
 
 NICENESS = "RAY_worker_niceness"
-"""How much lower than its node's processes Ray runs a worker (``nice`` increment; Ray's default 15); a build's
-workers get 0 unless this is set where the build runs."""
+"""How much lower than its node's processes Ray runs a worker (``nice`` increment). Ray's default, 15, gave the units
+a sliver of the CPU beside any other busy process (the smoke build on two workers beside two busy loops: 556 s, against
+21 s on the idle machine and 25 s for the one-process build beside the same loops). A build's workers get 0, the
+node's own priority, as Ray's job supervisor gives its driver, unless this is set where the build runs."""
 
 
 GATE = "GENSETS_TEST_GATE"
@@ -162,9 +164,9 @@ def _gate(rank: int) -> None:
         return
     import time
 
-    ready = Path(folder, f"rank-{rank}")
-    ready.with_suffix(".part").write_text(str(os.getpid()))
-    ready.with_suffix(".part").replace(ready)  # whole when seen
+    ready, part = Path(folder, f"rank-{rank}"), Path(folder, f"rank-{rank}.part")
+    part.write_text(str(os.getpid()))
+    part.replace(ready)  # whole when seen
     deadline = time.monotonic() + 600
     while not Path(folder, "go").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -321,10 +323,7 @@ class RayPool:
         for hook in (FAULT, GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
-        # Ray lowers its workers' priority by 15 (its worker_niceness) below the node's processes: beside any other
-        # busy process the units got a sliver of the CPU (the smoke build on two workers beside two busy loops: 556 s
-        # here, 21 s on the idle machine, where the one-process build takes 25 s loaded). Workers run at the node's
-        # priority, as Ray's own job supervisor runs its driver; RAY_worker_niceness set here still says otherwise.
+        # workers at the node's priority, not Ray's 15 steps below it (NICENESS)
         env[NICENESS] = os.environ.get(NICENESS, "0")
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
         self.cpus = self.cpus or cpu_share(ray.nodes(), self.gpus)

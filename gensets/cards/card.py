@@ -166,7 +166,9 @@ def reproducibility_md(cfg, manifest: dict) -> str:
     comments, so that tools comparing cards across machines can set the machine's part aside)."""
     mode = getattr(cfg, "reproducible", "strict")
     promise = ("the CPU kernels were pinned (`reproducible: strict`), so a CPU rebuild with the same library "
-               "versions gives the same bytes on any x86-64 CPU; on GPUs, the same GPU model, driver and versions do"
+               "versions gives the same bytes on any x86-64 CPU of the same vendor (between Intel and AMD a few images may "
+               "differ: torch's elementwise math runs other kernels on each); on GPUs, the same GPU model, driver and "
+               "versions do"
                if mode == "strict" else
                "the libraries chose their own kernels (`reproducible: fast`), so only the same machine with the same "
                "versions gives the same bytes")
