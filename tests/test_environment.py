@@ -44,4 +44,13 @@ def test_the_record_names_the_cpu_vendor_and_the_probe():
 def test_the_card_promises_the_same_bytes_on_one_cpu_vendor_only():
     text = reproducibility_md(SimpleNamespace(reproducible="strict"), {"environments": []})
     assert "any x86-64 CPU of the same vendor" in text and "between Intel and AMD" in text
+    # the environment table names the vendor and the probe; an older record without them still gets its row
+    env = determinism.describe("strict", "cpu", threads=1)
+    old = {**env, "cpu": {k: v for k, v in env["cpu"].items() if k not in ("vendor", "sqrt_misses")}}
+    text = reproducibility_md(SimpleNamespace(reproducible="strict"),
+                              {"environments": [{"units": 3, "environment": env}, {"units": 1, "environment": old}]})
+    new_row, old_row = (line for line in text.splitlines() if line.startswith("| 3 ") or line.startswith("| 1 "))
+    assert f"({env['cpu']['vendor'] + ', ' if env['cpu']['vendor'] else ''}{platform.machine()}, torch kernels " in new_row
+    assert f"torch.sqrt rounds {env['cpu']['sqrt_misses']} probes wrongly" in new_row
+    assert f"({platform.machine()}, torch kernels {env['cpu']['torch_capability']}), 1 thread(s)" in old_row
     assert "same machine" in reproducibility_md(SimpleNamespace(reproducible="fast"), {"environments": []})

@@ -185,9 +185,11 @@ def reproducibility_md(cfg, manifest: dict) -> str:
         libs = ", ".join(f"{k} {v}" for k, v in env["libraries"].items() if v)
         c = env.get("gensets_commit")
         commit = f" ({c[:12]}{'+dirty' if c.endswith('+dirty') else ''})" if c else ""
+        cpu = env["cpu"]
+        kernels = [cpu.get("vendor"), cpu["machine"], f"torch kernels {cpu['torch_capability']}",
+                   cpu.get("sqrt_misses") and f"torch.sqrt rounds {cpu['sqrt_misses']} probes wrongly"]
         where = (f"GPU {env['gpu']['name']} (CUDA {env['gpu']['cuda']}, driver {env['gpu']['driver']})" if env.get("gpu")
-                 else f"CPU {env['cpu']['model']} ({env['cpu']['machine']}, torch kernels "
-                      f"{env['cpu']['torch_capability']}), {env['threads']} thread(s)")
+                 else f"CPU {cpu['model']} ({', '.join(k for k in kernels if k)}), {env['threads']} thread(s)")
         rows.append([e["units"], f"gensets {env['gensets']}{commit}, Python {env['python']}, {libs}; {where}; "
                                  f"reproducible: {env['reproducible']}"])
     if rows:
