@@ -2,13 +2,15 @@
 
 ``python tests/golden.py --write`` records them in tests/data/golden.json; ``test_golden.py`` rebuilds
 everything and compares, so a refactoring that changes a single byte of a shard, a card, an eval result or
-a report is caught. ``--write-cpu`` records another CPU vendor's own entries; ``--write-shared`` takes a change made
-on purpose (a card's text) for every vendor where the record shows it is the same on all (:func:`write_shared`). Only what is measured (generator and evaluation seconds) is masked before hashing.
+a report is caught. ``--write-cpu`` records another CPU vendor's own entries; ``--write-shared`` takes a change
+made on purpose (a card's text) for every vendor where the record shows it is the same on all
+(:func:`write_shared`). Only what is measured (generator and evaluation seconds) is masked before hashing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import io
 import json
@@ -196,26 +198,27 @@ def write_shared(record: dict, snap: dict, cpu: str) -> tuple[dict, str]:
     if cpu not in vendors:
         sys.exit(f"{GOLDEN} has no entries for {cpu}: record them first with --write-cpu")
     views = {v: expected(record, v) for v in vendors}
-    new = json.loads(json.dumps(record))
+    new = copy.deepcopy(record)
     holders = {v: new if v == record["cpu"] else new["by_cpu"][v] for v in vendors}
     shared, own = 0, []
     for key, got in snap.items():
-        if key == "blas" or views[cpu].get(key) == got:
+        mine = views[cpu].get(key)
+        if key == "blas" or mine == got:
             continue
         olds = [views[v].get(key) for v in vendors]
         if not all(isinstance(o, dict) for o in olds) or not isinstance(got, dict):
             parts = {None: got}  # a single digest: taken whole
         else:
-            parts = {f: got.get(f) for f in got.keys() | views[cpu][key].keys() if got.get(f) != views[cpu][key].get(f)}
+            parts = {f: got.get(f) for f in got.keys() | mine.keys() if got.get(f) != mine.get(f)}
         for part, value in parts.items():
-            same = all((o if part is None else o.get(part)) == (olds[0] if part is None else olds[0].get(part))
-                       for o in olds)
+            at = [o if part is None else o.get(part) for o in olds]  # each vendor's value now
+            same = all(a == at[0] for a in at)
             for v in (vendors if same else [cpu]):
                 holder = holders[v]
                 if key not in holder and v != record["cpu"]:
                     if same:
                         continue  # this vendor reads the entry from the record's own, updated above
-                    holder[key] = json.loads(json.dumps(views[v].get(key)))  # the vendor's own copy from now on
+                    holder[key] = copy.deepcopy(views[v].get(key))  # the vendor's own copy from now on
                 if part is None:
                     holder[key] = value
                 elif value is None:
@@ -314,8 +317,7 @@ def main() -> None:
         d = keep or d
         snap = scrub(snapshot(Path(d)), Path(d))
     if "--write-shared" in sys.argv:
-        record, what = write_shared(record, snap, cpu)
-        snap = record
+        snap, what = write_shared(record, snap, cpu)
     elif "--write-cpu" in sys.argv:  # this vendor's own entries: those that differ from the record
         base = expected(record, "")
         own = {k: v for k, v in snap.items() if k != "blas" and base.get(k) != v}

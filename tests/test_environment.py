@@ -4,6 +4,7 @@
 import math
 import platform
 import struct
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -31,7 +32,7 @@ def test_the_sqrt_probe_counts_what_python_counts():
 
 def test_the_record_names_the_cpu_vendor_and_the_probe():
     env = determinism.describe("strict", "cpu", threads=1)
-    vendors = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
+    vendors = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
                if line.startswith("vendor_id")] if platform.system() == "Linux" else []
     assert env["cpu"]["vendor"] == (vendors[0] if vendors else None)
     assert env["cpu"]["sqrt_misses"] == determinism.sqrt_misses()
