@@ -334,3 +334,101 @@ def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_r
     assert r["done_before"] == len(committed) and r["units_run"] == 12 - len(committed), r
     _same_bytes(ws, reference)
     run_cli("verify", ws, check=0)
+
+
+def _descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it (Ray's GCS, raylet, agents and workers are the build's children)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+def _socket_inodes(pids: set[int]) -> set[str]:
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return inodes
+
+
+def _addr(hexaddr: str) -> str:
+    """An address of /proc/net/tcp(6) (little-endian hex words) as text."""
+    import ipaddress
+
+    host, port = hexaddr.split(":")
+    raw = bytes.fromhex(host)
+    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(raw)
+    if ip.version == 6 and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return f"{ip}:{int(port, 16)}"
+
+
+def tcp_sockets(pids: set[int]) -> list[tuple[str, str]]:
+    """(local, remote) of every TCP socket the processes ``pids`` hold, from /proc/net/tcp and /proc/net/tcp6."""
+    mine, out = _socket_inodes(pids), []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[9] in mine:
+                out.append((_addr(f[1]), _addr(f[2])))
+    return out
+
+
+def _loopback(address: str) -> bool:
+    import ipaddress
+
+    host = address.rsplit(":", 1)[0]
+    ip = ipaddress.ip_address(host)
+    return ip.is_loopback or (ip.is_unspecified and address.endswith(":0"))  # a remote end not yet connected
+
+
+def test_a_ray_build_listens_and_talks_on_loopback_only(tmp_path):
+    """README: a local cluster is on 127.0.0.1 only. Every TCP socket of the build's processes (driver, GCS, raylet,
+    agents, workers), read from /proc/net/tcp and tcp6 while both workers wait at the start gate and again while
+    units run, has a loopback address at both ends: none listens on every address (0.0.0.0 / ::) or on the
+    machine's outward one. (Ray, unless it is told the cluster is one machine, uses the outward address for its
+    workers even when the driver's node is on 127.0.0.1.)"""
+    ws, gate = tmp_path / "ws", tmp_path / "gate"
+    gate.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}  # gensets' own setting
+    p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", str(ws), "--quiet",
+                          *RAY], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**env, "GENSETS_TEST_GATE": str(gate)})
+    seen: set = set()
+    try:
+        deadline = time.monotonic() + HANG
+        while not ((gate / "rank-0").exists() and (gate / "rank-1").exists()):
+            assert p.poll() is None, p.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the two workers did not both start"
+            time.sleep(0.1)
+        seen.update(tcp_sockets(_descendants(p.pid)))
+        (gate / "go").touch()
+        while p.poll() is None and time.monotonic() < deadline:
+            seen.update(tcp_sockets(_descendants(p.pid)))
+            time.sleep(0.5)
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err[-3000:]
+    listening = [a for a, b in seen if b.endswith(":0")]
+    assert len(listening) >= 3, seen  # GCS, raylet, workers: the look saw the cluster
+    outside = sorted({f"{a} -> {b}" for a, b in seen if not (_loopback(a) and _loopback(b))})
+    assert not outside, f"{len(outside)} sockets off loopback: {outside[:20]}"

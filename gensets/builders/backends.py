@@ -291,6 +291,10 @@ class RayPool:
             return
         # before ray is imported: it reads its settings then
         self._set_env("RAY_USAGE_STATS_ENABLED", "0")  # never report to Ray's servers unasked
+        if not self.address:
+            # a cluster of one machine: without this Ray gives its workers the machine's outward address (its
+            # processes then listen on every address and talk over that one), although the node is on 127.0.0.1
+            self._set_env("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         if not self.address and "RAY_AUTH_MODE" not in os.environ:
             # a local cluster listens on loopback, which other users of the machine reach too: token
             # authentication, under a token made for this run, kept in this process's environment (inherited by
