@@ -10,11 +10,12 @@ image), --images prompts and seeds in one call of --images (batch N), a warm-up 
 
     process   settings (each: a warm-up call = run 1, a timed call = run 2)
     plain     fast (nothing); deterministic algorithms alone; cuDNN deterministic + no benchmark alone;
-              then fast at batch 1 (--images calls of one image)
+              then fast at batch 1 (--images calls of one image; one timed run, after the batch-N calls)
     pins      fast under the CPU pins alone
     cublas    fast under the cuBLAS workspace alone
     strict    strict (all four); then strict at batch 1
-    plain2    fast again (another process)          strict2   strict again (another process)
+    plain2    fast again, strict2: strict again: two more processes, run side by side (for their bytes only:
+              their images/s are not timings)
 
 Printed: images/s of the timed call (and against fast, measured in the same run), the sha256 of the images' uint8
 pixels, and whether the bytes are identical across two runs in one process, across two processes, batch 1 against
@@ -53,6 +54,7 @@ PROCESSES = [  # (name, env vars, settings at batch N, setting also run at batch
     ("plain2", "", ["fast"], None),
     ("strict2", "cpu,gpu", ["strict"], None),
 ]
+CONCURRENT = ("plain2", "strict2")  # identity only: started together
 
 
 def digest(images) -> list[str]:
@@ -90,8 +92,9 @@ def child(args) -> None:
         algos, cudnn_det, bench = SWITCHES[name]
         torch.use_deterministic_algorithms(algos, warn_only=True)
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn_det, bench
-        first_s, run1 = call(one)
+        first_s, run1 = call(one) if not one else (float("nan"), None)  # batch 1: after batch N's warm-up
         s, run2 = call(one)
+        run1 = run1 or run2
         emit(setting=name, batch=1 if one else args.images, first_s=round(first_s, 3), seconds=round(s, 3),
              images_per_s=round(args.images / s, 3), run1=run1, run2=run2)
 
@@ -133,30 +136,36 @@ def main() -> None:
     print(f"{args.model}, {args.size}x{args.size}, {args.steps} steps, {args.dtype}, {args.images} prompts/seeds; "
           "one child process per row group", flush=True)
     results: dict[tuple[str, str, int], dict] = {}
-    for name, which, settings, b1 in PROCESSES:
-        if args.only and name not in args.only.split(","):
-            continue
-        cmd = [sys.executable, __file__, *common, "--child", name, "--env", which, "--settings", ",".join(settings),
-               "--batch1", b1 or ""]
+    todo = [p for p in PROCESSES if not args.only or p[0] in args.only.split(",")]
+    groups = [[p] for p in todo if p[0] not in CONCURRENT] + [[p for p in todo if p[0] in CONCURRENT]]
+    for group in [g for g in groups if g]:
         t = time.perf_counter()
-        try:
-            p = subprocess.run(cmd, env=env_for(which), capture_output=True, text=True, timeout=args.timeout)
-            out, rc = p.stdout, p.returncode
-            err = p.stderr
-        except subprocess.TimeoutExpired as e:  # what it printed before: its finished settings still count
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            rc, err = f"timeout after {args.timeout:g} s", ""
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                r = json.loads(line[7:])
-                results[(name, r["setting"], r["batch"])] = r
-                print(f"  [{name:<7} env {which or '-':<8}] {r['setting']:<15} batch {r['batch']:>2}: "
-                      f"{r['images_per_s']:8.3f} images/s (timed call {r['seconds']:.3f} s, warm-up "
-                      f"{r['first_s']:.3f} s, load {r['load_s']:.1f} s); images {short(r['run2'])}; "
-                      f"run1 == run2: {r['run1'] == r['run2']}", flush=True)
-        print(f"  process {name}: {time.perf_counter() - t:.1f} s, exit {rc}", flush=True)
-        if rc != 0:
-            print("    " + "\n    ".join(err.strip().splitlines()[-5:]), flush=True)
+        procs = []
+        for name, which, settings, b1 in group:
+            cmd = [sys.executable, __file__, *common, "--child", name, "--env", which, "--settings",
+                   ",".join(settings), "--batch1", b1 or ""]
+            procs.append((name, which, subprocess.Popen(cmd, env=env_for(which), stdout=subprocess.PIPE,
+                                                        stderr=subprocess.PIPE, text=True)))
+        for name, which, p in procs:
+            try:
+                out, err = p.communicate(timeout=max(args.timeout - (time.perf_counter() - t), 1))
+                rc = p.returncode
+            except subprocess.TimeoutExpired:  # what it printed before: its finished settings still count
+                p.kill()
+                out, err = p.communicate()
+                rc = f"killed after {args.timeout:g} s"
+            for line in out.splitlines():
+                if line.startswith("RESULT "):
+                    r = json.loads(line[7:])
+                    results[(name, r["setting"], r["batch"])] = r
+                    note = "  (side by side with another process: not a timing)" if len(procs) > 1 else ""
+                    print(f"  [{name:<7} env {which or '-':<8}] {r['setting']:<15} batch {r['batch']:>2}: "
+                          f"{r['images_per_s']:8.3f} images/s (timed call {r['seconds']:.3f} s, warm-up "
+                          f"{r['first_s']:.3f} s, load {r['load_s']:.1f} s); images {short(r['run2'])}; "
+                          f"run1 == run2: {r['run1'] == r['run2']}{note}", flush=True)
+            print(f"  process {name}: exit {rc}, {time.perf_counter() - t:.1f} s since its start", flush=True)
+            if rc != 0:
+                print("    " + "\n    ".join(err.strip().splitlines()[-8:]), flush=True)
     report(results, args.images)
 
 
@@ -177,7 +186,7 @@ def report(results: dict, n: int) -> None:
 
     def same(a, b, what):
         if a is None or b is None:
-            print(f"- {what}: not measured (a process failed)")
+            print(f"- {what}: not measured (a process not run, or failed)")
             return
         k = sum(x == y for x, y in zip(a["run2"], b["run2"], strict=True))
         print(f"- {what}: {'identical' if k == len(a['run2']) else 'DIFFERENT'} ({k} of {len(a['run2'])} images "
@@ -187,7 +196,8 @@ def report(results: dict, n: int) -> None:
     for s, p1, p2 in (("fast", "plain", "plain2"), ("strict", "strict", "strict2")):
         r = get(p1, s)
         if r:
-            print(f"- {s}, two runs in one process: {'identical' if r['run1'] == r['run2'] else 'DIFFERENT'}")
+            print(f"- {s}, two runs in one process (batch {n}): "
+                  f"{'identical' if r['run1'] == r['run2'] else 'DIFFERENT'}")
         same(get(p1, s), get(p2, s), f"{s}, two processes")
         same(get(p1, s, 1), get(p1, s), f"{s}, batch 1 vs batch {n}")
     same(get("plain", "fast"), get("strict", "strict"), f"fast vs strict (batch {n})")
