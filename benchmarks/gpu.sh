@@ -9,11 +9,11 @@
 #                       vs 8, fast vs strict                                                   (~130 s, cap 160)
 #   2. generate.py      gensets build vs the bare diffusers loop at batch 1 and 8, under fast (~60 s, cap 85)
 #   3. generate.py      the same under strict                                                  (~70 s, cap 90)
-#   4. profile_unit.py --calls: bare pipe() vs Generator.generate per call, and one per-image unit under
+#   4. profile_unit.py --calls: bare pipe() vs Generator.generate per call, and one per-image unit (2 images) under
 #                       torch.profiler (top ops by self CPU time, synchronising ops, time outside the calls)
-#                                                                                              (~45 s, cap 60)
+#                                                                                              (~25 s, cap 45)
 #   5. gpu.py --settings compile: torch.compile of the UNet at batch 8 then 16: images/s, seconds to compile, % of
-#                       the fp16 matmul peak measured in the same run           (~140 s; gets the time left - 15 s)
+#                       the fp16 matmul peak measured in the same run   (~105 s + ~55 s; gets the time left - 8 s)
 #   6. cost.py          GPU-hours and USD per image and per paper build from steps 1, 2, 3, 5, beside Table 5 (~5 s)
 # Prepare here:  echo /.whl/ >> .git/info/exclude; pip download --no-deps --only-binary=:all: --python-version 3.12
 #   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl diffusers==0.42.1
@@ -27,14 +27,14 @@ mkdir -p "$out"
 start=$(date +%s)
 SMOKE=${SMOKE:-0}
 PY=${PY:-python3}
-budget=${BUDGET_S:-440}
+budget=${BUDGET_S:-442}
 left() { echo $(( budget - ($(date +%s) - start) )); }
 # run STEP CAP RESERVE CMD...: CMD under timeout min(CAP, time left - RESERVE), its output in $out/STEP.txt
 run() {
   local name=$1 cap=$2 reserve=$3; shift 3
   local t=$(( $(left) - reserve )); [ "$t" -gt "$cap" ] && t=$cap
   echo "== $name: timeout $t s ($(left) s of the budget left)" | tee -a "$out/steps.txt"
-  if [ "$t" -lt 20 ]; then echo "   skipped: no time left" | tee -a "$out/steps.txt"; return; fi
+  if [ "$t" -lt 10 ]; then echo "   skipped: no time left" | tee -a "$out/steps.txt"; return; fi
   local t0; t0=$(date +%s)
   timeout -k 5 "$t" "$@" 2>&1 | grep --line-buffered -v -e Warning -e warnings.warn | tee "$out/$name.txt"
   echo "   $name: exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 )) s" | tee -a "$out/steps.txt"
@@ -44,7 +44,7 @@ if [ "$SMOKE" = 1 ]; then
   budget=${BUDGET_S:-1200}; caps=(400 200 200 150 300); child=300; batches=1,2
 else
   gen=(--model random:sd2.1 --size 512 --steps 20); dtype=float16; n=8; det_only=()
-  caps=(160 85 90 60 600); child=75; batches=8,16
+  caps=(160 85 90 45 600); child=75; batches=8,16
   if ls .whl/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site || exit 2
@@ -55,7 +55,7 @@ export GENSETS_CACHE=${GENSETS_CACHE:-/tmp/gensets-cache} HF_HUB_OFFLINE=1 TRANS
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || echo "no GPU"
   "$PY" -c "import sys, torch, diffusers, transformers, timm, open_clip, duckdb; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', 'diffusers', diffusers.__version__, 'transformers', transformers.__version__, 'timm', timm.__version__, 'open_clip', open_clip.__version__, 'duckdb', duckdb.__version__)"
-  echo "cores $(nproc); SMOKE=$SMOKE; git $(git rev-parse --short HEAD 2>/dev/null)"
+  echo "cores $(nproc); SMOKE=$SMOKE; git $(git rev-parse --short HEAD 2>/dev/null); wheels $(du -sh .whl 2>/dev/null | cut -f1)"
 } 2>&1 | tee "$out/env.txt"
 
 # the model's folder, built once here (unpinned kernels), and every step loads THAT folder (diffusers:PATH): a
@@ -69,15 +69,15 @@ echo "model folder: $folder (built or found in $(( $(date +%s) - t0 )) s)" | tee
 gen=(--model "diffusers:$folder" "${gen[@]:2}")
 
 run determinism "${caps[0]}" 230 "$PY" benchmarks/determinism.py "${gen[@]}" --images $n --dtype $dtype \
-  --timeout $child "${det_only[@]}"
+  --timeout $child ${det_only[@]+"${det_only[@]}"}
 for mode in fast strict; do
-  cap=${caps[1]}; [ $mode = strict ] && cap=${caps[2]}
-  run generate-$mode "$cap" 120 "$PY" benchmarks/generate.py "${gen[@]}" --batch-size $n --dtype $dtype \
+  cap=${caps[1]} reserve=200; [ $mode = strict ] && cap=${caps[2]} reserve=140
+  run generate-$mode "$cap" $reserve "$PY" benchmarks/generate.py "${gen[@]}" --batch-size $n --dtype $dtype \
     --classes 1 --shots $n --repeats 1 --reproducible $mode
 done
-run profile "${caps[3]}" 90 "$PY" benchmarks/profile_unit.py --calls "${gen[@]}" --images $(( n / 2 )) --dtype $dtype \
+run profile "${caps[3]}" 115 "$PY" benchmarks/profile_unit.py --calls "${gen[@]}" --images $(( (n + 3) / 4 )) --dtype $dtype \
   --repeats 3 --top 25
-run compile "${caps[4]}" 15 "$PY" benchmarks/gpu.py "${gen[@]}" --batches '' --batch $batches --settings compile \
+run compile "${caps[4]}" 8 "$PY" benchmarks/gpu.py "${gen[@]}" --batches '' --batch $batches --settings compile \
   --surrogates '' --repeats 2
-run cost 15 0 "$PY" benchmarks/cost.py --results "$out"
+run cost 30 0 "$PY" benchmarks/cost.py --results "$out"
 echo "done in $(( $(date +%s) - start )) s" | tee -a "$out/steps.txt"

@@ -23,8 +23,8 @@ cProfile adds its own cost to every Python call (a few percent here, where the t
 ``--calls`` (issue #47: at one image per call a build spent 1.33x the bare loop's time inside its pipeline calls on
 an H200) profiles the per-image path instead: the generator loaded by gensets' loader, then (1) the bare
 ``pipe(...)`` call and gensets' ``Generator.generate`` call of one image, alternating, --repeats each: seconds per
-call and their ratio; (2) one GenBench unit of --images images built with ``batching: per-image`` (after a warm-up
-build) under torch.profiler (CPU and CUDA activities): the top ops by self CPU time, the synchronising calls, and
+call and their ratio; (2) one GenBench unit of --images images built with ``batching: per-image`` (its loading
+included) under torch.profiler (CPU and CUDA activities): the top ops by self CPU time, the synchronising calls, and
 the build's time outside its pipeline calls.
 
     python benchmarks/profile_unit.py --calls --model random:sd2.1 --size 512 --steps 20 --images 4 --dtype float16
@@ -219,8 +219,6 @@ def profile_calls(args) -> None:
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     with tempfile.TemporaryDirectory(prefix="profile-calls-") as work:
         cfg = write_config(Path(work) / "per-image.yaml", ns, "per-image")
-        build(cfg, Path(work) / "warm", quiet=True, threads=args.threads)  # warm-up build: loading, allocator
-        in_calls.clear()
         with torch.profiler.profile(activities=acts) as prof:
             t = time.perf_counter()
             build(cfg, Path(work) / "ws", quiet=True, threads=args.threads)
