@@ -108,14 +108,15 @@ def main() -> None:
         print(f"steps scaling by model FLOPs: text encoder + VAE {flops[0] / 1e12:.2f} TFLOP, UNet step "
               f"{flops[1] / 1e12:.2f} TFLOP (measured steps: {steps})")
     else:
-        print("no FLOPs split (compile.txt missing): rates are NOT scaled to a build's steps")
+        print("no FLOPs split in compile.txt (missing, or a model too small to count): rates are NOT scaled to a "
+              "build's steps")
     table = builds()
     print(f"\nTable 5 (GenBench): {TABLE5['usd_per_image']:.2e} USD per generated image at {TABLE5['price_per_hour']} "
           f"USD/h, {TABLE5['hours_per_1k']} h per 1K images ({TABLE5['hardware']}); note 1.47 x 1.74 / 1000 = "
           f"{1.47 * 1.74 / 1000:.2e}, so the table's own columns disagree by 10x (2.54e-4 is 0.17 h per 1K images)")
     build_steps = sorted({st for _, _, st in table})
     print(f"\n| rate measured in this run | images/s at {steps} steps | "
-          + " | ".join(f"images/s at {st} steps{' (scaled)' if st != steps else ''}" for st in build_steps)
+          + " | ".join(f"images/s at {st} steps{' (scaled)' if st != steps and flops else ''}" for st in build_steps)
           + f" | GPU-h / image at {build_steps[-1]} | USD / image | vs Table 5 |")
     print("|---" * (5 + len(build_steps)) + "|")
     for what, ips in measured:
