@@ -71,34 +71,67 @@ def build(work: Path, n: int, size: int, shards: int, clip: str):
     return data, images, models
 
 
-def gensets_eval(data: Path, specs: list[str], db: Path, batch_size: int, workers: int | None):
+def gensets_eval(data: Path, specs: list[str], db: Path, batch_size: int, workers: int | None, n: int, **kw):
+    """One gensets eval of ``specs`` per call, each into a FRESH database (``db`` with the call's number: eval
+    resumes a finished run, so a reused database would time skipped work), then proven: every spec has a run
+    in it that scored all ``n`` images (its ``n`` and its prediction rows), or the benchmark fails."""
     from gensets.evaluation.runner import EvalConfig, evaluate
 
-    def run():
-        return evaluate(EvalConfig(str(data), specs, str(db), batch_size=batch_size, workers=workers, quiet=True,
-                                   templates=[TEMPLATE]))
+    calls = iter(range(10**6))
+
+    def run() -> float:  # its seconds: the check after it is not timed
+        path = db.with_name(f"{db.stem}-{next(calls)}.duckdb")
+        t = time.perf_counter()
+        evaluate(EvalConfig(str(data), specs, str(path), batch_size=batch_size, workers=workers, quiet=True,
+                            templates=[TEMPLATE], **kw))
+        seconds = time.perf_counter() - t
+        run.db = path
+        assert_scored(path, len(specs), n)
+        return seconds
 
     return run
 
 
-def bare_loop(model_dir: Path, images: list[bytes], batch_size: int):
-    """The same timm model over tensors that are already decoded and transformed."""
+def assert_scored(db: Path, models: int, n: int) -> None:
+    """Fail loudly unless the database holds ``models`` runs, each with n = ``n`` and ``n`` predictions."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        got = con.execute("SELECT r.model, r.n, (SELECT count(*) FROM predictions p WHERE p.run_id = r.run_id) "
+                          "FROM runs r").fetchall()
+    finally:
+        con.close()
+    if len(got) != models or any(rn != n or preds != n for _, rn, preds in got):
+        raise SystemExit(f"FAILED: a timed gensets side did not score all {n} images with each of {models} "
+                         f"model(s): {got} in {db}")
+
+
+def bare_loop(model_dir: Path, data: Path, batch_size: int, n: int):
+    """The same timm model, loaded from its folder, over the same shards read and decoded in this process (no
+    worker processes, no scoring, no database): what gensets eval does at the least, so the ratio compares like
+    with like. Proves it predicted all ``n`` images."""
     import io
+    import tarfile
 
     import timm
     import torch
     from PIL import Image
     from timm.data import create_transform, resolve_model_data_config
 
-    model = timm.create_model(f"local-dir:{model_dir}", pretrained=True).eval()
-    tf = create_transform(**resolve_model_data_config(model), is_training=False)
-    x = torch.stack([tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in images])
-    batches = list(x.split(batch_size))
-
     def run():
+        model = timm.create_model(f"local-dir:{model_dir}", pretrained=True).eval()
+        tf = create_transform(**resolve_model_data_config(model), is_training=False)
+        done = 0
         with torch.inference_mode():
-            for b in batches:
-                model(b).argmax(1)
+            for tar in sorted(Path(data).rglob("*.tar")):
+                with tarfile.open(tar) as t:
+                    imgs = [t.extractfile(m).read() for m in t.getmembers() if m.name.endswith(".webp")]
+                for i in range(0, len(imgs), batch_size):
+                    x = torch.stack([tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in imgs[i:i + batch_size]])
+                    done += len(model(x).argmax(1))
+        if done != n:
+            raise SystemExit(f"FAILED: the bare loop predicted {done} images, not {n}")
 
     return run
 
@@ -203,7 +236,11 @@ def clip_benchmark_run(py: Path, work: Path, data: Path, model: Path, args):
     req = {"mode": "cli", "argv": argv, "threads": args.threads, "warmup": 1, "repeats": 1}
 
     def run() -> float:
-        return float(cbe.run_driver(py, req, work)["seconds"][0])
+        (work / "cb.json").unlink(missing_ok=True)
+        seconds = float(cbe.run_driver(py, req, work)["seconds"][0])
+        if not (work / "cb.json").is_file():  # its proof of work: the results file of this run
+            raise SystemExit("FAILED: clip_benchmark wrote no results (cb.json)")
+        return seconds
 
     run.needs_warmup = False  # each driver process warms itself up
     return run
@@ -276,13 +313,13 @@ def main() -> None:
         clip_spec = f"open_clip:local-dir:{models['clip']}"
 
         if "a" in args.only:
-            run = gensets_eval(data, [timm_spec], work / "a.duckdb", args.batch_size, workers)
-            t = interleaved({"bare": bare_loop(models["resnet18-0"], images, args.batch_size), "ours": run,
-                             "one": gensets_eval(data, [timm_spec], work / "a0.duckdb", args.batch_size, 0)},
+            run = gensets_eval(data, [timm_spec], work / "a.duckdb", args.batch_size, workers, n)
+            t = interleaved({"bare": bare_loop(models["resnet18-0"], data, args.batch_size, n), "ours": run,
+                             "one": gensets_eval(data, [timm_spec], work / "a0.duckdb", args.batch_size, 0, n)},
                             args.repeats)
             bare, ours, one = t["bare"], t["ours"], t["one"]
-            inner = model_seconds(work / "a.duckdb")
-            rows += [("(a) resnet18 224px", "bare model loop on ready tensors", n, bare),
+            inner = model_seconds(run.db)
+            rows += [("(a) resnet18 224px", "bare loop: load + read + decode + model", n, bare),
                      ("", f"gensets eval --workers {workers} (processes)", n, ours),
                      ("", " of which preprocess+model+scoring (last run)", n, inner),
                      ("", "gensets eval --workers 0 (one process)", n, one)]
@@ -299,7 +336,7 @@ def main() -> None:
             else:
                 t = interleaved({"theirs": clip_benchmark_run(py, work, data, models["clip"], args),
                                  "ours": gensets_eval(data, [clip_spec], work / "b.duckdb", args.batch_size,
-                                                      workers)}, args.repeats)
+                                                      workers, n)}, args.repeats)
                 theirs, ours = t["theirs"], t["ours"]
                 cb_workers = min(2 if args.workers is None else args.workers, args.shards)
                 rows += [(f"(b) open_clip {args.clip} zero-shot", f"clip_benchmark eval ({cb_workers} workers)", n,
@@ -310,9 +347,10 @@ def main() -> None:
         if "c" in args.only:
             specs = [timm_spec, f"timm:local-dir:{models['resnet18-1']}",
                      f"open_clip:local-dir:{models['clip-small']}", f"open_clip:local-dir:{models['clip-tiny']}"]
-            sep_runs = [gensets_eval(data, [s], work / "c4.duckdb", args.batch_size, workers) for s in specs]
-            t = interleaved({"four": lambda: [r() for r in sep_runs],
-                             "one": gensets_eval(data, specs, work / "c1.duckdb", args.batch_size, workers)},
+            sep_runs = [gensets_eval(data, [s], work / f"c4-{i}.duckdb", args.batch_size, workers, n)
+                        for i, s in enumerate(specs)]
+            t = interleaved({"four": lambda: sum(r() for r in sep_runs),
+                             "one": gensets_eval(data, specs, work / "c1.duckdb", args.batch_size, workers, n)},
                             args.repeats)
             four, one = t["four"], t["one"]
             rows += [("(c) 4 models (model-images)", "four separate gensets passes", 4 * n, four),
@@ -324,18 +362,14 @@ def main() -> None:
                 raise SystemExit("(e) needs --model SPEC")
             bare, flops = spec_loop(args.model, images, args.batch_size, args.precision)
             bare = with_peak(bare)
-            from gensets.evaluation.runner import EvalConfig, evaluate
-
-            def ours():
-                evaluate(EvalConfig(str(data), [args.model], str(work / "e.duckdb"), batch_size=args.batch_size,
-                                    workers=workers, quiet=True, templates=[TEMPLATE], precision=args.precision))
-
-            ours = with_peak(ours)
+            ours_run = gensets_eval(data, [args.model], work / "e.duckdb", args.batch_size, workers, n,
+                                    precision=args.precision)
+            ours = with_peak(ours_run)
             t = interleaved({"bare": bare, "ours": ours}, args.repeats)
             peak = peak_flops("bfloat16" if args.precision == "bf16" else "float16" if args.precision == "fp16"
                               else "float32")
             util = {k: flops * n / v / peak for k, v in t.items()}
-            inner = model_seconds(work / "e.duckdb")
+            inner = model_seconds(ours_run.db)
             rows += [(f"(e) {args.model}", f"bare loop on ready tensors ({args.precision})", n, t["bare"]),
                      ("", f"gensets eval --workers {workers} (load + read + model)", n, t["ours"]),
                      ("", " of which preprocess+model+scoring (last run)", n, inner)]

@@ -223,6 +223,10 @@ def main() -> None:
                           f"{'yes' if same_images(calls, bare.images) else 'NO'}")
             ours.needs_warmup = bare.needs_warmup = False
             t = interleaved({"bare": bare, "ours": ours}, args.repeats)
+            made = (sum(map(len, calls_of(ours.last))), len(bare.images))  # the timed runs' work, proven
+            if made != (n, n):
+                raise SystemExit(f"FAILED: batch {size}: the last timed runs made {made[0]} (gensets) and {made[1]} "
+                                 f"(bare loop) images, not {n}")
             rows += [(size, "bare diffusers loop (load + calls)", t["bare"], bare.peak),
                      (size, " of which pipeline calls (last run)", bare.calls_s, None),
                      (size, f"gensets build (batching: {batching})", t["ours"], ours.peak),

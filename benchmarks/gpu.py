@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--guidance", type=float, default=7.5)
     ap.add_argument("--batches", default="1,4,8,16", help="batch sizes of the fp16 SDPA sweep")
-    ap.add_argument("--batch", type=int, default=8, help="the batch size of the other settings (default 8)")
+    ap.add_argument("--batch", default="8", help="the batch size(s) of the other settings, e.g. 8,16 (default 8)")
     ap.add_argument("--settings", default="bf16,eager,channels_last",
                     help="settings besides fp16 + SDPA, at --batch: bf16, eager, channels_last, compile")
     ap.add_argument("--surrogates", default=SURROGATES, help="the filter's models ('' to skip)")
@@ -127,11 +127,20 @@ def main() -> None:
             kw["channels_last"] = True
         elif setting == "compile":
             kw["compile"] = True
+            import torch._dynamo
+
+            torch._dynamo.config.automatic_dynamic_shapes = False  # each batch size its own static graph
         else:
             raise SystemExit(f"unknown setting {setting!r}")
         try:
             gen = load_generator(args.model, **kw)
-            run(f"{kw['torch_dtype']}, {setting}", gen, args.batch, kw["torch_dtype"])
+            for b in [int(x) for x in str(args.batch).split(",") if x]:
+                run(f"{kw['torch_dtype']}, {setting}", gen, b, kw["torch_dtype"])
+                if setting == "compile":
+                    first, best = rows[-1][2], rows[-1][3]
+                    print(f"  compile at batch {b}: {first - best:.1f} s to compile (first call less a compiled "
+                          f"call); {rows[-1][4]:.2f} images/s = {rows[-1][5]:.1%} of the measured "
+                          f"{kw['torch_dtype']} matmul peak", flush=True)
             del gen
         except Exception as e:  # one setting failing (e.g. compile on an old driver) does not lose the others
             print(f"  {setting}: FAILED: {type(e).__name__}: {str(e).splitlines()[0][:300]}", flush=True)

@@ -19,6 +19,15 @@ a stage nested in another is not), and what is left is gensets' own work around 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/profile_unit.py --size 256 --steps 2 --images 2
 
 cProfile adds its own cost to every Python call (a few percent here, where the time is in torch's kernels).
+
+``--calls`` (issue #47: at one image per call a build spent 1.33x the bare loop's time inside its pipeline calls on
+an H200) profiles the per-image path instead: the generator loaded by gensets' loader, then (1) the bare
+``pipe(...)`` call and gensets' ``Generator.generate`` call of one image, alternating, --repeats each: seconds per
+call and their ratio; (2) one GenBench unit of --images images built with ``batching: per-image`` (its loading
+included) under torch.profiler (CPU and CUDA activities): the top ops by self CPU time, the synchronising calls, and
+the build's time outside its pipeline calls.
+
+    python benchmarks/profile_unit.py --calls --model random:sd2.1 --size 512 --steps 20 --images 4 --dtype float16
 """
 
 from __future__ import annotations
@@ -81,7 +90,12 @@ def main() -> None:
                     help="fast (default here: strict's pinned CPU kernels make every model stage ~3x slower on "
                     "CPU and the split the same)")
     ap.add_argument("--top", type=int, default=0, help="also print cProfile's top N functions by own time")
+    ap.add_argument("--calls", action="store_true", help="profile the per-image path under torch.profiler instead")
+    ap.add_argument("--dtype", default="float32", help="--calls: the generator's dtype (default float32)")
+    ap.add_argument("--repeats", type=int, default=4, help="--calls: calls of each side (default 4)")
     args = ap.parse_args()
+    if args.calls:
+        return profile_calls(args)
 
     from gensets.builders.runner import build
 
@@ -134,6 +148,95 @@ def main() -> None:
     print(load.line())
     if args.top:
         stats.sort_stats("tottime").print_stats(args.top)
+
+
+def profile_calls(args) -> None:
+    """--calls: where the time of gensets' per-image path goes, against the bare pipeline call."""
+    import argparse as _argparse
+
+    from gensets import determinism
+
+    determinism.pin(args.reproducible)
+    import torch
+    from generate import write_config
+
+    from gensets.builders.runner import build
+    from gensets.models.generator import Generator, load_generator
+
+    cuda = torch.cuda.is_available()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    determinism.switch(args.reproducible)
+    g = load_generator(args.model, torch_dtype=args.dtype)
+    kw = dict(num_inference_steps=args.steps, guidance_scale=7.5, width=args.size, height=args.size)
+
+    def bare():
+        g.pipe(prompt=["a photo of a cat"], negative_prompt=None, generator=[torch.Generator("cpu").manual_seed(0)],
+               output_type="pil", **kw)
+        sync()
+
+    def ours():
+        g.generate(["a photo of a cat"], [0], steps=args.steps, guidance=7.5, width=args.size, height=args.size)
+        sync()
+
+    times: dict[str, list[float]] = {"bare pipe() call": [], "gensets Generator.generate": []}
+    bare(), ours()  # warm-up
+    for _ in range(args.repeats):
+        for name, fn in zip(times, (bare, ours), strict=True):
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    print(f"\n{args.model}, {args.size}px, {args.steps} steps, {args.dtype}, batch 1, reproducible: {args.reproducible}"
+          f", on {device_name(args.threads)}")
+    for name, v in times.items():
+        print(f"  {name:<28} best {min(v):.4f} s, mean {sum(v) / len(v):.4f} s per call ({len(v)} calls)")
+    b, o = (min(v) for v in times.values())
+    print(f"  gensets / bare seconds per call: {o / b:.3f} (best); {o - b:+.4f} s per call", flush=True)
+    g = None  # the build loads its own
+    if cuda:
+        torch.cuda.empty_cache()
+
+    # one unit of a per-image build, warm, under torch.profiler; time in pipeline calls recorded by a wrapper
+    in_calls: list[float] = []
+    original = Generator.generate
+
+    def timed_generate(self, *a, **k):
+        with torch.profiler.record_function("gensets.Generator.generate"):
+            t = time.perf_counter()
+            try:
+                return original(self, *a, **k)
+            finally:
+                sync()
+                in_calls.append(time.perf_counter() - t)
+
+    Generator.generate = timed_generate
+    ns = _argparse.Namespace(classes=1, shots=args.images, model=args.model, steps=args.steps, guidance=7.5,
+                             size=args.size, batch_size=1, dtype=args.dtype, reproducible=args.reproducible,
+                             price_per_hour=1.10)
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    with tempfile.TemporaryDirectory(prefix="profile-calls-") as work:
+        cfg = write_config(Path(work) / "per-image.yaml", ns, "per-image")
+        with torch.profiler.profile(activities=acts) as prof:
+            t = time.perf_counter()
+            build(cfg, Path(work) / "ws", quiet=True, threads=args.threads)
+            sync()
+            total = time.perf_counter() - t
+    Generator.generate = original
+    calls = sum(in_calls)
+    print(f"\none unit of {args.images} images at one per call (gensets build, batching: per-image), under "
+          f"torch.profiler: {total:.2f} s end to end, {calls:.2f} s in {len(in_calls)} pipeline calls "
+          f"({calls / max(len(in_calls), 1):.3f} s per call), {total - calls:.2f} s outside them (loading included)",
+          flush=True)
+    avg = prof.key_averages()
+    print(avg.table(sort_by="self_cpu_time_total", row_limit=args.top or 25, max_name_column_width=60))
+    syncs = [e for e in avg if any(w in e.key for w in ("Synchronize", "synchronize", "Memcpy DtoH", "item",
+                                                        "_local_scalar_dense", "nonzero"))]
+    print("synchronising ops (the CPU waits for the GPU):")
+    for e in syncs:
+        print(f"  {e.key:<50} calls {e.count:>7}  self CPU {e.self_cpu_time_total / 1e3:10.1f} ms")
 
 
 if __name__ == "__main__":
