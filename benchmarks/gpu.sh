@@ -12,9 +12,11 @@
 #   4. profile_unit.py --calls: bare pipe() vs Generator.generate per call, and one per-image unit (2 images) under
 #                       torch.profiler (top ops by self CPU time, synchronising ops, time outside the calls)
 #                                                                                              (~25 s, cap 45)
-#   5. gpu.py --settings compile: torch.compile of the UNet at batch 8 then 16: images/s, seconds to compile, % of
+#   5. eval_throughput.py (e): gensets eval of random:clip-vit-l-14 (bf16, 4096 images) against a bare open_clip loop
+#                       that also loads the model and reads the shards; a fresh database per timed call (cap 80)
+#   6. gpu.py --settings compile: torch.compile of the UNet at batch 8 then 16: images/s, seconds to compile, % of
 #                       the fp16 matmul peak measured in the same run   (~105 s + ~55 s; gets the time left - 8 s)
-#   6. cost.py          GPU-hours and USD per image and per paper build from steps 1, 2, 3, 5, beside Table 5 (~5 s)
+#   7. cost.py          GPU-hours and USD per image and per paper build from steps 1, 2, 3, 5, beside Table 5 (~5 s)
 # Prepare here:  echo /.whl/ >> .git/info/exclude; pip download --no-deps --only-binary=:all: --python-version 3.12
 #   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl diffusers==0.42.1
 #   open-clip-torch==3.3.0 ftfy==6.3.1 wcwidth==0.9.4 duckdb==2.0.1 importlib-metadata==10.2.0 zipp==4.1.2
@@ -41,10 +43,10 @@ run() {
 }
 if [ "$SMOKE" = 1 ]; then
   gen=(--model tiny:sd --size 64 --steps 2); dtype=float32; n=2; det_only=(--only plain,strict,plain2,strict2)
-  budget=${BUDGET_S:-1200}; caps=(400 200 200 150 300); child=300; batches=1,2
+  budget=${BUDGET_S:-1200}; caps=(400 200 200 150 300 300); child=300; batches=1,2
 else
   gen=(--model random:sd2.1 --size 512 --steps 20); dtype=float16; n=8; det_only=()
-  caps=(160 85 90 45 600); child=75; batches=8,16
+  caps=(160 85 90 45 600 80); child=75; batches=8,16
   if ls .whl/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site || exit 2
@@ -77,6 +79,9 @@ for mode in fast strict; do
 done
 run profile "${caps[3]}" 115 "$PY" benchmarks/profile_unit.py --calls "${gen[@]}" --images $(( (n + 3) / 4 )) --dtype $dtype \
   --repeats 3 --top 25
+if [ "$SMOKE" = 1 ]; then evalargs=(--model tiny:clip --n 64 --batch-size 32 --precision fp32); else
+  evalargs=(--model random:clip-vit-l-14 --n 4096 --batch-size 256 --precision bf16); fi
+run eval "${caps[5]}" 120 "$PY" benchmarks/eval_throughput.py --only e "${evalargs[@]}" --repeats 2 --threads 8
 run compile "${caps[4]}" 8 "$PY" benchmarks/gpu.py "${gen[@]}" --batches '' --batch $batches --settings compile \
   --surrogates '' --repeats 2
 run cost 30 0 "$PY" benchmarks/cost.py --results "$out"
