@@ -73,7 +73,7 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     again = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", check=0)
     assert "0 run now" in again.stderr and again.stderr.count("skipped ") >= 3, again.stderr
     assert "| row | protocol / metric | published | gensets | difference |" in again.stdout
-    assert "| ResNet | imagenet | 55.02 |" in again.stdout and "smoke run" in again.stdout
+    assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in again.stdout and "smoke run" in again.stdout
     assert (out / "reproduce.md").read_text() == again.stdout
 
 
@@ -92,3 +92,79 @@ def test_list_tables_names_every_reproducible_table():
     from gensets.reproduce import TABLES
 
     assert {r["name"] for r in rows if r["name"].startswith("reproduce:")} == {f"reproduce:{t}" for t in TABLES}
+
+
+class _Answers:
+    """A stand-in VLM: each image's answer is given by its key (as tests/test_vlm.py's _Scripted)."""
+
+    def __init__(self, by_key: dict):
+        self.by_key, self.model_id, self.revision = by_key, "scripted", None
+
+    def answer(self, images, questions, max_new_tokens=10, **decoding):
+        return [self.by_key[im.info["key"]] for im in images]
+
+
+# per subset: (answer kind, ...): TRUE names the true class, FALSE the wrong one, both / neither are left out
+_MIX = {"background": ("TRUE", "TRUE", "FALSE", "both", "neither"), "texture": ("TRUE", "neither"),
+        "material": ("FALSE", "FALSE", "both")}
+_SAY = {"TRUE": "It is a backpack.", "FALSE": "This is a mug.", "both": "a backpack or a mug", "neither": "no idea"}
+
+
+def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_reproduce(tmp_path):
+    """Two-way runs (the real protocol, its real metrics, written by the real store) with a known mix of TRUE /
+    FALSE / both / neither answers: the run's top1, `gensets report imagenet-d` and `reproduce imagenet-d-table`'s
+    row give the authors' TRUE / (TRUE + FALSE) (compute_accuracy.py), per subset and pooled, the same numbers."""
+    from PIL import Image
+
+    from gensets.evaluation import store
+    from gensets.evaluation.data import Split
+    from gensets.evaluation.protocols.base import Models
+    from gensets.evaluation.runner import EvalConfig
+    from gensets.registry import PROTOCOLS
+    from gensets.reproduce import imagenet_d_rows, markdown
+
+    spec, db = "hf:llava-hf/llava-1.5-13b-hf", tmp_path / "results.duckdb"
+    names = ["backpack", "mug"]
+    cfg = EvalConfig("hf:zcs15/ImageNet-D", (spec,), db, protocol="two-way", decoding="greedy")
+    con = store.connect(db)
+    run_top1 = {}
+    for config, kinds in _MIX.items():
+        keys = [f"{config}-{i}" for i in range(len(kinds))]
+        split = Split(config, "test", names, records=lambda: iter(()), wrong_options=dict.fromkeys(keys, 1))
+        p = PROTOCOLS.get("two-way")(_Answers({k: _SAY[x] for k, x in zip(keys, kinds, strict=True)}), split,
+                                     first={}, cfg=cfg, models=Models())
+        images = []
+        for k in keys:
+            im = Image.new("RGB", (8, 8))
+            im.info["key"] = k
+            images.append(im)
+        scored = p.score(images, [{"key": k, "target": 0} for k in keys])
+        mets = p.metrics(scored.rows, scored.extra)
+        run_top1[config] = next(m["value"] for m in mets if m["name"] == "top1")
+        store.write_run(con, {"dataset": cfg.dataset, "dataset_revision": "r1", "config": config, "split": "test",
+                              "model": spec, "model_id": spec, "model_revision": None, "protocol": p.run_protocol,
+                              "label_space": "dataset", "n": len(keys), "precision": "fp32",
+                              "settings": "s", "class_names": names}, scored.rows, mets)
+    con.close()
+    # the authors' count: background 2 / (2 + 1), texture 1 / 1, material 0 / 2; pooled 3 / 6
+    assert run_top1 == pytest.approx({"background": 2 / 3, "texture": 1.0, "material": 0.0})
+
+    r = run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep", "--json", check=0)
+    rep = json.loads(r.stdout)
+    llava = next(m for m in rep["per_model"] if m["model"] == spec)
+    assert {c: v["top1"] for c, v in llava["configs"].items()} == pytest.approx(run_top1)
+    assert llava["pooled"] == pytest.approx(3 / 6) and llava["counted"] == 6 and llava["n"] == 10
+    assert llava["mean"] == pytest.approx((2 / 3 + 1 + 0) / 3)
+    row = next(x for x in rep["published"]["rows"] if x["family"] == "LLaVa")
+    assert row["gensets"] == pytest.approx(0.5) and row["overall"] == "pooled"
+    assert "| 50.00 | 55.56 | 10 (6 counted) |" in (tmp_path / "rep" / "report.md").read_text()
+    mean = json.loads(run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep2", "--json",
+                              "--overall", "mean", check=0).stdout)
+    assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["gensets"] == pytest.approx(5 / 9)
+
+    res = imagenet_d_rows(db, tmp_path / "reproduce-report")
+    llava_row = next(x for x in res["rows"] if x["what"] == "LLaVa")
+    assert llava_row["gensets"] == pytest.approx(0.5) and llava_row["protocol"] == "two-way, top-1 pooled"
+    assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
+    md = markdown({"table": "imagenet-d-table", "paper": "p", "what": "w", "smoke": False, **res})
+    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 |" in md
