@@ -168,3 +168,24 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
     md = markdown({"table": "imagenet-d-table", "paper": "p", "what": "w", "smoke": False, **res})
     assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 |" in md
+
+
+def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_named_variant(tmp_path):
+    """The authors load torchvision models with their ImageNet-1k weights and weights.transforms()
+    (chenshuang-zhang/imagenet_d, utils/models.py): ViT-L/16 is torchvision's vit_l_16, pinned by its weights'
+    file; the 21k-pretrained AugReg checkpoint runs only as --variant vit-l16-augreg-in21k."""
+    from torchvision.models import get_model_weights
+
+    from gensets.reproduce import TABLES, with_variants
+
+    table = TABLES["imagenet-d-table"]
+    models = {m: e for e in table.evaluations for m in e.models}
+    vit = next(m for m in models if family(m, "imagenet") == "ViT-L/16")
+    assert vit == "torchvision:vit_l_16@IMAGENET1K_V1" and models[vit].allow_pickle
+    assert get_model_weights("vit_l_16").IMAGENET1K_V1.url.endswith("vit_l_16-852ce7e3.pth")  # sha256-pinned file
+    augreg = with_variants(table, ("vit-l16-augreg-in21k",))
+    specs = [m for e in augreg.evaluations for m in e.models]
+    assert "timm:hf-hub:timm/vit_large_patch16_224.augreg_in21k_ft_in1k" in specs and vit not in specs
+    r = run_cli("reproduce", "imagenet-d-table", "--variant", "nope", "--out", tmp_path / "o")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "vit-l16-augreg-in21k" in r.stderr and not (tmp_path / "o").exists()
