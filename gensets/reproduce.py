@@ -188,19 +188,43 @@ def _borji(kind: str) -> Callable[[Table, Run], dict]:
         module = recognition if kind == "recognition" else vqa
         rep = module.compute(run.db)
         report = module.write(rep, run.out / "report")
-        rows = []
-        for p in rep["published"]["numbers"]:
-            metric = p["metric"]
-            best = max(rep["per_model"], key=lambda r: r[metric] if r[metric] is not None else -1)
-            value = best[metric]
-            rows.append({"what": p["what"], "protocol": f"{rep['protocol']} {metric}"
-                         + (" (approximate)" if p.get("approximate") else ""),
-                         "published": p["value"], "model": best["model"], "variant": rep["protocol"],
-                         "gensets": value, "difference": None if value is None else value - p["value"]})
-        return {"rows": rows, "report": str(report), "source": rep["published"]["source"],
-                "note": rep["published"]["checked"]}
+        return {**borji_rows(rep, image_sources(ws) if kind == "recognition" else None), "report": str(report)}
 
     return run_table
+
+
+PAPER_IMAGES = ("dall-e-2", "midjourney")  # Borji (2022) scored DALL-E 2 and Midjourney images (Fig. 2)
+
+
+def image_sources(ws: Path) -> tuple[str, ...]:
+    """Who made a recognition workspace's images: each generate source's name, each import's source."""
+    from .workspace import load_build_config
+
+    _, cfg = load_build_config(ws / "config.yaml", frozen=True)
+    return (*(g.name or g.config_name for g in cfg.generate), *(i.source or i.config_name for i in cfg.imports))
+
+
+def borji_rows(rep: dict, sources: tuple[str, ...] | None) -> dict:
+    """A Borji report's best model per published number. ``sources``: the images' makers (recognition); unless
+    they are the paper's (:data:`PAPER_IMAGES`) the row says so and has no difference: another generator's images
+    are not the paper's measurement."""
+    other = sources is not None and not (sources and set(sources) <= set(PAPER_IMAGES))
+    images = f"; images: {', '.join(sources)}, not the paper's DALL-E 2 / Midjourney" if other else ""
+    rows = []
+    for p in rep["published"]["numbers"]:
+        metric = p["metric"]
+        best = max(rep["per_model"], key=lambda r: r[metric] if r[metric] is not None else -1)
+        value = best[metric]
+        rows.append({"what": p["what"], "protocol": f"{rep['protocol']} {metric}"
+                     + (" (approximate)" if p.get("approximate") else ""),
+                     "published": p["value"], "model": best["model"], "variant": rep["protocol"] + images,
+                     "gensets": value, "difference": None if value is None or other else value - p["value"]})
+    note = rep["published"]["checked"]
+    if other:
+        note += (f" No difference is printed: these are {', '.join(sources)} images, the paper scored DALL-E 2 and "
+                 "Midjourney images (bring them as configs/recognition.yaml's imports, sources dall-e-2 and "
+                 "midjourney, and leave out its generate sources).")
+    return {"rows": rows, "source": rep["published"]["source"], "note": note}
 
 
 def _recognition_models(run: Run) -> tuple[str, ...]:

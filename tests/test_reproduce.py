@@ -189,3 +189,23 @@ def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_n
     r = run_cli("reproduce", "imagenet-d-table", "--variant", "nope", "--out", tmp_path / "o")
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "vit-l16-augreg-in21k" in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_path):
+    """Borji (2022) scored DALL-E 2 and Midjourney images: the paper config's SD 2.1 / SDXL images are labelled as
+    such and get no difference; imports of the paper's two sources do."""
+    from gensets.reproduce import borji_rows, image_sources
+    from gensets.workspace import load_build_config
+
+    _, cfg = load_build_config(ROOT / "configs" / "recognition.yaml")
+    (tmp_path / "config.yaml").write_text((ROOT / "configs" / "recognition.yaml").read_text())
+    sources = image_sources(tmp_path)
+    assert sources == tuple(g.name for g in cfg.generate) == ("stable-diffusion-2-1", "sdxl")
+    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7}],
+           "published": {"numbers": [{"what": "top-1", "metric": "top1", "value": 0.6, "approximate": True}],
+                         "source": "Borji (2022)", "checked": "From the abstract."}}
+    ours = borji_rows(rep, sources)
+    assert ours["rows"][0]["difference"] is None and ours["rows"][0]["gensets"] == 0.5
+    assert "not the paper's DALL-E 2 / Midjourney" in ours["rows"][0]["variant"] and "imports" in ours["note"]
+    paper = borji_rows(rep, ("dall-e-2", "midjourney"))
+    assert paper["rows"][0]["difference"] == pytest.approx(-0.1) and paper["rows"][0]["variant"] == "wordset"
