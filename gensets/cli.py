@@ -815,6 +815,10 @@ def parser() -> argparse.ArgumentParser:
     rp2.add_argument("--workspace", help="the workspace to build or resume (default: OUT/workspace; "
                      "genbench-table2: OUT/genbench-DATASET), e.g. the one `make demo` built")
     rp2.add_argument("--configs", default="configs", help="the configs folder of a gensets checkout (default: configs)")
+    rp2.add_argument("--variant", action="append", default=[], metavar="NAME",
+                     help="a named variant of the table's models instead of the default (repeatable): "
+                          + "; ".join(f"{t.name}: " + ", ".join(f"{n} ({what})" for n, (what, _) in t.variants.items())
+                                      for t in TABLES.values() if t.variants))
     rp2.add_argument("--batch-size", type=positive_int, default=32)
     rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
     rp2.add_argument("--quiet", action="store_true", help="no progress")
@@ -830,7 +834,7 @@ def _reproduce(a) -> int:
     out = Path(a.out or f"out/reproduce/{a.table}{'-smoke' if a.smoke else ''}")
     quiet = a.quiet or a.json
     run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs),
-              Path(a.workspace) if a.workspace else None,
+              Path(a.workspace) if a.workspace else None, tuple(a.variant),
               log=(lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr)))
     result = reproduce(a.table, run)
     print(json.dumps(result, indent=1) if a.json else markdown(result), end="\n" if a.json else "")

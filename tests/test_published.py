@@ -256,3 +256,17 @@ def test_failure_modes_report_sets_a_builds_baseline_beside_figure5():
     assert all(r["gensets_images"] == 200 for r in got.values())
     none = published({"baseline": {"tench": {"n": 10, "failures": 1, "confusions": []}}})
     assert all(r["gensets"] is None and r["difference"] is None for r in none["numbers"])
+
+
+def test_genbench_gpu_price_defaults_to_the_papers_table5():
+    """The generator's price per hour defaults to GenBench's (Table 5: 1.47 USD per hour of an Azure NC24ads
+    A100 v4 at spot price; the paper's text, shared/papers/001), in a config that gives none and in
+    configs/genbench.yaml, the paper-scale config."""
+    from gensets.builders.genbench.config import CostConfig
+    from gensets.workspace import load_build_config
+
+    paper = next(r for r in genbench_published()["tables"]["5"]["rows"] if r["data_type"] == "Generative")
+    assert paper["price_per_hour"] == 1.47 and paper["instance_type"] == "NC24ads A100 v4"
+    assert CostConfig().price_per_hour == paper["price_per_hour"] and "NC24ads A100 v4" in CostConfig().hardware
+    _, cfg = load_build_config(ROOT / "configs" / "genbench.yaml")
+    assert cfg.cost.price_per_hour == paper["price_per_hour"] and "Table 5" in cfg.cost.hardware

@@ -73,7 +73,7 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     again = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", check=0)
     assert "0 run now" in again.stderr and again.stderr.count("skipped ") >= 3, again.stderr
     assert "| row | protocol / metric | published | gensets | difference |" in again.stdout
-    assert "| ResNet | imagenet | 55.02 |" in again.stdout and "smoke run" in again.stdout
+    assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in again.stdout and "smoke run" in again.stdout
     assert (out / "reproduce.md").read_text() == again.stdout
 
 
@@ -92,3 +92,120 @@ def test_list_tables_names_every_reproducible_table():
     from gensets.reproduce import TABLES
 
     assert {r["name"] for r in rows if r["name"].startswith("reproduce:")} == {f"reproduce:{t}" for t in TABLES}
+
+
+class _Answers:
+    """A stand-in VLM: each image's answer is given by its key (as tests/test_vlm.py's _Scripted)."""
+
+    def __init__(self, by_key: dict):
+        self.by_key, self.model_id, self.revision = by_key, "scripted", None
+
+    def answer(self, images, questions, max_new_tokens=10, **decoding):
+        return [self.by_key[im.info["key"]] for im in images]
+
+
+# per subset: (answer kind, ...): TRUE names the true class, FALSE the wrong one, both / neither are left out
+_MIX = {"background": ("TRUE", "TRUE", "FALSE", "both", "neither"), "texture": ("TRUE", "neither"),
+        "material": ("FALSE", "FALSE", "both")}
+_SAY = {"TRUE": "It is a backpack.", "FALSE": "This is a mug.", "both": "a backpack or a mug", "neither": "no idea"}
+
+
+def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_reproduce(tmp_path):
+    """Two-way runs (the real protocol, its real metrics, written by the real store) with a known mix of TRUE /
+    FALSE / both / neither answers: the run's top1, `gensets report imagenet-d` and `reproduce imagenet-d-table`'s
+    row give the authors' TRUE / (TRUE + FALSE) (compute_accuracy.py), per subset and pooled, the same numbers."""
+    from PIL import Image
+
+    from gensets.evaluation import store
+    from gensets.evaluation.data import Split
+    from gensets.evaluation.protocols.base import Models
+    from gensets.evaluation.runner import EvalConfig
+    from gensets.registry import PROTOCOLS
+    from gensets.reproduce import imagenet_d_rows, markdown
+
+    spec, db = "hf:llava-hf/llava-1.5-13b-hf", tmp_path / "results.duckdb"
+    names = ["backpack", "mug"]
+    cfg = EvalConfig("hf:zcs15/ImageNet-D", (spec,), db, protocol="two-way", decoding="greedy")
+    con = store.connect(db)
+    run_top1 = {}
+    for config, kinds in _MIX.items():
+        keys = [f"{config}-{i}" for i in range(len(kinds))]
+        split = Split(config, "test", names, records=lambda: iter(()), wrong_options=dict.fromkeys(keys, 1))
+        p = PROTOCOLS.get("two-way")(_Answers({k: _SAY[x] for k, x in zip(keys, kinds, strict=True)}), split,
+                                     first={}, cfg=cfg, models=Models())
+        images = []
+        for k in keys:
+            im = Image.new("RGB", (8, 8))
+            im.info["key"] = k
+            images.append(im)
+        scored = p.score(images, [{"key": k, "target": 0} for k in keys])
+        mets = p.metrics(scored.rows, scored.extra)
+        run_top1[config] = next(m["value"] for m in mets if m["name"] == "top1")
+        store.write_run(con, {"dataset": cfg.dataset, "dataset_revision": "r1", "config": config, "split": "test",
+                              "model": spec, "model_id": spec, "model_revision": None, "protocol": p.run_protocol,
+                              "label_space": "dataset", "n": len(keys), "precision": "fp32",
+                              "settings": "s", "class_names": names}, scored.rows, mets)
+    con.close()
+    # the authors' count: background 2 / (2 + 1), texture 1 / 1, material 0 / 2; pooled 3 / 6
+    assert run_top1 == pytest.approx({"background": 2 / 3, "texture": 1.0, "material": 0.0})
+
+    r = run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep", "--json", check=0)
+    rep = json.loads(r.stdout)
+    llava = next(m for m in rep["per_model"] if m["model"] == spec)
+    assert {c: v["top1"] for c, v in llava["configs"].items()} == pytest.approx(run_top1)
+    assert llava["pooled"] == pytest.approx(3 / 6) and llava["counted"] == 6 and llava["n"] == 10
+    assert llava["mean"] == pytest.approx((2 / 3 + 1 + 0) / 3)
+    row = next(x for x in rep["published"]["rows"] if x["family"] == "LLaVa")
+    assert row["gensets"] == pytest.approx(0.5) and row["overall"] == "pooled"
+    assert "| 50.00 | 55.56 | 10 (6 counted) |" in (tmp_path / "rep" / "report.md").read_text()
+    mean = json.loads(run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep2", "--json",
+                              "--overall", "mean", check=0).stdout)
+    assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["gensets"] == pytest.approx(5 / 9)
+
+    res = imagenet_d_rows(db, tmp_path / "reproduce-report")
+    llava_row = next(x for x in res["rows"] if x["what"] == "LLaVa")
+    assert llava_row["gensets"] == pytest.approx(0.5) and llava_row["protocol"] == "two-way, top-1 pooled"
+    assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
+    md = markdown({"table": "imagenet-d-table", "paper": "p", "what": "w", "smoke": False, **res})
+    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 |" in md
+
+
+def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_named_variant(tmp_path):
+    """The authors load torchvision models with their ImageNet-1k weights and weights.transforms()
+    (chenshuang-zhang/imagenet_d, utils/models.py): ViT-L/16 is torchvision's vit_l_16, pinned by its weights'
+    file; the 21k-pretrained AugReg checkpoint runs only as --variant vit-l16-augreg-in21k."""
+    from torchvision.models import get_model_weights
+
+    from gensets.reproduce import TABLES, with_variants
+
+    table = TABLES["imagenet-d-table"]
+    models = {m: e for e in table.evaluations for m in e.models}
+    vit = next(m for m in models if family(m, "imagenet") == "ViT-L/16")
+    assert vit == "torchvision:vit_l_16@IMAGENET1K_V1" and models[vit].allow_pickle
+    assert get_model_weights("vit_l_16").IMAGENET1K_V1.url.endswith("vit_l_16-852ce7e3.pth")  # sha256-pinned file
+    augreg = with_variants(table, ("vit-l16-augreg-in21k",))
+    specs = [m for e in augreg.evaluations for m in e.models]
+    assert "timm:hf-hub:timm/vit_large_patch16_224.augreg_in21k_ft_in1k" in specs and vit not in specs
+    r = run_cli("reproduce", "imagenet-d-table", "--variant", "nope", "--out", tmp_path / "o")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "vit-l16-augreg-in21k" in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_path):
+    """Borji (2022) scored DALL-E 2 and Midjourney images: the paper config's SD 2.1 / SDXL images are labelled as
+    such and get no difference; imports of the paper's two sources do."""
+    from gensets.reproduce import borji_rows, image_sources
+    from gensets.workspace import load_build_config
+
+    _, cfg = load_build_config(ROOT / "configs" / "recognition.yaml")
+    (tmp_path / "config.yaml").write_text((ROOT / "configs" / "recognition.yaml").read_text())
+    sources = image_sources(tmp_path)
+    assert sources == tuple(g.name for g in cfg.generate) == ("stable-diffusion-2-1", "sdxl")
+    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7}],
+           "published": {"numbers": [{"what": "top-1", "metric": "top1", "value": 0.6, "approximate": True}],
+                         "source": "Borji (2022)", "checked": "From the abstract."}}
+    ours = borji_rows(rep, sources)
+    assert ours["rows"][0]["difference"] is None and ours["rows"][0]["gensets"] == 0.5
+    assert "not the paper's DALL-E 2 / Midjourney" in ours["rows"][0]["variant"] and "imports" in ours["note"]
+    paper = borji_rows(rep, ("dall-e-2", "midjourney"))
+    assert paper["rows"][0]["difference"] == pytest.approx(-0.1) and paper["rows"][0]["variant"] == "wordset"

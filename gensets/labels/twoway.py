@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from gensets.errors import GensetsError
@@ -136,6 +136,17 @@ def two_way_accuracy(choices: Sequence[int | None], correct_index: Sequence[int]
         "n_correct": n_correct,
         "n_unparseable": n_unparseable,
     }
+
+
+def two_way_outcomes(predictions: Iterable[dict], variant: str = "official") -> list[bool]:
+    """The outcomes a two-way top-1 averages, from prediction rows (``correct1``; ``top5``: the chosen class, empty
+    when the answer named both options or neither). ``official``: the authors' TRUE / (TRUE + FALSE): such an
+    answer is left out (chenshuang-zhang/imagenet_d, ``LLaVA/compute_accuracy.py``: DOUBLE and TODO rows count in
+    neither ``true_num`` nor ``false_num``); ``shuffled``: every answer, an unparseable one wrong. The eval run's
+    ``top1`` (protocol two-way) and ``gensets report imagenet-d`` both call this."""
+    if variant not in ("official", "shuffled"):
+        raise GensetsError(f"two-way protocol: unknown variant {variant!r} (official or shuffled)")
+    return [bool(p["correct1"]) for p in predictions if variant == "shuffled" or len(p["top5"] or ()) > 0]
 
 
 def top_wrong(scores: Sequence[float], target: int, class_names: Sequence[str]) -> int:

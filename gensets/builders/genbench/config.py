@@ -279,11 +279,17 @@ def paper_labelling() -> ReferenceCost:
                          f"{row['data_type']}, {row['collection_source']} ({t5['source']['file']})")
 
 
+# GenBench's price of a generator GPU hour: Table 5's "Generative, Model Inference" row, 1.47 USD per hour of an
+# Azure NC24ads A100 v4 at its spot price (Sec. 8; gensets/data/genbench/published.json, tables.5)
+PAPER_PRICE_PER_HOUR = 1.47
+PAPER_HARDWARE = "Azure NC24ads A100 v4, spot price (GenBench Table 5)"
+
+
 @dataclass(frozen=True)
 class CostConfig:
-    price_per_hour: float = 1.0  # price of one hour of the generator's device
+    price_per_hour: float = PAPER_PRICE_PER_HOUR  # price of one hour of the generator's device (default: the paper's)
     currency: str = "USD"
-    hardware: str = ""  # what the price is for, e.g. "1x A100 80GB, on demand"
+    hardware: str = PAPER_HARDWARE  # what the price is for, e.g. "1x A100 80GB, on demand"
     reference: dict[str, ReferenceCost] = field(default_factory=dict)  # other ways to get an image
     # the original-data baseline's price per labelled image, with its source; null: the paper's (Table 5,
     # paper_labelling), in USD

@@ -96,17 +96,17 @@ class TwoWay(VQAProtocol):
         return out
 
     def metrics(self, rows, extra):
-        from ...labels.twoway import two_way_accuracy
+        from ...labels.twoway import two_way_accuracy, two_way_outcomes
 
         acc = two_way_accuracy(extra["choice"], extra["correct"])
         unparseable = {"name": "unparseable", "value": acc["n_unparseable"] / acc["n"] if acc["n"] else None,
                        "lo": None, "hi": None}
-        if self.variant == "official":  # the authors' accuracy: answers naming both or neither left out
-            parsed = [p["correct1"] for p, c in zip(rows, extra["choice"], strict=True) if c is not None]
-            top1 = accuracy_row("top1", parsed) if parsed else {"name": "top1", "value": None, "lo": None, "hi": None}
-            return [top1, {"name": "two_way_all", "value": acc["accuracy"], "lo": None, "hi": None}, unparseable]
-        return [accuracy_row("top1", [p["correct1"] for p in rows]),
-                {"name": "two_way_parsed", "value": acc["accuracy_parsed"], "lo": None, "hi": None}, unparseable]
+        counted = two_way_outcomes(rows, self.variant)  # official: the authors' TRUE / (TRUE + FALSE)
+        top1 = accuracy_row("top1", counted) if counted else {"name": "top1", "value": None, "lo": None, "hi": None}
+        other = ({"name": "two_way_all", "value": acc["accuracy"], "lo": None, "hi": None}
+                 if self.variant == "official" else
+                 {"name": "two_way_parsed", "value": acc["accuracy_parsed"], "lo": None, "hi": None})
+        return [top1, other, unparseable]
 
 
 @PROTOCOLS.register("two-way")
