@@ -141,8 +141,7 @@ def _review(a) -> int:
 
     ws = Workspace(a.workspace)
     builder, cfg = ws.load()
-    if not ws.state_path.exists():
-        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    ws.require_state()
     if a.action == "list":
         con = state.connect(ws.state_path, read_only=True)
         rows = review.list_outcomes(con, status=None if a.status == "all" else a.status,
@@ -152,10 +151,11 @@ def _review(a) -> int:
             print(json.dumps(rows, default=str, indent=1))
         else:
             if rows:
-                print("key\tstatus\tlabel\tnuisance\tprompt")
+                print("key\tstatus\tlabel\tnuisance\treviewer\tnote\tprompt")
             for r in rows:
                 label = r["label"] if r["review_label"] == r["label"] else f"{r['label']} -> {r['review_label']}"
-                print(f"{r['key']}\t{r['status']}\t{label}\t{r['nuisance']}\t{r['prompt']}")
+                print(f"{r['key']}\t{r['status']}\t{label}\t{r['nuisance']}\t{r['reviewer'] or ''}\t"
+                      f"{' '.join((r['note'] or '').split())}\t{r['prompt']}")
             print(f"{len(rows)} sample(s)", file=sys.stderr)
         return 0
     con = state.connect(ws.state_path)
@@ -283,7 +283,10 @@ def _leaderboard(a) -> int:
 
     con = store.connect(a.db, read_only=True)
     cols, rows = store.leaderboard(con, a.dataset, a.config, a.split)
+    why = None if rows else store.unmatched(con, a.dataset, a.config, a.split)
     con.close()
+    if why:
+        raise GensetsError(f"{a.db}: {why}")
     if a.pivot:
         cols, rows = store.pivot(cols, rows, a.metric)
     _print_rows(cols, rows, "json" if a.json else a.format, a.output, a.db)
@@ -296,14 +299,38 @@ def _query(a) -> int:
     from .db import interruptible
     from .evaluation import store
 
-    con = store.connect(a.db, read_only=True)
+    if a.schema:
+        return _schema(a)
+    if not a.db or a.sql is None:
+        raise GensetsError("gensets query: give --db FILE and SQL (or --schema: the tables and their columns)")
+    con = store.query_connection(a.db)
     try:
         cols, rows = interruptible(con, a.sql, a.timeout)  # Ctrl-C and --timeout stop it
     except duckdb.Error as e:
-        raise GensetsError(f"query failed: {str(e).splitlines()[0]}") from None
+        raise GensetsError(f"query failed: {store.query_error(con, a.sql, e)}") from None
     finally:
         con.close()
-    _print_rows(cols, rows, a.format, a.output, a.db)
+    _print_rows(cols, rows, "json" if a.json else a.format, a.output, a.db)
+    return 0
+
+
+def _schema(a) -> int:
+    """gensets query --schema: the tables (of --db, else the ones gensets creates), columns, keys, examples."""
+    from .evaluation import store
+
+    con = store.query_connection(a.db) if a.db else None
+    try:
+        tables = store.schema(con)
+    finally:
+        if con is not None:
+            con.close()
+    if a.json:
+        text = json.dumps({"tables": tables, "examples": store.EXAMPLES}, indent=1) + "\n"
+    else:
+        text = "".join(f"{t['name']}: {t['about']}\n  " + ", ".join(f"{c['name']} {c['type']}" for c in t["columns"])
+                       + "\n" for t in tables)
+        text += "examples:\n" + "".join(f"  gensets query --db results.duckdb \"{q}\"\n" for q in store.EXAMPLES)
+    _emit(text, a.output, a.db)
     return 0
 
 
@@ -338,8 +365,7 @@ def _review_invite(a) -> int:
 
     ws = Workspace(a.workspace)
     ws.load()
-    if not ws.state_path.exists():
-        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    ws.require_state()
     con = state.connect(ws.state_path)
     try:
         if a.action == "revoke":
@@ -366,8 +392,7 @@ def _review_agreement(a) -> int:
 
     ws = Workspace(a.workspace)
     ws.load()
-    if not ws.state_path.exists():
-        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    ws.require_state()
     con = state.connect(ws.state_path, read_only=True)
     r = agreement(con)
     con.close()
@@ -547,7 +572,10 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("review", help="the review queue: list, accept, reject, relabel")
     rsub = r.add_subparsers(dest="action", required=True, metavar="ACTION")
-    rl = rsub.add_parser("list", help="list samples in the queue")
+    rl = rsub.add_parser("list", help="list the samples still to review (--status all: every sample, with "
+                         "its reviewer and note)", description="The pending samples by default (those finalize "
+                         "leaves out until decided); --status picks another outcome, all lists every sample. "
+                         "Columns: key, status, label, nuisance, reviewer, note, prompt.")
     rl.add_argument("workspace")
     rl.add_argument("--status", default="pending",
                     choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "disputed", "held",
@@ -676,11 +704,16 @@ def parser() -> argparse.ArgumentParser:
         rk.set_defaults(func=_report(r.run))
 
     q = sub.add_parser("query", help="run read-only SQL on a results database",
-                       description="Tables: runs, predictions, metrics (gensets eval), scores, score_summaries "
-                       "(gensets score). The connection is read-only.")
-    q.add_argument("--db", required=True)
-    q.add_argument("sql")
+                       description="Tables: runs (key run_id), predictions and metrics (name, value, lo, hi; "
+                       "each joins runs on run_id), the view results (runs JOIN metrics: dataset, config, split, "
+                       "model, protocol, metric, value, ...) from gensets eval; scores, score_summaries from gensets "
+                       "score. --schema lists every column and two example queries. The connection is read-only.")
+    q.add_argument("--db", help="the results database (DuckDB file)")
+    q.add_argument("sql", nargs="?", help="the query, e.g. \"SELECT model, config, metric, value FROM results\"")
+    q.add_argument("--schema", action="store_true", help="print the tables (of --db, else the ones gensets "
+                   "creates), their columns and types, how they join, and two example queries")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
+    q.add_argument("--json", action="store_true", help="the same as --format json")
     q.add_argument("--timeout", type=nonneg_float, default=300.0, metavar="SECONDS",
                    help="stop the query after this many seconds, exit 1 (default 300; 0: no limit); Ctrl-C stops "
                    "it too, exit 130")
@@ -790,11 +823,15 @@ def parser() -> argparse.ArgumentParser:
                     help="print {repo, revision, tag, dry_run, url, steps} as JSON (steps: the lines otherwise printed)")
     pb.set_defaults(func=_publish)
 
-    pr = sub.add_parser("publish-results", help="upload the leaderboard as results/leaderboard.parquet")
-    pr.add_argument("--db", required=True)
-    pr.add_argument("--repo", required=True, metavar="ORG/NAME")
-    pr.add_argument("--revision", metavar="BRANCH")
-    pr.add_argument("--dry-run", action="store_true")
+    pr = sub.add_parser("publish-results", help="upload the leaderboard as results/leaderboard.parquet",
+                        description="Upload every leaderboard row of a results database (gensets leaderboard "
+                        "--format json: one row per run) as results/leaderboard.parquet in one commit to a "
+                        "dataset repo. The token comes from HF_TOKEN or `hf auth login`.")
+    pr.add_argument("--db", required=True, help="the results database (DuckDB file) that gensets eval wrote")
+    pr.add_argument("--repo", required=True, metavar="ORG/NAME", help="the dataset repo (created if missing); "
+                    "file:///path: a local folder")
+    pr.add_argument("--revision", metavar="BRANCH", help="upload to this branch (default: main)")
+    pr.add_argument("--dry-run", action="store_true", help="print the commit it would make, upload nothing")
     pr.set_defaults(func=_publish_results)
 
     from .reproduce import TABLES
@@ -844,12 +881,15 @@ def _reproduce(a) -> int:
 LISTS = ("builders", "configs", "protocols", "metrics", "reports", "models", "tables")
 
 
-def _doc(obj, width: int = 110) -> str:
-    """The first sentence of an object's help, else of its docstring, else of its module's, for `gensets list`."""
-    text = getattr(obj, "help", None) if isinstance(getattr(obj, "help", None), str) else None
-    text = text or obj.__doc__ or sys.modules[obj.__module__].__doc__ or ""
+def _doc(obj) -> str:
+    """The first paragraph of an object's help, else its description, its docstring or its module's, for
+    `gensets list`: Sphinx roles (:func:`x`) read as their names."""
+    import re
+
+    text = next((t for t in (getattr(obj, "help", None), getattr(obj, "description", None), obj.__doc__,
+                             sys.modules[obj.__module__].__doc__) if isinstance(t, str) and t.strip()), "")
     line = " ".join(text.strip().split("\n\n")[0].replace("``", "").split())
-    return line if len(line) <= width else line[: width - 3] + "..."
+    return re.sub(r":\w+:`~?([^`]*)`", r"\1", line)
 
 
 def catalog(what: str) -> list[dict]:
@@ -877,13 +917,15 @@ def catalog(what: str) -> list[dict]:
                     "; small random weights, built offline (tests, demos)")}
                 for family in ("tiny", "random") for k in built_kinds(family)]
     if what == "configs":
+        import itertools
         from pathlib import Path
 
         folder = Path.cwd() / "configs"
         rows = []
         for f in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-            first = next((line.lstrip("# ").strip() for line in f.read_text(errors="replace").splitlines()
-                          if line.startswith("#")), "")
+            lines = f.read_text(errors="replace").splitlines()
+            head = [line.lstrip("#").strip() for line in itertools.takewhile(lambda t: t.startswith("#"), lines)]
+            first = " ".join(itertools.takewhile(bool, head))  # the first paragraph of its opening comment
             rows.append({"name": f"configs/{f.name}", "description": first})
         return rows
     if what == "tables":
@@ -894,7 +936,7 @@ def catalog(what: str) -> list[dict]:
         for paper in ("genbench", "borji"):
             d = json.loads(resources.files("gensets.data").joinpath(paper, "published.json").read_text())
             for key, t in d.get("tables", {}).items():
-                rows.append({"name": f"{paper}:table-{key}", "description": t.get("caption", "")[:200]})
+                rows.append({"name": f"{paper}:table-{key}", "description": t.get("caption", "")})
             for key in ("recognition", "vqa"):
                 if key in d:
                     rows.append({"name": f"{paper}:{key}", "description": f"{len(d[key])} published figures "
@@ -919,8 +961,9 @@ def _list(a) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     width = max((len(r["name"]) for r in rows), default=0)
-    for r in rows:
-        print(f"{r['name']:<{width}}  {r['description']}")
+    for r in rows:  # the text listing keeps each description to one line; --json has them whole
+        d = r["description"]
+        print(f"{r['name']:<{width}}  {d if len(d) <= 110 else d[:107] + '...'}")
     return 0
 
 
@@ -950,7 +993,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (getattr(args, "quiet", False) or getattr(args, "json", False)):
         os.environ.setdefault("GENSETS_ANNOUNCE", "1")  # a line per model loaded, on a terminal
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, so that a reader gone away (| head) is a BrokenPipeError below
+        return code
+    except BrokenPipeError:  # the reader of stdout stopped reading: quietly, as a process killed by SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's exit flush then writes nowhere
+        return 141
     except GensetsError as e:
         print(f"gensets: error: {e}", file=sys.stderr)
         return e.exit_code

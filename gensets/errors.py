@@ -12,6 +12,7 @@ Exit codes (the README's table; `gensets --help` prints it), so a script can tel
          network or the server failing): fix the environment, then run the same command again (Unavailable)
     4    busy: another gensets process holds the workspace's lock: run it again once that one ends (Busy)
     130  interrupted (Ctrl-C): what is committed is kept; the same command resumes
+    141  the reader of the output went away (``| head``): quietly, as a process that SIGPIPE ends
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from __future__ import annotations
 EXIT_CODES = {0: "success", 1: "data or runtime error", 2: "usage: bad arguments or config",
               3: "environment: a model, dataset or the Hub unreachable, or no credentials (retry once fixed)",
               4: "busy: the workspace is locked by another gensets process (retry later)",
-              130: "interrupted (Ctrl-C): committed work is kept, the same command resumes"}
+              130: "interrupted (Ctrl-C): committed work is kept, the same command resumes",
+              141: "the output's reader stopped reading (a pipe into head): nothing more is printed"}
 
 
 class GensetsError(Exception):

@@ -167,21 +167,23 @@ def check_repo(repo: str) -> None:
         raise GensetsError(f"bad --repo {repo!r}: expected org/name (or file:///path for a local folder)")
 
 
-def target_for(repo: str) -> Target:
-    """``file:///path`` -> LocalTarget; ``org/name`` -> HubTarget (after the offline and token checks)."""
+def target_for(repo: str, dry_run: bool = False) -> Target:
+    """``file:///path`` -> LocalTarget; ``org/name`` -> HubTarget (after the offline and token checks; ``dry_run``:
+    their messages say what a dry run cannot tell, not how to run one)."""
     check_repo(repo)
     if repo.startswith("file://"):
         return LocalTarget(repo[len("file://"):])
-    _check_hub()
+    _check_hub(dry_run)
     return HubTarget(repo)
 
 
-def _check_hub() -> None:
+def _check_hub(dry_run: bool = False) -> None:
     """Fail fast, before any network call: offline mode, or no token."""
     from huggingface_hub import constants, get_token
 
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        raise Unavailable("cannot publish to the Hub: offline mode is on (HF_HUB_OFFLINE=1); "
+        raise Unavailable("the Hub is not read: offline mode is on (HF_HUB_OFFLINE=1)" if dry_run else
+                          "cannot publish to the Hub: offline mode is on (HF_HUB_OFFLINE=1); "
                           "unset it (--dry-run shows the plan offline)")
     if not get_token():
         raise Unavailable("no Hugging Face token: log in with `hf auth login` or set HF_TOKEN")
@@ -407,7 +409,7 @@ def _dry_deletions(repo: str, revision: str | None, target: Target | None, shard
                    mine: dict | None = None, replace: bool = False) -> str:
     """The dry run's line(s) of what the last commit deletes (the repo's manifest.json is read when it can be)."""
     try:
-        target = target or target_for(repo)
+        target = target or target_for(repo, dry_run=True)
         previous = _call(f"reading manifest.json of {repo}", target.read_file, "manifest.json", revision)
     except GensetsError as e:
         return (f"  delete: cannot tell ({e}); only shards that the repo's manifest.json (an earlier gensets "

@@ -321,6 +321,36 @@ class Workspace:
         finally:
             os.close(fd)  # releases the lock
 
+    def holder(self) -> str | None:
+        """Who holds the workspace's lock now (``build (pid N)``), or None: nobody (a local workspace's lock asked
+        for shared and given back at once; a store's lease is not asked)."""
+        import fcntl
+
+        if self.store or not self.lock_path.is_file():
+            return None
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return None
+        except BlockingIOError:
+            return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "process"
+        finally:
+            os.close(fd)  # releases the shared lock
+
+    def require_state(self) -> None:
+        """GensetsError unless state.duckdb exists; Busy (exit 4) while a build holds the workspace and has not
+        recorded its first units yet."""
+        if self.state_path.exists():
+            return
+        who = self.holder()
+        if who:
+            raise Busy(f"{self.root}: a gensets {who} is running on this workspace and has not recorded its first "
+                       "units yet (no state.duckdb); run this again in a moment")
+        raise GensetsError(f"{self.root}: nothing built yet (no state.duckdb)")
+
     def clean_leftovers(self) -> None:
         """Remove what a killed ``create``, ``finalize`` or environment record left: temp files and folders of
         exactly the names they write (nothing else of the folder; a symlink is removed, never followed)."""

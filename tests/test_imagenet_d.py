@@ -153,7 +153,7 @@ def test_review_then_finalize(reference, tmp_path):
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
     lines = run_cli("review", "list", ws, "--config", "texture", check=0).stdout.split("\n")
-    assert lines[0] == "key\tstatus\tlabel\tnuisance\tprompt"  # a header, then one row per sample
+    assert lines[0] == "key\tstatus\tlabel\tnuisance\treviewer\tnote\tprompt"  # a header, then one row per sample
     keys = [line.split("\t")[0] for line in lines[1:] if line]
     labels = {line.split("\t")[0]: line.split("\t")[2] for line in lines[1:] if line}
     assert len(keys) == 12

@@ -650,8 +650,7 @@ def _open(workspace, read_only: bool):
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
-    if not ws.state_path.exists():
-        raise GensetsError(f"{ws.root}: nothing built yet (no state.duckdb)")
+    ws.require_state()
     return ws, list(builder.class_names(cfg)), state.connect(ws.state_path, read_only=read_only)
 
 

@@ -42,7 +42,7 @@ def check_reviewer(name) -> str:
 def list_queue(con, status: str | None = "pending", label: str | None = None,
                config: str | None = None, limit: int | None = None) -> list[dict]:
     q = """SELECT r.key, r.status, s.config, s.label, r.label AS review_label, s.nuisance,
-                  s.surrogate_failures, r.reviewer, r.time, s.prompt
+                  s.surrogate_failures, r.reviewer, r.time, r.note, s.prompt
            FROM reviews r JOIN samples s USING (key) WHERE 1=1"""
     args: list = []
     if status:

@@ -121,8 +121,7 @@ class ReviewState:
 
         self.ws = Workspace(workspace)
         self.builder, self.cfg = self.ws.load()
-        if not self.ws.state_path.exists():
-            raise GensetsError(f"{self.ws.root}: nothing built yet (no state.duckdb)")
+        self.ws.require_state()
         self.lock = threading.Lock()  # one use of the database at a time in this process
         self.lock_sessions = threading.Lock()  # the reviewers' session counts (activity)
         self.closed = False
@@ -768,7 +767,8 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     except (OSError, SystemExit) as e:
         rs.close()
         why = said.getvalue().strip().split("\n")[0] or getattr(e, "strerror", None) or str(e)
-        raise GensetsError(f"cannot listen on {host}:{port} ({why})") from None
+        busy = "; --port 0 picks a free port" if "in use" in why.lower() else ""
+        raise GensetsError(f"cannot listen on {host}:{port} ({why}){busy}") from None
     registered = False
     try:
         rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone

@@ -286,7 +286,11 @@ def _hub_image(repo: str, config: str, split: str, key: str, cell: dict):
 
 def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
     """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``[hf:]org/name[@rev]``; a folder in
-    the released ImageNet-D's layout, and ``hf:zcs15/ImageNet-D``, are read as the released ImageNet-D."""
+    the released ImageNet-D's layout, and ``hf:zcs15/ImageNet-D``, are read as the released ImageNet-D.
+
+    A name that does not exist here is a Hub id only when it has the shape ``org/name[@rev]`` and ``org`` is not a
+    folder here (``out/nope`` beside ``out/`` is a mistyped path: GensetsError, exit 2, no Hub call); ``hf:`` always
+    means the Hub. Anything else that does not exist (``./x``, ``/x``, ``~/x``, ``a/b/c``) is a GensetsError too."""
     from ..store import is_url
     from . import released
 
@@ -296,7 +300,7 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
         src = local_folder(Workspace(dataset).pull_dataset(), config, split)
         src.id = dataset
         return src
-    path = Path(dataset)
+    path = Path(dataset).expanduser()
     if path.is_dir():
         if (path / "config.yaml").exists() and (path / "dataset").is_dir():
             return local_folder(no_symlink(path / "dataset", "the workspace's dataset folder"), config, split)
@@ -317,5 +321,9 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
     if dataset.startswith("hf:") and _HUB_ID.match(dataset[3:]):
         return hub_dataset(dataset[3:], config, split)
     if _HUB_ID.match(dataset) and not path.exists():
+        first = dataset.split("/", 1)[0]
+        if Path(first).is_dir():  # out/nope where out/ is a folder here: a mistyped path, not a Hub id
+            raise GensetsError(f"{dataset}: no such workspace or folder ({first}/ is a folder here, so this is read "
+                               f"as a path; the Hub dataset of that name: hf:{dataset})")
         return hub_dataset(dataset, config, split)
     raise GensetsError(f"{dataset}: no such workspace, folder, shard glob or hub dataset id")

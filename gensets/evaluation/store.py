@@ -158,6 +158,24 @@ def leaderboard(con, dataset: str | None = None, config: str | None = None, spli
     return [d[0] for d in cur.description], cur.fetchall()
 
 
+def unmatched(con, dataset: str | None = None, config: str | None = None, split: str | None = None) -> str | None:
+    """Why :func:`leaderboard` with these filters has no row: the first filter that no run matches, with the
+    values the runs have (None: every filter matches, or none was given)."""
+    from ..errors import did_you_mean
+
+    where, args = "TRUE", []
+    for column, flag, value in (("dataset", "--dataset", dataset), ("config", "--config", config),
+                                ("split", "--split", split)):
+        if value is None:
+            continue
+        have = [v for (v,) in con.execute(f"SELECT DISTINCT {column} FROM runs WHERE {where} ORDER BY 1", args).fetchall()]
+        if value not in have:
+            listed = ", ".join(map(str, have[:20])) + (", ..." if len(have) > 20 else "") or "none"
+            return f"{flag} {value!r}: no run has it ({column}s here: {listed}){did_you_mean(value, have)}"
+        where, args = f"{where} AND {column} = ?", [*args, value]
+    return None
+
+
 def pivot(cols: list[str], rows: list, metric: str = "top1") -> tuple[list[str], list]:
     """The long leaderboard as a grid: one row per (model, protocol), one column per dataset config/split,
     ``metric`` in each cell (None where that model has no run), plus the mean over the cells it has. Rows in
@@ -197,3 +215,71 @@ def build_leaderboard(db, configs, build_id: str) -> tuple[list[str], list]:
         return leaderboard(con)
     finally:
         con.close()
+
+
+# `gensets query`: what each table holds and how it joins (--schema), and the `results` view a query may use
+TABLES = {
+    "runs": "one row per evaluation run (gensets eval); key: run_id",
+    "predictions": "one row per image of a run; joins runs on run_id",
+    "metrics": "one row per metric of a run (name: top1, top5, ...; lo, hi: its interval); joins runs on run_id",
+    "results": "a view of runs JOIN metrics: one row per (run, metric), the metric's name as `metric`",
+    "scores": "one row per (image, metric) of gensets score; key: dataset, revision, config, split, key, metric",
+    "score_summaries": "one row per (config, split, metric) of gensets score: value, lo, hi, n",
+}
+RESULTS_VIEW = """
+CREATE TEMP VIEW results AS
+SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model, r.protocol,
+       coalesce(r.precision, 'fp32') AS precision, r.n, m.name AS metric, m.value, m.lo, m.hi, r.run_id
+FROM runs r JOIN metrics m USING (run_id)
+"""
+EXAMPLES = [
+    "SELECT model, config, metric, value FROM results WHERE metric = 'top1' ORDER BY config, value DESC",
+    "SELECT r.model, r.config, avg(p.correct1::INT) AS top1 FROM predictions p JOIN runs r USING (run_id) "
+    "GROUP BY ALL ORDER BY ALL",
+]
+
+
+def query_connection(db):
+    """A sealed read-only connection to ``db`` (:func:`connect`) with the ``results`` view, where it has runs and
+    metrics and no table of that name (a temporary view: the file is not changed)."""
+    con = connect(db, read_only=True)
+    have = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if {"runs", "metrics"} <= have and "results" not in have:
+        con.execute(RESULTS_VIEW)
+    return con
+
+
+def schema(con=None) -> list[dict]:
+    """``[{name, about, columns: [{name, type}]}]`` of the tables ``con`` holds (None: those gensets eval and
+    gensets score create), in :data:`TABLES` order."""
+    import duckdb
+
+    if con is None:
+        from .scoring import SCHEMA as SCORES
+
+        con = duckdb.connect(":memory:")
+        con.execute(SCHEMA + SCORES)
+        con.execute(RESULTS_VIEW)
+    rows = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                       "ORDER BY table_name, ordinal_position").fetchall()
+    tables: dict[str, list] = {}
+    for t, c, ty in rows:
+        tables.setdefault(t, []).append({"name": c, "type": ty})
+    order = [t for t in TABLES if t in tables] + sorted(set(tables) - set(TABLES))
+    return [{"name": t, "about": TABLES.get(t, ""), "columns": tables[t]} for t in order]
+
+
+def query_error(con, sql: str, error: Exception) -> str:
+    """DuckDB's error of ``sql`` in one line; for an unknown column or table, the columns of the tables the query
+    names (else every table's names) and where the whole schema is."""
+    import re
+
+    first = str(error).splitlines()[0]
+    if not first.startswith(("Binder Error", "Catalog Error")):
+        return first
+    tables = {t["name"]: t["columns"] for t in schema(con)}
+    named = [t for t in tables if re.search(rf"\b{re.escape(t)}\b", sql, re.IGNORECASE)]
+    if not named:
+        return f"{first} (tables: {', '.join(tables)}; gensets query --schema)"
+    cols = "; ".join(f"{t}: {', '.join(c['name'] for c in tables[t])}" for t in named)
+    return f"{first} ({cols}; gensets query --schema)"
