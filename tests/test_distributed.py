@@ -398,12 +398,13 @@ def _loopback(address: str) -> bool:
     return ip.is_loopback or (ip.is_unspecified and address.endswith(":0"))  # a remote end not yet connected
 
 
-def test_a_ray_build_listens_and_talks_on_loopback_only(tmp_path):
-    """README: a local cluster is on 127.0.0.1 only. Every TCP socket of the build's processes (driver, GCS, raylet,
-    agents, workers), read from /proc/net/tcp and tcp6 while both workers wait at the start gate and again while
-    units run, has a loopback address at both ends: none listens on every address (0.0.0.0 / ::) or on the
-    machine's outward one. (Ray, unless it is told the cluster is one machine, uses the outward address for its
-    workers even when the driver's node is on 127.0.0.1.)"""
+def test_a_ray_build_and_the_review_server_listen_and_talk_on_loopback_only(tmp_path):
+    """README: a local cluster is on 127.0.0.1 only, and so is the review page by default. Every TCP socket of the
+    build's processes (driver, GCS, raylet, agents, workers), read from /proc/net/tcp and tcp6 while both workers wait
+    at the start gate and again while units run, has a loopback address at both ends: none listens on every address
+    (0.0.0.0 / ::) or on the machine's outward one. (Ray, unless it is told the cluster is one machine, uses the
+    outward address for its workers even when the driver's node is on 127.0.0.1.) Then the same for `gensets review
+    serve` on the built workspace, with a client connected."""
     ws, gate = tmp_path / "ws", tmp_path / "gate"
     gate.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}  # gensets' own setting
@@ -432,3 +433,21 @@ def test_a_ray_build_listens_and_talks_on_loopback_only(tmp_path):
     assert len(listening) >= 3, seen  # GCS, raylet, workers: the look saw the cluster
     outside = sorted({f"{a} -> {b}" for a, b in seen if not (_loopback(a) and _loopback(b))})
     assert not outside, f"{len(outside)} sockets off loopback: {outside[:20]}"
+    # the review server of the same workspace, with a client connected: loopback at both ends too
+    import socket
+
+    from .conftest import stop_server
+
+    serve = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0",
+                              "--reviewer", "ci"], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", serve.stdout.readline())
+        assert m, serve.stderr.read()[-2000:] if serve.poll() is not None else "no address printed"
+        with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=HANG) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            client.recv(1)
+            served = tcp_sockets(_descendants(serve.pid))
+    finally:
+        stop_server(serve)
+    assert any(b.endswith(":0") for a, b in served) and any(not b.endswith(":0") for a, b in served), served
+    assert all(_loopback(a) and _loopback(b) for a, b in served), served
