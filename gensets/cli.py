@@ -188,6 +188,10 @@ def _eval(a) -> int:
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
                                   templates=a.templates, precision=a.precision, force=a.force,
                                   decoding=a.decoding))
+    from .models.device import rank
+
+    if rank():  # the other processes of an accelerate launch: process 0 prints
+        return 0
     if a.json:
         print(json.dumps([{**{k: r[k] for k in ("model", "dataset", "config", "split", "protocol", "variant", "n",
                                                 "metrics", "intervals")}, "skipped": r.get("skipped", False)}

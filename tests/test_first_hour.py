@@ -8,10 +8,11 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, SMOKE, run_cli
+from .conftest import ROOT, SMALL, SMOKE, run_cli
 from .test_exit_codes import one_line
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -139,3 +140,58 @@ def test_publish_results_help_describes_each_option():
     assert sub.description
     for action in sub._actions:
         assert action.help, action.option_strings
+
+
+def test_a_rerun_prints_one_summary_and_no_empty_bar_and_a_log_gets_each_bar_once(tmp_path):
+    ws = tmp_path / "ws"
+    first = run_cli("build", SMOKE, "--out", ws, *SMALL, check=0)  # stderr is a pipe: a log, not a terminal
+    assert "\r" not in first.stderr and first.stderr.count("imagenet-d: 1/1 unit in ") == 1, first.stderr
+    again = run_cli("build", SMOKE, "--out", ws, *SMALL, check=0)  # a no-op
+    assert "unit" not in again.stderr and "\r" not in again.stderr, again.stderr
+    assert [line for line in again.stdout.splitlines() if "units (" in line] == [
+        f"{ws}: 1 units (1 done before, 0 run here); 0 samples written, 0 added to state.duckdb"]
+    assert json.loads(run_cli("build", SMOKE, "--out", ws, *SMALL, "--json", check=0).stdout)["units_run"] == 0
+
+
+HUB_ONLY = ("--set", "generator.model=diffusers:someorg/not-cached-model")  # offline: fails before its first unit
+
+
+def test_a_build_that_fails_before_its_first_unit_removes_the_workspace_it_made(tmp_path):
+    ws = tmp_path / "out" / "ws"
+    r = run_cli("build", SMOKE, "--out", ws, *SMALL, *HUB_ONLY, env=OFFLINE)
+    one_line(r, 3, "someorg/not-cached-model")
+    assert "unit" not in r.stderr and not ws.exists() and (tmp_path / "out").is_dir()
+    ws.mkdir()  # a folder it did not make stays
+    one_line(run_cli("build", SMOKE, "--out", ws, *SMALL, *HUB_ONLY, env=OFFLINE), 3, "someorg/not-cached-model")
+    assert ws.is_dir()
+
+
+# what `accelerate launch --num_processes 2` without --multi_gpu gives the one process it starts on CPU
+SIMPLE_LAUNCHER = {"ACCELERATE_USE_CPU": "False", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+def test_one_process_where_several_were_asked_says_so_once(small, tmp_path):
+    args = ("eval", small, "--model", "tiny:resnet", "--limit", "2", "--db", tmp_path / "r.duckdb", "--quiet")
+    r = run_cli(*args, env=SIMPLE_LAUNCHER, check=0)
+    assert r.stderr.count("gensets: warning: accelerate launch started one process") == 1, r.stderr
+    assert "--multi_gpu --num_processes N" in r.stderr and "running as one process" in r.stderr
+    assert "--multi_gpu" not in run_cli(*args, "--force", check=0).stderr
+
+
+@pytest.mark.slow
+def test_accelerate_on_cpu_needs_multi_gpu_for_two_processes_and_process_0_alone_prints(small, tmp_path):
+    from .test_eval import query
+
+    accelerate = [str(Path(sys.executable).with_name("accelerate")), "launch", "--num_machines", "1",
+                  "--mixed_precision", "no", "--dynamo_backend", "no", "--num_processes", "2"]
+    env = {**os.environ, **OFFLINE, "PYTHONPATH": str(ROOT)}
+    for flags, processes in (([], 1), (["--multi_gpu"], 2)):
+        db = tmp_path / f"r{processes}.duckdb"
+        p = subprocess.run([*accelerate, *flags, "-m", "gensets.cli", "eval", str(small), "--model", "tiny:resnet",
+                            "--limit", "4", "--db", str(db), "--quiet"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert p.stderr.count("results in ") == 1 and len(p.stdout.splitlines()) == 1, (p.stdout, p.stderr)
+        assert ("--multi_gpu" in p.stderr) == (processes == 1), p.stderr
+        assert [json.loads(r["execution"])["processes"] for r in query(db, "SELECT execution FROM runs")] == [
+            processes]

@@ -26,9 +26,9 @@ from . import backends
 
 
 def progress(iterable, total: int, desc: str, disable: bool = False):
-    from tqdm.auto import tqdm
+    from ..progress import bar
 
-    return tqdm(iterable, total=total, desc=desc, unit="unit", disable=disable, file=sys.stderr)
+    return bar(iterable, total=total, desc=desc, unit="unit", disable=disable)
 
 
 def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1,
@@ -52,14 +52,22 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     dist = distributed()
     if backend == "ray" and dist.world > 1:
         raise GensetsError("--backend ray starts its own workers: run it as one process, not under accelerate launch")
+    ws = Workspace(out)
     if dist.rank == 0:  # before the lock creates anything in it: --out of the wrong folder is refused as it is
-        Workspace(out).check_links()
-        Workspace(out).refuse_foreign_folder()
-    # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
-    with Workspace(out).lock("build") if dist.rank == 0 else contextlib.nullcontext():
-        return _build(builder, cfg, out, dist, quiet, threads, str(config_path),
-                      {"backend": backend, "workers": workers, "address": address,
-                       "gpus_per_worker": gpus_per_worker})
+        ws.check_links()
+        ws.refuse_foreign_folder()
+    made = dist.rank == 0 and not ws.store and not ws.root.exists()  # a folder this build creates
+    try:
+        # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
+        with ws.lock("build") if dist.rank == 0 else contextlib.nullcontext():
+            return _build(builder, cfg, out, dist, quiet, threads, str(config_path),
+                          {"backend": backend, "workers": workers, "address": address,
+                           "gpus_per_worker": gpus_per_worker})
+    except BaseException:
+        # a build that fails before its first unit (a model offline) leaves no half-made workspace it created
+        if made and ws.root.is_dir() and not (ws.manifest_path.exists() and ws.manifest_path.stat().st_size):
+            shutil.rmtree(ws.root, ignore_errors=True)
+        raise
 
 
 _mode = backends.mode_of

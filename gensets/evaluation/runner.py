@@ -103,8 +103,6 @@ def _cut(limit: int | None, images: int, size: int | None = None) -> int | None:
 def evaluate(cfg: EvalConfig) -> list[dict]:
     """Score every model on every (config, split) of ``cfg.dataset``; returns one summary per run (on every
     process but process 0 of an ``accelerate launch``: nothing)."""
-    from tqdm.auto import tqdm
-
     from ..models.device import default_device, distributed
     from ..records import library_versions
 
@@ -139,7 +137,7 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
     results = []
     try:
         for sp in source.splits:
-            results += _evaluate_split(cfg, source, sp, models, con, versions, tqdm, dist, device)
+            results += _evaluate_split(cfg, source, sp, models, con, versions, dist, device)
     finally:
         if con is not None:
             con.close()
@@ -190,9 +188,11 @@ def _autocast(precision: str, device_type: str):
     return torch.autocast(device_type=device_type, dtype=getattr(torch, PRECISIONS[precision]))
 
 
-def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, con, versions, tqdm, dist,
+def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, con, versions, dist,
                     device: str) -> list[dict]:
     import torch
+
+    from ..progress import bar as progress
 
     data = SplitBatches(sp, cfg.batch_size, cfg.limit)
     first = data.first()  # read before the models are bound: it tells the protocol
@@ -224,8 +224,8 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
     seconds = {spec: 0.0 for spec in bound}
     scored_batches = []  # (batch index, images, {spec: (rows, extra)}) of this process
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    bar = tqdm(total=data.total if dist.world == 1 else None, desc=f"{sp.config}/{sp.split}", unit="img",
-               disable=cfg.quiet or dist.rank != 0, file=sys.stderr)
+    bar = progress(total=data.total if dist.world == 1 else None, desc=f"{sp.config}/{sp.split}", unit="img",
+                   disable=cfg.quiet or dist.rank != 0)
     batches = data.prepared([p.prepare for p in bound.values()], rank=dist.rank, world=dist.world,
                             workers=workers, pin_memory=pin)
     for b, records, inputs in batches:

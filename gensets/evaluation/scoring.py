@@ -18,12 +18,12 @@ import datetime as dt
 import hashlib
 import itertools
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..db import transaction
 from ..errors import DataError, GensetsError
+from ..progress import bar as progress
 from ..registry import QUALITY_METRICS
 from .data import open_source
 
@@ -144,7 +144,6 @@ def _pair(pairs: Path, meta: dict, key: str):
 def score(cfg: ScoreConfig) -> list[dict]:
     """Score every metric on every (config, split) of ``cfg.dataset``; write the rows; return the summaries."""
     import numpy as np
-    from tqdm.auto import tqdm
 
     from .. import metrics as M
     from ..quality.metrics import Models
@@ -167,7 +166,7 @@ def score(cfg: ScoreConfig) -> list[dict]:
     per_image = {n: m for n, m in metrics.items() if m.level == "image"}
     per_set = {n: m for n, m in metrics.items() if m.level == "set"}
     extractors = {m.feature_key(): m for m in per_set.values()}  # metrics with one key share the extraction
-    ref_features = _reference_features(cfg, per_set) if any("reference" in m.needs for m in per_set.values()) else {}
+    ref_features = _reference_features(cfg, per_set, cfg.quiet) if any("reference" in m.needs for m in per_set.values()) else {}
     pairs = Path(cfg.pairs) if cfg.pairs else None
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     rows, summaries, done = [], [], []
@@ -176,7 +175,7 @@ def score(cfg: ScoreConfig) -> list[dict]:
         feats: dict = {}
         labels, generators = [], set()
         total = min(sp.n, cfg.limit) if sp.n and cfg.limit else (sp.n or cfg.limit)
-        bar = tqdm(total=total, desc=f"score {sp.config}/{sp.split}", unit="img", disable=cfg.quiet, file=sys.stderr)
+        bar = progress(total=total, desc=f"score {sp.config}/{sp.split}", unit="img", disable=cfg.quiet)
         for batch in _batches(sp.records(), cfg.batch_size, cfg.limit):
             images = [r["image"] for r in batch]
             metas = [{**r["meta"], "key": r["key"]} for r in batch]
@@ -242,16 +241,20 @@ def _columns(provenance: dict) -> dict:
             "commits": json.dumps(provenance["commits"], sort_keys=True)}
 
 
-def _reference_features(cfg: ScoreConfig, per_set: dict) -> dict:
-    """What the set-level metrics that need real images extract from ``cfg.reference``, once per feature key."""
+def _reference_features(cfg: ScoreConfig, per_set: dict, quiet: bool = False) -> dict:
+    """What the set-level metrics that need real images extract from ``cfg.reference``, once per feature key (a bar:
+    at paper scale the longest stage)."""
     import numpy as np
 
     wanted = {m.feature_key(): m for m in per_set.values() if "reference" in m.needs}
     out: dict = {}
+    bar = progress(total=None, desc=f"reference features {cfg.reference}", unit="img", disable=quiet)
     for batch in _reference_batches(cfg.reference, cfg.batch_size):
         for k, m in wanted.items():
             for name, a in m.extract(batch).items():
                 out.setdefault(k, {}).setdefault(name, []).append(a)
+        bar.update(len(batch))
+    bar.close()
     return {k: {n: np.concatenate(v) for n, v in d.items()} for k, d in out.items()}
 
 

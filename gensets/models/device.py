@@ -24,6 +24,21 @@ def world_size() -> int:
     return n
 
 
+def rank() -> int:
+    """This process's ``RANK`` under ``accelerate launch --multi_gpu`` / ``torchrun`` (0 when unset): who prints."""
+    return int(os.environ.get("RANK", "").strip() or 0) if world_size() > 1 else 0
+
+
+def one_of_many_asked() -> bool:
+    """``accelerate launch --num_processes N`` (N > 1) without ``--multi_gpu`` on a machine without several GPUs
+    starts this one process alone (its simple launcher: ACCELERATE_USE_CPU and MASTER_ADDR set, no WORLD_SIZE)."""
+    env = os.environ
+    return "ACCELERATE_USE_CPU" in env and "MASTER_ADDR" in env and "WORLD_SIZE" not in env
+
+
+_warned = []
+
+
 def default_device() -> str:
     import torch
 
@@ -56,6 +71,13 @@ class Dist:
 def distributed() -> Dist:
     """Rank and world size under ``accelerate launch`` / ``torchrun``; one process otherwise."""
     if world_size() <= 1:
+        if one_of_many_asked() and not _warned:  # said once, and the run goes on: its results are right, only slower
+            import sys
+
+            _warned.append(1)
+            print("gensets: warning: accelerate launch started one process, not --num_processes: on CPU it needs "
+                  "--multi_gpu (accelerate launch --multi_gpu --num_processes N -m gensets.cli ...); "
+                  "running as one process", file=sys.stderr, flush=True)
         return Dist()
     import torch
     from accelerate import PartialState
