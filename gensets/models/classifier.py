@@ -57,6 +57,18 @@ class Classifier:
         self.model = model.to(device).eval()
         self.device = device
 
+    def _cached(self, compute, templates, method: str, skip: tuple[str, ...]):
+        """A zero-shot model's text classifier [dim, classes] on this classifier's device, computed by
+        ``compute`` once and then read from the cache (gensets.models.text_features: keyed by the weights, every
+        prompt, the method, the device and dtype)."""
+        from . import text_features as tf
+
+        prompts = [[t(name) for t in templates] for name in self.label_names]
+        dtype = str(next(self.model.parameters()).dtype)
+        key = tf.cache_key(kind=self.kind, model_id=self.model_id, weights=tf.weights_id(self.revision, self.model, skip),
+                           prompts=prompts, method=method, device=self.device, dtype=dtype)
+        return tf.text_classifier(key, compute, len(self.label_names)).to(self.device)
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r}, classes={len(self.label_names)})"
@@ -173,15 +185,20 @@ class OpenClipClassifier(Classifier):
 
         self.transform = transform
         self.tokenizer = tokenizer
-        with torch.inference_mode():
-            self.text_classifier = open_clip.build_zero_shot_classifier(
-                self.model,
-                tokenizer,
-                self.label_names,
-                templates,
-                num_classes_per_batch=10,
-                device=self.device,
-            )
+
+        def compute():
+            with torch.inference_mode():
+                return open_clip.build_zero_shot_classifier(
+                    self.model,
+                    tokenizer,
+                    self.label_names,
+                    templates,
+                    num_classes_per_batch=10,
+                    device=self.device,
+                )
+
+        self.text_classifier = self._cached(compute, templates, "open_clip.build_zero_shot_classifier/10",
+                                            skip=("visual.",))
 
     def preprocess(self, images):
         import torch
@@ -212,18 +229,23 @@ class HFClipClassifier(Classifier):
         import torch
 
         self.processor = processor
-        rows = []
-        with torch.inference_mode():
-            for name in self.label_names:
-                texts = [t(name) for t in templates]
-                tokens = processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(
-                    self.device
-                )
-                emb = self.model.get_text_features(**tokens).pooler_output
-                emb = emb / emb.norm(dim=-1, keepdim=True)
-                emb = emb.mean(dim=0)
-                rows.append(emb / emb.norm())
-            self.text_classifier = torch.stack(rows, dim=1)  # [dim, classes]
+
+        def compute():
+            rows = []
+            with torch.inference_mode():
+                for name in self.label_names:
+                    texts = [t(name) for t in templates]
+                    tokens = processor.tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to(
+                        self.device
+                    )
+                    emb = self.model.get_text_features(**tokens).pooler_output
+                    emb = emb / emb.norm(dim=-1, keepdim=True)
+                    emb = emb.mean(dim=0)
+                    rows.append(emb / emb.norm())
+                return torch.stack(rows, dim=1)  # [dim, classes]
+
+        self.text_classifier = self._cached(compute, templates, "hf-clip: per class, the mean of normalised "
+                                            "template embeddings, normalised", skip=("vision_model.", "visual_projection."))
 
     def preprocess(self, images):
         ip = self.processor.image_processor
