@@ -820,7 +820,7 @@ def parser() -> argparse.ArgumentParser:
     pb.add_argument("--tag", help="tag the last commit, e.g. v1.0")
     pb.add_argument("--dry-run", action="store_true", help="list the operations, upload nothing")
     pb.add_argument("--replace", action="store_true",
-                    help="publish over a repo that holds another builder's gensets dataset (its shards are deleted)")
+                    help="publish over a repo that holds another gensets dataset (another builder or build; its shards are deleted)")
     pb.add_argument("--allow-random-weights", action="store_true",
                     help="publish a build made with random: models (noise; refused without this)")
     pb.add_argument("--json", action="store_true",

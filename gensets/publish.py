@@ -18,6 +18,7 @@ printed or logged: messages of failed Hub calls are scrubbed of it before they a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -267,16 +268,19 @@ def shard_path(path) -> bool:
 
 
 def check_same_dataset(previous: bytes | None, mine: dict, repo: str) -> None:
-    """GensetsError when the repo's manifest.json is another builder's gensets dataset: publishing here would
-    delete its shards as if they were an earlier version of this one (an earlier version has the same builder)."""
+    """GensetsError when the repo's manifest.json is another gensets dataset: not this one's builder and build
+    (the fingerprint of its frozen config). Publishing would replace it, its shards deleted as stale."""
     try:
         old = json.loads(previous) if previous else None
     except (ValueError, RecursionError):
         return
-    if isinstance(old, dict) and "builder" in old and "shards" in old and old.get("builder") != mine.get("builder"):
-        raise GensetsError(f"{repo} holds another gensets dataset (builder {str(old.get('builder'))[:80]!r}, build "
-                           f"{str(old.get('build'))[:40]}), not a version of this {mine.get('builder')!r} one: "
-                           "publishing would delete its shards; use another --repo, or --replace to overwrite it")
+    if not (isinstance(old, dict) and "builder" in old and "shards" in old):
+        return
+    theirs, this = ((str(d.get("builder"))[:80], str(d.get("build"))[:40]) for d in (old, mine))
+    if theirs != this:
+        raise GensetsError(f"{repo} holds another gensets dataset (builder {theirs[0]!r}, build {theirs[1]!r}), not "
+                           f"this one (builder {this[0]!r}, build {this[1]!r}): publishing would replace it and delete "
+                           "its shards; use another --repo, or --replace to overwrite it")
 
 
 def deletions(previous: bytes | None, shards: set[str]) -> list[str]:
@@ -330,7 +334,8 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
             out: Callable[[str], None] = print) -> str | None:
     """Upload a finalized dataset: shards first, the card last, then the tag. Returns the last commit URL.
     A build made with `random:` models (random weights: noise) is refused unless `allow_random_weights`; a repo that
-    holds another builder's gensets dataset is refused unless `replace` (its shards would be deleted as stale)."""
+    holds another gensets dataset (another builder, or another build of it) is refused unless `replace` (its shards
+    would be deleted as stale), before anything is written."""
     check_repo(repo)
     folder = dataset_folder(path)
     mine = read_dataset_manifest(_inside(folder, "manifest.json"))
@@ -358,10 +363,15 @@ def publish(path, repo: str, *, target: Target | None = None, private: bool = Fa
             out(f"tag {tag} on the last commit")
         return None
     target = target or target_for(repo)
-    _call(f"creating the repo {repo}", target.create_repo, private=private, revision=revision)
-    previous = _call(f"reading manifest.json of {repo}", target.read_file, "manifest.json", revision)
-    if not replace:
-        check_same_dataset(previous, mine, repo)
+    read = lambda rev: _call(f"reading manifest.json of {repo}", target.read_file, "manifest.json", rev)  # noqa: E731
+    # the repo made if missing (then no dataset is in it), an existing one left as it is (exist_ok)
+    _call(f"creating the repo {repo}", target.create_repo, private=private)
+    previous = read(revision)
+    if not replace:  # before anything is written (no branch, no file); a new branch would be main's copy
+        check_same_dataset(read(None) if previous is None and revision else previous, mine, repo)
+    if revision:
+        _call(f"creating the branch {revision} of {repo}", target.create_repo, private=private, revision=revision)
+        previous = read(revision) if previous is None else previous  # the branch as just made
     commits[-1].delete = deletions(previous, shards)
     url = None
     from tqdm.auto import tqdm
@@ -425,6 +435,32 @@ def _dry_deletions(repo: str, revision: str | None, target: Target | None, shard
     return "\n".join(f"  delete {f}" for f in gone)
 
 
+# a local path inside a value: absolute (after a spec's `kind:` or `local-dir:`, a `file://`) or in the home folder
+_LOCAL_PATH = re.compile(r"(?:(?<=^)|(?<=[\s:=,(]))(?:file://)?(?:~|/(?!/))[^\s,;@)]*")
+
+
+def public(value):
+    """``value`` fit to publish: a local path in it (``/home/me/out/ws``, ``~/x``, ``hf:/abs/model``) cut to its
+    last name (a workspace's ``dataset/`` folder, a glob: the folder above: ``ws``), the login name replaced by
+    ``user``; anything not a string as it is."""
+    import getpass
+
+    if not isinstance(value, str):
+        return value
+
+    def name(m) -> str:
+        parts = [p for p in m.group(0).removeprefix("file://").split("/") if p not in ("", "~", ".", "..")]
+        while parts and (parts[-1] == "dataset" or any(c in parts[-1] for c in "*?[")):
+            parts.pop()
+        return parts[-1] if parts else "local"
+
+    value = _LOCAL_PATH.sub(name, value)
+    with contextlib.suppress(Exception):  # no login name to be found: nothing to replace
+        login = getpass.getuser()
+        value = re.sub(rf"(?<![A-Za-z0-9]){re.escape(login)}(?![A-Za-z0-9])", "user", value) if login else value
+    return value
+
+
 def publish_results(db, repo: str, *, target: Target | None = None, revision: str | None = None,
                     dry_run: bool = False, out: Callable[[str], None] = print) -> str | None:
     """The leaderboard rows of a results database as ``results/leaderboard.parquet`` in the repo."""
@@ -445,10 +481,11 @@ def publish_results(db, repo: str, *, target: Target | None = None, revision: st
     rel = "results/leaderboard.parquet"
     message = f"Leaderboard results ({len(rows)} rows)"
     check_repo(repo)
+    rows = [[public(v) for v in r] for r in rows]  # no local path or login name leaves this machine
     if dry_run:
         out(f"create dataset repo {repo} if missing")
         out(f"commit 1/1 to {repo}: {message}")
-        out(f"  upload {rel}")
+        out(f"  upload {rel}: {', '.join(sorted({str(r[0]) for r in rows}))}")
         return None
     target = target or target_for(repo)
     table = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in rows])

@@ -137,10 +137,13 @@ class Store:
                                    "the URL and AWS_ENDPOINT_URL") from None
             raise DataError(f"{self.url_of(rel)}: not found while it was {doing}") from None
         except PermissionError as e:
-            raise Unavailable(f"{self.url_of(rel)}: access denied while {doing} ({_one_line(e)}); check the "
-                              "credentials in the environment") from None
+            raise Unavailable(f"{self.url_of(rel)}: access denied while {doing} ({_one_line(e)}): wrong credentials, "
+                              "or credentials without access to it; check the credentials in the environment") from None
         except Exception as e:  # noqa: BLE001 - the clients raise many types: one line, never a traceback
             name = type(e).__name__
+            if "NoCredentials" in name:  # botocore: no key in the environment, the config files or a profile
+                raise Unavailable(f"{self.url_of(rel)}: no credentials found while {doing}; give them through the "
+                                  "environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)") from None
             if "Credential" in name or "Endpoint" in name or isinstance(e, (ConnectionError, TimeoutError)):
                 raise Unavailable(f"{self.url_of(rel)}: the store cannot be reached while {doing} ({name}: "
                                   f"{_one_line(e)})") from None
@@ -152,7 +155,12 @@ class Store:
             return
         bucket = self.path("").split("/", 1)[0]
         with self._errors("", "looking for its bucket"):
-            if not self.fs.exists(bucket):
+            if self.conditional:  # S3: HEAD the bucket, so that missing or wrong credentials say so (exists() is False)
+                try:
+                    self.fs.call_s3("head_bucket", Bucket=bucket)
+                except FileNotFoundError:
+                    raise FileNotFoundError("the specified bucket does not exist") from None
+            elif not self.fs.exists(bucket):
                 raise FileNotFoundError("the specified bucket does not exist")
 
     def exists(self, rel: str) -> bool:
@@ -431,13 +439,15 @@ def _condition_failed(e: BaseException) -> bool:
 
 
 def _stale(holder: dict) -> bool:
+    """A lease not renewed for :data:`LEASE_TTL` s, whoever wrote it (a live pid on "this host" proves nothing: a
+    restarted container runs its driver under the same hostname and pid); sooner, one of a pid of this host that is
+    not running."""
     if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
         try:
             os.kill(holder["pid"], 0)
         except ProcessLookupError:
             return True
-        except PermissionError:
-            return False
-        return False
+        except (PermissionError, OverflowError, ValueError):
+            pass
     t = holder.get("time")
     return not isinstance(t, (int, float)) or time.time() - t > LEASE_TTL

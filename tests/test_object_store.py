@@ -464,6 +464,44 @@ def test_of_two_drivers_taking_over_one_stale_lease_one_wins(moto_s3, racing_tak
     assert "_lock.json" not in objects(s3, prefix)  # the winner removed its lease at its end
 
 
+def test_a_lease_of_this_host_with_a_live_pid_expires_by_time(moto_s3):
+    """A restarted container's driver has the same hostname and (pid 1) the same pid as the one that left the lease:
+    a lease expires by time whoever wrote it, so a lease of this host whose pid is alive but silent for longer than
+    the time to live is taken over; a fresh one of the same host and pid is still refused."""
+    import socket
+
+    from gensets.errors import Busy
+    from gensets.store import LEASE_TTL, Store
+
+    s3, prefix = moto_s3, "restarted"
+    mine = {"what": "build", "pid": os.getpid(), "host": socket.gethostname()}
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json", Body=json.dumps({**mine, "time": time.time()}).encode())
+    with pytest.raises(Busy), Store(f"s3://{BUCKET}/{prefix}").lease("build"):
+        pass
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json",
+                  Body=json.dumps({**mine, "time": time.time() - LEASE_TTL - 60}).encode())
+    with Store(f"s3://{BUCKET}/{prefix}").lease("finalize"):
+        assert json.loads(_lease(s3, prefix))["what"] == "finalize"
+    assert "_lock.json" not in objects(s3, prefix)
+
+
+@pytest.mark.parametrize("creds, says", [
+    ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "no credentials found"),
+    ({"AWS_ACCESS_KEY_ID": "GENSETSWRONGKEY", "AWS_SECRET_ACCESS_KEY": "wrong"}, "wrong credentials"),
+])
+def test_missing_or_wrong_credentials_are_one_line_that_says_so(moto_s3, tmp_path, monkeypatch, creds, says):
+    """No credentials anywhere (environment, config files), or a key the server does not know (moto checks keys
+    once its authentication is on): one line that says so, exit 3; never "no such bucket" (the bucket exists)."""
+    import moto.settings
+
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server (this process) checks keys
+    env = {**creds, "HOME": str(tmp_path), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+           "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    r = run_cli("verify", f"s3://{BUCKET}/any", env=env)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 3 and len(lines) == 1 and says in lines[0] and "no such bucket" not in r.stderr, r.stderr
+
+
 def test_credentials_are_never_written(s3, local_on_s3):
     """Neither the dummy key id nor the secret is in any object of the bucket or any file of the local caches (after
     every other test of the module: the local and Ray builds, the killed one, card, eval)."""

@@ -112,6 +112,7 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
     lacks deleted there), then the tag."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
+    from gensets.errors import GensetsError
     from gensets.publish import HubTarget, plan, publish
 
     calls = []
@@ -126,7 +127,8 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
         def hf_hub_download(self, repo_id, filename, **kw):  # the earlier version's manifest.json
             calls.append(("hf_hub_download", filename, kw))
             path = tmp_path / "earlier-manifest.json"
-            path.write_text(json.dumps({"builder": "imagenet-d", "shards": [{"path": "background/test-00009.tar"}]}))
+            path.write_text(json.dumps({"builder": "imagenet-d", "build": build,
+                                        "shards": [{"path": "background/test-00009.tar"}]}))
             return str(path)
 
         def create_commit(self, **kw):
@@ -141,13 +143,14 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
         def create_tag(self, repo_id, **kw):
             calls.append(("create_tag", repo_id, kw))
 
+    build = json.loads((reference / "dataset" / "manifest.json").read_text())["build"]  # an earlier publish of it
     target = HubTarget.__new__(HubTarget)
     target.repo_id, target.api, target.url = "org/name", FakeApi(), "https://huggingface.co/datasets/org/name"
     url = publish(reference, "org/name", target=target, private=True, revision="dev", tag="v1",
                   out=lambda line: None)
     assert calls[0] == ("create_repo", "org/name", {"repo_type": "dataset", "private": True, "exist_ok": True})
-    assert calls[1][0] == "create_branch" and calls[1][2]["branch"] == "dev"
-    assert calls[2] == ("hf_hub_download", "manifest.json", {"repo_type": "dataset", "revision": "dev"})
+    assert calls[1] == ("hf_hub_download", "manifest.json", {"repo_type": "dataset", "revision": "dev"})
+    assert calls[2][0] == "create_repo" and calls[3][0] == "create_branch" and calls[3][2]["branch"] == "dev"
     commits = [c for c in calls if c[0] == "create_commit"]
     planned = plan(reference / "dataset")
     added = [[op.path_in_repo for op in c[1] if isinstance(op, CommitOperationAdd)] for c in commits]
@@ -168,6 +171,12 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
     assert [c[2]["commit_message"] for c in commits] == [p.message for p in planned]
     assert calls[-1] == ("create_tag", "org/name", {"tag": "v1", "revision": "dev", "repo_type": "dataset"})
     assert url.endswith(f"/commit/{len(calls) - 1}")
+    # another build in the repo (here: of the same builder): refused before anything is made or written
+    build, calls[:] = "0123456789abcdef", []  # read by FakeApi's hf_hub_download
+    with pytest.raises(GensetsError, match=r"^org/name holds another gensets dataset \(builder 'imagenet-d', build "
+                       r"'0123456789abcdef'\), not this one .*--replace"):
+        publish(reference, "org/name", target=target, revision="dev", out=lambda line: None)
+    assert [c[0] for c in calls] == ["create_repo", "hf_hub_download"]  # the repo existed: no branch, no commit
 
 
 def test_publish_results_as_parquet(tmp_path):
@@ -200,3 +209,60 @@ def test_no_token_in_a_verbose_hub_log(reference, tmp_path):
              "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_VERBOSITY": "debug"})
     assert p.returncode == 3
     _check_no_token(p.stdout + p.stderr)
+
+
+def test_publish_refuses_another_build_of_the_same_builder(reference, tmp_path):
+    """A folder target holding another build of the same builder (another fingerprint) is another dataset, not an
+    earlier version of this one: one line naming both, exit 2, not a byte of the target changed; --replace does it."""
+    from .test_card import digest
+
+    repo = tmp_path / "repo"
+    run_cli("publish", reference, "--repo", f"file://{repo}", check=0)
+    other = tmp_path / "other"
+    shutil.copytree(reference / "dataset", other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    theirs, manifest["build"] = manifest["build"], "0123456789abcdef"  # the same builder, another config
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    before = digest(repo)
+    r = run_cli("publish", other, "--repo", f"file://{repo}")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert (f"holds another gensets dataset (builder 'imagenet-d', build {theirs!r}), not this one (builder "
+            "'imagenet-d', build '0123456789abcdef')") in lines[0] and "--replace" in lines[0], lines
+    assert digest(repo) == before
+    run_cli("publish", other, "--repo", f"file://{repo}", "--replace", check=0)
+    assert json.loads((repo / "manifest.json").read_text())["build"] == "0123456789abcdef"
+    run_cli("publish", other, "--repo", f"file://{repo}", check=0)  # the same dataset again: no --replace needed
+
+
+def test_publish_results_publishes_no_local_path_or_login(tmp_path):
+    """Runs whose dataset and model are paths under the home folder: the dry run and the files published name them
+    by their last folder (`my-ws`, `clf`), never by a path, the home folder or the login name."""
+    import datetime as dt
+
+    import pyarrow.parquet as pq
+
+    from gensets.evaluation import store
+
+    login = "zedlogin7"
+    home = tmp_path / "home" / login
+    db = make_results_db(tmp_path / "r.duckdb", configs=("background",), dataset=str(home / "out" / "my-ws"))
+    con = store.connect(db)
+    now = dt.datetime(2026, 1, 1)
+    store.write_run(con, {"dataset": f"{home}/out/my-ws/dataset", "dataset_revision": None, "config": "background",
+                          "split": "test", "model": f"hf:{home}/models/clf", "model_id": "x", "model_revision": None,
+                          "protocol": "imagenet", "label_space": "model (1000)", "n": 12, "started": now,
+                          "finished": now, "seconds": 1.0, "images_per_second": 12.0, "versions": {}},
+                    [], [{"name": "top1", "value": 0.5, "lo": 0.4, "hi": 0.6}])
+    con.close()
+    env = {"HOME": str(home), "USER": login, "LOGNAME": login}
+    dry = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run", env=env, check=0)
+    assert "upload results/leaderboard.parquet: my-ws" in dry.stdout, dry.stdout
+    repo = tmp_path / "published"
+    run_cli("publish-results", "--db", db, "--repo", f"file://{repo}", env=env, check=0)
+    rows = pq.read_table(repo / "results" / "leaderboard.parquet").to_pylist()
+    assert {r["dataset"] for r in rows} == {"my-ws"} and {r["model"] for r in rows} >= {"hf:clf"}, rows
+    published = [dry.stdout + dry.stderr, json.dumps(rows, default=str)]
+    published += [p.read_bytes().decode("latin-1") for p in repo.rglob("*") if p.is_file()]
+    for text in published:
+        assert str(tmp_path) not in text and login not in text and "/home" not in text, text
