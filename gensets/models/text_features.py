@@ -54,8 +54,8 @@ def weights_digest(module, skip: tuple[str, ...] = ()) -> str:
     for name, t in sorted(module.state_dict().items()):
         if name.startswith(skip):
             continue
-        t = t.detach().to("cpu").contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}\n".encode())
+        t = t.detach().to("cpu").contiguous().reshape(-1)
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
@@ -82,8 +82,10 @@ def text_classifier(key: str, compute: Callable[[], torch.Tensor], classes: int)
             t = load(read_regular(path))["text_classifier"]
             if t.ndim == 2 and t.shape[1] == classes and t.shape[0] > 0:
                 return t
-        except (DataError, KeyError, ValueError, OSError, RuntimeError):
-            pass  # damaged or foreign: computed again and replaced below
+        except DataError:
+            raise  # not a regular file (a FIFO, a folder): refused, not replaced
+        except Exception:  # noqa: BLE001 - a damaged entry (safetensors' own errors, a missing tensor): computed again
+            pass
     t = compute()
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path) as f:
