@@ -259,6 +259,10 @@ def _check_sources(table: Table, run: Run) -> None:
     if run.sources and (run.smoke or table.name not in ("imagenet-d-table", "genbench-table2")):
         raise GensetsError(f"--source: {table.name}{' --smoke' if run.smoke else ''} reads no released or test "
                            "set (imagenet-d-table and genbench-table2's paper runs do)")
+    if not run.smoke and table.name == "imagenet-d-table":
+        _released(run)  # refused before --out is made
+    elif not run.smoke and table.name == "genbench-table2":
+        table2_datasets(run)
 
 
 def _borji(kind: str) -> Callable[[Table, Run], dict]:
