@@ -293,6 +293,12 @@ def _leaderboard(a) -> int:
         raise GensetsError(f"{a.db}: {why}")
     if a.pivot:
         cols, rows = store.pivot(cols, rows, a.metric)
+    if a.percent:  # every float of the leaderboard is a fraction (top1, its interval, top5, ...)
+        if a.json or a.format == "json":
+            raise GensetsError("--percent: the JSON keeps fractions (0-1); use --format table, markdown or csv")
+        pct = [any(isinstance(r[i], float) for r in rows) for i in range(len(cols))]
+        cols = [f"{c} %" if p else c for c, p in zip(cols, pct, strict=True)]
+        rows = [[100 * v if isinstance(v, float) else v for v in r] for r in rows]
     _print_rows(cols, rows, "json" if a.json else a.format, a.output, a.db)
     return 0
 
@@ -604,7 +610,7 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="score models on a dataset; results into a DuckDB file",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       epilog="metrics:\n" + "\n".join(f"  {k:<15} {v}" for k, v in METRICS.items()),
+                       epilog="metrics:\n" + "\n".join(f"  {k:<16} {v}" for k, v in METRICS.items()),
                        description="Score every --model on DATASET (a workspace, a local repo folder, a hub id "
                        "org/name[@revision], a WebDataset glob, or the released ImageNet-D: hf:zcs15/ImageNet-D or a folder in its "
                        "layout). Each batch is decoded once and every model "
@@ -698,6 +704,8 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("--metric", default="top1", help="the cell of --pivot (default top1; e.g. top5, masked_top1)")
     lb.add_argument("--output", metavar="FILE", help="write the result to FILE (whole, or not at all) instead of "
                     "stdout; - is stdout")
+    lb.add_argument("--percent", action="store_true", help="accuracies in percent, as the card and reproduce print "
+                    "them (columns named 'NAME %%'); by default fractions (0-1), as --format json always has them")
     lb.set_defaults(func=_leaderboard)
 
     rp = sub.add_parser("report", help="reports of a builder's results: tables and plots")
@@ -855,7 +863,14 @@ def parser() -> argparse.ArgumentParser:
                      "(default: out/reproduce/TABLE[-smoke]); a rerun resumes")
     rp2.add_argument("--workspace", help="the workspace to build or resume (default: OUT/workspace; "
                      "genbench-table2: OUT/genbench-DATASET), e.g. the one `make demo` built")
-    rp2.add_argument("--configs", default="configs", help="the configs folder of a gensets checkout (default: configs)")
+    rp2.add_argument("--configs", help="a folder of paper configs (default: the ones gensets ships, "
+                     "gensets/data/configs: copies of a checkout's configs/)")
+    rp2.add_argument("--source", action="append", default=[], metavar="SOURCE",
+                     help="imagenet-d-table: PATH, a local copy of the released ImageNet-D (its authors' layout) "
+                     "instead of hf:zcs15/ImageNet-D; genbench-table2: DATASET=SOURCE (repeatable), the real test "
+                     "images of a dataset (a folder of class folders, hf:ORG/NAME), needed where gensets knows no "
+                     "Hub copy")
+    rp2.add_argument("--dry-run", action="store_true", help="print what the run would build and score, do nothing")
     rp2.add_argument("--variant", action="append", default=[], metavar="NAME",
                      help="a named variant of the table's models instead of the default (repeatable): "
                           + "; ".join(f"{t.name}: " + ", ".join(f"{n} ({what})" for n, (what, _) in t.variants.items())
@@ -870,13 +885,16 @@ def parser() -> argparse.ArgumentParser:
 def _reproduce(a) -> int:
     from pathlib import Path
 
-    from .reproduce import Run, markdown, reproduce
+    from .reproduce import CONFIGS, Run, markdown, plan, reproduce
 
     out = Path(a.out or f"out/reproduce/{a.table}{'-smoke' if a.smoke else ''}")
     quiet = a.quiet or a.json
-    run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs),
-              Path(a.workspace) if a.workspace else None, tuple(a.variant),
+    run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs) if a.configs else CONFIGS,
+              Path(a.workspace) if a.workspace else None, tuple(a.variant), tuple(a.source), a.dry_run,
               log=(lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr)))
+    if a.dry_run:
+        print("\n".join(plan(a.table, run)))
+        return 0
     result = reproduce(a.table, run)
     print(json.dumps(result, indent=1) if a.json else markdown(result), end="\n" if a.json else "")
     return 0

@@ -25,6 +25,11 @@ from pathlib import Path
 
 from .errors import GensetsError
 
+# the paper configs gensets ships (package data), read unless --configs names another folder: copies of a
+# checkout's configs/, the source of truth that make and the golden builds read (tests/test_reproduce.py holds
+# them byte for byte equal), with the folders they name (genbench.smoke-refs/)
+CONFIGS = Path(__file__).parent / "data" / "configs"
+
 SMOKE_NOTE = ("smoke run: tiny random models built offline; the numbers are meaningless, the path (build, settings, "
               "scoring, report) is the paper table's")
 
@@ -64,9 +69,11 @@ class Run:
     datasets: tuple[str, ...] = ()
     batch_size: int = 32
     quiet: bool = False
-    configs: Path = Path("configs")  # the configs folder of a gensets checkout
+    configs: Path = CONFIGS  # the folder of the paper configs
     workspace: Path | None = None  # the (one) workspace to build or resume; None: OUT/workspace
     variants: tuple[str, ...] = ()  # the table's named variants to run instead of its defaults
+    sources: tuple[str, ...] = ()  # --source: imagenet-d-table: PATH; genbench-table2: DATASET=SOURCE
+    dry_run: bool = False
     log: Callable[[str], None] = field(default=print)
 
     @property
@@ -81,8 +88,8 @@ class Run:
 def _config(table: Table, run: Run) -> Path:
     path = run.configs / (table.smoke_config if run.smoke else table.config)
     if not path.is_file():
-        raise GensetsError(f"{path}: the config of {table.name} is missing (run from a gensets checkout, which has "
-                           "configs/, or pass --configs)")
+        raise GensetsError(f"{path}: the config of {table.name} is missing (leave out --configs to read the "
+                           "ones gensets ships)")
     return path
 
 
@@ -100,33 +107,66 @@ def _build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] =
     return workspace
 
 
-def _evaluate(table: Table, run: Run, dataset: str) -> None:
+def _evaluations(table: Table, run: Run) -> tuple[Evaluation, ...]:
+    return table.smoke_evaluations if run.smoke else table.evaluations
+
+
+def _evaluate(table: Table, run: Run, dataset: str) -> str | None:
+    """Score ``dataset`` with the table's evaluations; the dataset's name in the results (None: no run)."""
     from .evaluation.runner import EvalConfig, evaluate
 
-    for e in table.smoke_evaluations if run.smoke else table.evaluations:
+    names = set()
+    for e in _evaluations(table, run):
         run.log(f"scoring {dataset} with {', '.join(e.models)} (protocol {e.protocol})")
-        evaluate(EvalConfig(dataset, e.models, run.db, protocol=e.protocol, clip=e.clip, batch_size=run.batch_size,
-                            allow_pickle=e.allow_pickle, quiet=run.quiet, decoding=e.decoding))
+        names |= {s["dataset"] for s in evaluate(EvalConfig(
+            dataset, e.models, run.db, protocol=e.protocol, clip=e.clip, batch_size=run.batch_size,
+            allow_pickle=e.allow_pickle, quiet=run.quiet, decoding=e.decoding))}
+    return names.pop() if len(names) == 1 else None
+
+
+RELEASED = "hf:zcs15/ImageNet-D"
+
+
+def _released(run: Run) -> str:
+    """The released ImageNet-D the paper run scores: --source PATH (a local copy in the authors' layout), else the
+    Hub's."""
+    if not run.sources:
+        return RELEASED
+    from .evaluation.released import looks_released
+
+    if len(run.sources) > 1 or not looks_released(Path(run.sources[0])):
+        raise GensetsError(f"--source {run.sources[-1]}: not a copy of the released ImageNet-D in its authors' layout "
+                           "(background/, texture/, material/ holding its class folders); give one folder")
+    return run.sources[0]
 
 
 def _imagenet_d(table: Table, run: Run) -> dict:
-    dataset = str(_build(table, run, run.ws)) if run.smoke else "hf:zcs15/ImageNet-D"
-    _evaluate(table, run, dataset)
-    return imagenet_d_rows(run.db, run.out / "report")
+    dataset = str(_build(table, run, run.ws)) if run.smoke else _released(run)
+    # the dataset this run scored: --out's database may hold another (an earlier run with --workspace)
+    return imagenet_d_rows(run.db, run.out / "report", _evaluate(table, run, dataset))
 
 
-def imagenet_d_rows(db: Path, report_dir: Path) -> dict:
-    """``gensets report imagenet-d`` on ``db`` (written to ``report_dir``) as the table's rows: each family's
-    top-1 under the report's default reading of overall (pooled over the subsets' images), named in the row."""
+# the papers as the tables' outputs cite them (the numbers: gensets/data/<paper>/published.json)
+IMAGENET_D_PAPER = ("Zhang et al., \"ImageNet-D: Benchmarking Neural Network Robustness on Diffusion Synthetic "
+                    "Object\", CVPR 2024 (arXiv:2403.18775): the per-family accuracies as a summary of its key results gives "
+                    "them (the paper's tables were not available to check)")
+GENBENCH_PAPER = ("Li et al., \"Benchmarking and Analyzing Generative Data for Visual Recognition\" (GenBench, "
+                  "arXiv:2307.13697)")
+
+
+def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None) -> dict:
+    """``gensets report imagenet-d`` on ``db`` (written to ``report_dir``; ``dataset``: the one of the database's
+    ImageNet-D datasets, None: its only one) as the table's rows: each family's top-1 under the report's default
+    reading of overall (pooled over the subsets' images), named in the row."""
     from .evaluation.reports import imagenet_d
 
-    rep = imagenet_d.compute(db)
+    rep = imagenet_d.compute(db, dataset)
     report = imagenet_d.write(rep, report_dir)
     rows = [{"what": r["family"], "protocol": f"{r['protocol']}, top-1 {r['overall']}", "published": r["published"],
              "model": r["model"], "variant": r["variant"], "gensets": r["gensets"], "difference": r["difference"]}
             for r in rep["published"]["rows"]]
     overall = f"top-1 {rep['overall']}: {imagenet_d.OVERALL[rep['overall']]}"
-    return {"rows": rows, "report": str(report), "source": f"{rep['published']['paper']} ({rep['published']['file']})",
+    return {"rows": rows, "report": str(report), "source": IMAGENET_D_PAPER,
             "note": f"{rep['published']['checked']} gensets' {overall} (the report has each subset and the mean of "
                     "subsets too; two-way counts TRUE / (TRUE + FALSE), as the authors' compute_accuracy.py)."}
 
@@ -136,34 +176,21 @@ TABLE2_STRATEGIES = ("ST", "CE", "DT", "NP", "NP+RD")  # Table 2's Stable Diffus
 
 def _genbench_table2(table: Table, run: Run) -> dict:
     from .evaluation.reports import genbench
-    from .sources.packaged import genbench_hub_copies, genbench_published
 
+    not_run: list[str] = []
     if run.smoke:
         workspaces = [str(_build(table, run, run.ws, finalize=False))]
         tests = [str(run.configs / "genbench.smoke-refs")]
         clip, selection_clip = "tiny:clip", None
     else:
-        t2 = genbench_published()["tables"]["2"]
-        datasets = run.datasets or tuple(t2["columns"])
-        unknown = [d for d in datasets if d not in t2["columns"]]
-        if unknown:
-            raise GensetsError(f"--dataset {unknown[0]!r}: not a column of GenBench Table 2 "
-                               f"({', '.join(t2['columns'])})")
-        copies = genbench_hub_copies()
-        missing = [d for d in datasets if d not in copies]
-        if missing:
-            raise GensetsError(f"--dataset {missing[0]}: gensets knows no Hub copy of its real test images "
-                               "(gensets/data/genbench/hub_copies.json); run `gensets report genbench` with --test "
-                               "on the workspace this command builds")
-        if run.workspace and len(datasets) != 1:
-            raise GensetsError(f"--workspace: one workspace for {len(datasets)} datasets; name one with --dataset")
+        runnable, not_run = table2_datasets(run)
+        for line in not_run:
+            run.log(line)
         workspaces, tests = [], []
-        for d in datasets:
-            ws = run.workspace or run.out / f"genbench-{d}"
-            _build(table, run, ws, (f"dataset={d}", "strategies=[" + ", ".join(TABLE2_STRATEGIES) + "]"),
-                   finalize=False)
+        for d, test, ws in runnable:
+            _build(table, run, ws, _table2_overrides(d), finalize=False)
             workspaces.append(str(ws))
-            tests.append(f"{d}=hf:{copies[d][0]}")
+            tests.append(f"{d}={test}")
         clip, selection_clip = "open_clip:ViT-B-32/openai", genbench.SELECTION_CLIP
     run.log(f"scoring CLER of {len(workspaces)} workspace(s) with {clip}")
     rep = genbench.compute(workspaces, tests, clip, batch_size=run.batch_size, selection_clip=selection_clip)
@@ -173,8 +200,69 @@ def _genbench_table2(table: Table, run: Run) -> dict:
              "published": r["published"], "model": r["generator_spec"],
              "variant": f"{r['generator']} row" + (f"; {r['note']}" if r["note"] else ""),
              "gensets": r["gensets"], "difference": r["difference"]} for r in pub["rows"]]
-    return {"rows": rows, "report": str(report), "source": f"{pub['paper']}, {pub['table']} ({pub['file']})",
-            "note": pub["strategy_note"]}
+    return {"rows": rows, "report": str(report), "source": f"{GENBENCH_PAPER}, Sec. 3.2, {pub['table']}",
+            "note": pub["strategy_note"], **({"not_run": not_run} if not_run else {})}
+
+
+def _table2_overrides(dataset: str) -> tuple[str, ...]:
+    return f"dataset={dataset}", "strategies=[" + ", ".join(TABLE2_STRATEGIES) + "]"
+
+
+def table2_datasets(run: Run) -> tuple[list[tuple[str, str, Path]], list[str]]:
+    """Table 2's paper run: (dataset, its real test images, its workspace) for each dataset (--dataset, default
+    all) with test images (--source DATASET=SOURCE, else a known Hub copy), and one line per other dataset.
+    GensetsError: a --dataset that is not a column, or one named but without test images."""
+    from .sources.packaged import genbench_hub_copies, genbench_published
+
+    columns = genbench_published()["tables"]["2"]["columns"]
+    given = dict(s.partition("=")[::2] for s in run.sources)
+    for d in (*run.datasets, *given):
+        if d not in columns:
+            raise GensetsError(f"--dataset {d!r}: not a column of GenBench Table 2 ({', '.join(columns)})")
+    if "" in given.values():
+        raise GensetsError("--source: genbench-table2 takes DATASET=SOURCE (the dataset's real test images)")
+    datasets = run.datasets or tuple(columns)
+    if run.workspace and len(datasets) != 1:
+        raise GensetsError(f"--workspace: one workspace for {len(datasets)} datasets; name one with --dataset")
+    copies = genbench_hub_copies()
+    runnable, not_run = [], []
+    for d in datasets:
+        test = given.get(d) or (f"hf:{copies[d][0]}" if d in copies else None)
+        if test:
+            runnable.append((d, test, run.workspace or run.out / f"genbench-{d}"))
+        else:
+            not_run.append(f"{d}: not run: gensets knows no Hub copy of its real test images "
+                           f"(gensets/data/genbench/hub_copies.json); give them with --source {d}=FOLDER|hf:ORG/NAME")
+    if run.datasets and not_run:
+        raise GensetsError(not_run[0].replace(": not run: ", ": ", 1))
+    return runnable, not_run
+
+
+def plan(name: str, run: Run) -> list[str]:
+    """What ``reproduce`` would build and score (``--dry-run``), one line a step; nothing is run."""
+    table = with_variants(TABLES[name], run.variants)
+    if name == "borji-fig2" and not run.smoke:
+        table = replace(table, evaluations=(Evaluation("wordset", _recognition_models(run), allow_pickle=True),))
+    _check_sources(table, run)
+    config = table.smoke_config if run.smoke else table.config
+    if name == "genbench-table2" and not run.smoke:
+        runnable, not_run = table2_datasets(run)
+        return [f"{d}: build {ws} from {run.configs / config} ({', '.join(_table2_overrides(d))}); CLER of its 20 "
+                f"shots against {test}" for d, test, ws in runnable] + not_run
+    dataset = run.ws if config else _released(run)
+    lines = [f"build {run.ws} from {run.configs / config}"] if config else []
+    return lines + [f"score {dataset} with {', '.join(e.models)} (protocol {e.protocol})"
+                    for e in _evaluations(table, run)]
+
+
+def _check_sources(table: Table, run: Run) -> None:
+    if run.sources and (run.smoke or table.name not in ("imagenet-d-table", "genbench-table2")):
+        raise GensetsError(f"--source: {table.name}{' --smoke' if run.smoke else ''} reads no released or test "
+                           "set (imagenet-d-table and genbench-table2's paper runs do)")
+    if not run.smoke and table.name == "imagenet-d-table":
+        _released(run)  # refused before --out is made
+    elif not run.smoke and table.name == "genbench-table2":
+        table2_datasets(run)
 
 
 def _borji(kind: str) -> Callable[[Table, Run], dict]:
@@ -297,6 +385,7 @@ def reproduce(name: str, run: Run) -> dict:
     table = with_variants(TABLES[name], run.variants)
     if name == "borji-fig2" and not run.smoke:
         table = replace(table, evaluations=(Evaluation("wordset", _recognition_models(run), allow_pickle=True),))
+    _check_sources(table, run)
     run.out.mkdir(parents=True, exist_ok=True)
     result = table.run(table, run)
     result = {"table": name, "paper": table.paper, "what": table.what, "smoke": run.smoke,
@@ -323,4 +412,5 @@ def markdown(result: dict) -> str:
     return "\n".join([*head, table(["row", "protocol / metric", "published", "gensets", "difference", "gensets model",
                                     "variant"], rows), "",
                       f"Published: {result['source']}. {result['note']}", "",
+                      *[x for line in result.get("not_run", ()) for x in (f"Not run: {line}", "")],
                       f"Full report: {result['report']}", ""])

@@ -46,12 +46,35 @@ def test_every_metric_a_protocol_reports_is_explained():
     names = set()
     for f in (ROOT / "gensets" / "evaluation" / "protocols").glob("*.py"):
         names |= set(re.findall(r'"name": "([a-z_0-9]+)"', f.read_text()))
-    names |= {"masked_top1", "masked_top5", "yes_accuracy", "no_accuracy", "n_yes", "n_no"}  # metrics.vqa_metrics
+    names |= {"masked_top1", "masked_top5"}
+    from gensets.evaluation.protocols.vqa import VQA
+
+    # the vqa protocol's names are built (vqa_<k>): read them off its real metric rows
+    vqa = VQA.metrics(VQA.__new__(VQA), [{"correct1": True}, {"correct1": False}],
+                      {"said": ["yes", "yes"], "truth": ["yes", "no"]})
+    names |= {m["name"] for m in vqa}
+    assert {"vqa_accuracy", "vqa_n_yes", "top1"} <= names and "accuracy" not in METRICS
     assert names <= set(METRICS), names - set(METRICS)
     helptext = run_cli("eval", "--help", check=0).stdout
     readme = (ROOT / "README.md").read_text()
     for name in METRICS:
         assert f"  {name} " in helptext and f"| `{name}` |" in readme, name
+
+
+def test_leaderboard_percent_prints_percentages_and_names_the_unit_json_keeps_fractions(tmp_path):
+    """The card and reproduce print percent; the leaderboard's fractions (as --format json and golden keep them)
+    print as percent with --percent, each such column named "NAME %"."""
+    from .test_card import make_results_db
+
+    db = make_results_db(tmp_path / "r.duckdb", configs=("background", "texture"), top1=(0.25, 0.5))
+    plain = run_cli("leaderboard", "--db", db, check=0).stdout.splitlines()
+    pct = run_cli("leaderboard", "--db", db, "--percent", check=0).stdout.splitlines()
+    assert "top1 %" in pct[0] and "top1 %" not in plain[0] and "  n  " in pct[0]
+    assert any("50.0000" in x for x in pct) and not any("50.0000" in x for x in plain)
+    grid = run_cli("leaderboard", "--db", db, "--pivot", "--percent", "--format", "csv", check=0).stdout
+    assert grid.splitlines()[0].endswith("mean top1 %") and grid.splitlines()[2].endswith(",25.0,25.0,25.0")
+    r = run_cli("leaderboard", "--db", db, "--percent", "--format", "json")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "fractions" in r.stderr
 
 
 def test_leaderboard_pivot_is_the_long_table_as_a_grid(tmp_path):

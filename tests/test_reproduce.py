@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -75,6 +76,14 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     assert "| row | protocol / metric | published | gensets | difference |" in again.stdout
     assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in again.stdout and "smoke run" in again.stdout
     assert (out / "reproduce.md").read_text() == again.stdout
+    assert "shared/papers" not in again.stdout
+
+    # the README's line: a workspace of its own (`--workspace`), scored into the same --out; a plain run after it
+    # reports the dataset it scored, not "2 ImageNet-D datasets ... name one with --dataset"
+    shutil.copytree(reference, tmp_path / "demo")
+    run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--workspace", tmp_path / "demo", check=0)
+    plain = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, check=0)
+    assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in plain.stdout
 
 
 def test_reproduce_refuses_what_it_cannot_run_in_one_line(tmp_path):
@@ -162,7 +171,16 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
                               "--overall", "mean", check=0).stdout)
     assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["gensets"] == pytest.approx(5 / 9)
 
-    res = imagenet_d_rows(db, tmp_path / "reproduce-report")
+    # a second ImageNet-D scored into the same database (`--workspace` runs sharing one --out): the table is
+    # the dataset the run scored, named by the run, not a refusal
+    con = store.connect(db)
+    store.write_run(con, {"dataset": "elsewhere", "dataset_revision": "r1", "config": "background", "split": "test",
+                          "model": spec, "model_id": spec, "model_revision": None, "protocol": p.run_protocol,
+                          "label_space": "dataset", "n": len(keys), "precision": "fp32", "settings": "s",
+                          "class_names": names}, scored.rows, mets)
+    con.close()
+    res = imagenet_d_rows(db, tmp_path / "reproduce-report", cfg.dataset)
+    assert "shared/papers" not in res["source"] and "arXiv:2403.18775" in res["source"]
     llava_row = next(x for x in res["rows"] if x["what"] == "LLaVa")
     assert llava_row["gensets"] == pytest.approx(0.5) and llava_row["protocol"] == "two-way, top-1 pooled"
     assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
@@ -209,3 +227,81 @@ def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_pat
     assert "not the paper's DALL-E 2 / Midjourney" in ours["rows"][0]["variant"] and "imports" in ours["note"]
     paper = borji_rows(rep, ("dall-e-2", "midjourney"))
     assert paper["rows"][0]["difference"] == pytest.approx(-0.1) and paper["rows"][0]["variant"] == "wordset"
+
+
+PACKAGED = ROOT / "gensets" / "data" / "configs"
+
+
+def test_the_packaged_paper_configs_are_the_checkouts_configs_byte_for_byte():
+    """configs/ is the source of truth (make and the golden builds read it); gensets/data/configs/ ships the
+    configs `reproduce` reads (and the folders they name) with the package, byte for byte the same, and
+    pyproject.toml's package data takes every one of them into an installed gensets."""
+    import tomllib
+
+    from gensets.reproduce import TABLES
+
+    files = sorted(p.relative_to(PACKAGED) for p in PACKAGED.rglob("*") if p.is_file())
+    for rel in files:
+        assert (PACKAGED / rel).read_bytes() == (ROOT / "configs" / rel).read_bytes(), \
+            f"gensets/data/configs/{rel} differs from configs/{rel}: copy configs/{rel} over it"
+    needed = {c for t in TABLES.values() for c in (t.config, t.smoke_config) if c}
+    assert needed <= {str(r) for r in files}
+    refs = ROOT / "configs" / "genbench.smoke-refs"
+    assert {p.relative_to(ROOT / "configs") for p in refs.rglob("*") if p.is_file()} <= set(files)
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["gensets.data"]
+    shipped = {p for g in globs for p in (ROOT / "gensets" / "data").glob(g)}
+    assert {PACKAGED / r for r in files} <= shipped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["genbench-table2", "borji-vqa"])
+def test_reproduce_smoke_runs_from_an_empty_folder_outside_a_checkout(table, tmp_path):
+    """As a user who installed gensets: no configs/ around, no --configs; the packaged configs are read."""
+    import os
+    import subprocess
+    import sys
+
+    import gensets
+
+    env = {**os.environ, "PYTHONPATH": str(Path(gensets.__file__).parents[1])}
+    r = subprocess.run([sys.executable, "-m", "gensets.cli", "reproduce", table, "--smoke", "--quiet"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "reproduce" / f"{table}-smoke" / "reproduce.md").read_text() == r.stdout
+    assert "shared/papers" not in r.stdout
+
+
+def test_genbench_table2_without_dataset_plans_the_datasets_it_can_and_names_the_others(tmp_path):
+    """No --dataset: the Table 2 datasets with real test images (a known Hub copy, or --source) are planned, every
+    other one is named in one line; an explicitly named one without test images is refused in one line."""
+    from gensets.sources.packaged import genbench_hub_copies, genbench_published
+
+    columns = genbench_published()["tables"]["2"]["columns"]
+    copies = genbench_hub_copies()
+    r = run_cli("reproduce", "genbench-table2", "--dry-run", "--out", tmp_path / "o",
+                "--source", f"imagenet-1k={tmp_path / 'in1k-test'}", check=0)
+    lines = r.stdout.strip().splitlines()
+    for d in columns:
+        mine = [x for x in lines if x.startswith(f"{d}: ")]
+        assert len(mine) == 1, (d, lines)
+        if d in copies:
+            assert f"hf:{copies[d][0]}" in mine[0] and "not run" not in mine[0]
+        elif d == "imagenet-1k":
+            assert str(tmp_path / "in1k-test") in mine[0] and "not run" not in mine[0]
+        else:
+            assert "not run" in mine[0] and "--source" in mine[0]
+    assert not (tmp_path / "o").exists()  # a plan builds nothing
+    r = run_cli("reproduce", "genbench-table2", "--dataset", "caltech-101", "--out", tmp_path / "o")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--source caltech-101=" in r.stderr
+
+
+def test_imagenet_d_table_takes_a_local_copy_of_the_released_set(tmp_path):
+    """--source PATH: a folder in the authors' layout (background/<class folder>/...) instead of the Hub's copy;
+    a folder that is not one is refused in one line."""
+    (tmp_path / "rel" / "background" / "backpack").mkdir(parents=True)
+    r = run_cli("reproduce", "imagenet-d-table", "--source", tmp_path / "rel", "--dry-run", check=0)
+    assert f"score {tmp_path / 'rel'} with" in r.stdout and "zcs15" not in r.stdout
+    r = run_cli("reproduce", "imagenet-d-table", "--source", tmp_path, "--dry-run")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "layout" in r.stderr
+    r = run_cli("reproduce", "borji-vqa", "--source", tmp_path, "--dry-run")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--source" in r.stderr

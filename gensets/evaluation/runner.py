@@ -32,16 +32,17 @@ from .protocols.base import ClassifierProtocol, Models, Protocol, automatic
 # every metric a protocol reports, explained once (gensets eval --help, the README's "Evaluating models")
 METRICS = {
     "top1": "fraction of images whose first prediction is (one of) the true class's ids / names; with an interval "
-            "(a seeded percentile bootstrap 95%) where the protocol gives one",
+            "(a seeded percentile bootstrap 95%) where the protocol gives one (vqa: the fraction of questions "
+            "answered right, vqa_accuracy with its interval)",
     "top5": "fraction whose top 5 hold the true class (imagenet-top5-per-id: the authors' per-id count)",
     "masked_top1": "top-1 with the logits restricted to the classes the dataset uses (ImageNet-D's mapped ids)",
     "masked_top5": "top-5 likewise, counted once per image",
     "mean_per_class": "top-1 averaged over classes (balanced accuracy), each class weighing the same",
-    "accuracy": "vqa: fraction of questions answered right (yes / no, normalised)",
-    "yes_accuracy": "vqa: accuracy on the questions whose answer is yes",
-    "no_accuracy": "vqa: accuracy on the questions whose answer is no",
-    "n_yes": "vqa: questions whose answer is yes (a count)",
-    "n_no": "vqa: questions whose answer is no (a count)",
+    "vqa_accuracy": "vqa: fraction of questions answered right (yes / no, normalised)",
+    "vqa_yes_accuracy": "vqa: vqa_accuracy on the questions whose answer is yes",
+    "vqa_no_accuracy": "vqa: vqa_accuracy on the questions whose answer is no",
+    "vqa_n_yes": "vqa: questions whose answer is yes (a count)",
+    "vqa_n_no": "vqa: questions whose answer is no (a count)",
     "two_way_all": "two-way: accuracy counting answers that name both options or neither as wrong",
     "two_way_parsed": "two-way-shuffled: accuracy over the answers that could be parsed",
     "unparseable": "two-way: fraction of answers naming both options or neither",
