@@ -308,3 +308,27 @@ def test_a_link_in_chromium_reviews_as_its_reviewer(ws, server_factory):
     con = _db(ws)
     assert con.execute("SELECT key, status, reviewer FROM review_log").fetchall() == [(key, "accepted", "ana")]
     con.close()
+
+
+def test_reviewer_names_are_chosen_never_the_login_name(ws, server_factory, monkeypatch):
+    """#46 item 8: a decision without --reviewer recorded the OS login name, and finalize published it unsaid."""
+    monkeypatch.delenv("GENSETS_REVIEWER", raising=False)
+    keys = _keys(ws)
+    r = run_cli("review", "accept", ws, "--all-pending")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "--reviewer NAME" in err and "GENSETS_REVIEWER" in err
+    assert json.loads(run_cli("review", "list", ws, "--json", check=0).stdout) != []  # nothing decided
+    run_cli("review", "accept", ws, keys[0], env={"GENSETS_REVIEWER": "ana"}, check=0)  # a configured name
+    run_cli("review", "reject", ws, keys[1], "--reviewer", "ben", env={"GENSETS_REVIEWER": "ana"}, check=0)
+    s = server_factory(ws)  # no name given: each reviewer types theirs on the page
+    code, out = s.post({"key": keys[2], "action": "accept"})
+    assert code == 400 and "Reviewer" in out["error"], out
+    assert s.post({"key": keys[2], "action": "accept", "reviewer": "cleo"})[0] == 200
+    s.stop()
+    rows = {r["key"]: r["reviewer"] for r in json.loads(run_cli("review", "list", ws, "--status", "all", "--json",
+                                                                 check=0).stdout)}
+    assert (rows[keys[0]], rows[keys[1]], rows[keys[2]]) == ("ana", "ben", "cleo")
+    assert {v for v in rows.values() if v} == {"ana", "ben", "cleo"}
+    done = run_cli("finalize", ws, "--include-pending", check=0)
+    assert "reviewer names published in each sample's json.review.reviewer: ana, cleo" in done.stderr.splitlines()
