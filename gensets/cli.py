@@ -604,7 +604,8 @@ def parser() -> argparse.ArgumentParser:
             ra.add_argument("--to", required=True, metavar="CLASS", help="the new class name")
         else:
             ra.add_argument("--all-pending", action="store_true", help=f"{action} every pending sample")
-        ra.add_argument("--reviewer", help="who decides (default: the login name)")
+        ra.add_argument("--reviewer", help="who decides, published with the decision (default: $GENSETS_REVIEWER; "
+                        "one of them is needed)")
         ra.add_argument("--note")
     r.set_defaults(func=_review)
 
@@ -744,8 +745,8 @@ def parser() -> argparse.ArgumentParser:
     rs.add_argument("workspace")
     rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
     rs.add_argument("--port", type=port, default=8765, help="default 8765; 0 picks a free port")
-    rs.add_argument("--reviewer", help="the default reviewer name on the page when nobody is invited (default: the "
-                    "login name)")
+    rs.add_argument("--reviewer", help="the default reviewer name on the page when nobody is invited (default: "
+                    "$GENSETS_REVIEWER, else each reviewer types theirs)")
     rs.add_argument("--double", action="store_true",
                     help="double review: each image needs two reviewers; each sees their own decisions")
     rs.add_argument("--page-size", type=page_size, default=60,
@@ -793,7 +794,7 @@ def parser() -> argparse.ArgumentParser:
                             "LOCAL_FILES_DOCUMENT_ROOT; images go to DIR/gensets-images/")
         else:
             rx.add_argument("--file", required=True, metavar="FILE", help="the file to import")
-            rx.add_argument("--reviewer", help="for rows without one (default: the login name)")
+            rx.add_argument("--reviewer", help="for rows without one (default: $GENSETS_REVIEWER)")
             rx.add_argument("--users", metavar="FILE", help="Label Studio: who the numeric user ids of Export -> "
                             "JSON are: the JSON of GET /api/users, or {\"1\": \"a@b.c\"}")
             rx.add_argument("--double", action="store_true", help="put the workspace in double review (needed "

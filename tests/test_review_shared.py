@@ -92,12 +92,14 @@ def test_commands_finalize_and_a_second_server_work_beside_a_running_server(ws, 
                    (keys[3], "accepted", "ana")]
 
 
-def _holder(ws, seconds: float) -> subprocess.Popen:
-    """Another process holding state.duckdb (as a review server's request or finalize's snapshot do, briefly)."""
-    code = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
-            "time.sleep(float(sys.argv[2])); c.close()")
-    p = subprocess.Popen([sys.executable, "-c", code, str(ws / "state.duckdb"), str(seconds)], stdout=subprocess.PIPE,
-                         text=True)
+def _holder(ws, seconds: float, as_server: bool = False) -> subprocess.Popen:
+    """Another process holding state.duckdb (as a review server's request or finalize's snapshot do, briefly);
+    ``as_server``: its command line that of ``gensets review serve WS`` (what a record entry is checked against)."""
+    code = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[-2]); print('held', flush=True); "
+            "time.sleep(float(sys.argv[-1])); c.close()")
+    pose = ["gensets.cli", "review", "serve", str(ws)] if as_server else []
+    p = subprocess.Popen([sys.executable, "-c", code, *pose, str(ws / "state.duckdb"), str(seconds)],
+                         stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "held"
     return p
 
@@ -106,7 +108,7 @@ def test_a_command_waits_for_the_database_in_one_line_naming_the_server(ws):
     from gensets.curation import state
     from gensets.errors import Busy
 
-    holder = _holder(ws, 2.0)
+    holder = _holder(ws, 2.0, as_server=True)
     url = "http://127.0.0.1:8999/"
     (ws / ".review-server.json").write_text(json.dumps([{"pid": holder.pid, "url": url, "started": 0}]))
     try:
@@ -122,6 +124,45 @@ def test_a_command_waits_for_the_database_in_one_line_naming_the_server(ws):
     assert r.returncode == 0 and len(waiting) == 1, r.stderr
     assert f"gensets review serve (pid {holder.pid}, {url}) is using it" in waiting[0]
     assert len(r.stdout.splitlines()) == 1 + len(_keys(ws))
+
+
+def test_a_forged_server_record_gets_no_link_and_no_request(ws):
+    """#46 item 4: .review-server.json travels with the workspace; an entry whose process is no review server of
+    this workspace (pid 1: alive everywhere; a process that merely holds the database) is not believed."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # where a forged entry sends the release request
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    came: list = []
+    done = threading.Event()
+
+    def accept():
+        while not done.is_set():
+            try:
+                came.append(listener.accept()[0].recv(1024))
+            except TimeoutError:
+                pass
+
+    watcher = threading.Thread(target=accept)
+    watcher.start()
+    holder = _holder(ws, 1.5)  # invite finds state.duckdb held and asks the recorded server to give it up
+    (ws / ".review-server.json").write_text(json.dumps([
+        {"pid": 1, "url": "http://attacker.example:8765/", "started": 0, "release": "k"},
+        {"pid": holder.pid, "url": f"http://127.0.0.1:{port}/", "started": 0, "release": "k"}]))
+    try:
+        r = run_cli("review", "invite", ws, "carol")
+    finally:
+        holder.wait(30)
+        done.set()
+        watcher.join()
+        listener.close()
+    _no_raw_error(r)
+    assert r.returncode == 0 and "attacker" not in r.stdout and str(port) not in r.stdout, r.stdout
+    assert r.stdout.startswith("http://127.0.0.1:8765/?token=")
+    assert came == []  # no release request (and so no release key) went to the forged address
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note:") and ".review-server.json" in line]
+    assert len(notes) == 2 and "pid 1 " in notes[0] and f"pid {holder.pid} " in notes[1], r.stderr
 
 
 def test_links_and_csrf_tokens_guard_the_page(ws, server_factory):
@@ -267,3 +308,27 @@ def test_a_link_in_chromium_reviews_as_its_reviewer(ws, server_factory):
     con = _db(ws)
     assert con.execute("SELECT key, status, reviewer FROM review_log").fetchall() == [(key, "accepted", "ana")]
     con.close()
+
+
+def test_reviewer_names_are_chosen_never_the_login_name(ws, server_factory, monkeypatch):
+    """#46 item 8: a decision without --reviewer recorded the OS login name, and finalize published it unsaid."""
+    monkeypatch.delenv("GENSETS_REVIEWER", raising=False)
+    keys = _keys(ws)
+    r = run_cli("review", "accept", ws, "--all-pending")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "--reviewer NAME" in err and "GENSETS_REVIEWER" in err
+    assert json.loads(run_cli("review", "list", ws, "--json", check=0).stdout) != []  # nothing decided
+    run_cli("review", "accept", ws, keys[0], env={"GENSETS_REVIEWER": "ana"}, check=0)  # a configured name
+    run_cli("review", "reject", ws, keys[1], "--reviewer", "ben", env={"GENSETS_REVIEWER": "ana"}, check=0)
+    s = server_factory(ws)  # no name given: each reviewer types theirs on the page
+    code, out = s.post({"key": keys[2], "action": "accept"})
+    assert code == 400 and "Reviewer" in out["error"], out
+    assert s.post({"key": keys[2], "action": "accept", "reviewer": "cleo"})[0] == 200
+    s.stop()
+    rows = {r["key"]: r["reviewer"] for r in json.loads(run_cli("review", "list", ws, "--status", "all", "--json",
+                                                                 check=0).stdout)}
+    assert (rows[keys[0]], rows[keys[1]], rows[keys[2]]) == ("ana", "ben", "cleo")
+    assert {v for v in rows.values() if v} == {"ana", "ben", "cleo"}
+    done = run_cli("finalize", ws, "--include-pending", check=0)
+    assert "reviewer names published in each sample's json.review.reviewer: ana, cleo" in done.stderr.splitlines()

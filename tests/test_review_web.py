@@ -308,6 +308,85 @@ def test_page_guards_and_errors(reference, tmp_path, server_factory):
     assert s.get("/api/counts")["accepted"] == 0
 
 
+def test_a_link_redirects_only_to_a_path_of_this_server(reference, tmp_path, server_factory):
+    """#46 item 5: ``GET /%09/evil.example?token=VALID`` answered ``Location: //evil.example`` (a browser drops the
+    tab): an open redirect to another site."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    ws = _workspace(reference, tmp_path)
+    token = run_cli("review", "invite", ws, "ana", check=0).stdout.strip().split("?token=")[1]
+    s = server_factory(ws, token=token)
+    port = urlsplit(s.url).port
+    for path in ("/%09/evil.example", "/%0A/evil.example", "/%5Cevil.example", "//evil.example", "/%2F/evil.example",
+                 "/\\evil.example", "/status?x=1"):
+        con = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_WAIT)
+        con.request("GET", f"{path}{'&' if '?' in path else '?'}token={token}")
+        r = con.getresponse()
+        r.read()
+        con.close()
+        where = r.headers["Location"]
+        # as a browser reads it (WHATWG URL: tabs and newlines dropped, "\\" is "/"), relative to the page
+        seen = "".join(c for c in where if c not in "\t\n\r").replace("\\", "/")
+        assert r.status == 303 and where.isascii() and where.isprintable(), (path, r.status, where)
+        assert seen.startswith("/") and not seen.startswith("//"), (path, where)
+    assert where == "/status?x=1"
+
+
+def test_half_sent_requests_are_closed_and_hold_no_thread(reference, tmp_path, server_factory):
+    """#46 item 5: 300 requests sent in part held a thread each, forever (werkzeug's development server). Now the
+    server closes each within its timeout, its threads stay few, and it answers others meanwhile."""
+    import selectors
+    import socket
+
+    from gensets.curation.review_server import CLEANUP_S, TIMEOUT_S
+
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws, "--reviewer", "ana")
+    port = int(s.url.rsplit(":", 1)[1].strip("/"))
+    status = Path(f"/proc/{s.proc.pid}/status")
+
+    def threads() -> int:
+        return int(re.search(r"^Threads:\s+(\d+)", status.read_text(), re.M).group(1))
+
+    assert s.get("/api/counts")["total"] == 42
+    before = threads()  # the server's own (THREADS), DuckDB's (about one per core, while it holds the database)
+    socks = []
+    try:
+        for _ in range(300):
+            c = socket.create_connection(("127.0.0.1", port), timeout=HTTP_WAIT)
+            c.sendall(f"GET /api/counts HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())  # no end of headers
+            socks.append(c)
+        t0 = time.monotonic()
+        time.sleep(1)
+        assert s.get("/api/counts")["total"] == 42  # served meanwhile
+        assert threads() <= before + 2, (before, threads())  # none per connection
+        sel = selectors.DefaultSelector()
+        for c in socks:
+            c.setblocking(False)
+            sel.register(c, selectors.EVENT_READ)
+        open_ = set(socks)
+        deadline = t0 + TIMEOUT_S + 2 * CLEANUP_S + 10  # its timeout, and slack for a loaded machine
+        while open_ and time.monotonic() < deadline:
+            for key, _ in sel.select(timeout=0.5):
+                try:
+                    data = key.fileobj.recv(4096)  # an answer (408, 400) is read on to the end
+                except BlockingIOError:
+                    continue
+                except ConnectionResetError:
+                    data = b""
+                if data == b"":
+                    sel.unregister(key.fileobj)
+                    open_.discard(key.fileobj)
+        took = time.monotonic() - t0
+        assert not open_, f"{len(open_)} of 300 half-sent requests still open after {took:.0f} s"
+        assert took >= TIMEOUT_S - 2, took  # closed by the timeout, not refused at once
+    finally:
+        for c in socks:
+            c.close()
+    assert s.get("/api/counts")["total"] == 42
+
+
 def test_serving_beyond_loopback_needs_invited_reviewers(reference, tmp_path):
     ws = _workspace(reference, tmp_path)
     r = run_cli("review", "serve", ws, "--port", "0", "--host", "0.0.0.0")
@@ -482,7 +561,7 @@ def test_csv_round_trip_and_bad_rows(reference, tmp_path):
         good = [line.replace(",pending,", ",accepted,", 1) for line in lines]  # every other row is fine
         good[i - 1] = bad
         broken.write_text("\n".join(good) + "\n")
-        r = run_cli("review", "import", ws, "--format", "csv", "--file", broken)
+        r = run_cli("review", "import", ws, "--format", "csv", "--file", broken, "--reviewer", "cleo")
         assert r.returncode == 2, r.stderr
         msg = r.stderr.strip()
         assert len(msg.splitlines()) == 1 and f"{broken}:{i}:" in msg and needle in msg, msg

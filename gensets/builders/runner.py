@@ -280,6 +280,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         shards, counts = [], {}
+        names: set[str] = set()  # the reviewer names the dataset publishes (json.review.reviewer)
         split = builder.split
         recorded = {r.get("shard"): r.get("sha256") for r in ws.manifest().iter_rows()}
         checked: set[str] = set()  # candidate shards whose bytes were checked against the manifest's sha256
@@ -309,6 +310,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
                     s.meta.update(fields)
                     decision["label_before"] = label_before
                 s.meta["review"] = decision
+                names.update(reviewer.split(" & ") if reviewer else ())
                 samples.append(s)
             rel = f"{config}/{split}-{i:05d}.tar"
             (tmp / config).mkdir(exist_ok=True)
@@ -339,6 +341,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         con.close()
         for leftover in (snap, Path(f"{snap}.wal")):
             leftover.unlink(missing_ok=True)
+    if builder.needs_review:
+        print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names)) or 'none'}",
+              file=sys.stderr)
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
     if builder.needs_review:

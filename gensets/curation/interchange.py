@@ -43,7 +43,6 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
-import getpass
 import io
 import json
 import re
@@ -694,7 +693,7 @@ def import_(workspace, fmt: str, file, *, reviewer: str | None = None, users=Non
     path = Path(file)
     if not path.is_file():
         raise GensetsError(f"{path}: no such file")
-    default = reviewer or getpass.getuser()
+    default = reviewer or review.configured_reviewer() or ""  # chosen, never the login name
     notes: list[str] = []
     names = read_users(Path(users)) if users else {}
     _, class_names, con = _open(workspace, read_only=False)
@@ -708,6 +707,10 @@ def import_(workspace, fmt: str, file, *, reviewer: str | None = None, users=Non
                 review.add_aliases(con, read.aliases)
             except GensetsError as e:
                 raise GensetsError(f"{path}: {e} (Label Studio user ids name one person per workspace)") from None
+            nameless = next((d for d in read.decisions if not d.reviewer and d.status != "pending"), None)
+            if nameless is not None:
+                raise GensetsError(f"{nameless.where}: no reviewer: name one for such rows with --reviewer NAME "
+                                   f"(or set {review.REVIEWER_ENV}=NAME)")
             todo, remember = _validate(con, read.decisions, class_names)
             withdrawn = _withdrawals(con, read, path)
             _double(con, read.decisions, double, notes)

@@ -16,7 +16,7 @@ before it (logged, with the undone row recorded in ``review_undo``); nothing is 
 from __future__ import annotations
 
 import datetime as dt
-import getpass
+import os
 from collections.abc import Sequence
 
 from ..db import transaction
@@ -29,6 +29,24 @@ UNDO_DEPTH = 1000  # undo looks this many of a reviewer's latest log rows back (
 MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double
 
 LATEST = queue.LATEST.format(where="")  # every reviewer's latest decision per image
+
+
+REVIEWER_ENV = "GENSETS_REVIEWER"  # the reviewer name of commands and pages that are given none
+
+
+def configured_reviewer() -> str | None:
+    """The reviewer name configured for whoever runs gensets here (:data:`REVIEWER_ENV`), else None: a name is
+    published with every decision, so it is chosen, never the login name."""
+    return (os.environ.get(REVIEWER_ENV) or "").strip() or None
+
+
+def chosen_reviewer(name: str | None) -> str:
+    """``name``, else the configured one (:func:`configured_reviewer`); none: an error saying how to name one."""
+    name = name or configured_reviewer()
+    if not name:
+        raise GensetsError(f"who decides? name the reviewer: --reviewer NAME (or set {REVIEWER_ENV}=NAME); the "
+                           "name is published with each decision in the dataset")
+    return name
 
 
 def check_reviewer(name) -> str:
@@ -105,7 +123,7 @@ def decide(con, keys: Sequence[str], status: str, *, label: str | None = None,
                                             [keys]).fetchall() if lab == label]
         if same:
             raise GensetsError(f"sample '{same[0]}' is a {label} already: relabel it to another class, or accept it")
-    reviewer = check_reviewer(reviewer or getpass.getuser())
+    reviewer = check_reviewer(chosen_reviewer(reviewer))
     record(con, [(key, status, label, reviewer, note) for key in keys])
     return len(keys)
 

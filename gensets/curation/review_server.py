@@ -1,6 +1,7 @@
 """The review page: ``gensets review serve`` shows the queue in a browser and saves each decision at once.
 
-One Flask app, served by werkzeug's threaded server on loopback by default. DuckDB lets one process at a time
+One Flask app, served by waitress (:func:`serve`: request timeouts, a connection cap, bounded threads) on
+loopback by default. DuckDB lets one process at a time
 open state.duckdb. The server uses it under a lock and keeps it open between requests (opening it costs more
 than a decision), but gives it up as soon as another gensets process asks (:func:`shared.ask_release`: the
 review commands, ``finalize``, another server on the same workspace) or after :data:`IDLE_S` unused; it is
@@ -36,7 +37,6 @@ Cohen's kappa between the first two reviewers of every image, with the disagreem
 from __future__ import annotations
 
 import contextlib
-import io
 import ipaddress
 import json
 import os
@@ -65,6 +65,10 @@ SERVER_WAIT = 10.0  # how long a request waits for state.duckdb held by another 
 IDLE_S = 10.0  # the server gives state.duckdb up after this long unused (else: when another process asks)
 SHARED_S = 2.0  # after a release, the server closes state.duckdb after every use for this long
 WHERE_MAX = 10_000  # image locations kept for the pages shown (a page has PAGE_SIZE)
+THREADS = 8  # the server's request threads: decisions take turns at state.duckdb anyway
+CONNECTIONS = 500  # connections open at once (below the usual limit of 1024 open files); more wait to be accepted
+TIMEOUT_S = 15  # a connection that sends nothing for this long (a half-sent request, an idle keep-alive) is closed
+CLEANUP_S = 2  # how often the server looks for such connections
 CSRF_HEADER = "X-CSRF-Token"  # every POST carries the page's token in it (review.js)
 # the page loads only its own script, style and images, and no other site may frame it (clickjacking)
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
@@ -113,7 +117,6 @@ class ReviewState:
                  page_size: int | None = None):
         """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a
         profile); the server keeps it open while it is in use and gives it up when asked (:meth:`release`)."""
-        import getpass
         import secrets
 
         from ..labels.imagenet import imagenet_names
@@ -130,7 +133,8 @@ class ReviewState:
         self.used = 0.0  # when it was last used (monotonic)
         self.shared_until = 0.0  # until then (after a release), closed after every use
         self.release_asked = False
-        self.reviewer = reviewer or getpass.getuser()
+        # the page's default name (--reviewer, else GENSETS_REVIEWER); none: each reviewer types theirs on the page
+        self.reviewer = reviewer or review.configured_reviewer() or ""
         self.page_size = page_size or PAGE_SIZE  # images per page
         self.sessions: dict[str, tuple] = {}  # reviewer -> (decisions through this server, monotonic time of the first)
         self.class_names = list(self.builder.class_names(self.cfg))
@@ -319,7 +323,7 @@ class ReviewState:
     def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
                flagged: bool | None = None) -> dict:
         """Save one decision now: accept, reject, relabel (to ``label``) or flag (``flagged``)."""
-        reviewer = review.check_reviewer((reviewer or "").strip())
+        reviewer = _named(reviewer)
         if action not in (*review.ACTIONS, "flag"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
         with self._held() as con:
@@ -351,7 +355,7 @@ class ReviewState:
         """Accept or reject the images ``keys`` (at most :data:`BULK_MAX`) at once: one decision of ``reviewer``
         each, all in one transaction or none (an unknown key refuses them all). Each image keeps its "several
         objects" flag (the reviewer's own, in double review)."""
-        reviewer = review.check_reviewer((reviewer or "").strip())
+        reviewer = _named(reviewer)
         if action not in ("accept", "reject"):
             raise GensetsError(f"unknown bulk action '{action}' (known: accept, reject)")
         if not isinstance(keys, list) or not 1 <= len(keys) <= BULK_MAX \
@@ -376,7 +380,7 @@ class ReviewState:
 
     def undo(self, reviewer: str, n: int = 1) -> dict:
         """Take back ``reviewer``'s ``n`` latest decisions (:func:`review.undo`): the images' states as restored."""
-        reviewer = review.check_reviewer((reviewer or "").strip())
+        reviewer = _named(reviewer)
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= UNDO_MAX:
             raise GensetsError(f"'n' must be a whole number from 1 to {UNDO_MAX}")
         with self._held() as con:
@@ -463,6 +467,14 @@ class ReviewState:
             raise KeyError(key)
         path, offset, size, ext = where
         return read_at(path, offset, size, key), MIME.get(ext, "application/octet-stream")
+
+
+def _named(reviewer) -> str:
+    """The reviewer of a decision from the page, checked; none named (the server has no default): refused."""
+    if reviewer is None or isinstance(reviewer, str) and not reviewer.strip():
+        raise GensetsError("enter your name in Reviewer first: it is published with your decisions (the server "
+                           f"has no default name: --reviewer NAME or {review.REVIEWER_ENV})")
+    return review.check_reviewer((reviewer or "").strip())
 
 
 def host_allowed(host: str, allowed: set[str]) -> bool:
@@ -652,7 +664,7 @@ def _identify(rs: ReviewState, request, g):
     invited, or beyond loopback, a request without a valid token is refused (401); otherwise the page works as
     on one's own machine, its session a random cookie."""
     import secrets
-    from urllib.parse import urlencode
+    from urllib.parse import quote, urlencode
 
     from flask import redirect
 
@@ -664,8 +676,10 @@ def _identify(rs: ReviewState, request, g):
             return _refusal(request, 401, "this review link is unknown or revoked: ask for a new one "
                             "(gensets review invite WORKSPACE NAME)")
         rest = urlencode([(k, v) for k, v in request.args.items(multi=True) if k != "token"])
-        # never "//host/...": a path of this server, not another site's address
-        response = redirect("/" + request.path.lstrip("/") + (f"?{rest}" if rest else ""), code=303)
+        # a path of this server, never another site's address: every byte but letters, digits and "/" escaped
+        # (a browser drops a tab or newline and reads "\\" as "/": "/\t/evil.example" is "//evil.example" to it),
+        # and one leading "/" ("//host/..." is an address)
+        response = redirect("/" + quote(request.path, safe="/").lstrip("/") + (f"?{rest}" if rest else ""), code=303)
         response.set_cookie(rs.cookie, link, max_age=30 * 86400, httponly=True, samesite="Lax")
         return response
     token = request.cookies.get(rs.cookie)
@@ -721,7 +735,7 @@ def _refusal(request, code: int, why: str):
 class _Stop:
     """The handler of SIGINT and SIGTERM in :func:`serve`. Until the server serves, it raises KeyboardInterrupt
     (start-up stops where it is). Once it serves, the first signal raises nothing: it only asks the loop of
-    :func:`serve` to end at its next turn, so that no exception lands inside werkzeug's handling of a connection
+    :func:`serve` to end at its next turn, so that no exception lands inside the server's handling of a connection
     or inside the closing of the database; a second one ends the process at once (a decision being written
     then is rolled back by DuckDB, and was never answered)."""
 
@@ -742,17 +756,25 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     (:class:`_Stop`: also where the shell started it with SIGINT ignored). Stopping closes the listening
     socket, lets the request holding the database finish and closes the database; connections still open
     (idle keep-alive, half-sent requests) are left to the end of the process, and a request that reaches the
-    database after that is answered 503 (:class:`Stopped`)."""
+    database after that is answered 503 (:class:`Stopped`).
+
+    The server is waitress (pure Python, no C build, in production use for years, maintained by the Pylons
+    project): one event loop reads and writes every connection and only whole requests reach its
+    :data:`THREADS` threads, so a half-sent request holds no thread; a connection silent for
+    :data:`TIMEOUT_S` is closed, at most :data:`CONNECTIONS` are open at once (more wait in the listen backlog),
+    and a body beyond :data:`BULK_BODY` is refused before it is read. Beyond loopback it serves plain HTTP:
+    a reverse proxy with TLS belongs in front (README)."""
     import logging
 
-    from werkzeug.serving import make_server
+    from waitress import wasyncore
+    from waitress.server import create_server
 
     stop = _Stop()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
     rs = ReviewState(workspace, reviewer=reviewer, double=double, page_size=page_size)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+    logging.getLogger("waitress").setLevel(logging.ERROR)  # no line per queued task or full connection table
     loopback = rs.loopback = host in ("127.0.0.1", "localhost", "::1")
     rs.invited()  # reads the invitations
     if not loopback and not rs.tokens:
@@ -760,19 +782,20 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         raise GensetsError(f"{host} is not loopback: the review page then needs reviewers' links, and nobody holds "
                            f"one (gensets review invite {rs.ws.root} NAME)")
     allowed: set[str] = set()  # filled once the port is known (--port 0 picks a free one)
-    said = io.StringIO()  # werkzeug prints why it cannot bind and exits: we say it in one line
     try:
-        with contextlib.redirect_stderr(said):
-            server = make_server(host, port, create_app(rs, allowed_hosts=allowed), threaded=True)
-    except (OSError, SystemExit) as e:
+        server = create_server(create_app(rs, allowed_hosts=allowed), host="127.0.0.1" if host == "localhost" else host,
+                               port=port, threads=THREADS, connection_limit=CONNECTIONS, channel_timeout=TIMEOUT_S,
+                               cleanup_interval=CLEANUP_S, max_request_body_size=BULK_BODY, ident="gensets",
+                               clear_untrusted_proxy_headers=True, asyncore_use_poll=True)
+    except (OSError, ValueError) as e:
         rs.close()
-        why = said.getvalue().strip().split("\n")[0] or getattr(e, "strerror", None) or str(e)
+        why = getattr(e, "strerror", None) or str(e)
         busy = "; --port 0 picks a free port" if "in use" in why.lower() else ""
         raise GensetsError(f"cannot listen on {host}:{port} ({why}){busy}") from None
     registered = False
     try:
         rs.keep_mode()  # only now: a server that failed to start leaves the workspace's mode alone
-        port = server.server_port
+        port = server.effective_port
         rs.cookie = f"gensets-{port}"
         shown = f"[{host}]" if ":" in host else host
         # the loopback names, and the address given; bound to every address, any IP address (never a host name)
@@ -787,16 +810,18 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         url = f"http://{shown}:{port}/"
         shared.register(rs.ws.root, url, rs.release_key)
         registered = True
-        who = f"invited reviewers only ({len(set(rs.tokens.values()))})" if rs.invited() else f"reviewer {rs.reviewer}"
+        who = (f"invited reviewers only ({len(set(rs.tokens.values()))})" if rs.invited()
+               else f"reviewer {rs.reviewer}" if rs.reviewer else "reviewer: the name typed on the page")
         announce(f"review page: {url}  ({rs.counts(rs.reviewer)['total']} images, {mode}, {who}; "
                  "Ctrl-C to stop)", flush=True)
-        server.timeout = 0.1  # handle_request() returns at least this often, to see a stop asked
         stop.serving = True  # from here on a signal raises nothing (one just before: the finally below)
-        while not stop.asked:
-            server.handle_request()
+        while not stop.asked:  # one turn of the event loop at least every 0.1 s, to see a stop asked
+            wasyncore.loop(timeout=0.1, map=server._map, use_poll=True, count=1)
             rs.release_if_idle()
     finally:
-        server.server_close()  # no new connection; its request threads are daemons, not waited for
+        # no new connection (the listening socket closed; the loop's wake-up pipe stays, for request threads still
+        # finishing); its request threads are daemons, not waited for
+        wasyncore.dispatcher.close(server)
         rs.close()
         if registered:
             shared.unregister(rs.ws.root)

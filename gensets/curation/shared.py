@@ -7,7 +7,10 @@ gensets process keeps state.duckdb from another: the review commands and ``final
 (:func:`gensets.curation.state.connect`); when the wait is noticeable it says so in one line naming the holder,
 never DuckDB's own message. A running review server records itself in the workspace's ``.review-server.json``
 (pid, URL, the key that asks it to give the database up; mode 0600; removed when it stops), so that line, and
-``gensets review invite``'s link, can name it.
+``gensets review invite``'s link, can name it. The record travels with a copied or shared workspace, so an entry
+is believed only when its process is this user's ``gensets review serve`` of this very workspace and its URL an
+address of this machine (:func:`_untrusted`); any other is ignored, with a one-line note, and dropped when a server
+registers.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 RECORD = ".review-server.json"  # the running review servers of a workspace: [{pid, url, started, release}]
@@ -60,15 +64,78 @@ def _record_file(root: Path):
         os.close(fd)
 
 
-def _read(fd) -> list[dict]:
-    """The live servers of a record (a server killed with SIGKILL left its entry: a dead pid is dropped)."""
+def _read(fd, root: Path) -> list[dict]:
+    """The live servers of a record that are what they say (a server killed with SIGKILL left its entry: a dead
+    pid is dropped; an entry :func:`_untrusted` names a reason for is ignored, with a note)."""
     data = os.pread(fd, 1 << 16, 0)
     try:
         rows = json.loads(data or b"[]")
     except ValueError:
         return []
-    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("pid"), int) and _alive(r["pid"])] \
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("pid"), int) and _alive(r["pid"])] \
         if isinstance(rows, list) else []
+    kept = []
+    for r in rows:
+        why = _untrusted(root, r)
+        if why is None:
+            kept.append(r)
+        elif (r["pid"], str(r.get("url"))) not in _noted:
+            _noted.add((r["pid"], str(r.get("url"))))
+            print(f"note: {root / RECORD}: ignored the entry of pid {r['pid']} ({str(r.get('url'))[:80]!r}): {why}",
+                  file=sys.stderr, flush=True)
+    return kept
+
+
+_noted: set = set()  # entries already noted as ignored (a wait asks again and again)
+
+
+def _untrusted(root: Path, row: dict) -> str | None:
+    """Why a record entry is not believed, or None: its process must be this user's ``gensets review serve`` of
+    the workspace at ``root`` (read from /proc), and its URL's host an address of this machine."""
+    from urllib.parse import urlsplit
+
+    pid = row["pid"]
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return "its process is another user's"
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return "its process cannot be read"
+    start = next((i + 1 for i, a in enumerate(argv[:4]) if a == "gensets.cli" or Path(a).name == "gensets"), None)
+    here = root.resolve()
+    if start is None or argv[start:start + 2] != ["review", "serve"] \
+            or not any((cwd / a).resolve() == here for a in argv[start + 2:] if not a.startswith("-")):
+        return "its process is no gensets review server of this workspace"
+    try:
+        u = urlsplit(str(row.get("url")))
+        local = u.scheme == "http" and u.port is not None and _local_host(u.hostname or "")
+    except ValueError:
+        local = False
+    return None if local else "its URL is no http address of this machine"
+
+
+def _local_host(host: str) -> bool:
+    """``host`` is loopback, every address (0.0.0.0, ::) or an IP address of this machine (one a socket can be
+    bound to); a name other than localhost is not looked up."""
+    import ipaddress
+    import socket
+
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    try:
+        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((host, 0))  # only an address of this machine can be bound (nothing is sent)
+    except OSError:
+        return False
+    return True
 
 
 def _write(fd, rows: list[dict]) -> None:
@@ -82,7 +149,7 @@ def register(root: Path, url: str, release: str) -> None:
     import time
 
     with _record_file(root) as fd:
-        rows = [r for r in _read(fd) if r["pid"] != os.getpid()]
+        rows = [r for r in _read(fd, root) if r["pid"] != os.getpid()]
         _write(fd, rows + [{"pid": os.getpid(), "url": url, "started": int(time.time()), "release": release}])
 
 
@@ -90,7 +157,7 @@ def unregister(root: Path) -> None:
     """Take this process out of the record; the file goes with the last server."""
     try:
         with _record_file(root) as fd:
-            rows = [r for r in _read(fd) if r["pid"] != os.getpid()]
+            rows = [r for r in _read(fd, root) if r["pid"] != os.getpid()]
             if rows:
                 _write(fd, rows)
             else:
@@ -100,13 +167,14 @@ def unregister(root: Path) -> None:
 
 
 def servers(root: Path) -> list[dict]:
-    """The review servers running on the workspace at ``root`` (pid, url), as recorded; [] when none."""
+    """The review servers running on the workspace at ``root`` (pid, url), as recorded and believed (:func:`_read`);
+    [] when none."""
     path = root / RECORD
     if not path.is_file() or path.is_symlink():
         return []
     try:
         with _record_file(root) as fd:
-            return _read(fd)
+            return _read(fd, root)
     except OSError:
         return []
 
