@@ -285,6 +285,11 @@ def _emit(text: str, output: str | None, db: str | None = None) -> None:
 def _leaderboard(a) -> int:
     from .evaluation import store
 
+    if a.models or a.out:
+        return _leaderboard_run(a)
+    if a.dataset and len(a.dataset) > 1:
+        raise GensetsError("--dataset: one dataset to show (several are scored with --models LIST --out DIR)")
+    a.dataset = a.dataset[0] if a.dataset else None
     con = store.connect(a.db, read_only=True)
     cols, rows = store.leaderboard(con, a.dataset, a.config, a.split)
     why = None if rows else store.unmatched(con, a.dataset, a.config, a.split)
@@ -300,6 +305,26 @@ def _leaderboard(a) -> int:
         cols = [f"{c} %" if p else c for c, p in zip(cols, pct, strict=True)]
         rows = [[100 * v if isinstance(v, float) else v for v in r] for r in rows]
     _print_rows(cols, rows, "json" if a.json else a.format, a.output, a.db)
+    return 0
+
+
+def _leaderboard_run(a) -> int:
+    from .evaluation import leaderboard
+    from .workspace import refuse_own_file
+
+    if not (a.models and a.out and a.dataset):
+        raise GensetsError("--models LIST, --dataset D (one or more) and --out DIR go together: score LIST on D "
+                           "and write DIR/leaderboard.{md,html,parquet,csv}")
+    refuse_own_file(a.db, "--db")
+    done = leaderboard.run(leaderboard.Plan(
+        leaderboard.load_models(a.models), tuple(a.dataset), a.db, a.out, config=a.config, split=a.split,
+        batch_size=a.batch_size, limit=a.limit, allow_pickle=a.allow_pickle, quiet=a.quiet),
+        log=(lambda line: None) if a.quiet else (lambda line: print(line, file=sys.stderr)))
+    rows = done["rows"]
+    _print_rows(leaderboard.COLUMNS, [[r[c] for c in leaderboard.COLUMNS] for r in rows],
+                "json" if a.json else a.format)
+    print(f"{done['scored']} run(s) scored, {done['resumed']} already in {a.db}; "
+          + ", ".join(str(f) for f in done["files"]), file=sys.stderr)
     return 0
 
 
@@ -693,9 +718,23 @@ def parser() -> argparse.ArgumentParser:
     sc.add_argument("--trust-remote-code", action="store_true", help="run a model repo's own code (unsafe)")
     sc.set_defaults(func=_score)
 
-    lb = sub.add_parser("leaderboard", help="the leaderboard of a results database")
+    lb = sub.add_parser("leaderboard", help="the leaderboard of a results database; with --models, score a model "
+                        "list on datasets first and write it as files",
+                        description="Print the leaderboard of a results database (gensets eval). With --models LIST "
+                        "--dataset D [--dataset D2 ...] --out DIR: first score every model on every dataset (runs "
+                        "the database holds complete are skipped: a resume), then write DIR/leaderboard.md, .html, "
+                        ".parquet and .csv, one row per run with top-1's 95%% interval, datasets named without local "
+                        "paths and the dataset's surrogate models marked.")
     lb.add_argument("--db", required=True)
-    lb.add_argument("--dataset")
+    lb.add_argument("--dataset", action="append", help="the runs of this dataset only; with --models: a dataset to "
+                    "score (a workspace, a folder, a hub id; NAME=DATASET names it in the files), repeatable")
+    lb.add_argument("--models", metavar="LIST", help="a model list: a YAML file (models: [{spec, protocol, ...}]), "
+                    "a shipped one (imagenet-d, smoke) or specs separated by commas")
+    lb.add_argument("--out", metavar="DIR", help="with --models: the folder of the leaderboard's files")
+    lb.add_argument("--batch-size", type=positive_int, default=32, help="with --models (default 32)")
+    lb.add_argument("--limit", type=positive_int, help="with --models: only the first N images of each split")
+    lb.add_argument("--allow-pickle", action="store_true", help="with --models: allow pickle weights (unsafe)")
+    lb.add_argument("--quiet", action="store_true", help="with --models: no progress bar")
     lb.add_argument("--config")
     lb.add_argument("--split")
     lb.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")

@@ -463,36 +463,30 @@ def public(value):
 
 def publish_results(db, repo: str, *, target: Target | None = None, revision: str | None = None,
                     dry_run: bool = False, out: Callable[[str], None] = print) -> str | None:
-    """The leaderboard rows of a results database as ``results/leaderboard.parquet`` in the repo."""
+    """The leaderboard rows of a results database as ``results/leaderboard.parquet`` (and .csv, .html, .md) in
+    the repo: datasets named without local paths, surrogate models marked (:mod:`gensets.evaluation.leaderboard`)."""
     import tempfile
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from .evaluation import leaderboard
 
-    from .evaluation import store
-
-    con = store.connect(db, read_only=True)
-    try:
-        cols, rows = store.leaderboard(con)
-    finally:
-        con.close()
+    rows = leaderboard.public_rows(db)
     if not rows:
         raise GensetsError(f"{db}: no runs to publish (run `gensets eval` first)")
-    rel = "results/leaderboard.parquet"
+    rels = [f"results/leaderboard.{ext}" for ext in ("parquet", "csv", "html", "md")]
     message = f"Leaderboard results ({len(rows)} rows)"
     check_repo(repo)
-    rows = [[public(v) for v in r] for r in rows]  # no local path or login name leaves this machine
+    rows = [{k: public(v) for k, v in r.items()} for r in rows]  # no local path or login name leaves this machine
     if dry_run:
         out(f"create dataset repo {repo} if missing")
         out(f"commit 1/1 to {repo}: {message}")
-        out(f"  upload {rel}: {', '.join(sorted({str(r[0]) for r in rows}))}")
+        names = ", ".join(sorted({str(r.get("dataset")) for r in rows}))
+        for rel in rels:
+            out(f"  upload {rel}: {names}")
         return None
     target = target or target_for(repo)
-    table = pa.Table.from_pylist([dict(zip(cols, r, strict=True)) for r in rows])
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "results").mkdir()
-        pq.write_table(table, Path(tmp) / rel)
+        leaderboard.write(rows, Path(tmp) / "results")
         _call(f"creating the repo {repo}", target.create_repo, revision=revision)
-        url = _call("uploading the results", target.upload_folder, Path(tmp), [rel], message, revision)
+        url = _call("uploading the results", target.upload_folder, Path(tmp), rels, message, revision)
     out(f"commit 1/1: {message}: {url}")
     return url

@@ -182,19 +182,17 @@ def test_hub_target_calls_huggingface_hub_in_order(reference, tmp_path):
 def test_publish_results_as_parquet(tmp_path):
     import pyarrow.parquet as pq
 
-    from gensets.evaluation import store
+    from gensets.evaluation import leaderboard
     from gensets.publish import LocalTarget, publish_results
 
     db = make_results_db(tmp_path / "r.duckdb")
     target = LocalTarget(tmp_path / "repo")
     publish_results(db, "file://" + str(tmp_path / "repo"), target=target, out=lambda line: None)
     table = pq.read_table(tmp_path / "repo" / "results" / "leaderboard.parquet")
-    con = store.connect(db, read_only=True)
-    cols, rows = store.leaderboard(con)
-    con.close()
-    assert table.column_names == cols and table.num_rows == len(rows) == 6
-    assert table.to_pylist()[0] == dict(zip(cols, rows[0], strict=True))
-    assert target.commits[0]["files"] == ["results/leaderboard.parquet"]
+    rows = leaderboard.public_rows(db)  # the leaderboard's rows, datasets named without local paths
+    assert table.column_names == leaderboard.COLUMNS and table.num_rows == len(rows) == 6
+    assert table.to_pylist() == rows and rows[0]["dataset"] == "gensets/imagenet-d-smoke"
+    assert target.commits[0]["files"] == [f"results/leaderboard.{e}" for e in ("parquet", "csv", "html", "md")]
     r = run_cli("publish-results", "--db", tmp_path / "none.duckdb", "--repo", "org/name", "--dry-run")
     assert r.returncode == 2 and "none.duckdb" in r.stderr
 
