@@ -1,9 +1,23 @@
-"""Every command README.md shows runs as written (issue: the README drifted from the code once).
+"""Every command README.md shows runs as written, and leaves the checkout clean (issues: the README drifted from
+the code once; it named no setup step and its commands left files in the repository root, #48).
 
-The fenced ``bash`` and ``python`` blocks are run top to bottom, as a newcomer would, in one temporary folder
-that holds links to this checkout's ``configs/``, ``scripts/``, ``Makefile`` and virtualenv (and copies of
-``pyproject.toml`` and the locks), so every ``out/...`` path a command writes lands in that folder; nothing else is
-substituted.
+The fenced ``bash`` and ``python`` blocks are run top to bottom, as a newcomer types them, in a scratch git
+checkout of this repository: ``git clone --shared`` of this one, then this working tree's files copied over it
+(tracked and untracked-but-not-ignored ones, uncommitted edits included) and committed there, so its
+``git status --porcelain`` is empty to begin with. Its ``.venv`` is a folder of links to this checkout's
+virtualenv (a real folder, so the repository's own ``.venv/`` rule ignores it), its ``pyproject.toml`` and locks
+dated 1970 so that make's venv rule sees that venv as up to date, and ``PYTHONPATH`` is the scratch checkout (the
+venv's gensets is an editable install of the repository it was made for: this makes every process run the
+checkout's code). The commands run in a newcomer's shell: the session's environment (offline, the test caches)
+with no virtualenv on ``PATH``. The README's setup line (``. .venv/bin/activate``, recognised from the README
+itself, which must hold it before its first ``python`` or ``gensets`` command) takes effect where the README
+gives it: every command after it runs as ``bash -c '<setup line> || exit 99; <command>'`` (python blocks: the
+activated ``python`` reading the block), the ones before it (``make demo``) without it.
+
+After each command ``git status --porcelain --untracked-files=all`` must be what it was: a command that leaves a
+file outside the ignored folders (``out/``, ``.venv/``, ...) in the checkout, or changes a tracked file, fails,
+named with what it left; so the checkout is as clean after the last command as before the first.
+
 Three kinds of line are not run as is, each recognised from the README itself:
 
 - ``make test`` (``make test-slow``, ``make test-all``): this test suite itself;
@@ -11,19 +25,24 @@ Three kinds of line are not run as is, each recognised from the README itself:
   offline, it must stop within a minute with a non-zero exit and one ``gensets: error:`` line naming what is missing;
 - ``gensets review serve ...``: a server; it must answer its page, then it is stopped.
 
-A line that is only ``gensets`` commands (``gensets ARGS``, or several joined by ``&&``, with no other shell syntax)
-runs each in a child of a fork server (tests/forkserver.py) started in that folder with the same environment: a
-process of its own, as the ``gensets`` script starts, without importing torch and the rest again (about 7 s of CPU
-per command); anything else runs in ``bash -c``.
+A line after the setup line that is only ``gensets`` commands (``gensets ARGS``, or several joined by ``&&``, with
+no other shell syntax) runs each in a child of a fork server (tests/forkserver.py) started in the checkout with the
+environment the setup line gives (read from ``bash`` once it ran it), when the activated ``gensets`` is the script
+of this interpreter's venv: that is what the activated ``gensets`` script does (``python -m gensets.cli ARGS``
+in a process of its own, with that environment, in that folder), without importing torch and the rest again
+(about 7 s of CPU per command); anything else runs in ``bash -c``.
 
-``test_readme_check_fails_on_a_broken_command`` shows the check has teeth: a copy of the README with one
-command broken fails it.
+The check has teeth: ``test_readme_check_fails_on_a_broken_command`` (a copy of the README with one command
+broken fails it), ``test_readme_check_fails_on_a_file_left_in_the_checkout`` (one command writing
+``results.duckdb`` into the checkout's root fails it) and ``test_readme_commands_need_the_setup_line`` (without
+the setup line ``gensets`` is "command not found").
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +57,10 @@ pytestmark = pytest.mark.slow  # `make test-slow` and CI: every README command, 
 
 FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
 NEEDS_HUB = re.compile(r"#.*(GPUs, Hub|needs the Hub)")
-LINKED = ["configs", "scripts", "Makefile"]
+ACTIVATE = re.compile(r"(\.|source)\s+\.venv/bin/activate")  # the README's setup line, its comment aside
+# make's venv rule (`$(STAMP): pyproject.toml $(LOCK)`) must see the existing venv as up to date: these dated 1970
+VENV_INPUTS = ["pyproject.toml", "requirements/lock.txt", "requirements/distributed.lock.txt"]
+NOT_FOUND = 99  # the exit of a command whose setup line failed
 
 
 def blocks(readme: str) -> list[tuple[str, str]]:
@@ -46,8 +68,12 @@ def blocks(readme: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in FENCE.finditer(readme)]
 
 
+def _code(line: str) -> str:
+    return line.split(" #")[0].strip()
+
+
 def commands(readme: str) -> list[tuple[str, str]]:
-    """(kind, command) in README order: kind is python, skip, offline-fails, server or run."""
+    """(kind, command) in README order: kind is python, skip, activate, offline-fails, server or run."""
     out = []
     for lang, text in blocks(readme):
         if lang == "python":
@@ -58,6 +84,8 @@ def commands(readme: str) -> list[tuple[str, str]]:
                 continue
             if line.split("#")[0].split() in (["make", "test"], ["make", "test-slow"], ["make", "test-all"]):
                 out.append(("skip", line))
+            elif ACTIVATE.fullmatch(_code(line)):
+                out.append(("activate", line))
             elif NEEDS_HUB.search(line):
                 out.append(("offline-fails", line))
             elif line.split()[:3] == ["gensets", "review", "serve"]:
@@ -67,35 +95,110 @@ def commands(readme: str) -> list[tuple[str, str]]:
     return out
 
 
-def _folder(tmp: Path) -> Path:
-    work = tmp / "readme"
-    work.mkdir()
-    for name in LINKED:
-        (work / name).symlink_to(ROOT / name)
-    # make's venv rule (`$(STAMP): pyproject.toml $(LOCK)`) must see the existing venv as up to date: copies, dated 1970
-    for name in ["pyproject.toml", "requirements/lock.txt", "requirements/distributed.lock.txt"]:
-        (work / name).parent.mkdir(exist_ok=True)
-        (work / name).write_bytes((ROOT / name).read_bytes())
-        os.utime(work / name, (0, 0))
-    (work / ".venv").symlink_to(Path(sys.executable).resolve().parents[1]
-                                if not (ROOT / ".venv").exists() else ROOT / ".venv")
-    return work
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def _env() -> dict:
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
-    # a worktree or an uninstalled checkout: the package this test is testing
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+def checkout(tmp: Path) -> Path:
+    """A scratch git checkout of this repository holding this working tree's files, committed: ``git status
+    --porcelain`` empty. Its ``.venv``: links to this checkout's virtualenv (or this interpreter's)."""
+    repo = tmp / "repo"
+    _git("clone", "--shared", "--quiet", "--no-checkout", str(ROOT), str(repo), cwd=tmp)
+    _git("checkout", "--quiet", "--detach", _git("rev-parse", "HEAD", cwd=ROOT).strip(), cwd=repo)
+    for name in _git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT).split("\0"):
+        if not name:
+            continue
+        src, dst = ROOT / name, repo / name
+        if dst.is_symlink() or dst.is_file():
+            dst.unlink()
+        if src.is_symlink() or src.is_file():  # else deleted in the working tree: deleted here too
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst, follow_symlinks=False)
+    _git("add", "--all", cwd=repo)
+    if porcelain(repo):
+        _git("-c", "user.name=test_readme", "-c", "user.email=test_readme@localhost", "-c", "commit.gpgsign=false",
+             "commit", "--quiet", "--no-verify", "-m", "the working tree under test", cwd=repo)
+    venv = ROOT / ".venv" if (ROOT / ".venv" / "bin").is_dir() else Path(sys.prefix)
+    (repo / ".venv").mkdir()
+    for entry in venv.iterdir():
+        (repo / ".venv" / entry.name).symlink_to(entry)
+    for name in VENV_INPUTS:
+        os.utime(repo / name, (0, 0))
+    return repo
+
+
+def porcelain(repo: Path) -> str:
+    """``git status --porcelain`` of the checkout, every untracked file named (ignored ones not)."""
+    return _git("status", "--porcelain", "--untracked-files=all", cwd=repo)
+
+
+def _is_venv_bin(path: str) -> bool:
+    return bool(path) and (Path(path).parent / "pyvenv.cfg").is_file()
+
+
+def newcomer_env(repo: Path) -> dict:
+    """The environment of a newcomer's shell in the checkout: this session's (offline, the test caches), no
+    virtualenv active or on PATH; PYTHONPATH the checkout (the code under test, see the module's docstring)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "VIRTUAL_ENV_PROMPT")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not _is_venv_bin(p))
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not (Path(p).exists() and Path(p).samefile(ROOT))]
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), *rest])
     return env
 
 
-def _serve(line: str, work: Path, env: dict) -> str | None:
+class Shell:
+    """Runs README commands in the checkout as a newcomer's shell would, with the README's setup line in effect
+    once it ran."""
+
+    def __init__(self, repo: Path, env: dict):
+        self.repo, self.env = repo, env
+        self.setup: str | None = None  # the setup line's command, once run
+        self.activated: dict | None = None  # the environment it gives (what a command after it runs with)
+        self._fork = None
+
+    def script(self, cmd: str) -> str:
+        return cmd if self.setup is None else f"{self.setup} || exit {NOT_FOUND}\n{cmd}"
+
+    def bash(self, cmd: str, timeout: float, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", self.script(cmd)], cwd=self.repo, env=self.env, input=stdin,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def activate(self, line: str) -> str | None:
+        """Run the setup line; None once in effect, else what went wrong."""
+        p = subprocess.run(["bash", "-c", f"{_code(line)} || exit {NOT_FOUND}\nexec env -0"], cwd=self.repo,
+                           env=self.env, capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            return f"exit {p.returncode}: {p.stderr[-2000:]}"
+        self.setup = _code(line)
+        self.activated = dict(v.split("=", 1) for v in p.stdout.split("\0") if "=" in v)
+        self.activated.pop("_", None)  # bash's: the path of the last command (here env itself)
+        return None
+
+    def fork(self):
+        """The fork server for the activated environment, started at the first plain gensets line; None where
+        its children would not be what the activated ``gensets`` is (another venv's script)."""
+        if self.activated is None:
+            return None
+        if self._fork is None:
+            from .forkserver import ForkServer
+
+            script = shutil.which("gensets", path=self.activated.get("PATH"))
+            mine = script is not None and Path(script).parent.samefile(Path(sys.executable).parent)
+            self._fork = ForkServer(self.repo, self.activated) if mine else False
+        return self._fork if self._fork and self._fork.usable(self.activated, self.repo) else None
+
+    def close(self):
+        if self._fork:
+            self._fork.close()
+
+
+def _serve(line: str, shell: Shell) -> str | None:
     """Start the server the line starts; None once its page answered, else what went wrong."""
     m = re.search(r"--port\s+(\d+)", line)
     url = f"http://127.0.0.1:{m.group(1) if m else 8765}/"
-    p = subprocess.Popen(["bash", "-c", "exec " + line], cwd=work, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(["bash", "-c", shell.script("exec " + line)], cwd=shell.repo, env=shell.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + HANG
         while time.monotonic() < deadline:
@@ -129,15 +232,17 @@ def gensets_argvs(line: str) -> list[list[str]] | None:
     return [a[1:] for a in argvs] if all(a and a[0] == "gensets" for a in argvs) else None
 
 
-def _run(kind: str, cmd: str, work: Path, env: dict, fork) -> subprocess.CompletedProcess:
+def _run(kind: str, cmd: str, shell: Shell) -> subprocess.CompletedProcess:
     timeout = 60 if kind == "offline-fails" else 900
-    argvs = gensets_argvs(cmd) if kind != "python" else None
-    if argvs is None or not fork.usable(env, work):
-        argv = [sys.executable, "-c", cmd] if kind == "python" else ["bash", "-c", cmd]
-        return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+    if kind == "python":  # the (activated) python, the block typed into it
+        return shell.bash("exec python -", timeout, stdin=cmd)
+    argvs = gensets_argvs(cmd)
+    fork = shell.fork() if argvs is not None else None
+    if fork is None:
+        return shell.bash(cmd, timeout)
     out = err = ""
     for args in argvs:  # as `a && b`: the next runs only when this one succeeded
-        p = fork.run(args, timeout, env)
+        p = fork.run(args, timeout, shell.activated)
         out, err = out + p.stdout, err + p.stderr
         if p.returncode != 0:
             break
@@ -145,39 +250,27 @@ def _run(kind: str, cmd: str, work: Path, env: dict, fork) -> subprocess.Complet
 
 
 def run_readme(readme: str, tmp: Path) -> list[str]:
-    """Run every command of ``readme``; the failures, each as one message (empty: all ran as written)."""
-    from .forkserver import ForkServer
-
-    work, env = _folder(tmp), _env()
-    fork = ForkServer(work, env)
+    """Run every command of ``readme`` in a scratch checkout; the failures, each as one message (empty: all ran
+    as written, and the checkout is as clean as before)."""
+    repo = checkout(tmp)
+    assert porcelain(repo) == "", porcelain(repo)
+    shell = Shell(repo, newcomer_env(repo))
     try:
-        return _run_all(readme, work, env, fork)
+        return _run_all(readme, shell)
     finally:
-        fork.close()
+        shell.close()
 
 
-def _run_all(readme: str, work: Path, env: dict, fork) -> list[str]:
-    failures, took = [], []
+def _run_all(readme: str, shell: Shell) -> list[str]:
+    failures, took, clean = [], [], porcelain(shell.repo)
     for kind, cmd in commands(readme):
         if kind == "skip":
             continue
         took.append((time.monotonic(), cmd))
-        if kind == "server":
-            if (why := _serve(cmd, work, env)) is not None:
-                failures.append(f"{cmd!r}: {why}")
-            continue
-        try:
-            p = _run(kind, cmd, work, env, fork)
-        except subprocess.TimeoutExpired:
-            failures.append(f"{cmd!r}: did not finish ({'offline, it must fail fast' if kind == 'offline-fails' else 'timeout'})")
-            continue
-        if kind == "offline-fails":
-            errors = [x for x in p.stderr.splitlines() if x.startswith("gensets: error:")]
-            if p.returncode == 0 or len(errors) != 1 or "Traceback" in p.stderr:
-                failures.append(f"{cmd!r}: offline it must fail with one 'gensets: error:' line; exit "
-                                f"{p.returncode}, stderr: {p.stderr[-1500:]}")
-        elif p.returncode != 0:
-            failures.append(f"{cmd!r}: exit {p.returncode}\n{p.stderr[-3000:]}")
+        failures += _run_one(kind, cmd, shell)
+        if (now := porcelain(shell.repo)) != clean:
+            failures.append(f"{cmd!r}: left the checkout changed (git status --porcelain; write under out/):\n{now}")
+            clean = now
     took = sorted(((end - start, cmd) for (start, cmd), (end, _) in zip(took, [*took[1:], (time.monotonic(), "")], strict=True)),
                   reverse=True)
     print("slowest README commands:", *(f"{s:6.1f} s  {cmd.split('#')[0].strip()[:110]}" for s, cmd in took[:15]),
@@ -185,21 +278,84 @@ def _run_all(readme: str, work: Path, env: dict, fork) -> list[str]:
     return failures
 
 
+def _run_one(kind: str, cmd: str, shell: Shell) -> list[str]:
+    if kind == "activate":
+        return [] if (why := shell.activate(cmd)) is None else [f"{cmd!r}: the setup line failed: {why}"]
+    if kind == "server":
+        return [] if (why := _serve(cmd, shell)) is None else [f"{cmd!r}: {why}"]
+    try:
+        p = _run(kind, cmd, shell)
+    except subprocess.TimeoutExpired:
+        return [f"{cmd!r}: did not finish ({'offline, it must fail fast' if kind == 'offline-fails' else 'timeout'})"]
+    if kind == "offline-fails":
+        errors = [x for x in p.stderr.splitlines() if x.startswith("gensets: error:")]
+        if p.returncode == 0 or len(errors) != 1 or "Traceback" in p.stderr:
+            return [f"{cmd!r}: offline it must fail with one 'gensets: error:' line; exit {p.returncode}, stderr: "
+                    f"{p.stderr[-1500:]}"]
+    elif p.returncode != 0:
+        return [f"{cmd!r}: exit {p.returncode}\n{p.stderr[-3000:]}"]
+    return []
+
+
+def setup_line(readme: str) -> str:
+    """The README's setup line (``. .venv/bin/activate``)."""
+    return next(cmd for kind, cmd in commands(readme) if kind == "activate")
+
+
 def test_readme_commands_run_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text()
     kinds = [k for k, _ in commands(readme)]
     assert kinds.count("run") >= 10 and "offline-fails" in kinds and "server" in kinds and "python" in kinds
+    # the setup line, once, before the first python block and the first gensets command: the README says how a
+    # newcomer gets gensets on PATH before it shows a command that needs it
+    first_gensets = next(i for i, (_, cmd) in enumerate(commands(readme)) if cmd.startswith("gensets "))
+    assert kinds.count("activate") == 1 and kinds.index("activate") < min(kinds.index("python"), first_gensets)
     assert run_readme(readme, tmp_path) == []
 
 
 def test_readme_check_fails_on_a_broken_command(tmp_path):
-    """One README command broken in a copy (a flag renamed): the check names exactly that command."""
+    """One README command broken in a copy (a flag renamed), after the setup line: the check names exactly that
+    command, with gensets' usage exit (2), not a shell's "command not found"."""
     readme = (ROOT / "README.md").read_text()
     first = next(cmd for kind, cmd in commands(readme) if kind == "run" and cmd.startswith("gensets build "))
     broken = first.replace("--out", "--output-folder", 1)
-    only = "```bash\n" + broken + "\n```\n"
+    only = f"```bash\n{setup_line(readme)}\n{broken}\n```\n"
     failures = run_readme(only, tmp_path)
-    assert len(failures) == 1 and failures[0].startswith(repr(broken)), failures
+    assert len(failures) == 1 and failures[0].startswith(f"{broken!r}: exit 2\n"), failures
+
+
+def test_readme_check_fails_on_a_file_left_in_the_checkout(tmp_path):
+    """A README command writing ``results.duckdb`` into the checkout's root (as ``--db results.duckdb`` once did,
+    #48) fails the check, named with what it left; the README's own line (printing) does not."""
+    readme = (ROOT / "README.md").read_text()
+    schema = next(cmd for kind, cmd in commands(readme) if kind == "run" and cmd.startswith("gensets query --schema"))
+    dirty = f"{_code(schema)} --output results.duckdb"
+    copy = f"```bash\n{setup_line(readme)}\n{schema}\n{dirty}\n```\n"
+    failures = run_readme(copy, tmp_path)
+    assert len(failures) == 1 and failures[0].startswith(f"{dirty!r}: left the checkout changed"), failures
+    assert failures[0].splitlines()[-1] == "?? results.duckdb", failures
+
+
+def test_readme_commands_need_the_setup_line(tmp_path):
+    """Without the README's setup line a newcomer's shell has no ``gensets`` (the issue's "command not found"):
+    the check runs commands in such a shell, not in the test's, and a plain gensets line too."""
+    if shutil.which("gensets", path=newcomer_env(tmp_path)["PATH"]):
+        pytest.skip("a gensets outside any virtualenv is on PATH")
+    line = "gensets query --schema"
+    failures = run_readme(f"```bash\n{line}\n```\n", tmp_path)
+    assert len(failures) == 1 and failures[0].startswith(f"{line!r}: exit 127\n"), failures
+
+
+def test_checkout_holds_the_working_tree_and_is_clean(tmp_path):
+    """The scratch checkout is this working tree, uncommitted edits included, with an empty ``git status``."""
+    repo = checkout(tmp_path)
+    assert porcelain(repo) == ""
+    for name in ["README.md", "tests/test_readme.py", "Makefile"]:
+        assert (repo / name).read_bytes() == (ROOT / name).read_bytes()
+    assert (repo / ".venv" / "bin" / "activate").is_file() and (repo / ".venv").is_dir()
+    assert not (repo / ".venv").is_symlink()  # so that the repository's `.venv/` rule ignores it
+    (repo / "results.duckdb").write_bytes(b"")
+    assert porcelain(repo) == "?? results.duckdb\n"
 
 
 @pytest.mark.parametrize("line, argvs", [
@@ -220,6 +376,8 @@ def test_plain_gensets_lines_are_recognised(line, argvs):
 @pytest.mark.parametrize("line, kind", [
     ("make test    # creates .venv", "skip"),
     ("make test-slow", "skip"),
+    (". .venv/bin/activate   # puts gensets on PATH", "activate"),
+    ("source .venv/bin/activate", "activate"),
     ("make build-genbench DATASET=oxford-pets STRATEGY=CE   # paper scale (GPUs, Hub)", "offline-fails"),
     ("gensets review serve out/x --reviewer ana   # the page", "server"),
     ("gensets finalize out/x   # accepted images", "run"),
