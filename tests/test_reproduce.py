@@ -305,3 +305,93 @@ def test_imagenet_d_table_takes_a_local_copy_of_the_released_set(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "layout" in r.stderr
     r = run_cli("reproduce", "borji-vqa", "--source", tmp_path, "--dry-run")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--source" in r.stderr
+
+
+# ------------------------------------------------------------------ variance: intervals, verdicts, seeds
+def _loop_ci(n: int, statistic, n_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap written out: ``n_resamples`` draws of n indices with replacement
+    (``rng.integers(0, n, n)`` in turn, numpy's seeded generator), the 2.5% and 97.5% linear quantiles."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    stats = [statistic(rng.integers(0, n, size=n)) for _ in range(n_resamples)]
+    return float(np.quantile(stats, 0.025)), float(np.quantile(stats, 0.975))
+
+
+def test_cler_interval_resamples_the_test_images_against_fixed_centres():
+    """Two classes, centres on the axes: a test image is right when it lies nearer its own class's axis. The
+    interval is the written-out bootstrap of that accuracy over the test images; the mean-per-class metric
+    resamples the same images and scores each draw per class."""
+    import numpy as np
+
+    from gensets import metrics as M
+
+    gen = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    gen_y = np.array([0, 0, 1, 1])
+    test = np.array([[1, 0.2], [0.9, 0.3], [0.2, 1], [1, 0.1], [0.3, 1], [0.1, 1], [1, 0.9], [0.2, 0.8]])
+    test_y = np.array([0, 0, 1, 1, 1, 0, 0, 1])
+    right = np.array([1, 1, 1, 0, 1, 0, 1, 1], bool)  # by hand: nearer the own axis ([1, 0.9]: axis 0, class 0)
+    assert M.cler(gen, gen_y, test, test_y) == pytest.approx(right.mean())
+    assert M.cler_bootstrap_ci(gen, gen_y, test, test_y) == pytest.approx(
+        _loop_ci(8, lambda i: right[i].mean()), abs=1e-12)
+
+    def per_class(i):
+        return np.mean([right[i][test_y[i] == c].mean() for c in np.unique(test_y[i])])
+
+    assert M.cler_bootstrap_ci(gen, gen_y, test, test_y, metric="mean-per-class") == pytest.approx(
+        _loop_ci(8, per_class), abs=1e-12)
+
+
+def test_imagenet_d_intervals_pooled_over_images_and_per_subset_for_the_mean():
+    """Pooled: the written-out bootstrap of every counted outcome. Mean of subsets: each subset resampled on its
+    own, so subsets that are all right or all wrong give every resample the same mean (2/3), where the pooled
+    resampling varies; one subset under two images has no mean interval."""
+    import numpy as np
+
+    from gensets.evaluation.reports.imagenet_d import intervals
+
+    by = {"background": [True] * 4, "texture": [False] * 3, "material": [True] * 2}
+    pooled = np.array(by["background"] + by["texture"] + by["material"], float)
+    got = intervals(by)
+    assert got["pooled"] == pytest.approx(_loop_ci(9, lambda i: pooled[i].mean()), abs=1e-12)
+    assert got["pooled"][0] < 6 / 9 < got["pooled"][1]
+    assert got["mean"] == pytest.approx([2 / 3, 2 / 3])
+    assert intervals({**by, "material": [True]})["mean"] is None
+
+
+@pytest.mark.parametrize(("published", "interval", "expected"), [
+    (0.5, [0.4, 0.6], "within"), (0.4, [0.4, 0.6], "within"), (0.6, [0.4, 0.6], "within"),
+    (0.3999, [0.4, 0.6], "outside"), (0.61, [0.4, 0.6], "outside"), (0.5, None, None), (None, [0.4, 0.6], None)])
+def test_a_published_number_is_within_or_outside_the_closed_interval(published, interval, expected):
+    from gensets.evaluation.reports.base import verdict
+
+    assert verdict(published, interval) == expected
+
+
+def test_over_seeds_is_the_range_of_each_rows_number_over_the_builds():
+    from gensets.reproduce import markdown, over_seeds
+
+    def res(a, b):
+        common = {"protocol": "imagenet", "variant": "v", "difference": None}
+        return {"rows": [{"what": "ResNet", "model": "tiny:resnet", "published": 0.55, "gensets": a, **common},
+                         {"what": "CLIP", "model": "tiny:clip", "published": 0.46, "gensets": b, **common}],
+                "report": "r", "source": "s", "note": "n", "interval": "i"}
+
+    out = over_seeds([res(0.5, 0.1), res(0.6, 0.2), res(0.52, None)])
+    resnet, clip = out["rows"]
+    assert resnet["gensets"] == 0.5  # the config's seed
+    assert resnet["seeds"] == {"n": 3, "values": [0.5, 0.6, 0.52], "range": [0.5, 0.6], "verdict": "within"}
+    assert clip["seeds"] == {"n": 3, "values": None, "range": None, "verdict": None}  # a seed without a number
+    md = markdown({"table": "t", "paper": "p", "what": "w", "smoke": False, **out})
+    assert "| over seeds | published is (seeds) |" in md and "[50.00, 60.00] (3 seeds) | within |" in md
+    assert over_seeds([res(0.5, 0.1)]) == res(0.5, 0.1)  # one build: no seeds column
+
+
+def test_seeds_are_refused_where_nothing_is_generated(tmp_path):
+    r = run_cli("reproduce", "imagenet-d-table", "--seeds", "3", "--dry-run", "--out", tmp_path / "o")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "released images" in r.stderr
+    r = run_cli("reproduce", "borji-vqa", "--smoke", "--seeds", "2", "--dry-run", "--out", tmp_path / "o")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--seeds" in r.stderr
+    r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--seeds", "3", "--dry-run", "--out", tmp_path / "o",
+                check=0)
+    assert "2 more build(s)" in r.stdout and not (tmp_path / "o").exists()
