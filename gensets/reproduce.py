@@ -213,7 +213,10 @@ def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None,
     report = imagenet_d.write(rep, report_dir)
     rows = [{"what": r["family"], "protocol": f"{r['protocol']}, top-1 {r['overall']}", "published": r["published"],
              "model": r["model"],
-             "variant": r["variant"] if r["stand_in"] is None else f"{r['variant']}; stand-in for {r['family']}",
+             "variant": None if r["model"] is None else r["variant"]
+             + ("" if r["stand_in"] is None else f"; stand-in for {r['family']}")
+             + ("" if r["gensets"] is not None else f"; {r['counted']} of {r['n']} answers name one option: no "
+                                                    "TRUE / (TRUE + FALSE)"),
              "gensets": r["gensets"], "difference": r["difference"], "interval": r["interval"],
              "interval_kind": "images", "verdict": r["verdict"]}
             for r in rep["published"]["rows"]]

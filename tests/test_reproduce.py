@@ -38,9 +38,11 @@ def test_a_run_is_compared_with_the_paper_family_of_its_protocol_and_spec(model,
 @pytest.mark.slow
 def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_path):
     """The smoke run (the build resumed from a copy of the session's smoke build: nothing left to generate)
-    scores tiny:resnet (imagenet), tiny:clip (zero-shot) and tiny:vlm (two-way), and prints each paper family
-    beside the gensets run of its protocol: the value is every image's top-1 pooled over the three nuisances,
-    recomputed here from the stored predictions; the difference is gensets - published."""
+    scores the tiny stand-ins of the paper's families (tiny:resnet for ResNet, tiny:vit for ViT-L/16 under
+    imagenet, tiny:clip for CLIP under zero-shot, tiny:vlm for LLaVa under two-way) and prints each family beside
+    its stand-in: the value is every image's top-1 pooled over the three nuisances, recomputed here from the stored
+    predictions, with the written-out bootstrap of those outcomes as its interval and the published number
+    within or outside it; the difference is gensets - published. MiniGPT-4 alone has no runnable model."""
     out = tmp_path / "idt"
     shutil.copytree(reference, out / "workspace")
     r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", "--json",
@@ -51,29 +53,48 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     # the paper's numbers, as the summary prints them ("ResNet (55.02%)", ...)
     assert {k: v["published"] for k, v in rows.items()} == {
         "ResNet": 0.5502, "ViT-L/16": 0.594, "CLIP": 0.4605, "LLaVa": 0.2967, "MiniGPT-4": 0.1681}
+    import numpy as np
+
+    from gensets.evaluation.reports.imagenet_d import NUISANCES, outcomes
+
     db = out / "results.duckdb"
-    for what, model in (("ResNet", "tiny:resnet"), ("CLIP", "tiny:clip")):
+    for what, model in (("ResNet", "tiny:resnet"), ("ViT-L/16", "tiny:vit"), ("CLIP", "tiny:clip")):
         preds = query(db, f"SELECT p.correct1, r.config FROM predictions p JOIN runs r USING (run_id) "
-                          f"WHERE r.model = '{model}'")
-        assert {p["config"] for p in preds} == {"background", "texture", "material"}
-        pooled = sum(p["correct1"] for p in preds) / len(preds)
-        assert rows[what]["model"] == model
-        assert rows[what]["gensets"] == pytest.approx(pooled)
-        assert rows[what]["difference"] == pytest.approx(pooled - rows[what]["published"])
-    assert rows["CLIP"]["variant"] == "zero-shot (imagenet-d official)"
-    # families no tiny model stands for are shown as not run, never estimated
-    for what in ("ViT-L/16", "LLaVa", "MiniGPT-4"):
-        assert rows[what]["model"] is None and rows[what]["gensets"] is None
+                          f"WHERE r.model = '{model}' ORDER BY r.config, p.rowid")
+        assert {p["config"] for p in preds} == set(NUISANCES)
+        right = np.array([p["correct1"] for c in NUISANCES for p in preds if p["config"] == c], float)
+        ci = _loop_ci(len(right), lambda i, r=right: r[i].mean())
+        row = rows[what]
+        assert row["model"] == model and row["variant"].endswith(f"; stand-in for {what}")
+        assert row["gensets"] == pytest.approx(right.mean())
+        assert row["difference"] == pytest.approx(right.mean() - row["published"])
+        assert row["interval"] == pytest.approx(ci, abs=1e-12) and row["interval_kind"] == "images"
+        assert row["verdict"] == ("within" if ci[0] <= row["published"] <= ci[1] else "outside")
+    assert rows["CLIP"]["variant"] == "zero-shot (imagenet-d official); stand-in for CLIP"
+    # LLaVa: tiny:vlm under two-way; its number is TRUE / (TRUE + FALSE) of the stored answers, none where no
+    # answer names one option (the random tiny VLM's), said in the row
+    llava = rows["LLaVa"]
+    assert llava["model"] == "tiny:vlm" and "stand-in for LLaVa" in llava["variant"]
+    answers = query(db, "SELECT p.* FROM predictions p JOIN runs r USING (run_id) WHERE r.model = 'tiny:vlm'")
+    counted = outcomes("two-way", answers)
+    if counted:
+        assert llava["gensets"] == pytest.approx(np.mean(counted)) and llava["verdict"] in ("within", "outside")
+    else:
+        assert llava["gensets"] is None and f"0 of {len(answers)} answers name one option" in llava["variant"]
+    # the family no gensets model runs is shown as not run, never estimated
+    assert rows["MiniGPT-4"]["model"] is None and rows["MiniGPT-4"]["gensets"] is None
     # the full report: per nuisance, and its JSON agrees with the table
     rep = json.loads((out / "report" / "report.json").read_text())
     resnet = next(m for m in rep["per_model"] if m["model"] == "tiny:resnet")
     assert resnet["complete"] and resnet["all"] == pytest.approx(rows["ResNet"]["gensets"])
-    assert sum(c["n"] for c in resnet["configs"].values()) == resnet["n"] == len(preds)
+    assert resnet["interval"] == rows["ResNet"]["interval"]
+    assert sum(c["n"] for c in resnet["configs"].values()) == resnet["n"]
 
     # a rerun resumes: nothing built, every evaluation skipped, the same table, as markdown
     again = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", check=0)
     assert "0 run now" in again.stderr and again.stderr.count("skipped ") >= 3, again.stderr
-    assert "| row | protocol / metric | published | gensets | difference |" in again.stdout
+    assert "| row | protocol / metric | published | gensets | difference | 95% interval | published is |" \
+        in again.stdout
     assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in again.stdout and "smoke run" in again.stdout
     assert (out / "reproduce.md").read_text() == again.stdout
     assert "shared/papers" not in again.stdout
@@ -84,6 +105,24 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--workspace", tmp_path / "demo", check=0)
     plain = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, check=0)
     assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in plain.stdout
+
+    # --seeds 2: a second build at the config's seed + 1 (workspace-seed1), scored the same way; each row's
+    # range over seeds is its number's min and max over the two builds' reports
+    two = json.loads(run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--seeds", "2", "--json",
+                             check=0).stdout)
+    import yaml
+
+    assert yaml.safe_load((out / "workspace-seed1" / "config.yaml").read_text())["seed"] == 1
+    second = json.loads((out / "report-workspace-seed1" / "report.json").read_text())["published"]["rows"]
+    for row in two["rows"]:
+        other = next(x["gensets"] for x in second if x["family"] == row["what"] and x["model"] == row["model"])
+        values = [rows[row["what"]]["gensets"], other]
+        if None in values:
+            assert row["seeds"]["range"] is None
+        else:
+            assert row["seeds"]["range"] == [min(values), max(values)] and row["seeds"]["n"] == 2
+            assert row["seeds"]["verdict"] == ("within" if min(values) <= row["published"] <= max(values)
+                                               else "outside")
 
 
 def test_reproduce_refuses_what_it_cannot_run_in_one_line(tmp_path):
@@ -166,7 +205,15 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     assert llava["mean"] == pytest.approx((2 / 3 + 1 + 0) / 3)
     row = next(x for x in rep["published"]["rows"] if x["family"] == "LLaVa")
     assert row["gensets"] == pytest.approx(0.5) and row["overall"] == "pooled"
-    assert "| 50.00 | 55.56 | 10 (6 counted) |" in (tmp_path / "rep" / "report.md").read_text()
+    # the interval of each reading: pooled, the written-out bootstrap of the six counted outcomes (subset order)
+    import numpy as np
+
+    counted = np.array([1, 1, 0, 1, 0, 0], float)
+    pooled_ci = _loop_ci(6, lambda i: counted[i].mean())
+    assert llava["intervals"]["pooled"] == pytest.approx(pooled_ci, abs=1e-12)
+    assert llava["intervals"]["mean"] is None  # texture has one counted answer: no per-subset resampling
+    assert (f"| 50.00 | [{100 * pooled_ci[0]:.2f}, {100 * pooled_ci[1]:.2f}] | 55.56 | - | 10 (6 counted) |"
+            in (tmp_path / "rep" / "report.md").read_text())
     mean = json.loads(run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep2", "--json",
                               "--overall", "mean", check=0).stdout)
     assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["gensets"] == pytest.approx(5 / 9)
@@ -184,8 +231,11 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     llava_row = next(x for x in res["rows"] if x["what"] == "LLaVa")
     assert llava_row["gensets"] == pytest.approx(0.5) and llava_row["protocol"] == "two-way, top-1 pooled"
     assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
+    assert llava_row["interval"] == pytest.approx(pooled_ci, abs=1e-12) and llava_row["interval_kind"] == "images"
+    assert llava_row["verdict"] == ("within" if pooled_ci[0] <= 0.2967 <= pooled_ci[1] else "outside")
     md = markdown({"table": "imagenet-d-table", "paper": "p", "what": "w", "smoke": False, **res})
-    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 |" in md
+    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 | [" in md
+    assert f"{100 * pooled_ci[1]:.2f}] (images) | {llava_row['verdict']} |" in md
 
 
 def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_named_variant(tmp_path):

@@ -177,7 +177,8 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32",
                              "model": m["model"], "variant": m["variant"], "overall": overall, "gensets": m["all"],
                              "difference": None if m["all"] is None else m["all"] - p["value"],
                              "complete": m["complete"], "interval": m["interval"],
-                             "verdict": verdict(p["value"], m["interval"]), "stand_in": m["stand_in"]})
+                             "verdict": verdict(p["value"], m["interval"]), "stand_in": m["stand_in"],
+                             "n": m["n"], "counted": m["counted"]})
     return {"dataset": dataset, "revision": revision, "precision": precision, "overall": overall,
             "interval": INTERVAL, "per_model": per_model,
             "published": {"paper": pub["paper"], "file": pub["file"], "checked": pub["checked"], "rows": compared}}
