@@ -915,6 +915,9 @@ def parser() -> argparse.ArgumentParser:
                      help="a named variant of the table's models instead of the default (repeatable): "
                           + "; ".join(f"{t.name}: " + ", ".join(f"{n} ({what})" for n, (what, _) in t.variants.items())
                                       for t in TABLES.values() if t.variants))
+    rp2.add_argument("--seeds", type=positive_int, default=1, metavar="N",
+                     help="N builds at seeds config seed + 0 .. N-1, the range of each number over them beside the "
+                     "published one (imagenet-d-table --smoke, genbench-table2)")
     rp2.add_argument("--batch-size", type=positive_int, default=32)
     rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
     rp2.add_argument("--quiet", action="store_true", help="no progress")
@@ -931,7 +934,7 @@ def _reproduce(a) -> int:
     quiet = a.quiet or a.json
     run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs) if a.configs else CONFIGS,
               Path(a.workspace) if a.workspace else None, tuple(a.variant), tuple(a.source), a.dry_run,
-              log=(lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr)))
+              log=(lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr)), seeds=a.seeds)
     if a.dry_run:
         print("\n".join(plan(a.table, run)))
         return 0

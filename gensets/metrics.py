@@ -25,7 +25,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 __all__ = [
-    "accuracy", "average_precision_11pt", "bootstrap_ci", "cohen_kappa", "mean_average_precision_11pt",
+    "accuracy", "average_precision_11pt", "bootstrap_ci", "cler_bootstrap_ci", "cohen_kappa", "mean_average_precision_11pt",
     "mean_per_class_accuracy", "normalize_yes_no", "per_class_accuracy", "roc_auc", "top1", "top5", "topk_correct",
     "topk_count_per_id",
     "vqa_binary_accuracy",
@@ -522,6 +522,21 @@ def cler(gen_emb: Any, gen_labels: Any, test_emb: Any, test_labels: Any, text_em
     if missing.size:
         raise ValueError(f"test_labels has class {int(missing[0])} without generated images (no class centre)")
     return genbench_metric(metric, probs, np.searchsorted(classes, ty))
+
+
+def cler_bootstrap_ci(gen_emb: Any, gen_labels: Any, test_emb: Any, test_labels: Any, text_emb: Any = None, *,
+                      centres: str = "normalised", ensemble: str = "code", metric: str = "accuracy",
+                      n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """The 95% interval of :func:`cler` over the real test images: :func:`bootstrap_ci` resampling the test images
+    (the class centres, made of the generated images, stay fixed), each resample scored with ``metric`` as
+    :func:`cler` scores all of them. ValueError where a resample cannot be scored (``roc-auc`` drawing one class)."""
+    classes, probs = cler_scores(gen_emb, gen_labels, test_emb, text_emb, centres=centres, ensemble=ensemble)
+    ty = _labels_of(test_labels, probs.shape[0], "test_labels")
+    if np.setdiff1d(ty, classes).size:
+        raise ValueError("test_labels has a class without generated images (no class centre)")
+    y = np.searchsorted(classes, ty)
+    return bootstrap_ci(np.arange(len(y)), lambda idx: genbench_metric(metric, probs[idx], y[idx]), n_resamples,
+                        confidence, seed)
 
 
 def top_k_per_class(scores: Any, labels: Any, keys: Sequence[str], k: int) -> np.ndarray:

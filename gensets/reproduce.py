@@ -14,6 +14,13 @@ gensets' tiny random models offline (its numbers are meaningless; the output say
   ``configs/genbench.smoke.yaml`` against its synthetic test images.
 - ``borji-fig2`` / ``borji-vqa`` (Borji 2022): the recognition set with the paper's ten classifiers (protocol
   ``wordset``), and the VQA set (protocol ``vqa``).
+
+Variance: every gensets number has its 95% interval over images (a bootstrap: ImageNet-D's
+:data:`~gensets.evaluation.reports.imagenet_d.INTERVAL`, GenBench's
+:data:`~gensets.evaluation.reports.genbench.CLER_INTERVAL`) and, with ``--seeds N`` where the number depends on
+generation (a built dataset: ``--smoke``'s, GenBench's), the range of N builds at seeds config seed + 0 .. N-1
+(:func:`over_seeds`); the published number is called ``within`` or ``outside`` each. Smoke runs set tiny models
+beside the paper's families (:attr:`Table.stand_ins`), each row naming its stand-in.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ class Table:
     smoke_evaluations: tuple[Evaluation, ...] = ()
     # named variants of the paper run (``--variant NAME``): NAME -> (what it is, {the default's spec: its spec})
     variants: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    # --smoke: the tiny model standing in for each paper family ({tiny spec: family})
+    stand_ins: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +84,7 @@ class Run:
     sources: tuple[str, ...] = ()  # --source: imagenet-d-table: PATH; genbench-table2: DATASET=SOURCE
     dry_run: bool = False
     log: Callable[[str], None] = field(default=print)
+    seeds: int = 1  # --seeds: builds at seeds config seed + 0 .. N-1, their range beside each number
 
     @property
     def db(self) -> Path:
@@ -105,6 +115,37 @@ def _build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] =
     if finalize:
         finalize_ws(workspace, include_pending=True)
     return workspace
+
+
+def _seeded(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = ()) -> list[tuple[Path, tuple]]:
+    """The (workspace, overrides) of each of ``run.seeds`` builds: ``workspace`` at the config's seed, then
+    ``workspace-seedS`` at seed S = the config's seed + 1, ..."""
+    import yaml
+
+    base = int(yaml.safe_load(_config(table, run).read_text(encoding="utf-8")).get("seed", 0))
+    return [(workspace, overrides)] + [(workspace.with_name(f"{workspace.name}-seed{base + i}"),
+                                        (*overrides, f"seed={base + i}")) for i in range(1, run.seeds)]
+
+
+def over_seeds(results: list[dict]) -> dict:
+    """The first result (the config's seed) with, in each row, the range of its gensets number over every result
+    (rows matched by what and model): ``seeds`` {n, values, range, verdict}; none where a seed lacks the number."""
+    from .evaluation.reports.base import verdict
+
+    if len(results) < 2:
+        return results[0]
+    values: dict[tuple, list] = {}
+    for res in results:
+        for r in res["rows"]:
+            values.setdefault((r["what"], r["model"]), []).append(r["gensets"])
+    rows = []
+    for r in results[0]["rows"]:
+        v = values[(r["what"], r["model"])]
+        ok = len(v) == len(results) and None not in v
+        span = [min(v), max(v)] if ok else None
+        rows.append({**r, "seeds": {"n": len(results), "values": v if ok else None, "range": span,
+                                    "verdict": verdict(r["published"], span)}})
+    return {**results[0], "rows": rows}
 
 
 def _evaluations(table: Table, run: Run) -> tuple[Evaluation, ...]:
@@ -141,9 +182,15 @@ def _released(run: Run) -> str:
 
 
 def _imagenet_d(table: Table, run: Run) -> dict:
-    dataset = str(_build(table, run, run.ws)) if run.smoke else _released(run)
-    # the dataset this run scored: --out's database may hold another (an earlier run with --workspace)
-    return imagenet_d_rows(run.db, run.out / "report", _evaluate(table, run, dataset))
+    if not run.smoke:  # the released images: no generation to vary (--seeds refused by _check_sources)
+        return imagenet_d_rows(run.db, run.out / "report", _evaluate(table, run, _released(run)))
+    results = []
+    for i, (ws, overrides) in enumerate(_seeded(table, run, run.ws)):
+        # the dataset this run scored: --out's database may hold another (an earlier run with --workspace)
+        dataset = _evaluate(table, run, str(_build(table, run, ws, overrides)))
+        results.append(imagenet_d_rows(run.db, run.out / ("report" if i == 0 else f"report-{ws.name}"), dataset,
+                                       table.stand_ins))
+    return over_seeds(results)
 
 
 # the papers as the tables' outputs cite them (the numbers: gensets/data/<paper>/published.json)
@@ -154,19 +201,27 @@ GENBENCH_PAPER = ("Li et al., \"Benchmarking and Analyzing Generative Data for V
                   "arXiv:2307.13697)")
 
 
-def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None) -> dict:
+def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None,
+                    stand_ins: dict[str, str] | None = None) -> dict:
     """``gensets report imagenet-d`` on ``db`` (written to ``report_dir``; ``dataset``: the one of the database's
-    ImageNet-D datasets, None: its only one) as the table's rows: each family's top-1 under the report's default
-    reading of overall (pooled over the subsets' images), named in the row."""
+    ImageNet-D datasets, None: its only one; ``stand_ins``: tiny models beside families) as the table's rows: each
+    family's top-1 under the report's default reading of overall (pooled over the subsets' images), named in the
+    row, with its interval over images and the published number's verdict."""
     from .evaluation.reports import imagenet_d
 
-    rep = imagenet_d.compute(db, dataset)
+    rep = imagenet_d.compute(db, dataset, stand_ins=stand_ins)
     report = imagenet_d.write(rep, report_dir)
     rows = [{"what": r["family"], "protocol": f"{r['protocol']}, top-1 {r['overall']}", "published": r["published"],
-             "model": r["model"], "variant": r["variant"], "gensets": r["gensets"], "difference": r["difference"]}
+             "model": r["model"],
+             "variant": None if r["model"] is None else r["variant"]
+             + ("" if r["stand_in"] is None else f"; stand-in for {r['family']}")
+             + ("" if r["gensets"] is not None else f"; {r['counted']} of {r['n']} answers name one option: no "
+                                                    "TRUE / (TRUE + FALSE)"),
+             "gensets": r["gensets"], "difference": r["difference"], "interval": r["interval"],
+             "interval_kind": "images", "verdict": r["verdict"]}
             for r in rep["published"]["rows"]]
     overall = f"top-1 {rep['overall']}: {imagenet_d.OVERALL[rep['overall']]}"
-    return {"rows": rows, "report": str(report), "source": IMAGENET_D_PAPER,
+    return {"rows": rows, "report": str(report), "source": IMAGENET_D_PAPER, "interval": rep["interval"],
             "note": f"{rep['published']['checked']} gensets' {overall} (the report has each subset and the mean of "
                     "subsets too; two-way counts TRUE / (TRUE + FALSE), as the authors' compute_accuracy.py)."}
 
@@ -178,30 +233,35 @@ def _genbench_table2(table: Table, run: Run) -> dict:
     from .evaluation.reports import genbench
 
     not_run: list[str] = []
-    if run.smoke:
-        workspaces = [str(_build(table, run, run.ws, finalize=False))]
+    if run.smoke:  # the smoke config's strategies, and Table 2's composed NP+RD in a workspace of its own
+        builds = [(run.ws, ()), (run.ws.with_name(f"{run.ws.name}-np-rd"), ("strategies=[NP+RD]",))]
         tests = [str(run.configs / "genbench.smoke-refs")]
         clip, selection_clip = "tiny:clip", None
     else:
         runnable, not_run = table2_datasets(run)
         for line in not_run:
             run.log(line)
-        workspaces, tests = [], []
-        for d, test, ws in runnable:
-            _build(table, run, ws, _table2_overrides(d), finalize=False)
-            workspaces.append(str(ws))
-            tests.append(f"{d}={test}")
+        builds = [(ws, _table2_overrides(d)) for d, _, ws in runnable]
+        tests = [f"{d}={test}" for d, test, _ in runnable]
         clip, selection_clip = "open_clip:ViT-B-32/openai", genbench.SELECTION_CLIP
-    run.log(f"scoring CLER of {len(workspaces)} workspace(s) with {clip}")
-    rep = genbench.compute(workspaces, tests, clip, batch_size=run.batch_size, selection_clip=selection_clip)
-    report = genbench.write(rep, run.out / "report")
-    pub = rep["published"]
-    rows = [{"what": f"{r['dataset']} {r['strategy']}", "protocol": f"CLER, K={r['shots']}",
-             "published": r["published"], "model": r["generator_spec"],
-             "variant": f"{r['generator']} row" + (f"; {r['note']}" if r["note"] else ""),
-             "gensets": r["gensets"], "difference": r["difference"]} for r in pub["rows"]]
-    return {"rows": rows, "report": str(report), "source": f"{GENBENCH_PAPER}, Sec. 3.2, {pub['table']}",
-            "note": pub["strategy_note"], **({"not_run": not_run} if not_run else {})}
+    seeded = [_seeded(table, run, ws, overrides) for ws, overrides in builds]  # [build][seed]
+    results = []
+    for i in range(run.seeds):
+        workspaces = [str(_build(table, run, *b[i], finalize=False)) for b in seeded]
+        run.log(f"scoring CLER of {len(workspaces)} workspace(s) with {clip}")
+        rep = genbench.compute(workspaces, tests, clip, batch_size=run.batch_size, selection_clip=selection_clip,
+                               intervals=True)
+        report = genbench.write(rep, run.out / ("report" if i == 0 else f"report-seed{i}"))
+        pub = rep["published"]
+        rows = [{"what": f"{r['dataset']} {r['strategy']}", "protocol": f"CLER, K={r['shots']}",
+                 "published": r["published"], "model": r["generator_spec"],
+                 "variant": f"{r['generator']} row" + (f"; {r['note']}" if r["note"] else ""),
+                 "gensets": r["gensets"], "difference": r["difference"], "interval": r["interval"],
+                 "interval_kind": "test images", "verdict": r["verdict"]} for r in pub["rows"]]
+        results.append({"rows": rows, "report": str(report), "source": f"{GENBENCH_PAPER}, Sec. 3.2, {pub['table']}",
+                        "interval": genbench.CLER_INTERVAL, "note": pub["strategy_note"],
+                        **({"not_run": not_run} if not_run else {})})
+    return over_seeds(results)
 
 
 def _table2_overrides(dataset: str) -> tuple[str, ...]:
@@ -245,17 +305,24 @@ def plan(name: str, run: Run) -> list[str]:
         table = replace(table, evaluations=(Evaluation("wordset", _recognition_models(run), allow_pickle=True),))
     _check_sources(table, run)
     config = table.smoke_config if run.smoke else table.config
+    seeds = ([f"then {run.seeds - 1} more build(s) of each, at seeds config seed + 1 .. {run.seeds - 1} "
+              "(WORKSPACE-seedS), scored the same way"] if run.seeds > 1 else [])
     if name == "genbench-table2" and not run.smoke:
         runnable, not_run = table2_datasets(run)
         return [f"{d}: build {ws} from {run.configs / config} ({', '.join(_table2_overrides(d))}); CLER of its 20 "
-                f"shots against {test}" for d, test, ws in runnable] + not_run
+                f"shots against {test}" for d, test, ws in runnable] + not_run + seeds
     dataset = run.ws if config else _released(run)
     lines = [f"build {run.ws} from {run.configs / config}"] if config else []
     return lines + [f"score {dataset} with {', '.join(e.models)} (protocol {e.protocol})"
-                    for e in _evaluations(table, run)]
+                    for e in _evaluations(table, run)] + seeds
 
 
 def _check_sources(table: Table, run: Run) -> None:
+    if run.seeds > 1 and (table.name.startswith("borji") or (table.name == "imagenet-d-table" and not run.smoke)):
+        raise GensetsError(f"--seeds: {table.name}{' --smoke' if run.smoke else ''} "
+                           + ("scores the released images, no generation or selection to vary"
+                              if table.name == "imagenet-d-table" else "takes no seeds yet")
+                           + " (imagenet-d-table --smoke and genbench-table2 do)")
     if run.sources and (run.smoke or table.name not in ("imagenet-d-table", "genbench-table2")):
         raise GensetsError(f"--source: {table.name}{' --smoke' if run.smoke else ''} reads no released or test "
                            "set (imagenet-d-table and genbench-table2's paper runs do)")
@@ -306,13 +373,15 @@ def borji_rows(rep: dict, sources: tuple[str, ...] | None) -> dict:
         rows.append({"what": p["what"], "protocol": f"{rep['protocol']} {metric}"
                      + (" (approximate)" if p.get("approximate") else ""),
                      "published": p["value"], "model": best["model"], "variant": rep["protocol"] + images,
-                     "gensets": value, "difference": None if value is None or other else value - p["value"]})
+                     "gensets": value, "difference": None if value is None or other else value - p["value"],
+                     "interval": None, "interval_kind": None, "verdict": None})
     note = rep["published"]["checked"]
     if other:
         note += (f" No difference is printed: these are {', '.join(sources)} images, the paper scored DALL-E 2 and "
                  "Midjourney images (bring them as configs/recognition.yaml's imports, sources dall-e-2 and "
                  "midjourney, and leave out its generate sources).")
-    return {"rows": rows, "source": rep["published"]["source"], "note": note}
+    return {"rows": rows, "source": rep["published"]["source"], "note": note,
+            "interval": "none yet: Borji's reports average categories and hold no per-image interval"}
 
 
 def _recognition_models(run: Run) -> tuple[str, ...]:
@@ -338,7 +407,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           evaluations=(Evaluation("imagenet", (RESNET50, VIT_L16), allow_pickle=True),
                        Evaluation("zero-shot", ("open_clip:ViT-B-16/openai",)),
                        Evaluation("two-way", ("hf:llava-hf/llava-1.5-13b-hf",))),
-          smoke_evaluations=(Evaluation("imagenet", ("tiny:resnet",)), Evaluation("zero-shot", ("tiny:clip",)),
+          smoke_evaluations=(Evaluation("imagenet", ("tiny:resnet", "tiny:vit")),
+                             Evaluation("zero-shot", ("tiny:clip",)),
                              # greedy: the tiny VLM never stops early, and 512 sampled tokens per image
                              # would take minutes (the authors' decoding is tested in tests/test_vlm.py)
                              Evaluation("two-way", ("tiny:vlm",), clip="tiny:clip", decoding="greedy")),
@@ -346,7 +416,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
               "ViT-L/16 pretrained on ImageNet-21k (AugReg) and fine-tuned on 1k: gensets' earlier choice",
               {VIT_L16: "timm:hf-hub:timm/vit_large_patch16_224.augreg_in21k_ft_in1k"}),
                     "resnet50-timm": ("ResNet-50 with torchvision's weights through timm (its preprocessing)",
-                                      {RESNET50: "timm:hf-hub:timm/resnet50.tv_in1k"})}),
+                                      {RESNET50: "timm:hf-hub:timm/resnet50.tv_in1k"})},
+          # every family with a runnable model (MiniGPT-4 has none in gensets) has a tiny stand-in
+          stand_ins={"tiny:resnet": "ResNet", "tiny:vit": "ViT-L/16", "tiny:clip": "CLIP", "tiny:vlm": "LLaVa"}),
     Table("genbench-table2", "GenBench (Li et al. 2023)",
           "CLER of 20-shot Stable Diffusion sets under ST, CE, DT, NP, NP+RD per dataset, beside Table 2",
           "the Hub (Stable Diffusion, CLIP, the test sets) and GPUs: per dataset, its classes x 20+ images x 5 "
@@ -399,18 +471,30 @@ def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.2f}"
 
 
+def _interval(ci, kind: str | None) -> str:
+    return "-" if ci is None else f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}] ({kind})"
+
+
 def markdown(result: dict) -> str:
     from .cards.markdown import code, table
 
+    seeds = next((r["seeds"]["n"] for r in result["rows"] if "seeds" in r), 0)
     rows = [[r["what"], r["protocol"], _pct(r["published"]), _pct(r["gensets"]),
              "-" if r["difference"] is None else f"{100 * r['difference']:+.2f}",
+             _interval(r.get("interval"), r.get("interval_kind")), r.get("verdict") or "-",
+             *([_interval(r["seeds"]["range"], f"{seeds} seeds"), r["seeds"]["verdict"] or "-"] if seeds else []),
              "not run" if r["model"] is None else code(r["model"], True),
              "-" if r["variant"] is None else code(r["variant"], True)] for r in result["rows"]]
     head = [f"# {result['table']}: {result['paper']}", "", result["what"] + ".", ""]
     if result["smoke"]:
         head += [f"**{result['smoke_note']}.**", ""]
-    return "\n".join([*head, table(["row", "protocol / metric", "published", "gensets", "difference", "gensets model",
-                                    "variant"], rows), "",
+    spread = (f" Over seeds: the range (min, max) of the {seeds} builds' numbers at seeds config seed + 0 .. "
+              f"{seeds - 1}; the table's number is the first's." if seeds else "")
+    return "\n".join([*head, table(["row", "protocol / metric", "published", "gensets", "difference",
+                                    "95% interval", "published is",
+                                    *(["over seeds", "published is (seeds)"] if seeds else []),
+                                    "gensets model", "variant"], rows), "",
+                      f"Interval: {result['interval']}; published is: within or outside it.{spread}", "",
                       f"Published: {result['source']}. {result['note']}", "",
                       *[x for line in result.get("not_run", ()) for x in (f"Not run: {line}", "")],
                       f"Full report: {result['report']}", ""])

@@ -606,8 +606,11 @@ def test_report_keeps_the_k_shots_of_highest_clip_score_or_the_first_k(gb_refere
 def test_reproduce_table2_smoke_sets_each_strategy_beside_the_paper(gb_reference, tmp_path):
     """`gensets reproduce genbench-table2 --smoke` (the build resumed from a copy of this module's smoke build):
     each generated strategy's CLER beside Table 2's Stable Diffusion row of the same strategy, CIFAR-10 column,
-    as the paper prints it (ST 85.20, DT 88.90, CE 88.22, w/ NP 89.43); RD alone and RA have no Table 2 row.
-    The gensets value is the report's CLER of that row; the difference is gensets - published."""
+    as the paper prints it (ST 85.20, DT 88.90, CE 88.22, w/ NP 89.43, w/ NP, RD 89.22: NP+RD, built in a
+    workspace of its own); RD alone and RA have no Table 2 row. The gensets value is the report's CLER of that
+    row; the difference is gensets - published; the interval is CLER's bootstrap over the test images
+    (gensets.metrics.cler_bootstrap_ci, checked against a written-out bootstrap in test_reproduce.py), with the
+    published number within or outside it."""
     import shutil
 
     out = tmp_path / "t2"
@@ -616,8 +619,8 @@ def test_reproduce_table2_smoke_sets_each_strategy_beside_the_paper(gb_reference
                 check=0)
     res = json.loads(r.stdout)
     rows = {x["what"]: x for x in res["rows"]}
-    assert set(rows) == {f"cifar-10 {s}" for s in ("ST", "DT", "CE", "RD", "NP", "RA")}
-    expected = {"ST": 0.852, "DT": 0.889, "CE": 0.8822, "NP": 0.8943, "RD": None, "RA": None}
+    assert set(rows) == {f"cifar-10 {s}" for s in ("ST", "DT", "CE", "RD", "NP", "RA", "NP+RD")}
+    expected = {"ST": 0.852, "DT": 0.889, "CE": 0.8822, "NP": 0.8943, "NP+RD": 0.8922, "RD": None, "RA": None}
     rep = json.loads((out / "report" / "report.json").read_text())
     cler = {x["strategy"]: x["cler"] for x in rep["rows"]}
     for s, published in expected.items():
@@ -625,7 +628,12 @@ def test_reproduce_table2_smoke_sets_each_strategy_beside_the_paper(gb_reference
         assert row["published"] == (None if published is None else pytest.approx(published)), s
         assert row["gensets"] == cler[s] and row["model"] == "tiny:sd"
         assert row["difference"] == (None if published is None else pytest.approx(cler[s] - published))
+        lo, hi = row["interval"]
+        assert lo <= cler[s] <= hi and row["interval_kind"] == "test images"
+        assert row["verdict"] == (None if published is None else "within" if lo <= published <= hi else "outside")
         # the paper's generator row it is set beside; the smoke build has 3 shots per class
         assert row["variant"] == "Stable Diffusion row; K=3, Table 2 is 20-shot"
     md = (out / "report" / "report.md").read_text()
     assert "## Published numbers (GenBench Table 2)" in md and "| cifar-10 | ST | ST | 3 | Stable Diffusion | 85.2 |" in md
+    assert "| 95% interval (test images) | published is |" in md
+    assert "| cifar-10 NP+RD | CLER, K=3 | 89.22 |" in (out / "reproduce.md").read_text()

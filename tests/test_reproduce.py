@@ -38,9 +38,11 @@ def test_a_run_is_compared_with_the_paper_family_of_its_protocol_and_spec(model,
 @pytest.mark.slow
 def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_path):
     """The smoke run (the build resumed from a copy of the session's smoke build: nothing left to generate)
-    scores tiny:resnet (imagenet), tiny:clip (zero-shot) and tiny:vlm (two-way), and prints each paper family
-    beside the gensets run of its protocol: the value is every image's top-1 pooled over the three nuisances,
-    recomputed here from the stored predictions; the difference is gensets - published."""
+    scores the tiny stand-ins of the paper's families (tiny:resnet for ResNet, tiny:vit for ViT-L/16 under
+    imagenet, tiny:clip for CLIP under zero-shot, tiny:vlm for LLaVa under two-way) and prints each family beside
+    its stand-in: the value is every image's top-1 pooled over the three nuisances, recomputed here from the stored
+    predictions, with the written-out bootstrap of those outcomes as its interval and the published number
+    within or outside it; the difference is gensets - published. MiniGPT-4 alone has no runnable model."""
     out = tmp_path / "idt"
     shutil.copytree(reference, out / "workspace")
     r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", "--json",
@@ -51,29 +53,48 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     # the paper's numbers, as the summary prints them ("ResNet (55.02%)", ...)
     assert {k: v["published"] for k, v in rows.items()} == {
         "ResNet": 0.5502, "ViT-L/16": 0.594, "CLIP": 0.4605, "LLaVa": 0.2967, "MiniGPT-4": 0.1681}
+    import numpy as np
+
+    from gensets.evaluation.reports.imagenet_d import NUISANCES, outcomes
+
     db = out / "results.duckdb"
-    for what, model in (("ResNet", "tiny:resnet"), ("CLIP", "tiny:clip")):
+    for what, model in (("ResNet", "tiny:resnet"), ("ViT-L/16", "tiny:vit"), ("CLIP", "tiny:clip")):
         preds = query(db, f"SELECT p.correct1, r.config FROM predictions p JOIN runs r USING (run_id) "
-                          f"WHERE r.model = '{model}'")
-        assert {p["config"] for p in preds} == {"background", "texture", "material"}
-        pooled = sum(p["correct1"] for p in preds) / len(preds)
-        assert rows[what]["model"] == model
-        assert rows[what]["gensets"] == pytest.approx(pooled)
-        assert rows[what]["difference"] == pytest.approx(pooled - rows[what]["published"])
-    assert rows["CLIP"]["variant"] == "zero-shot (imagenet-d official)"
-    # families no tiny model stands for are shown as not run, never estimated
-    for what in ("ViT-L/16", "LLaVa", "MiniGPT-4"):
-        assert rows[what]["model"] is None and rows[what]["gensets"] is None
+                          f"WHERE r.model = '{model}' ORDER BY r.config, p.rowid")
+        assert {p["config"] for p in preds} == set(NUISANCES)
+        right = np.array([p["correct1"] for c in NUISANCES for p in preds if p["config"] == c], float)
+        ci = _loop_ci(len(right), lambda i, r=right: r[i].mean())
+        row = rows[what]
+        assert row["model"] == model and row["variant"].endswith(f"; stand-in for {what}")
+        assert row["gensets"] == pytest.approx(right.mean())
+        assert row["difference"] == pytest.approx(right.mean() - row["published"])
+        assert row["interval"] == pytest.approx(ci, abs=1e-12) and row["interval_kind"] == "images"
+        assert row["verdict"] == ("within" if ci[0] <= row["published"] <= ci[1] else "outside")
+    assert rows["CLIP"]["variant"] == "zero-shot (imagenet-d official); stand-in for CLIP"
+    # LLaVa: tiny:vlm under two-way; its number is TRUE / (TRUE + FALSE) of the stored answers, none where no
+    # answer names one option (the random tiny VLM's), said in the row
+    llava = rows["LLaVa"]
+    assert llava["model"] == "tiny:vlm" and "stand-in for LLaVa" in llava["variant"]
+    answers = query(db, "SELECT p.* FROM predictions p JOIN runs r USING (run_id) WHERE r.model = 'tiny:vlm'")
+    counted = outcomes("two-way", answers)
+    if counted:
+        assert llava["gensets"] == pytest.approx(np.mean(counted)) and llava["verdict"] in ("within", "outside")
+    else:
+        assert llava["gensets"] is None and f"0 of {len(answers)} answers name one option" in llava["variant"]
+    # the family no gensets model runs is shown as not run, never estimated
+    assert rows["MiniGPT-4"]["model"] is None and rows["MiniGPT-4"]["gensets"] is None
     # the full report: per nuisance, and its JSON agrees with the table
     rep = json.loads((out / "report" / "report.json").read_text())
     resnet = next(m for m in rep["per_model"] if m["model"] == "tiny:resnet")
     assert resnet["complete"] and resnet["all"] == pytest.approx(rows["ResNet"]["gensets"])
-    assert sum(c["n"] for c in resnet["configs"].values()) == resnet["n"] == len(preds)
+    assert resnet["interval"] == rows["ResNet"]["interval"]
+    assert sum(c["n"] for c in resnet["configs"].values()) == resnet["n"]
 
     # a rerun resumes: nothing built, every evaluation skipped, the same table, as markdown
     again = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", check=0)
     assert "0 run now" in again.stderr and again.stderr.count("skipped ") >= 3, again.stderr
-    assert "| row | protocol / metric | published | gensets | difference |" in again.stdout
+    assert "| row | protocol / metric | published | gensets | difference | 95% interval | published is |" \
+        in again.stdout
     assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in again.stdout and "smoke run" in again.stdout
     assert (out / "reproduce.md").read_text() == again.stdout
     assert "shared/papers" not in again.stdout
@@ -84,6 +105,24 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--workspace", tmp_path / "demo", check=0)
     plain = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, check=0)
     assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in plain.stdout
+
+    # --seeds 2: a second build at the config's seed + 1 (workspace-seed1), scored the same way; each row's
+    # range over seeds is its number's min and max over the two builds' reports
+    two = json.loads(run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--seeds", "2", "--json",
+                             check=0).stdout)
+    import yaml
+
+    assert yaml.safe_load((out / "workspace-seed1" / "config.yaml").read_text())["seed"] == 1
+    second = json.loads((out / "report-workspace-seed1" / "report.json").read_text())["published"]["rows"]
+    for row in two["rows"]:
+        other = next(x["gensets"] for x in second if x["family"] == row["what"] and x["model"] == row["model"])
+        values = [rows[row["what"]]["gensets"], other]
+        if None in values:
+            assert row["seeds"]["range"] is None
+        else:
+            assert row["seeds"]["range"] == [min(values), max(values)] and row["seeds"]["n"] == 2
+            assert row["seeds"]["verdict"] == ("within" if min(values) <= row["published"] <= max(values)
+                                               else "outside")
 
 
 def test_reproduce_refuses_what_it_cannot_run_in_one_line(tmp_path):
@@ -166,7 +205,15 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     assert llava["mean"] == pytest.approx((2 / 3 + 1 + 0) / 3)
     row = next(x for x in rep["published"]["rows"] if x["family"] == "LLaVa")
     assert row["gensets"] == pytest.approx(0.5) and row["overall"] == "pooled"
-    assert "| 50.00 | 55.56 | 10 (6 counted) |" in (tmp_path / "rep" / "report.md").read_text()
+    # the interval of each reading: pooled, the written-out bootstrap of the six counted outcomes (subset order)
+    import numpy as np
+
+    counted = np.array([1, 1, 0, 1, 0, 0], float)
+    pooled_ci = _loop_ci(6, lambda i: counted[i].mean())
+    assert llava["intervals"]["pooled"] == pytest.approx(pooled_ci, abs=1e-12)
+    assert llava["intervals"]["mean"] is None  # texture has one counted answer: no per-subset resampling
+    assert (f"| 50.00 | [{100 * pooled_ci[0]:.2f}, {100 * pooled_ci[1]:.2f}] | 55.56 | - | 10 (6 counted) |"
+            in (tmp_path / "rep" / "report.md").read_text())
     mean = json.loads(run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep2", "--json",
                               "--overall", "mean", check=0).stdout)
     assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["gensets"] == pytest.approx(5 / 9)
@@ -184,8 +231,11 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     llava_row = next(x for x in res["rows"] if x["what"] == "LLaVa")
     assert llava_row["gensets"] == pytest.approx(0.5) and llava_row["protocol"] == "two-way, top-1 pooled"
     assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
+    assert llava_row["interval"] == pytest.approx(pooled_ci, abs=1e-12) and llava_row["interval_kind"] == "images"
+    assert llava_row["verdict"] == ("within" if pooled_ci[0] <= 0.2967 <= pooled_ci[1] else "outside")
     md = markdown({"table": "imagenet-d-table", "paper": "p", "what": "w", "smoke": False, **res})
-    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 |" in md
+    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 | [" in md
+    assert f"{100 * pooled_ci[1]:.2f}] (images) | {llava_row['verdict']} |" in md
 
 
 def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_named_variant(tmp_path):
@@ -305,3 +355,93 @@ def test_imagenet_d_table_takes_a_local_copy_of_the_released_set(tmp_path):
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "layout" in r.stderr
     r = run_cli("reproduce", "borji-vqa", "--source", tmp_path, "--dry-run")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--source" in r.stderr
+
+
+# ------------------------------------------------------------------ variance: intervals, verdicts, seeds
+def _loop_ci(n: int, statistic, n_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """A percentile bootstrap written out: ``n_resamples`` draws of n indices with replacement
+    (``rng.integers(0, n, n)`` in turn, numpy's seeded generator), the 2.5% and 97.5% linear quantiles."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    stats = [statistic(rng.integers(0, n, size=n)) for _ in range(n_resamples)]
+    return float(np.quantile(stats, 0.025)), float(np.quantile(stats, 0.975))
+
+
+def test_cler_interval_resamples_the_test_images_against_fixed_centres():
+    """Two classes, centres on the axes: a test image is right when it lies nearer its own class's axis. The
+    interval is the written-out bootstrap of that accuracy over the test images; the mean-per-class metric
+    resamples the same images and scores each draw per class."""
+    import numpy as np
+
+    from gensets import metrics as M
+
+    gen = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    gen_y = np.array([0, 0, 1, 1])
+    test = np.array([[1, 0.2], [0.9, 0.3], [0.2, 1], [1, 0.1], [0.3, 1], [0.1, 1], [1, 0.9], [0.2, 0.8]])
+    test_y = np.array([0, 0, 1, 1, 1, 0, 0, 1])
+    right = np.array([1, 1, 1, 0, 1, 0, 1, 1], bool)  # by hand: nearer the own axis ([1, 0.9]: axis 0, class 0)
+    assert M.cler(gen, gen_y, test, test_y) == pytest.approx(right.mean())
+    assert M.cler_bootstrap_ci(gen, gen_y, test, test_y) == pytest.approx(
+        _loop_ci(8, lambda i: right[i].mean()), abs=1e-12)
+
+    def per_class(i):
+        return np.mean([right[i][test_y[i] == c].mean() for c in np.unique(test_y[i])])
+
+    assert M.cler_bootstrap_ci(gen, gen_y, test, test_y, metric="mean-per-class") == pytest.approx(
+        _loop_ci(8, per_class), abs=1e-12)
+
+
+def test_imagenet_d_intervals_pooled_over_images_and_per_subset_for_the_mean():
+    """Pooled: the written-out bootstrap of every counted outcome. Mean of subsets: each subset resampled on its
+    own, so subsets that are all right or all wrong give every resample the same mean (2/3), where the pooled
+    resampling varies; one subset under two images has no mean interval."""
+    import numpy as np
+
+    from gensets.evaluation.reports.imagenet_d import intervals
+
+    by = {"background": [True] * 4, "texture": [False] * 3, "material": [True] * 2}
+    pooled = np.array(by["background"] + by["texture"] + by["material"], float)
+    got = intervals(by)
+    assert got["pooled"] == pytest.approx(_loop_ci(9, lambda i: pooled[i].mean()), abs=1e-12)
+    assert got["pooled"][0] < 6 / 9 < got["pooled"][1]
+    assert got["mean"] == pytest.approx([2 / 3, 2 / 3])
+    assert intervals({**by, "material": [True]})["mean"] is None
+
+
+@pytest.mark.parametrize(("published", "interval", "expected"), [
+    (0.5, [0.4, 0.6], "within"), (0.4, [0.4, 0.6], "within"), (0.6, [0.4, 0.6], "within"),
+    (0.3999, [0.4, 0.6], "outside"), (0.61, [0.4, 0.6], "outside"), (0.5, None, None), (None, [0.4, 0.6], None)])
+def test_a_published_number_is_within_or_outside_the_closed_interval(published, interval, expected):
+    from gensets.evaluation.reports.base import verdict
+
+    assert verdict(published, interval) == expected
+
+
+def test_over_seeds_is_the_range_of_each_rows_number_over_the_builds():
+    from gensets.reproduce import markdown, over_seeds
+
+    def res(a, b):
+        common = {"protocol": "imagenet", "variant": "v", "difference": None}
+        return {"rows": [{"what": "ResNet", "model": "tiny:resnet", "published": 0.55, "gensets": a, **common},
+                         {"what": "CLIP", "model": "tiny:clip", "published": 0.46, "gensets": b, **common}],
+                "report": "r", "source": "s", "note": "n", "interval": "i"}
+
+    out = over_seeds([res(0.5, 0.1), res(0.6, 0.2), res(0.52, None)])
+    resnet, clip = out["rows"]
+    assert resnet["gensets"] == 0.5  # the config's seed
+    assert resnet["seeds"] == {"n": 3, "values": [0.5, 0.6, 0.52], "range": [0.5, 0.6], "verdict": "within"}
+    assert clip["seeds"] == {"n": 3, "values": None, "range": None, "verdict": None}  # a seed without a number
+    md = markdown({"table": "t", "paper": "p", "what": "w", "smoke": False, **out})
+    assert "| over seeds | published is (seeds) |" in md and "[50.00, 60.00] (3 seeds) | within |" in md
+    assert over_seeds([res(0.5, 0.1)]) == res(0.5, 0.1)  # one build: no seeds column
+
+
+def test_seeds_are_refused_where_nothing_is_generated(tmp_path):
+    r = run_cli("reproduce", "imagenet-d-table", "--seeds", "3", "--dry-run", "--out", tmp_path / "o")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "released images" in r.stderr
+    r = run_cli("reproduce", "borji-vqa", "--smoke", "--seeds", "2", "--dry-run", "--out", tmp_path / "o")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--seeds" in r.stderr
+    r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--seeds", "3", "--dry-run", "--out", tmp_path / "o",
+                check=0)
+    assert "2 more build(s)" in r.stdout and not (tmp_path / "o").exists()

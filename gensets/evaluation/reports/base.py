@@ -20,6 +20,14 @@ class Report:
         raise NotImplementedError
 
 
+def verdict(published: float | None, interval: list[float] | tuple[float, float] | None) -> str | None:
+    """Where a published number lies against gensets' interval beside it: ``within`` (the closed interval) or
+    ``outside``; None without a number or an interval."""
+    if published is None or interval is None:
+        return None
+    return "within" if interval[0] <= published <= interval[1] else "outside"
+
+
 def add_precision(parser: argparse.ArgumentParser, what: str) -> None:
     """``--precision``: the runs a report counts, by ``gensets eval --precision`` (fp32 by default), so a model
     scored in fp32 and under autocast is never counted twice."""

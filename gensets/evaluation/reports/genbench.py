@@ -39,7 +39,7 @@ from ...config import nonneg_float, positive_float, positive_int
 from ...errors import GensetsError
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
-from .base import Report
+from .base import Report, verdict
 from .genbench_analysis import chosen_cell, correlations, markdown_sections, plot_correlations, plot_shots
 
 
@@ -138,7 +138,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             price_per_hour: float | None = None, centres: str = "normalised", ensemble: str = "code",
             metric: str = "dataset", probe: str = "clip", probe_c: float = 1.0, k: int = 3,
             shots: list[int] | None = None, delta_base: str = "ST", selection: str = "clip",
-            selection_clip: str | None = SELECTION_CLIP) -> dict:
+            selection_clip: str | None = SELECTION_CLIP, intervals: bool = False) -> dict:
     """Every number of the report, as plain data (also written as report.json).
 
     ``features``: the classifier spec whose image features (``embed``) FD, KID and precision / recall use
@@ -152,7 +152,11 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
     build that has fewer); a K above what a build holds gives it no row. ``selection`` (:data:`VARIANTS`) picks
     the K: ``clip`` (default, the authors' packing) ranks a generated set's images by their CLIP score with
     ``selection_clip`` (default the authors' ViT-B/16; ``None``: the ``clip`` model), ``first`` takes the first K.
-    Every metric of a row (CLER, linear probe, quality, cost) is computed on its K shots."""
+    Every metric of a row (CLER, linear probe, quality, cost) is computed on its K shots.
+
+    ``intervals``: each row's ``cler_interval`` too (:data:`CLER_INTERVAL`), and Table 2's rows their interval and
+    whether the published number is within it (``--intervals``; off by default, a report without them is
+    unchanged)."""
     for key, value in (("cler_centres", centres), ("cler_ensemble", ensemble), ("metric", metric), ("probe", probe),
                        ("selection", selection)):
         if value not in VARIANTS[key]:
@@ -213,7 +217,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
                     samples, selected_by = choose_shots(every, n_shots, scores, local)
                     row = _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat,
                                text_emb, zero_shot, clf, feat, features, batch_size, local, centres, ensemble,
-                               scored_with, probe, probe_c, k)
+                               scored_with, probe, probe_c, k, intervals)
                     row.update({"generator": wcfg.generator.model,
                                 "selection": selection, "selected_by": selected_by, "shots_built": built,
                                 "selection_clip": (selection_clip or clip) if selection == "clip" else None})
@@ -225,6 +229,10 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             "variants": {key: {"name": v, "means": VARIANTS[key][v]} for key, v in chosen.items()},
             "datasets": datasets, "rows": rows, "correlations": correlations(rows, delta_base),
             "published": published_table2(rows, datasets)}
+
+
+CLER_INTERVAL = ("95% percentile bootstrap of CLER over the real test images (1000 resamples, seed 0; the K shots "
+                 "and their class centres fixed): gensets.metrics.cler_bootstrap_ci")
 
 
 def paper_generator(spec: str) -> str:
@@ -258,7 +266,9 @@ def published_table2(rows: list[dict], datasets: dict) -> dict:
         out.append({"dataset": r["dataset"], "strategy": r["strategy"], "shots": r["shots"], "generator": model,
                     "generator_spec": r.get("generator"),
                     "paper_strategy": paper["paper_strategy"] if paper else None, "published": value,
-                    "gensets": r["cler"], "difference": _minus(r["cler"], value), "note": "; ".join(notes)})
+                    "gensets": r["cler"], "difference": _minus(r["cler"], value), "note": "; ".join(notes),
+                    **({"interval": r["cler_interval"], "verdict": verdict(value, r["cler_interval"])}
+                       if "cler_interval" in r else {})})
     return {"table": "Table 2", "paper": pub["paper"], "file": t2["source"]["file"], "shots": t2["shots"],
             "strategy_note": t2["strategy_note"], "rows": out}
 
@@ -306,7 +316,7 @@ def choose_shots(every: list, n_shots: int, scores, local: dict) -> tuple[list, 
 
 
 def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test_feat, text_emb, zero_shot, clf, feat,
-         features, batch_size, local, centres, ensemble, scored_with, probe, probe_c, k) -> dict:
+         features, batch_size, local, centres, ensemble, scored_with, probe, probe_c, k, intervals=False) -> dict:
     """One report row: a (dataset, config) at K shots per class, whatever its data type."""
     import numpy as np
 
@@ -328,6 +338,8 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     with clock("cler"):  # CLER and its text ensemble
         cler = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], **how)
         ens = _safe(M.cler, gen_emb, gen_y, test_emb[present], test_y[present], text_emb=text_emb, **how)
+        ci = (_safe(M.cler_bootstrap_ci, gen_emb, gen_y, test_emb[present], test_y[present], **how)
+              if intervals and cler is not None else None)
     with clock("linear_probe"):
         lp = M.linear_probe(gen_emb, gen_y, test_emb, test_y, probe=probe, metric=scored_with,
                             text_emb=text_emb, c=probe_c) or {}
@@ -357,6 +369,7 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
         "test_images": int(present.sum()),
         "metric": scored_with, "cler_centres": centres, "cler_ensemble_variant": ensemble,
         "cler": cler, "cler_ensemble": ens, "zero_shot": zero_shot,
+        **({"cler_interval": None if ci is None else list(ci)} if intervals else {}),
         "cler_minus_zero_shot": _minus(cler, zero_shot), "ensemble_minus_zero_shot": _minus(ens, zero_shot),
         "linear_probe": lp.get("value"), "probe": probe,
         "probe_params": {key: v for key, v in lp.items() if key not in ("value", "probe")},
@@ -525,15 +538,23 @@ def published_section(rep: dict) -> list[str]:
     pub = rep.get("published")
     if not pub or not pub["rows"]:
         return []
+    ci = any("interval" in r for r in pub["rows"])  # --intervals
     rows = [[r["dataset"], r["strategy"], r["paper_strategy"] or "-", r["shots"], r["generator"],
              _pct(r["published"]), _pct(r["gensets"]),
-             "-" if r["difference"] is None else f"{100 * r['difference']:+.1f}", r["note"] or "-"]
+             "-" if r["difference"] is None else f"{100 * r['difference']:+.1f}",
+             *([_interval(r.get("interval")), r.get("verdict") or "-"] if ci else []), r["note"] or "-"]
             for r in pub["rows"]]
     return ["", f"## Published numbers (GenBench {pub['table']})", "",
             f"CLER (%) of {pub['shots']}-shot generated sets as the paper prints it, beside this report's; difference "
-            f"= gensets - published, in points. {pub['strategy_note']}.", "",
+            f"= gensets - published, in points. {pub['strategy_note']}."
+            + (f" Interval: {CLER_INTERVAL}; published: within or outside it." if ci else ""), "",
             table(["dataset", "strategy", "paper row", "K", "generator", "published", "gensets", "difference",
-                   "note"], rows), "", f"Source: {pub['paper']} ({pub['file']}).", ""]
+                   *(["95% interval (test images)", "published is"] if ci else []), "note"], rows), "",
+            f"Source: {pub['paper']} ({pub['file']}).", ""]
+
+
+def _interval(ci) -> str:
+    return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
 def strategy_order(name: str) -> tuple:
@@ -651,6 +672,9 @@ class GenBench(Report):
         parser.add_argument("--cler-delta-base", default="ST", metavar="STRATEGY",
                             help="the generated strategy the retrieval's CLER change is taken against in the CLER "
                             "change vs MTS correlation (Fig. 6; default ST)")
+        parser.add_argument("--intervals", action="store_true",
+                            help="each CLER's 95%% bootstrap interval over the test images, and Table 2's numbers "
+                            "called within or outside it")
         parser.add_argument("--batch-size", type=positive_int, default=32)
         parser.add_argument("--out", "--output", default="out/report-genbench",
                             help="folder for report.md, report.json and cler.png")
@@ -660,7 +684,8 @@ class GenBench(Report):
                       batch_size=args.batch_size, price_per_hour=args.price_per_hour, centres=args.cler_centres,
                       ensemble=args.cler_ensemble, metric=args.metric, probe=args.probe, probe_c=args.probe_c,
                       shots=args.shots, delta_base=args.cler_delta_base, selection=args.selection,
-                      selection_clip=None if args.selection_clip == "same" else args.selection_clip)
+                      selection_clip=None if args.selection_clip == "same" else args.selection_clip,
+                      intervals=args.intervals)
         path = write(rep, args.out)
         print("variants: " + ", ".join(f"{k} {v['name']}" for k, v in rep["variants"].items()))
         for r in rep["rows"]:

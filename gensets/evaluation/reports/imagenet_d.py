@@ -19,6 +19,10 @@ background / texture / material and prints one accuracy each; ``LLaVA/compute_ac
 results folder), and the paper's text as gensets has it (a summary, shared/papers/004) gives one number per
 family without saying how it was formed; so neither reading is known to be the paper's. ``pooled`` (gensets'
 reading, the default) is set beside the published numbers unless ``--overall mean`` is given.
+
+Each reading has a 95% interval over images (:data:`INTERVAL`), and each published number is called ``within`` or
+``outside`` the interval of the gensets number beside it. ``stand_ins`` ({model spec: family}) sets a model
+beside a family its spec does not name: ``reproduce --smoke``'s tiny models, each row saying so.
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ from ...cards.markdown import code, table
 from ...errors import GensetsError
 from ...registry import REPORTS
 from .. import store
-from .base import Report, add_precision, rows
+from .base import Report, add_precision, rows, verdict
 
 NUISANCES = ("background", "texture", "material")
 PROTOCOLS = ("imagenet", "zero-shot", "two-way")
 OVERALL = {"pooled": "pooled over the images of the three subsets", "mean": "mean of the three subsets"}
+INTERVAL = ("95% percentile bootstrap over images (1000 resamples, seed 0): pooled resamples the counted images "
+            "of the three subsets together; mean of subsets resamples each subset on its own")
+RESAMPLES = 1000
 PREDICTIONS = """
 SELECT r.model, r.protocol AS variant, r.config, p.correct1, p.top5
 FROM runs r JOIN predictions p USING (run_id)
@@ -52,14 +59,35 @@ _FAMILIES = (  # (paper family, protocol, a pattern of the gensets model spec)
 )
 
 
-def family(model: str, protocol: str) -> str | None:
+def family(model: str, protocol: str, stand_ins: dict[str, str] | None = None) -> str | None:
     """The paper's model family a gensets run is compared with: its protocol (the part before any variant) must be
-    the family's and its spec must name it; None otherwise."""
+    the family's and its spec must name it, or ``stand_ins`` map the spec to it; None otherwise."""
     base = protocol.split(" (", 1)[0]
     for name, proto, pattern in _FAMILIES:
-        if base == proto and re.search(pattern, model, re.IGNORECASE):
+        if base == proto and ((stand_ins or {}).get(model) == name or re.search(pattern, model, re.IGNORECASE)):
             return name
     return None
+
+
+def intervals(by_config: dict[str, list[bool]]) -> dict[str, list[float] | None]:
+    """The :data:`INTERVAL` of each reading of overall: ``pooled`` (:func:`gensets.metrics.bootstrap_ci` of every
+    counted outcome) and ``mean`` (the three subsets resampled apart, scipy's multi-sample percentile bootstrap;
+    None unless every subset has two or more counted images)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from ... import metrics as M
+
+    pooled = [x for c in NUISANCES for x in by_config.get(c, ())]
+    out: dict[str, list[float] | None] = {
+        "pooled": list(M.bootstrap_ci(np.array(pooled, float), n_resamples=RESAMPLES)) if pooled else None,
+        "mean": None}
+    groups = [np.array(by_config.get(c, ()), float) for c in NUISANCES]
+    if all(len(g) >= 2 for g in groups):
+        ci = bootstrap(groups, lambda *g: np.mean([x.mean() for x in g]), n_resamples=RESAMPLES,
+                       method="percentile", vectorized=False, rng=np.random.default_rng(0)).confidence_interval
+        out["mean"] = [float(ci.low), float(ci.high)]
+    return out
 
 
 def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
@@ -92,9 +120,11 @@ def outcomes(protocol: str, predictions: list[dict]) -> list[bool]:
     return [bool(p["correct1"]) for p in predictions]
 
 
-def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32", overall: str = "pooled") -> dict:
-    """Per (model, protocol variant): top-1 per subset, pooled and mean of subsets; the published families beside
-    (``overall``: the reading set beside them, :data:`OVERALL`)."""
+def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32", overall: str = "pooled",
+            stand_ins: dict[str, str] | None = None) -> dict:
+    """Per (model, protocol variant): top-1 per subset, pooled and mean of subsets, each reading's interval; the
+    published families beside (``overall``: the reading set beside them, :data:`OVERALL`; ``stand_ins``: see the
+    module)."""
     from ...sources.packaged import imagenet_d_published
 
     if overall not in OVERALL:
@@ -113,11 +143,12 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32",
         grouped.setdefault((r["model"], r["variant"]), {}).setdefault(r["config"], []).append(r)
     per_model = []
     for (model, variant), configs in grouped.items():
-        m = {"model": model, "variant": variant, "family": family(model, variant), "configs": {}, "n": 0,
-             "counted": 0}
+        m = {"model": model, "variant": variant, "family": family(model, variant, stand_ins), "configs": {},
+             "n": 0, "counted": 0, "stand_in": (stand_ins or {}).get(model)}
         correct = 0
+        counted = {}
         for config, ps in configs.items():
-            out = outcomes(variant, ps)
+            out = counted[config] = outcomes(variant, ps)
             m["configs"][config] = {"n": len(ps), "counted": len(out), "top1": sum(out) / len(out) if out else None}
             m["n"] += len(ps)
             m["counted"] += len(out)
@@ -128,6 +159,8 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32",
         m["mean"] = (sum(subsets) / len(subsets)
                      if m["complete"] and None not in subsets else None)
         m["all"] = m[overall]
+        m["intervals"] = intervals(counted)
+        m["interval"] = m["intervals"][overall] if m[overall] is not None else None
         per_model.append(m)
     per_model.sort(key=lambda m: (-(m["all"] or 0), m["model"]))
     pub = imagenet_d_published()
@@ -137,14 +170,17 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32",
         if not ours:
             compared.append({"family": p["model"], "protocol": p["protocol"], "published": p["value"],
                              "model": None, "variant": None, "overall": overall, "gensets": None,
-                             "difference": None, "complete": None})
+                             "difference": None, "complete": None, "interval": None, "verdict": None,
+                             "stand_in": None})
         for m in ours:
             compared.append({"family": p["model"], "protocol": p["protocol"], "published": p["value"],
                              "model": m["model"], "variant": m["variant"], "overall": overall, "gensets": m["all"],
                              "difference": None if m["all"] is None else m["all"] - p["value"],
-                             "complete": m["complete"]})
+                             "complete": m["complete"], "interval": m["interval"],
+                             "verdict": verdict(p["value"], m["interval"]), "stand_in": m["stand_in"],
+                             "n": m["n"], "counted": m["counted"]})
     return {"dataset": dataset, "revision": revision, "precision": precision, "overall": overall,
-            "per_model": per_model,
+            "interval": INTERVAL, "per_model": per_model,
             "published": {"paper": pub["paper"], "file": pub["file"], "checked": pub["checked"], "rows": compared}}
 
 
@@ -156,19 +192,27 @@ def _diff(v) -> str:
     return "-" if v is None else f"{100 * v:+.2f}"
 
 
+def interval_cell(ci) -> str:
+    """An interval of fractions in points: ``[45.10, 60.20]``; ``-`` for none."""
+    return "-" if ci is None else f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}]"
+
+
 def published_markdown(rep: dict) -> list[str]:
     """The report's "Published numbers" section (also under scripts/leaderboard.py's ImageNet-D leaderboard)."""
     pub = rep["published"]
     side = [[r["family"], r["protocol"], _pct(r["published"]),
-             "not run" if r["model"] is None else code(r["model"], True),
-             "-" if r["variant"] is None else code(r["variant"], True), _pct(r["gensets"]), _diff(r["difference"])]
+             "not run" if r["model"] is None else code(r["model"], True)
+             + (f" (stand-in for {r['family']})" if r.get("stand_in") else ""),
+             "-" if r["variant"] is None else code(r["variant"], True), _pct(r["gensets"]), _diff(r["difference"]),
+             interval_cell(r.get("interval")), r.get("verdict") or "-"]
             for r in pub["rows"]]
     return ["## Published numbers (Zhang et al. 2024)", "",
             "Each paper family beside the gensets runs of its protocol whose model names it (top-1, "
-            f"{OVERALL[rep['overall']]}: `--overall {rep['overall']}`); difference = gensets - published, in points.",
+            f"{OVERALL[rep['overall']]}: `--overall {rep['overall']}`); difference = gensets - published, in points; "
+            f"interval: {INTERVAL}; published: within or outside it.",
             "",
-            table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference"],
-                  side), "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""]
+            table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference",
+                   "95% interval (images)", "published is"], side), "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""]
 
 
 def _images(m: dict) -> str:
@@ -178,7 +222,9 @@ def _images(m: dict) -> str:
 def markdown(rep: dict) -> str:
     per = [[code(m["model"], True), code(m["variant"], True),
             *(_pct(m["configs"].get(c, {}).get("top1")) for c in NUISANCES),
-            _pct(m["pooled"]) + ("" if m["complete"] else " (not all subsets)"), _pct(m["mean"]), _images(m)]
+            _pct(m["pooled"]) + ("" if m["complete"] else " (not all subsets)"),
+            interval_cell(m["intervals"]["pooled"]), _pct(m["mean"]), interval_cell(m["intervals"]["mean"]),
+            _images(m)]
            for m in rep["per_model"]]
     return "\n".join([
         f"# ImageNet-D report: {rep['dataset']}", "",
@@ -186,7 +232,8 @@ def markdown(rep: dict) -> str:
         "of the three subsets and the mean of the three subsets, per model and protocol variant; two-way counts "
         "TRUE / (TRUE + FALSE), leaving out answers that name both options or neither (the authors' "
         "compute_accuracy.py). The authors' scripts print the per-subset accuracies only.", "",
-        table(["model", "protocol (variant)", *NUISANCES, "pooled", "mean of subsets", "images"], per), "",
+        table(["model", "protocol (variant)", *NUISANCES, "pooled", "95% interval", "mean of subsets",
+               "95% interval", "images"], per), "", f"Intervals: {rep['interval']}.", "",
         *published_markdown(rep)])
 
 
