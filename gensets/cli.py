@@ -444,10 +444,12 @@ def _review_exchange(a) -> int:
 def _report(run):
     """A report's run, after checking that its --out folder is none of a workspace's own files."""
     def checked(a) -> int:
+        from .output import claimable
         from .workspace import refuse_own_file
 
         if getattr(a, "out", None):
             refuse_own_file(a.out, "--out")
+            claimable(a.out, "gensets report")  # a user's folder refused before the report is computed
         return run(a)
 
     return checked

@@ -147,6 +147,16 @@ def claim(root, made_by: str) -> Path:
     """``root`` as a command's output folder: made (with :data:`MARKER` naming ``made_by``) when missing or
     empty, reused when gensets made it; DataError, in one line, for a file there or a non-empty folder gensets did
     not make, so nothing of a user's folder is written over."""
+    if claimable(root, made_by):
+        return Path(root)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    write_file(Path(root) / MARKER, f"{made_by}\n", "the output marker")
+    return Path(root)
+
+
+def claimable(root, made_by: str) -> bool:
+    """:func:`claim`'s check alone, nothing made (a command checks its output folder before it works for an
+    hour): True when gensets made ``root``, False when it is missing or empty; DataError otherwise."""
     root = Path(root)
     if root.is_symlink() and not root.exists():
         raise DataError(f"{root}: a dangling symlink; refusing to write {made_by}'s output through it")
@@ -155,13 +165,11 @@ def claim(root, made_by: str) -> Path:
             raise DataError(f"{root}: not a folder; refusing to write {made_by}'s output there")
         marker = root / MARKER
         if marker.is_file() and not marker.is_symlink():
-            return root
+            return True
         if any(root.iterdir()):
             raise DataError(f"{root}: a non-empty folder gensets did not make (no {MARKER}); refusing to write "
                             f"{made_by}'s output into it; choose a new or empty folder")
-    root.mkdir(parents=True, exist_ok=True)
-    write_file(root / MARKER, f"{made_by}\n", "the output marker")
-    return root
+    return False
 
 
 class Files:

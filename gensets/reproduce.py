@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import GensetsError
-from .output import claim, files
+from .output import claim, claimable, files
 
 # the paper configs gensets ships (package data), read unless --configs names another folder: copies of a
 # checkout's configs/, the source of truth that make and the golden builds read (tests/test_reproduce.py holds
@@ -386,6 +386,7 @@ def reproduce(name: str, run: Run) -> dict:
     table = with_variants(TABLES[name], run.variants)
     if name == "borji-fig2" and not run.smoke:
         table = replace(table, evaluations=(Evaluation("wordset", _recognition_models(run), allow_pickle=True),))
+    claimable(run.out, f"gensets reproduce {name}")
     _check_sources(table, run)
     claim(run.out, f"gensets reproduce {name}")  # a user's non-empty folder is refused before anything runs
     result = table.run(table, run)
