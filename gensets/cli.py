@@ -269,7 +269,7 @@ def _emit(text: str, output: str | None, db: str | None = None) -> None:
     if not output or output == "-":
         sys.stdout.write(text)
         return
-    from .safety import atomic_open, no_symlink
+    from .output import write_file
     from .workspace import refuse_own_file
 
     path = Path(output)
@@ -278,8 +278,7 @@ def _emit(text: str, output: str | None, db: str | None = None) -> None:
     if path.is_dir():
         raise GensetsError(f"{output}: --output is a folder; name a file")
     refuse_own_file(path, "--output")
-    with atomic_open(no_symlink(path, "--output")) as f:
-        f.write(text.encode("utf-8"))
+    write_file(path, text, "--output")
 
 
 def _leaderboard(a) -> int:
@@ -470,10 +469,12 @@ def _review_exchange(a) -> int:
 def _report(run):
     """A report's run, after checking that its --out folder is none of a workspace's own files."""
     def checked(a) -> int:
+        from .output import claimable
         from .workspace import refuse_own_file
 
         if getattr(a, "out", None):
             refuse_own_file(a.out, "--out")
+            claimable(a.out, "gensets report")  # a user's folder refused before the report is computed
         return run(a)
 
     return checked

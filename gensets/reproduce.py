@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import GensetsError
+from .output import claim, claimable, files
 
 # the paper configs gensets ships (package data), read unless --configs names another folder: copies of a
 # checkout's configs/, the source of truth that make and the golden builds read (tests/test_reproduce.py holds
@@ -457,13 +458,15 @@ def reproduce(name: str, run: Run) -> dict:
     table = with_variants(TABLES[name], run.variants)
     if name == "borji-fig2" and not run.smoke:
         table = replace(table, evaluations=(Evaluation("wordset", _recognition_models(run), allow_pickle=True),))
+    claimable(run.out, f"gensets reproduce {name}")
     _check_sources(table, run)
-    run.out.mkdir(parents=True, exist_ok=True)
+    claim(run.out, f"gensets reproduce {name}")  # a user's non-empty folder is refused before anything runs
     result = table.run(table, run)
     result = {"table": name, "paper": table.paper, "what": table.what, "smoke": run.smoke,
               **({"smoke_note": SMOKE_NOTE} if run.smoke else {}), **result}
-    (run.out / "reproduce.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    (run.out / "reproduce.md").write_text(markdown(result), encoding="utf-8")
+    with files(run.out) as staged:  # both or neither
+        staged.write("reproduce.json", json.dumps(result, indent=1) + "\n")
+        staged.write("reproduce.md", markdown(result))
     return result
 
 

@@ -8,8 +8,8 @@ files) stays inside its root, and a file read as data is a regular file.
 - :func:`open_regular` / :func:`check_regular`: open (or check) a file only when it is a regular file: a FIFO,
   a device or a symlink to ``/dev/zero`` is refused instead of blocking or never ending. The file is opened
   non-blocking and checked with ``fstat`` on the descriptor, so it cannot be swapped between check and read.
-- :func:`atomic_open`: a file written whole or not at all, through a temporary sibling opened ``O_NOFOLLOW``: a
-  symlink (or a FIFO) placed at the temporary name is refused, neither written through nor removed.
+
+Writes go through :mod:`gensets.output` (the one door for writes), which uses these checks.
 
 Every refusal is a :class:`~gensets.errors.DataError`: one line naming the path and, when given, where it was
 read (``where``: ``file:line`` or ``file: key``).
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from .errors import DataError
@@ -152,47 +151,3 @@ def read_json(path, where: str | None = None):
         raise DataError(f"{os.fspath(path)}{_at(where)}: JSON nested too deeply to read; refusing it") from None
     except ValueError as e:  # e.g. an integer of more digits than Python converts
         raise DataError(f"{os.fspath(path)}{_at(where)}: not valid JSON ({str(e)[:200]})") from None
-
-
-def fsync_dir(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def temp_name(path: Path) -> Path:
-    """The temporary sibling a writer uses before the atomic rename (``.<name>.tmp-<pid>``; see
-    gensets.shards.clean_temp)."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-@contextmanager
-def atomic_open(path):
-    """A binary file that appears at ``path`` whole or not at all: written to :func:`temp_name`, fsynced,
-    renamed over ``path``, the folder fsynced; on any failure the temp file is removed and ``path`` is left as it
-    was. Something other than a regular file at the temporary name (a symlink a hostile folder placed there, a
-    FIFO) is a DataError, neither written through nor removed. (``path`` itself is replaced, never followed:
-    callers refuse a symlink there first, :func:`writable_inside` / :func:`no_symlink`.)"""
-    path = Path(path)
-    tmp = temp_name(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(tmp, flags, 0o644)
-    except OSError as e:
-        raise DataError(f"{tmp}: cannot write it ({e.strerror or e}; a symlink or FIFO there is refused)") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):  # a device (O_TRUNC left it alone): not ours to remove
-        os.close(fd)
-        raise DataError(f"{tmp}: {_kind(mode)}, not a regular file; refusing to write it")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # the file this opened (a regular file, by name: nothing else was there)
-        raise
-    fsync_dir(path.parent if str(path.parent) else ".")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .cache import cache_root
 from .errors import DataError
-from .safety import atomic_open, inside, read_json, writable_inside
+from .output import atomic_open
+from .safety import inside, read_json, writable_inside
 
 
 def timings_dir(build_id: str) -> Path:

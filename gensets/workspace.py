@@ -13,6 +13,7 @@ import yaml
 
 from .config import apply_overrides, check_planned, fingerprint, load_config, read_yaml, to_dict
 from .errors import Busy, ConfigError, DataError, GensetsError
+from .output import replace, write_inside
 from .registry import BUILDERS
 
 OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock",
@@ -166,9 +167,7 @@ class Workspace:
         ws.candidates.mkdir(parents=True, exist_ok=True)
         text = (f"# gensets {builder.name} build {fp}: the resolved config, frozen. Do not edit.\n"
                 + yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True, width=100))
-        tmp = ws.config_path.with_name(f".config.yaml.tmp-{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, ws.config_path)
+        write_inside(ws.root, "config.yaml", text)
         if ws.store and not ws.store.create("config.yaml", text.encode("utf-8")):  # another driver's, meanwhile
             ws.config_path.unlink()
             return cls.create(root, builder, cfg)
@@ -189,9 +188,7 @@ class Workspace:
         if self.config_path.is_file() and self.config_path.read_bytes() != text:
             shutil.rmtree(self.root)
         self.candidates.mkdir(parents=True, exist_ok=True)
-        tmp = self.config_path.with_name(f".config.yaml.tmp-{os.getpid()}")
-        tmp.write_bytes(text)
-        os.replace(tmp, self.config_path)
+        write_inside(self.root, "config.yaml", text)
 
     def sync(self) -> int:
         """A URL workspace: the local manifest.jsonl made the store's commit markers' rows (a unit is done when its
@@ -222,8 +219,7 @@ class Workspace:
         have = {p.name for p in self.environments_path.glob("*.json")} if self.environments_path.is_dir() else set()
         envs = [p for p in self.store.list("environments") if p.endswith(".json") and p.count("/") == 1]
         for rel, data in self.store.read_many([p for p in envs if p.split("/")[1] not in have]).items():
-            self.environments_path.mkdir(exist_ok=True)
-            (self.environments_path / rel.split("/")[1]).write_bytes(data)
+            write_inside(self.root, rel, data, self.store.url_of(rel))
         return len(units)
 
     def check_links(self) -> None:
@@ -268,21 +264,20 @@ class Workspace:
         eid = env_id(env)
         path = self.environments_path / f"{eid}.json"
         if not path.exists():
-            self.environments_path.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{eid}.json.tmp-{os.getpid()}")
-            tmp.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
+            write_inside(self.root, f"environments/{eid}.json", json.dumps(env, indent=1, sort_keys=True) + "\n")
         if self.store:  # before any unit it built is committed
             self.store.create(f"environments/{eid}.json", path.read_bytes())
         return eid
 
     def environments(self) -> dict[str, dict]:
         """Every environment recorded in the workspace, by id."""
-        from .safety import read_json
+        from .safety import inside, read_json
 
         if not self.environments_path.is_dir():
             return {}
-        return {p.stem: read_json(p) for p in sorted(self.environments_path.glob("*.json"))}
+        # each a regular file inside the workspace: a symlink out of it (to a credentials file) is refused
+        return {p.stem: read_json(inside(self.root, f"environments/{p.name}")) for p in
+                sorted(self.environments_path.glob("*.json"))}
 
     @contextmanager
     def lock(self, what: str = "build"):
@@ -473,7 +468,7 @@ class Workspace:
             self.store.get(rel, tmp / rel[len("dataset/"):])
         if self.dataset.exists():
             shutil.rmtree(self.dataset)
-        os.replace(tmp, self.dataset)
+        replace(tmp, self.dataset)
         return self.dataset
 
     def push_dataset(self) -> None:

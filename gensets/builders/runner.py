@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import determinism
 from ..errors import GensetsError
 from ..models.device import Dist, default_device, distributed
+from ..output import replace
 from ..records import Sample
 from ..workspace import Workspace, load_build_config
 from . import backends
@@ -364,8 +365,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
     # swap the new folder in: the old dataset stays whole until the new one is complete
     old = ws.root / f".dataset.old-{os.getpid()}"
     if ws.dataset.exists():
-        os.replace(ws.dataset, old)
-    os.replace(tmp, ws.dataset)
+        replace(ws.dataset, old)
+    replace(tmp, ws.dataset)
     shutil.rmtree(old, ignore_errors=True)
     if ws.store:
         ws.push_dataset()

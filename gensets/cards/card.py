@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import os
 import re
 import sys
 from collections import Counter
@@ -237,13 +236,11 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     ``progress``: a bar over the pass through the samples' provenance, on a terminal (millions at paper scale)."""
     from tqdm.auto import tqdm
 
-    from ..safety import writable_inside
+    from ..output import files
     from . import figures, licensing
     from . import quality as q
 
     folder = Path(folder)
-    for rel in [*FIGURES.values(), "README.md"]:  # nothing written, replaced or deleted through a symlink
-        writable_inside(folder, rel)
     configs = [c for c, n in manifest["counts"].items() if n]
     counts = {c: Counter() for c in configs}
     pickers = {c: figures.Picker(SAMPLES_PER_CONFIG) for c in configs}
@@ -253,29 +250,29 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
         if c in counts:
             counts[c][s.meta["label"]] += 1
             pickers[c].add(s)
-    written = []
-    for name, rel in FIGURES.items():
-        path = folder / rel
-        path.unlink(missing_ok=True)
-        if len(samples):
-            if name == "classes":
-                figures.class_counts(counts, path)
-            else:
-                figures.sample_grid({c: p.picked() for c, p in pickers.items()}, path)
-        if path.exists():
-            written.append(rel)
-    board = leaderboard(configs, build_id) if leaderboard else None
-    rows = scores(configs, build_id) if scores else q.rows_of_samples(samples, builder.config_of)
-    quality_figures = q.write_figures(folder, rows, configs, getattr(cfg, "quality", None))
-    written += quality_figures
-    stats = collect(builder, samples)
-    for conflict in licensing.check(cfg.license, stats["generators"])[1]:
-        warn(conflict)
-    text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board,
-                  quality=q.section(rows, quality_figures, cfg, samples), stats=stats)
-    tmp = folder / f".README.md.tmp-{os.getpid()}"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, folder / "README.md")
+    # README.md and its figures published together, nothing written, replaced or deleted through a symlink
+    with files(folder) as staged:
+        written = []
+        for name, rel in FIGURES.items():
+            staged.remove(rel)
+            if len(samples):
+                path = staged.path(rel)
+                if name == "classes":
+                    figures.class_counts(counts, path)
+                else:
+                    figures.sample_grid({c: p.picked() for c, p in pickers.items()}, path)
+                if path.exists():
+                    written.append(rel)
+        board = leaderboard(configs, build_id) if leaderboard else None
+        rows = scores(configs, build_id) if scores else q.rows_of_samples(samples, builder.config_of)
+        quality_figures = q.write_figures(staged, rows, configs, getattr(cfg, "quality", None))
+        written += quality_figures
+        stats = collect(builder, samples)
+        for conflict in licensing.check(cfg.license, stats["generators"])[1]:
+            warn(conflict)
+        text = render(builder, cfg, manifest, samples, build_id, figures=written, leaderboard=board,
+                      quality=q.section(rows, quality_figures, cfg, samples), stats=stats)
+        staged.write("README.md", text)
     return [*written, "README.md"]
 
 

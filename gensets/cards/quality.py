@@ -26,19 +26,19 @@ def rows_of_samples(samples: list, config_of) -> list[dict]:
             for s in samples for q in ((s.meta.get("quality") or {}).get("scores") or [])]
 
 
-def write_figures(folder: Path, rows: list[dict], configs: list[str], thresholds=None) -> list[str]:
-    """``figures/quality_<config>.png`` for each config with scores (old ones removed); the paths written."""
+def write_figures(staged, rows: list[dict], configs: list[str], thresholds=None) -> list[str]:
+    """``figures/quality_<config>.png`` for each config with scores, staged in ``staged`` (a
+    :class:`gensets.output.Files`; old ones removed); the paths written."""
     from . import figures
 
-    folder = Path(folder)
-    for old in sorted((folder / "figures").glob("quality_*.png")):
-        old.unlink()
+    for old in sorted((staged.root / "figures").glob("quality_*.png")):
+        staged.remove(old.relative_to(staged.root).as_posix())
     written = []
     for config in configs:
         mine = [r for r in rows if r["config"] == config]
         if mine:
             rel = f"{PREFIX}{config}.png"
-            figures.quality_histograms(config, _by_metric(mine), folder / rel, thresholds or {})
+            figures.quality_histograms(config, _by_metric(mine), staged.path(rel), thresholds or {})
             written.append(rel)
     return written
 

@@ -52,7 +52,8 @@ from xml.sax.saxutils import quoteattr
 
 from ..db import transaction
 from ..errors import DataError, GensetsError, did_you_mean
-from ..safety import atomic_open, no_symlink, writable_inside
+from ..output import atomic_open
+from ..safety import no_symlink, writable_inside
 from . import queue, review, state
 from .queue import FLAG, has_flag, with_flag
 

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from ..cache import cache_root
 from ..errors import DataError
-from ..safety import atomic_open, read_regular, writable_inside
+from ..output import atomic_open
+from ..safety import read_regular, writable_inside
 
 if TYPE_CHECKING:
     import torch

@@ -165,7 +165,8 @@ def _save_atomic(tensors: dict, path: Path, metadata: dict[str, str]) -> None:
     """One metadata key only: safetensors writes several in no fixed order (a hash map)."""
     import safetensors.torch
 
-    from ..safety import atomic_open, no_symlink
+    from ..output import atomic_open
+    from ..safety import no_symlink
 
     data = safetensors.torch.save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
     with atomic_open(no_symlink(path, "a TI file")) as f:  # neither written through a symlink nor replacing one

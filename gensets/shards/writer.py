@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gensets.safety import atomic_open, fsync_dir, temp_name  # noqa: F401 - shards' writers use them from here
+from gensets.output import atomic_open, fsync_dir, temp_name  # noqa: F401 - shards' writers use them from here
 
 
 @dataclass(frozen=True)

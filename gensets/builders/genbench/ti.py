@@ -19,8 +19,9 @@ from pathlib import Path
 
 from ...config import to_dict
 from ...errors import DataError, GensetsError
+from ...output import atomic_open
 from ...records import content_id, derive_seed, slug
-from ...safety import atomic_open, inside, read_regular, writable_inside
+from ...safety import inside, read_regular, writable_inside
 from ...sources.classes import plain_name, source_name
 from ..common import Unit
 from .config import GenBenchConfig, selected

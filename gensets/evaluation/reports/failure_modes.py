@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ...cards.markdown import table
 from ...errors import DataError, GensetsError
+from ...output import files
 from ...registry import REPORTS
 from ...safety import read_json
 from .base import Report, add_precision
@@ -208,11 +209,14 @@ def _targets_md(rep: dict) -> list[str]:
 
 
 def write(rep: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with files(out, "gensets report failure-modes") as staged:
+        return _write(rep, Path(out), staged)
+
+
+def _write(rep: dict, out: Path, staged) -> Path:
     figures = ["rates.png", "confusions.png"]
-    _rates_figure(rep, out / figures[0])
-    _confusions_figure(rep, out / figures[1])
+    _rates_figure(rep, staged.path(figures[0]))
+    _confusions_figure(rep, staged.path(figures[1]))
     discovered = [m for m in rep["modes"] if m["discovered"]]
     images = _images(Path(rep["workspace"]),
                      sorted({k for m in discovered for k in [*m["members"], *m["failed"]]}))
@@ -271,11 +275,10 @@ def write(rep: dict, out: str | Path) -> Path:
            "Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
            "`failure_modes`, `failure_mode_targets`, `failure_mode_members`, `failure_mode_images` of "
            "`state.duckdb`."]
-    path = out / "report.md"
-    path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    path = staged.write("report.md", "\n".join(md) + "\n")
     # everything but where the workspace lies, so two builds of one config give the same bytes
     data = {k: v for k, v in rep.items() if k != "workspace"}
-    (out / "report.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    staged.write("report.json", json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return path
 
 

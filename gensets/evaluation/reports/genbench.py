@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ...config import nonneg_float, positive_float, positive_int
 from ...errors import GensetsError
+from ...output import files
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
 from .base import Report, verdict
@@ -602,14 +603,12 @@ def plot(rep: dict, path: Path) -> None:
 
 
 def write(rep: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(rep, indent=1, allow_nan=True) + "\n", encoding="utf-8")
-    plot(rep, out / "cler.png")
-    plot_correlations(rep, out / "correlations.png")
-    plot_shots(rep, out / "shots.png")
-    (out / "report.md").write_text(markdown(rep), encoding="utf-8")
-    return out / "report.md"
+    with files(out, "gensets report genbench") as staged:
+        staged.write("report.json", json.dumps(rep, indent=1, allow_nan=True) + "\n")
+        plot(rep, staged.path("cler.png"))
+        plot_correlations(rep, staged.path("correlations.png"))
+        plot_shots(rep, staged.path("shots.png"))
+        return staged.write("report.md", markdown(rep))
 
 
 def _shots(text: str) -> list[int]:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ...cards.markdown import code, table
 from ...errors import GensetsError
+from ...output import files
 from ...registry import REPORTS
 from .. import store
 from .base import Report, add_precision, rows, verdict
@@ -238,12 +239,9 @@ def markdown(rep: dict) -> str:
 
 
 def write(rep: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    path = out / "report.md"
-    path.write_text(markdown(rep), encoding="utf-8")
-    return path
+    with files(out, "gensets report imagenet-d") as staged:
+        staged.write("report.json", json.dumps(rep, indent=1, sort_keys=True) + "\n")
+        return staged.write("report.md", markdown(rep))
 
 
 @REPORTS.register("imagenet-d")

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from ...errors import GensetsError
+from ...output import files
 from ...registry import REPORTS
 from .base import Report
 
@@ -115,12 +116,10 @@ def plot(rep: dict, path: Path) -> None:
 
 
 def write(rep: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
-    plot(rep, out / "quality.png")
-    (out / "report.md").write_text(markdown(rep), encoding="utf-8")
-    return out / "report.md"
+    with files(out, "gensets report quality") as staged:
+        staged.write("report.json", json.dumps(rep, indent=1) + "\n")
+        plot(rep, staged.path("quality.png"))
+        return staged.write("report.md", markdown(rep))
 
 
 @REPORTS.register("quality")

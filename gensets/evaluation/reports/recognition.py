@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ...cards.markdown import table
 from ...errors import GensetsError
+from ...output import files
 from ...registry import REPORTS
 from .. import store
 from .base import Report, add_precision, pick_run_set, rows
@@ -151,10 +152,10 @@ def _published(rep: dict) -> list[str]:
             "", f"Source: {pub['source']} ({pub['url']}). {pub['checked']}", ""]
 
 
-def _plots(rep: dict, out: Path) -> list[str]:
+def _plots(rep: dict, out) -> list[str]:
     from ...cards.figures import figure
 
-    files = []
+    names = []
     pm = rep["per_model"]
     labels = [f"{r['model']}\n{r['config']}" for r in pm]
     fig = figure(max(4, 0.9 * len(pm)), 3.5)
@@ -167,7 +168,7 @@ def _plots(rep: dict, out: Path) -> list[str]:
     ax.set_ylim(0, 100)
     ax.legend()
     ax.set_title(f"Per-model accuracy ({rep['protocol']})")
-    files.append(_save(fig, out / "per_model.png"))
+    names.append(_save(fig, out.path("per_model.png")))
 
     pc = rep["per_category"]
     cats = [r["category"] for r in pc]
@@ -189,9 +190,9 @@ def _plots(rep: dict, out: Path) -> list[str]:
         ax.set_title(title)
         if len(series) > 1:
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-        files.append(_save(fig, out / fname))
-    files.append(_heatmap(rep, out / "per_model_category.png"))
-    return files
+        names.append(_save(fig, out.path(fname)))
+    names.append(_heatmap(rep, out.path("per_model_category.png")))
+    return names
 
 
 def _heatmap(rep: dict, path: Path) -> str:
@@ -221,9 +222,12 @@ def _save(fig, path: Path) -> str:
 
 
 def write(rep: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = _plots(rep, out)
+    with files(out, "gensets report recognition") as staged:
+        return _write(rep, staged)
+
+
+def _write(rep: dict, staged) -> Path:
+    figures = _plots(rep, staged)
     md = [f"# Recognition report: {rep['dataset']}", "",
           f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` ({rep['protocol_rule']}), runs at "
           f"`{rep.get('precision', 'fp32')}`; accuracies in %. "
@@ -240,10 +244,8 @@ def write(rep: dict, out: str | Path) -> Path:
           "## Per model and category, top-1", "", *_matrix(rep, "top1"),
           "## Per model and category, top-5", "", *_matrix(rep, "top5")]
     md += [f"![{f}]({f})" for f in figures]
-    (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
-    path = out / "report.md"
-    path.write_text("\n".join(md) + "\n")
-    return path
+    staged.write("report.json", json.dumps(rep, indent=1, sort_keys=True) + "\n")
+    return staged.write("report.md", "\n".join(md) + "\n")
 
 
 @REPORTS.register("recognition")

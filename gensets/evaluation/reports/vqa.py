@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ...cards.markdown import table
 from ...errors import GensetsError
+from ...output import files
 from ...registry import REPORTS
 from .. import store
 from .base import Report, add_precision, pick_run_set, rows
@@ -64,8 +65,6 @@ def _pct(v) -> str:
 
 
 def write(rep: dict, out: str | Path) -> Path:
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     cols = ["model", "config", "questions", "images", "accuracy", "accuracy_images", "yes_accuracy", "no_accuracy"]
     pub = rep["published"]
     best = max(rep["per_model"], key=lambda r: r["accuracy"])
@@ -83,10 +82,9 @@ def write(rep: dict, out: str | Path) -> Path:
                  "difference (accuracy - published, points)", "note"],
                 published), "",
           f"Source: {pub['source']} ({pub['url']}). {pub['checked']}"]
-    (out / "report.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
-    path = out / "report.md"
-    path.write_text("\n".join(md) + "\n")
-    return path
+    with files(out, "gensets report vqa") as staged:
+        staged.write("report.json", json.dumps(rep, indent=1, sort_keys=True) + "\n")
+        return staged.write("report.md", "\n".join(md) + "\n")
 
 
 @REPORTS.register("vqa")
