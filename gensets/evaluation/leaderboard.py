@@ -131,10 +131,12 @@ def run(plan: Plan, log=lambda line: None) -> dict:
     """Score every model of the plan on every dataset (finished runs skipped), then write the files.
 
     Returns ``{rows, files, scored, resumed}``."""
+    from ..output import claimable
     from . import store
     from .data import open_source
     from .runner import EvalConfig, evaluate
 
+    claimable(plan.out, "gensets leaderboard")  # a user's folder is refused before an hour of scoring
     done, scored, resumed = set(), 0, 0
     groups: dict[tuple, list[str]] = {}
     for m in plan.models:  # one gensets eval per way of scoring
@@ -252,7 +254,8 @@ document.querySelectorAll("th").forEach((th, i) => th.onclick = () => {{
 
 
 def write(rows: list[dict], out: str | Path) -> list[Path]:
-    """leaderboard.md, .html, .parquet and .csv under ``out``, each whole or not at all."""
+    """leaderboard.md, .html, .parquet and .csv under ``out`` (a folder gensets made, or a new one), published
+    together, whole or not at all."""
     import csv
     import io
 
@@ -260,10 +263,9 @@ def write(rows: list[dict], out: str | Path) -> list[Path]:
     import pyarrow.parquet as pq
 
     from ..curation.interchange import csv_cell
-    from ..safety import atomic_open, no_symlink
+    from ..output import files as staged_files
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     text = io.StringIO()
     w = csv.writer(text)
     w.writerow(COLUMNS)
@@ -272,9 +274,9 @@ def write(rows: list[dict], out: str | Path) -> list[Path]:
     pq.write_table(table(rows), buf)
     files = {"leaderboard.md": markdown(rows).encode(), "leaderboard.html": page(rows).encode(),
              "leaderboard.parquet": buf.getvalue().to_pybytes(), "leaderboard.csv": text.getvalue().encode()}
-    for name, data in files.items():
-        with atomic_open(no_symlink(out / name, "a leaderboard file")) as f:
-            f.write(data)
+    with staged_files(out, "gensets leaderboard") as staged:  # published together, never through a symlink
+        for name, data in files.items():
+            staged.write(name, data)
     return [out / name for name in files]
 
 
