@@ -98,7 +98,7 @@ def test_hub_name_fails_fast_offline():
     t = time.monotonic()
     with pytest.raises(ModelError, match="not available") as e:
         load_vqa("hf:dandelin/vilt-b32-finetuned-vqa")
-    assert time.monotonic() - t < 10
+    assert time.monotonic() - t < 60  # no Hub retries (minutes offline); generous for a loaded CI machine
     assert "\n" not in str(e.value)
 
 
