@@ -103,3 +103,32 @@ def _counts_double(s) -> bool:
     """The page says it is in double review."""
     with s.opener.open(s.url, timeout=30) as r:
         return 'data-double="1"' in r.read().decode()
+
+
+def test_comment_and_history_in_chromium(reference, tmp_path, server_factory):
+    from .test_review_web import _browser, _playwright
+
+    sync_api = _playwright()
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws, "--reviewer", "ana")
+    with sync_api.sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: d.accept("handle cut off"))  # the comment prompt
+        page.goto(s.url + "?config=texture")
+        key = page.locator(".card").nth(0).get_attribute("data-key")
+        page.locator(".card").nth(0).click()
+        page.keyboard.press("a")
+        page.wait_for_selector(f'.card[data-key="{key}"].status-accepted', timeout=10_000)
+        page.keyboard.press("k")
+        page.keyboard.press("c")
+        page.locator("#d-comment", has_text="handle cut off").wait_for(timeout=10_000)
+        page.locator("#d-history summary").click()
+        page.locator("#d-history-list li", has_text="handle cut off").wait_for(timeout=10_000)
+        assert page.locator("#d-history-list li").count() == 2
+        assert errors == []
+        browser.close()
+    s.stop()
+    assert _log(ws, key) == [("ana", "accepted", None), ("ana", "accepted", "handle cut off")]
