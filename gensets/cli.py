@@ -142,6 +142,23 @@ def _review(a) -> int:
     ws = Workspace(a.workspace)
     builder, cfg = ws.load()
     ws.require_state()
+    if a.action == "list" and a.history:
+        con = state.connect(ws.state_path, read_only=True)
+        try:
+            rows = review.history(con, a.history)
+        finally:
+            con.close()
+        if a.json:
+            print(json.dumps(rows, default=str, indent=1))
+            return 0
+        for r in rows:
+            what = f"{r['status']} -> {r['label']}" if r["label"] else r["status"]
+            why = [f"undoes #{r['undoes']}" if r["undoes"] is not None else "", "undone" if r["undone"] else "",
+                   f"overrides {r['overrides']}" if r["overrides"] else ""]
+            print(f"#{r['seq']}\t{r['time']}\t{r['reviewer']}\t{what}\t{'; '.join(w for w in why if w)}\t"
+                  f"{' '.join((r['note'] or '').split())}")
+        print(f"{len(rows)} decision(s) on {a.history}", file=sys.stderr)
+        return 0
     if a.action == "list":
         con = state.connect(ws.state_path, read_only=True)
         rows = review.list_outcomes(con, status=None if a.status == "all" else a.status,
@@ -419,6 +436,26 @@ def _review_invite(a) -> int:
     return 0
 
 
+def _review_mode(a) -> int:
+    """Show, or switch, the workspace's review mode (single or double); every decision is kept."""
+    from .curation import review, state
+    from .workspace import Workspace
+
+    ws = Workspace(a.workspace)
+    ws.load()
+    ws.require_state()
+    con = state.connect(ws.state_path, read_only=a.mode is None)
+    try:
+        if a.mode is not None:
+            review.set_mode(con, a.mode)
+        mode = "double" if review.is_double(con) else "single"
+    finally:
+        con.close()
+    print(f"{mode} review" + ("" if a.mode is None else " (every decision kept; a running review page follows "
+                              "it, reload it)"))
+    return 0
+
+
 def _review_agreement(a) -> int:
     from .curation import state
     from .curation.review_server import agreement
@@ -621,6 +658,8 @@ def parser() -> argparse.ArgumentParser:
     rl.add_argument("--config", help="only this config (nuisance kind)")
     rl.add_argument("--limit", type=positive_int)
     rl.add_argument("--json", action="store_true")
+    rl.add_argument("--history", metavar="KEY", help="instead: every decision on sample KEY, oldest first (seq, "
+                    "time, reviewer, what, undo / override, note)")
     for action, text in (("accept", "accept samples"), ("reject", "reject samples"),
                          ("relabel", "give samples another class (and accept them)")):
         ra = rsub.add_parser(action, help=text)
@@ -806,6 +845,13 @@ def parser() -> argparse.ArgumentParser:
     rv.add_argument("workspace")
     rv.add_argument("name", metavar="NAME")
     rv.set_defaults(func=_review_invite)
+    md = rsub.add_parser("mode", help="show or switch single / double review (decisions kept)",
+                         description="Without MODE: the workspace's review mode. single: each image's latest "
+                         "decision counts again (whoever made it); double: two reviewers per image (as serve "
+                         "--double). Nothing logged is changed, so switching back and forth loses no decision.")
+    md.add_argument("workspace")
+    md.add_argument("mode", nargs="?", choices=["single", "double"])
+    md.set_defaults(func=_review_mode)
     ag = rsub.add_parser("agreement", help="agreement of double review (Cohen's kappa)")
     ag.add_argument("workspace")
     ag.add_argument("--json", action="store_true")

@@ -8,7 +8,7 @@ a leading ``'``, which import takes off again: a round trip is lossless.
 Label Studio: ``export`` writes a JSON list of tasks whose ``data.image`` is the image itself as a
 ``data:`` URI (base64: self-contained, but ~10 KB a small image), or a URL of ``gensets review serve``'s image
 route, or a ``/data/local-files/?d=`` path of Label Studio's local-files storage (:class:`Images`: a few hundred
-bytes a task), and whose ``predictions`` carry each surrogate's top-1 ImageNet class as a pre-annotation, one per surrogate
+bytes a task), whose ``data.comment`` is the review's comment on it (its note but the flag), and whose ``predictions`` carry each surrogate's top-1 ImageNet class as a pre-annotation, one per surrogate
 and, last, one holding every surrogate's line (model version :data:`ALL_SURROGATES`: Label Studio shows only
 the last imported model version's prediction while annotating). The labeling config that matches it is
 written beside it (``<file>.label_config.xml``): choices ``verdict`` (accept / reject / relabel), ``class``
@@ -55,7 +55,7 @@ from ..errors import DataError, GensetsError, did_you_mean
 from ..output import atomic_open
 from ..safety import no_symlink, writable_inside
 from . import queue, review, state
-from .queue import FLAG, has_flag, with_flag
+from .queue import FLAG, comment_of, has_flag, with_flag
 
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
@@ -227,7 +227,8 @@ def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], 
     lines = [f"{model}: {name} ({score:.3f})" for model, name, score in preds]
     return {
         "data": {"image": image, "key": r["key"], "class": r["label"], "config": r["config"],
-                 "nuisance": r["nuisance"], "prompt": r["prompt"], "status": r["status"]},
+                 "nuisance": r["nuisance"], "prompt": r["prompt"], "status": r["status"],
+                 "comment": comment_of(r.get("note"))},
         "predictions": [prediction(model, [line], round(float(score), 6))
                         for (model, _, score), line in zip(preds, lines, strict=True) if each]
                        + ([prediction(ALL_SURROGATES, lines)] if lines else []),

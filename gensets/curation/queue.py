@@ -87,6 +87,25 @@ def with_flag(note: str | None, on: bool) -> str | None:
     return "; ".join(parts) or None
 
 
+COMMENT_MAX = 500  # characters of a comment
+
+
+def comment_of(note: str | None) -> str:
+    """The comment in a note: its text besides the "several objects" flag."""
+    return "; ".join(p.strip() for p in (note or "").split(";") if p.strip() and p.strip() != FLAG)
+
+
+def with_comment(note: str | None, text) -> str | None:
+    """The note with its comment replaced by ``text`` (one line, at most :data:`COMMENT_MAX` characters; empty:
+    none); the flag is kept."""
+    from ..errors import GensetsError
+
+    if not isinstance(text, str) or len(text) > COMMENT_MAX or not text.replace("\n", " ").isprintable():
+        raise GensetsError(f"a comment is text of at most {COMMENT_MAX} printable characters")
+    text = " ".join(text.split())
+    return "; ".join(([FLAG] if has_flag(note) else []) + ([text] if text else [])) or None
+
+
 def fresh(con) -> bool:
     return state.setting(con, state.QUEUE) == VERSION
 

@@ -3,7 +3,8 @@
 Every decision updates ``reviews`` and is appended to ``review_log`` (the audit trail), in one
 transaction, with the reviewer and the time.
 
-Double review (``gensets review serve --double``, recorded in state.duckdb: a workspace stays in it)
+Double review (``gensets review serve --double``, recorded in state.duckdb: a workspace stays in it until
+``gensets review mode WORKSPACE single`` switches it off, every decision kept: :func:`set_mode`)
 does not take the latest decision: :func:`verdicts` gives each image the decision its first two
 reviewers agree on; when they disagree, the later reviewers (adjudicators) settle it if their latest
 decisions all agree, and until then the image is ``disputed`` and ``finalize`` holds it back. An image
@@ -26,7 +27,8 @@ from . import queue, state
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
 ACTIONS = {"accept": "accepted", "reject": "rejected", "relabel": "relabeled"}  # what a reviewer does -> status
 UNDO_DEPTH = 1000  # undo looks this many of a reviewer's latest log rows back (an undo and what it undid: two)
-MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double
+MODE = "review_mode"  # the state.duckdb setting: "double" once a workspace is served with --double ("single" after)
+MODES = ("single", "double")
 
 LATEST = queue.LATEST.format(where="")  # every reviewer's latest decision per image
 
@@ -217,6 +219,37 @@ def is_double(con) -> bool:
 
 def set_double(con) -> None:
     state.set_setting(con, MODE, "double")
+
+
+def set_mode(con, mode: str) -> None:
+    """Put the workspace in single or double review. Nothing in ``reviews`` or ``review_log`` changes: back in
+    single review each image's latest decision counts (whoever made it), as before double review began; in double
+    review again, each reviewer's latest decision, the ones made meanwhile included (:func:`verdicts`)."""
+    if mode not in MODES:
+        raise GensetsError(f"unknown review mode '{str(mode)[:20]}' (known: {', '.join(MODES)})")
+    state.set_setting(con, MODE, mode)
+
+
+def history(con, key: str, reviewer: str | None = None) -> list[dict]:
+    """Every decision logged on ``key``, oldest first: ``time``, ``reviewer`` (an alias resolved), ``status``,
+    ``label`` (a relabel's class), ``note`` (the comment, the "several objects" flag), ``undoes`` (the ``seq`` of
+    the decision an undo took back), ``undone`` (this one was taken back) and ``overrides`` (single review: the
+    other reviewer whose decision this one replaced). ``reviewer``: only theirs (double review's blind page)."""
+    if not con.execute("SELECT count(*) FROM reviews WHERE key = ?", [key]).fetchall()[0][0]:
+        raise GensetsError(f"sample '{str(key)[:200]}' is not in the review queue")
+    undo = {u: d for u, d in con.execute("SELECT undo_seq, undone_seq FROM review_undo WHERE key = ?",
+                                         [key]).fetchall()}
+    double, out, before = is_double(con), [], None
+    for seq, who, status, label, note, time in con.execute(
+            f"SELECT seq, reviewer, status, label, note, time FROM ({queue.LOG} WHERE l.key = ?) ORDER BY seq",
+            [key]).fetchall():
+        over = None if double or before is None or before[0] == who or before[1] == "pending" else before[0]
+        before = (who, status)
+        if reviewer is None or who == reviewer:
+            out.append({"seq": seq, "time": time, "reviewer": who, "status": status,
+                        "label": label if status == "relabeled" else None, "note": note,
+                        "undoes": undo.get(seq), "undone": seq in undo.values(), "overrides": over})
+    return out
 
 
 def decisions(con) -> dict[str, list[tuple[str, str, str | None, dt.datetime]]]:

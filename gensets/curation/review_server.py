@@ -27,7 +27,11 @@ read from its candidate shard at the byte offset recorded at ingest (``images``)
 it. Starting the server reads the config and one settings row; no candidate shard is opened.
 
 "Several objects" is a flag kept in the decision's note (see :data:`FLAG`); a later decision by the
-same reviewer keeps it. In double-review mode (recorded in state.duckdb; the workspace stays in it) each
+same reviewer keeps it. A comment (``/api/decide``, action ``comment``) is the reviewer's latest decision logged
+again with the comment in its note (:func:`queue.with_comment`); ``/api/history`` lists every decision on an
+image (:func:`review.history`; in double review the reviewer's own). In double-review mode (recorded in
+state.duckdb; the workspace stays in it until ``gensets review mode WS single``, which a running server follows
+when it next opens the database) each
 image needs decisions from two reviewers: the page shows each reviewer their own decisions only (blind)
 and its agreement endpoint only counts and kappa; ``reviews`` holds the latest decision, but finalize
 uses :func:`review.verdicts` (the two agree, or someone else adjudicates). :func:`agreement` reports
@@ -48,7 +52,7 @@ from pathlib import Path
 
 from ..errors import Busy, GensetsError
 from . import queue, review, shared, state
-from .queue import FLAG, has_flag, with_flag
+from .queue import FLAG, comment_of, has_flag, with_comment, with_flag
 
 __all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "Stopped", "create_app", "serve", "agreement"]
 PAGE_SIZE = 60
@@ -150,9 +154,11 @@ class ReviewState:
         self.cookie = "gensets"  # serve() names it after the port: servers on one host keep their sessions apart
         self.tokens: dict[str, str] = {}  # digest -> reviewer (reviewers.active), read whenever the database opens
         self.by_invitation = False  # someone was invited: links only (reviewers.ever_invited)
+        # --double: recorded by keep_mode(), once serving; from then on the workspace's mode, read whenever the
+        # database opens (gensets review mode switches it)
+        self.double_asked, self.mode_kept = double, False
         con = state.connect(self.ws.state_path, wait=SERVER_WAIT)  # the schema, once; the page's tables
         try:
-            self.double = double or review.is_double(con)  # recorded by keep_mode(), once serving
             self._opened(con)
         except BaseException:
             con.close()
@@ -168,6 +174,7 @@ class ReviewState:
         from . import reviewers
 
         queue.ensure(con)
+        self.double = (self.double_asked and not self.mode_kept) or review.is_double(con)
         self.tokens, self.by_invitation = reviewers.active(con), reviewers.ever_invited(con)
 
     @contextlib.contextmanager
@@ -232,11 +239,13 @@ class ReviewState:
                 self.lock.release()
 
     def keep_mode(self) -> None:
-        """Record double review in state.duckdb: once double, always (finalize relies on it)."""
+        """Record double review in state.duckdb (finalize relies on it); from then on the page follows the recorded
+        mode (``gensets review mode`` switches it, the server reading it when it next opens the database)."""
         if self.double:
             with self._held() as con:
                 if not review.is_double(con):
                     review.set_double(con)
+        self.mode_kept = True
 
     def close(self) -> None:
         """No use of the database after this one: a request waiting for it gives up (:class:`Stopped`), and this
@@ -314,41 +323,48 @@ class ReviewState:
                            "score": round(float(sc), 4), "target": i in ids}
                           for i, sc in zip(p["top5"], p["scores"], strict=True)]}
                 for p in m.get("surrogates") or []]
-            r.pop("note", None)
+            r["comment"] = comment_of(r.pop("note", None))
 
     def _imagenet_name(self, i: int) -> str:
         return self.imagenet[i] if 0 <= i < len(self.imagenet) else str(i)
 
     # ---------------------------------------------------------------- writing
     def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
-               flagged: bool | None = None) -> dict:
-        """Save one decision now: accept, reject, relabel (to ``label``) or flag (``flagged``)."""
+               flagged: bool | None = None, comment: str | None = None) -> dict:
+        """Save one decision now: accept, reject, relabel (to ``label``), flag (``flagged``) or comment (``comment``:
+        the reviewer's own latest decision logged again with the comment in its note, the flag kept; in single
+        review only while it is the image's latest, so that a comment changes no outcome)."""
         reviewer = _named(reviewer)
-        if action not in (*review.ACTIONS, "flag"):
-            raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag)")
+        if action not in (*review.ACTIONS, "flag", "comment"):
+            raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag, comment)")
         with self._held() as con:
             row = next(iter(con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
                                         [key]).fetchall()), None)
             if row is None:
                 raise GensetsError(f"sample '{key}' is not in the review queue")
-            if self.double:  # the reviewer's own latest decision, if any
+            last = row  # single review: the image's latest decision; a comment needs it to be the reviewer's own
+            if self.double or action == "comment":  # the reviewer's own latest decision, if any
                 row = next((r[1:] for r in con.execute(
                     "SELECT reviewer, status, label, note FROM review_latest WHERE key = ?", [key]).fetchall()
                     if r[0] == reviewer), ("pending", None, None))
             status, current_label, note = row
-            if action == "flag":
-                if not isinstance(flagged, bool):
+            if action == "comment" and (status == "pending" or not self.double and row != last):
+                raise GensetsError("decide on this image first (a, r or l), then comment it: a comment goes with "
+                                   "your latest decision, and changes no outcome")
+            if action in ("flag", "comment"):
+                if action == "flag" and not isinstance(flagged, bool):
                     raise GensetsError(f"flag needs 'flagged': true or false, got {json.dumps(flagged)[:40]}")
                 if self.double and status == "pending":
                     raise GensetsError("decide on this image first (a, r or l), then flag it")
-                note = with_flag(note, flagged)
+                note = with_flag(note, flagged) if action == "flag" else with_comment(note, comment)
                 label = current_label if status == "relabeled" else None
             else:
                 status = review.ACTIONS[action]
             review.decide(con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
             s = queue.summary(con, reviewer, self.double)
-        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "counts": s["counts"],
+        return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "comment": comment_of(note),
+                "counts": s["counts"],
                 "me": self.activity(reviewer, s["decided"], 1)}
 
     def bulk(self, keys, action: str, reviewer: str) -> dict:
@@ -377,6 +393,12 @@ class ReviewState:
         return {"status": status, "items": [{"key": k, "status": status, "label": None, "flagged": has_flag(notes[k])}
                                             for k in keys], "counts": s["counts"],
                 "me": self.activity(reviewer, s["decided"], len(keys))}
+
+    def history(self, key: str, reviewer: str) -> list[dict]:
+        """Every decision on ``key`` (:func:`review.history`); in double review the reviewer's own only (blind)."""
+        with self._held() as con:
+            rows = review.history(con, key, reviewer=_named(reviewer) if self.double else None)
+        return [{**r, "time": str(r["time"])} for r in rows]
 
     def undo(self, reviewer: str, n: int = 1) -> dict:
         """Take back ``reviewer``'s ``n`` latest decisions (:func:`review.undo`): the images' states as restored."""
@@ -611,7 +633,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         reviewer = _who(d.get("reviewer")) if g.reviewer is not None else (d.get("reviewer") or rs.reviewer)
         t0 = time.perf_counter()
         out = rs.decide(d["key"], str(d.get("action"))[:40], reviewer, label=d.get("label"),
-                        flagged=d.get("flagged"))
+                        flagged=d.get("flagged"), comment=d.get("comment"))
         out["ms"] = round(1000 * (time.perf_counter() - t0), 1)
         return jsonify(out)
 
@@ -636,6 +658,13 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     def undo():
         d = _body()
         return jsonify(rs.undo(_poster(d), d.get("n", 1)))
+
+    @app.get("/api/history")
+    def history():
+        key = request.args.get("key") or ""
+        if not 0 < len(key) <= MAX_KEY:
+            raise GensetsError(f"'key' must name a sample (1 to {MAX_KEY} characters)")
+        return jsonify({"key": key, "history": rs.history(key, _who(request.args.get("reviewer")))})
 
     @app.get("/api/references")
     def references():

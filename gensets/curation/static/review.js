@@ -1,5 +1,5 @@
 // gensets review page: selection, keyboard shortcuts and decisions (POST /api/decide, saved at once); ranges
-// (POST /api/bulk), undo (POST /api/undo: a new decision, never a deletion), zoom, the keys overlay, references.
+// (POST /api/bulk), comments (POST /api/decide, action comment), an image's history (GET /api/history), undo (POST /api/undo: a new decision, never a deletion), zoom, the keys overlay, references.
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -66,6 +66,8 @@
     if (!$("zoom").hidden) showZoom();
     showReferences(it.label);
     $("b-flag").setAttribute("aria-pressed", String(!!it.flagged));
+    $("d-comment").textContent = it.comment || "";
+    showHistory();
     const n = it.surrogates.length;
     $("d-failures").textContent = it.failures == null ? "" : `· ${it.failures} of ${n} fail`;
     const box = $("d-surrogates");
@@ -168,15 +170,16 @@
       it.status = out.status;
       it.review_label = out.status === "relabeled" ? out.label : it.label;
       it.flagged = out.flagged;
+      it.comment = out.comment;
       updateCard(sel);
       updateCounts(out.counts);
       updateMe(out.me);
       undoSizes.push(1);
       document.body.dataset.lastMs = ms;
       const what = action === "flag" ? (out.flagged ? "flagged: several objects" : "flag removed")
-        : verbs[action] + (action === "relabel" ? " → " + out.label : "");
+        : action === "comment" ? "comment" : verbs[action] + (action === "relabel" ? " → " + out.label : "");
       toast(`${what} · saved (${ms} ms)`);
-      if (action === "flag") renderDetail(); else if (sel < cards.length - 1) select(sel + 1); else renderDetail();
+      if (action === "flag" || action === "comment") renderDetail(); else if (sel < cards.length - 1) select(sel + 1); else renderDetail();
     } catch (e) {
       toast(e.message, true);
       throw e;
@@ -345,7 +348,26 @@
     e.stopPropagation();
   });
 
-  const act = (a) => (a === "relabel" ? openRelabel() : a === "flag"
+  function comment() {
+    if (!items[sel]) return;
+    const text = prompt("Comment on this image (empty: none)", items[sel].comment || "");
+    if (text !== null) safe(decide("comment", { comment: text }));
+  }
+  // the selected image's history (every decision on it; in double review the reviewer's own), while shown
+  async function showHistory() {
+    const it = items[sel], list = $("d-history-list");
+    if (!it || !$("d-history").open) return;
+    try {
+      const h = await (await fetch("/api/history?" + new URLSearchParams({ key: it.key, reviewer: reviewer() }))).json();
+      if (items[sel] !== it) return;
+      list.replaceChildren(...(h.history || []).map((d) => el("li", d.undone ? "muted" : "",
+        `${d.time} ${d.reviewer}: ${d.status}${d.label ? " → " + d.label : ""}` + (d.undoes != null ? " (undo)" : "")
+        + (d.overrides ? ` (over ${d.overrides})` : "") + (d.note ? ` · ${d.note}` : ""))));
+    } catch (e) { list.replaceChildren(); }
+  }
+  $("d-history").addEventListener("toggle", showHistory);
+
+  const act = (a) => (a === "relabel" ? openRelabel() : a === "comment" ? comment() : a === "flag"
     ? safe(decide("flag", { flagged: !items[sel]?.flagged })) : safe(decide(a)));
   document.querySelectorAll(".actions button").forEach((b) => b.addEventListener("click", () => act(b.dataset.action)));
   cards.forEach((c, i) => c.addEventListener("click", (e) => {
@@ -376,7 +398,7 @@
     }
     const zoomed = !$("zoom").hidden;
     const keys = {
-      a: () => act("accept"), r: () => act("reject"), l: () => act("relabel"), s: () => act("flag"),
+      a: () => act("accept"), r: () => act("reject"), l: () => act("relabel"), s: () => act("flag"), c: () => act("comment"),
       j: () => select(sel + 1), ArrowRight: () => select(sel + 1),
       k: () => select(sel - 1), ArrowLeft: () => select(sel - 1),
       ArrowDown: () => select(sel + columns()), ArrowUp: () => select(sel - columns()),
