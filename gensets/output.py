@@ -219,8 +219,8 @@ class Files:
             _mkdirs(self.root, path.parent)
             os.replace(self.stage / rel, path)
             folders.add(path.parent)
-        for folder in sorted(folders | {p.parent for p in gone}):
-            fsync_dir(folder)
+        for folder in sorted(folders | {p.parent for p in gone if p.parent.is_dir()}):  # a figure's folder
+            fsync_dir(folder)  # may not exist: nothing was there to remove
 
 
 @contextmanager

@@ -613,7 +613,10 @@ def test_reproduce_table2_smoke_sets_each_strategy_beside_the_paper(gb_reference
     published number within or outside it."""
     import shutil
 
+    from gensets.output import claim
+
     out = tmp_path / "t2"
+    claim(out, "gensets reproduce genbench-table2")  # a folder an earlier reproduce made, its build copied in
     shutil.copytree(gb_reference, out / "workspace")
     r = run_cli("reproduce", "genbench-table2", "--smoke", "--out", out, "--configs", ROOT / "configs", "--json",
                 check=0)

@@ -43,7 +43,10 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     its stand-in: the value is every image's top-1 pooled over the three nuisances, recomputed here from the stored
     predictions, with the written-out bootstrap of those outcomes as its interval and the published number
     within or outside it; the difference is gensets - published. MiniGPT-4 alone has no runnable model."""
+    from gensets.output import claim
+
     out = tmp_path / "idt"
+    claim(out, "gensets reproduce imagenet-d-table")  # a folder an earlier reproduce made, its build copied in
     shutil.copytree(reference, out / "workspace")
     r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", "--json",
                 check=0)

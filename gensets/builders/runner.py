@@ -342,9 +342,6 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         con.close()
         for leftover in (snap, Path(f"{snap}.wal")):
             leftover.unlink(missing_ok=True)
-    if builder.needs_review:
-        print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names)) or 'none'}",
-              file=sys.stderr)
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
                 "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
     if builder.needs_review:
@@ -370,6 +367,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
     shutil.rmtree(old, ignore_errors=True)
     if ws.store:
         ws.push_dataset()
+    if builder.needs_review and names:  # once the dataset is published: what it says of people
+        print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names))}",
+              file=sys.stderr)
     return {"dataset": ws.store.url_of("dataset") if ws.store else str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
 
