@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -46,6 +47,8 @@ COMMITTED = "candidates/_committed"
 LOCK = "_lock.json"
 LEASE_TTL = 300.0  # a lease not renewed for this long (its holder gone) may be taken over
 LEASE_RENEW = 60.0
+RETRIES = (1.0, 2.0, 4.0)  # seconds before each new try of a read or write that did not reach the store (an outage)
+log = logging.getLogger(__name__)
 
 
 def is_url(value) -> bool:
@@ -87,6 +90,10 @@ def local_root(url: str) -> Path:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:300] or type(e).__name__
+
+
+class Unreachable(Unavailable):
+    """The store did not answer (a connection refused or cut, a timeout): worth trying again."""
 
 
 class Store:
@@ -144,17 +151,35 @@ class Store:
             if "NoCredentials" in name:  # botocore: no key in the environment, the config files or a profile
                 raise Unavailable(f"{self.url_of(rel)}: no credentials found while {doing}; give them through the "
                                   "environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)") from None
-            if "Credential" in name or "Endpoint" in name or isinstance(e, (ConnectionError, TimeoutError)):
+            if "Endpoint" in name or isinstance(e, (ConnectionError, TimeoutError)):
+                raise Unreachable(f"{self.url_of(rel)}: the store cannot be reached while {doing} ({name}: "
+                                  f"{_one_line(e)})") from None
+            if "Credential" in name:
                 raise Unavailable(f"{self.url_of(rel)}: the store cannot be reached while {doing} ({name}: "
                                   f"{_one_line(e)})") from None
             raise DataError(f"{self.url_of(rel)}: {doing} failed ({name}: {_one_line(e)})") from None
+
+    def _retry(self, rel: str, doing: str, call):
+        """``call()`` under :meth:`_errors`, tried again after each of :data:`RETRIES` when the store did not answer
+        (an outage), each retry one line on the log (stderr); the last failure is the one-line error. Only for
+        operations that give the same result when repeated (reads, writes of the same bytes, removals)."""
+        for wait in (*RETRIES, None):
+            try:
+                with self._errors(rel, doing):
+                    return call()
+            except Unreachable as e:
+                if wait is None:
+                    raise
+                log.warning("%s; trying again in %g s", e, wait)
+                time.sleep(wait)
 
     def check_bucket(self) -> None:
         """GensetsError naming the URL when its bucket does not exist (or cannot be reached)."""
         if self.scheme == "memory":
             return
         bucket = self.path("").split("/", 1)[0]
-        with self._errors("", "looking for its bucket"):
+
+        def look():
             if self.conditional:  # S3: HEAD the bucket, so that missing or wrong credentials say so (exists() is False)
                 try:
                     self.fs.call_s3("head_bucket", Bucket=bucket)
@@ -163,19 +188,18 @@ class Store:
             elif not self.fs.exists(bucket):
                 raise FileNotFoundError("the specified bucket does not exist")
 
+        self._retry("", "looking for its bucket", look)
+
     def exists(self, rel: str) -> bool:
-        with self._errors(rel, "looking for it"):
-            return self.fs.exists(self.path(rel))
+        return self._retry(rel, "looking for it", lambda: self.fs.exists(self.path(rel)))
 
     def read(self, rel: str) -> bytes:
-        with self._errors(rel, "reading it"):
-            return self.fs.cat_file(self.path(rel))
+        return self._retry(rel, "reading it", lambda: self.fs.cat_file(self.path(rel)))
 
     def read_many(self, rels: list[str]) -> dict[str, bytes]:
         if not rels:
             return {}
-        with self._errors(rels[0], "reading it"):
-            got = self.fs.cat([self.path(r) for r in rels], on_error="raise")
+        got = self._retry(rels[0], "reading it", lambda: self.fs.cat([self.path(r) for r in rels], on_error="raise"))
         return {r: got[self.path(r)] for r in rels}
 
     def read_batches(self, rels: list[str], batch: int = 256):
@@ -186,8 +210,7 @@ class Store:
             yield from ((r, got[r]) for r in rels[i:i + batch])
 
     def write(self, rel: str, data: bytes) -> None:
-        with self._errors(rel, "writing it"):
-            self.fs.pipe_file(self.path(rel), data)
+        self._retry(rel, "writing it", lambda: self.fs.pipe_file(self.path(rel), data))
 
     def create(self, rel: str, data: bytes) -> bool:
         """Write ``rel`` only if no object has that name (a conditional PUT, If-None-Match: *): False if one has."""
@@ -203,8 +226,7 @@ class Store:
             return True
 
     def put(self, local: str | os.PathLike, rel: str) -> None:
-        with self._errors(rel, "uploading it"):
-            self.fs.put_file(os.fspath(local), self.path(rel))
+        self._retry(rel, "uploading it", lambda: self.fs.put_file(os.fspath(local), self.path(rel)))
 
     def get(self, rel: str, local: str | os.PathLike) -> None:
         """Download ``rel`` whole (one sequential read) to ``local``, atomically."""
@@ -212,23 +234,23 @@ class Store:
         local.parent.mkdir(parents=True, exist_ok=True)
         tmp = local.with_name(f".{local.name}.tmp-{os.getpid()}")
         try:
-            with self._errors(rel, "downloading it"):
-                self.fs.get_file(self.path(rel), os.fspath(tmp))
+            self._retry(rel, "downloading it", lambda: self.fs.get_file(self.path(rel), os.fspath(tmp)))
             os.replace(tmp, local)
         finally:
             tmp.unlink(missing_ok=True)
 
     def remove(self, rels: list[str]) -> None:
         if rels:
-            with self._errors(rels[0], "removing it"):
-                self.fs.rm([self.path(r) for r in rels])
+            self._retry(rels[0], "removing it", lambda: self.fs.rm([self.path(r) for r in rels]))
 
     def list(self, rel: str = "") -> list[str]:
         """Every object under ``rel`` (recursively), as paths relative to the workspace, sorted; a key with an empty,
         '.' or '..' part is left out (copied to a local folder, it would land outside it)."""
-        with self._errors(rel, "listing it"):
+        def find():
             self.fs.invalidate_cache()
-            found = self.fs.find(self.path(rel), detail=False)
+            return self.fs.find(self.path(rel), detail=False)
+
+        found = self._retry(rel, "listing it", find)
         n = len(self.base) + 1
         return sorted(p[n:] for p in found
                       if p.startswith(self.base + "/") and not {"", ".", ".."} & set(p[n:].split("/")))

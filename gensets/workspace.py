@@ -483,6 +483,23 @@ class Workspace:
         keep = {f"dataset/{rel}" for rel in files}
         self.store.remove([p for p in self.store.list("dataset") if p not in keep])
 
+    def check_committed(self) -> None:
+        """A URL workspace: DataError, before the build says anything is done, when the store no longer holds its
+        config.yaml or the commit marker of a unit the local manifest counts as committed (the prefix emptied while
+        the build ran: a lifecycle rule, an ``rm``)."""
+        from .store import COMMITTED
+
+        have = set(self.store.list(COMMITTED))
+        units = [r["unit"] for r in self.manifest().iter_rows()]
+        gone = [u for u in units if f"{COMMITTED}/{u}.json" not in have]
+        config = self.store.exists("config.yaml")
+        if gone or not config:
+            lost = ([] if config else ["config.yaml"]) + ([f"{len(gone)} of {len(units)} committed units' markers "
+                                                           f"(first {gone[0]})"] if gone else [])
+            raise DataError(f"{self.store.url}: the store lost {' and '.join(lost)} while the build ran (the prefix "
+                            "emptied by a lifecycle rule or an rm?); nothing is done there: build into a new prefix, "
+                            "or empty this one and build again")
+
     def remove_orphans(self) -> list[str]:
         """A URL workspace: remove the candidate shards that no commit marker names (a killed worker's, a plan's
         that changed); the removed objects."""

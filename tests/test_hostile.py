@@ -187,6 +187,21 @@ def test_finalize_refuses_a_candidate_shard_changed_after_the_build(small, tmp_p
     assert digest(ws / "dataset") == before and verify(ws / "dataset") == []
 
 
+def test_finalize_refuses_a_workspace_with_units_of_its_plan_missing(small, tmp_path):
+    """A unit's manifest row gone (its shard and samples still there): finalize names how many and which, and
+    publishes nothing (the dataset before it stays)."""
+    from gensets.shards import Manifest
+
+    ws = _copy(small, tmp_path)
+    mpath = ws / "candidates" / "manifest.jsonl"
+    rows = Manifest(mpath).rows()
+    mpath.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))
+    before = digest(ws / "dataset")
+    r = run_cli("finalize", ws, "--include-pending")
+    one_line_error(r, f"1 of {len(rows)} units", rows[0]["unit"], code=1)
+    assert digest(ws / "dataset") == before
+
+
 def zero_candidate_images(ws: Path) -> None:
     """Every image of every candidate shard of ``ws`` zeroed, and candidates/manifest.jsonl's sha256 updated to
     agree, so the bytes pass the integrity check and reach the decoder."""

@@ -266,6 +266,68 @@ def test_a_killed_driver_resumes_only_the_missing_units_and_a_second_driver_is_r
     assert run_cli("verify", url, check=0).stdout.strip() == f"{url}: ok"
 
 
+def test_objects_removed_mid_build_are_noticed_and_finalize_refuses_the_partial_build(s3, reference):
+    """The candidates/ objects removed while the build runs (a lifecycle rule, an rm): the build says so in one line,
+    exit 1, instead of reporting every unit done; finalize then refuses the build of which units are missing, in one
+    line naming how many and which, and publishes nothing."""
+    url, prefix = f"s3://{BUCKET}/vanished", "vanished"
+    p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "build", str(SMOKE), "--out", url, "--quiet"],
+                         cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + HANG
+        while len([k for k in objects(s3, prefix) if k.startswith("candidates/_committed/")]) < 3:
+            assert p.poll() is None, p.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "3 units were not committed in time"
+            time.sleep(0.3)
+        os.killpg(p.pid, signal.SIGSTOP)  # held while the objects go: it has more units to commit after
+        gone = sorted(k for k in objects(s3, prefix) if k.startswith("candidates/"))
+        s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": f"{prefix}/{k}"} for k in gone]})
+        os.killpg(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+    assert p.returncode == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (out, err)
+    assert f"{url}: the store lost " in err and "committed units' markers" in err, err
+    assert "units (" not in out, out  # nothing reported done
+    r = run_cli("finalize", url, "--include-pending")
+    err = r.stderr.strip()
+    assert r.returncode == 1 and len(err.splitlines()) == 1 and "units of the build are not committed" in err, err
+    missing = sorted(k.split("/")[2][:-5] for k in gone if k.startswith("candidates/_committed/"))
+    named = err.split("not committed (", 1)[1].split(")", 1)[0].split(", ")  # the first few, in plan order
+    assert f"{len(missing)} of 12 units" in err and set(named) - {"..."} <= set(missing), (missing, err)
+    assert not [k for k in objects(s3, prefix) if k.startswith("dataset/")]
+
+
+def test_a_short_outage_of_the_store_is_one_line_per_retry(s3):
+    """The store unreachable for longer than its client's own retries (nothing listens on its endpoint for 12 s,
+    then the S3 server does): the command tries again, one line each time, no traceback, and ends as it would have
+    without the outage."""
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    p = subprocess.Popen([sys.executable, "-m", "gensets.cli", "verify", f"s3://{BUCKET}/no-workspace"], cwd=ROOT,
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(12)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)  # the same buckets (one process)
+    server.start()
+    try:
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        server.stop()
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and p.returncode == 2, (p.returncode, out, err)
+    retries = [x for x in lines if "the store cannot be reached while looking for its bucket" in x
+               and x.endswith(("trying again in 1 s", "trying again in 2 s", "trying again in 4 s"))]
+    assert retries and lines[:-1] == retries and lines[-1].endswith("not a gensets workspace (no config.yaml)"), err
+
+
 def test_a_corrupt_object_is_found_by_verify(s3, local_on_s3):
     """verify reads the store's objects, not a local copy: a dataset shard changed on the store is named by its URL."""
     key = next(k for k in objects(s3, "local") if k.startswith("dataset/") and k.endswith(".tar"))

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import math
 import os
+import sys
 from pathlib import Path
 
 from .. import determinism
@@ -280,6 +281,7 @@ class RayPool:
         self.restarting: set = set()  # workers Ray is restarting (dead, not yet answering again)
         self.size = 0  # workers started
         self.env_before: dict = {}  # what _set_env changed in os.environ, restored by close
+        self.stdout = None  # the driver's stdout while Ray's threads print to stderr instead (see _start)
 
     def _set_env(self, name: str, value: str) -> None:
         if name not in os.environ:
@@ -291,6 +293,9 @@ class RayPool:
             return
         # before ray is imported: it reads its settings then
         self._set_env("RAY_USAGE_STATS_ENABLED", "0")  # never report to Ray's servers unasked
+        # a task error whose ref is dropped (the other units running when one fails) is not printed with its worker's
+        # traceback: the driver says the error that stops the build, in one line
+        self._set_env("RAY_IGNORE_UNHANDLED_ERRORS", "1")
         if not self.address:
             # a cluster of one machine: without this Ray gives its workers the machine's outward address (its
             # processes then listen on every address and talk over that one), although the node is on 127.0.0.1
@@ -308,6 +313,9 @@ class RayPool:
             raise GensetsError(f"--backend ray needs the distributed extra (pip install 'gensets[distributed]'): {e}") \
                 from None
         self.ray = ray
+        # stdout carries the command's results only: Ray's driver threads print its messages ("(raylet) A worker died
+        # ...", the workers' output) to whatever sys.stdout is when they print, from ray.init to ray.shutdown
+        self.stdout, sys.stdout = sys.stdout, sys.stderr
         if not ray.is_initialized():
             if self.address:  # the cluster's own settings (its token: RAY_AUTH_TOKEN or ~/.ray/auth_token)
                 ray.init(address=self.address, log_to_driver=not self.quiet, logging_level="WARNING")
@@ -402,6 +410,8 @@ class RayPool:
         self.actors = []
         if self.started:
             self.ray.shutdown()
+        if self.stdout is not None:
+            sys.stdout, self.stdout = self.stdout, None
         for name in self.env_before:
             os.environ.pop(name, None)
         self.env_before = {}

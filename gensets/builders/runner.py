@@ -138,6 +138,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
     if backend != "local":
         clean_temp(ws.candidates)  # what a worker killed mid-write left (no worker writes any more)
     if ws.store and dist.rank == 0:
+        ws.check_committed()  # its objects still there (not removed meanwhile) before anything is reported done
         ws.remove_orphans()  # shards of attempts that never committed (every unit has its marker now)
     added = ingest(ws) if dist.rank == 0 else 0
     if dist.rank == 0:
@@ -259,6 +260,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         ws.sync()  # state.duckdb (local) follows the commit markers; rebuilt from them when missing
     if not (ws.state_path.exists() or ws.store and ws.manifest_path.exists()):
         raise GensetsError(f"{ws.where}: nothing built yet (no state.duckdb); run `gensets build` first")
+    _check_complete(ws, builder, cfg)
     ingest(ws)
     # a snapshot, read for as long as the shards take: review servers and commands use state.duckdb meanwhile
     snap = state.snapshot(ws.state_path, ws.root / f".state.snapshot.tmp-{os.getpid()}")
@@ -372,6 +374,21 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
               file=sys.stderr)
     return {"dataset": ws.store.url_of("dataset") if ws.store else str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
+
+
+def _check_complete(ws: Workspace, builder, cfg) -> None:
+    """DataError when a unit of the build's plan has no committed shard (its manifest row; on a store, its commit
+    marker): a dataset is made of every unit of its build, never of part of it."""
+    from ..errors import DataError
+
+    done = ws.manifest().done("unit")
+    units = [u.id for stage in builder.stages or (None,)
+             for u in (builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws))]
+    missing = [u for u in units if u not in done]
+    if missing:
+        raise DataError(f"{ws.where}: {len(missing)} of {len(units)} units of the build are not committed "
+                        f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); run the same "
+                        "`gensets build` again to make them, then finalize")
 
 
 def _candidate_of(ws: Workspace, key: str) -> Path | None:
