@@ -241,10 +241,11 @@ try:
     p._start()
     ray.get([a.ping.remote() for a in p.actors])
     free = ray.available_resources()
-    print(json.dumps({"cpus": p.cpus, "free_cpu": free.get("CPU", 0), "free_gpu": free.get("GPU", 0)}))
+    got = {"cpus": p.cpus, "free_cpu": free.get("CPU", 0), "free_gpu": free.get("GPU", 0)}
 finally:
     p.close()
     ray.shutdown()
+print(json.dumps(got))  # after close: while the pool runs, stdout is stderr (Ray's messages keep off it)
 """
 
 
