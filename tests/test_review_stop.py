@@ -223,7 +223,9 @@ def test_a_second_signal_ends_the_server_at_once_and_keeps_the_answered_decision
         poster.start()
         poster.first.wait(30)  # a hang guard only
         # stopped, the process gets both signals before it runs again: the first asks the server to stop, the
-        # second (the handlers run in signal order) ends it before the first is done
+        # second ends it before the first is done. Which of the two is 'second' is the kernel's choice: when the
+        # process wakes, any of its threads may take either pending signal, so a thread that takes SIGTERM a
+        # moment before another takes SIGINT makes SIGINT the second (seen once in CI: exit 130)
         proc.send_signal(signal.SIGSTOP)
         proc.send_signal(signal.SIGINT)
         proc.send_signal(signal.SIGTERM)
@@ -236,6 +238,6 @@ def test_a_second_signal_ends_the_server_at_once_and_keeps_the_answered_decision
             proc.communicate()
     took = time.monotonic() - t0
     poster.join(30)
-    assert proc.returncode == 128 + signal.SIGTERM and took <= STOP_S, (proc.returncode, took, err)
+    assert proc.returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM) and took <= STOP_S, (proc.returncode, took, err)
     assert err == "review page stopped at once; every answered decision is in state.duckdb\n"
     assert poster.answered and not Counter(poster.answered) - _logged(ws)
