@@ -11,7 +11,9 @@
 (c) four models (resnet18, a second resnet18, the small and the tiny open_clip) in ONE evaluate()
     pass (each image decoded once) against four separate passes.
 (e) with --model SPEC (any classifier spec; e.g. random:clip-vit-l-14, random:resnet50: the real architecture
-    with random weights): gensets evaluate() against a bare loop of the same folder loaded by its own library
+    with random weights): gensets evaluate() against a bare script that loads the model by its own library, reads
+    the shards and decodes in its time (like with like; target >= 0.8 on a GPU), and against a bare loop of the same
+    folder loaded by its own library
     (open_clip.create_model_and_transforms / timm.create_model) over tensors decoded, transformed and moved to the
     device beforehand (zero-shot: the class texts encoded once, then encode_image, normalise, matmul, argmax), at
     --precision. Printed beside the ratio (target >= 0.9): images/s, peak memory, and utilisation: the model FLOPs
@@ -191,6 +193,65 @@ def spec_loop(spec: str, images: list[bytes], batch_size: int, precision: str):
     return run, flops
 
 
+def spec_e2e(spec: str, data: Path, batch_size: int, precision: str, n: int):
+    """`spec`'s model as a user's own script would run it end to end, with no gensets code in the timed loop: load
+    the model from its folder by its own library, read the shards, decode, transform, move to the device, forward
+    (zero-shot: encode the class texts first). The like-with-like side of (e): gensets also loads and reads inside
+    its time. Proves it predicted all ``n`` images."""
+    import io
+    import tarfile
+
+    import torch
+    from PIL import Image
+
+    from gensets.models import loading
+    from gensets.models.spec import parse_spec
+
+    s = parse_spec(spec)
+    folder = loading.resolve(s).path
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    kind = s.kind if not s.is_built else next(k for k in ("open_clip", "timm") if k in _loaders(s))
+    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+    def run():
+        if kind == "open_clip":
+            import open_clip
+
+            model, _, tf = open_clip.create_model_and_transforms(f"local-dir:{folder}", device=device)
+            tok = open_clip.get_tokenizer(f"local-dir:{folder}")
+            with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
+                text = model.encode_text(tok([TEMPLATE.format(c=c) for c in CLASSES]).to(device))
+                text = text / text.norm(dim=-1, keepdim=True)
+
+            def forward(b):
+                f = model.encode_image(b)
+                return ((f / f.norm(dim=-1, keepdim=True)) @ text.T).argmax(1)
+        else:
+            import timm
+            from timm.data import create_transform, resolve_model_data_config
+
+            model = timm.create_model(f"local-dir:{folder}", pretrained=True).to(device)
+            tf = create_transform(**resolve_model_data_config(model), is_training=False)
+
+            def forward(b):
+                return model(b).argmax(1)
+        model.eval()
+        done = 0
+        with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
+            for tar in sorted(Path(data).rglob("*.tar")):
+                with tarfile.open(tar) as t:
+                    imgs = [t.extractfile(m).read() for m in t.getmembers() if m.name.endswith(".webp")]
+                for i in range(0, len(imgs), batch_size):
+                    x = torch.stack([tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in imgs[i:i + batch_size]])
+                    done += len(forward(x.to(device, non_blocking=True)).cpu())
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if done != n:
+            raise SystemExit(f"FAILED: the bare end-to-end loop predicted {done} images, not {n}")
+
+    return run
+
+
 def _loaders(s) -> tuple[str, ...]:
     from gensets.models.tiny import built_model
 
@@ -365,17 +426,20 @@ def main() -> None:
             ours_run = gensets_eval(data, [args.model], work / "e.duckdb", args.batch_size, workers, n,
                                     precision=args.precision)
             ours = with_peak(ours_run)
-            t = interleaved({"bare": bare, "ours": ours}, args.repeats)
+            e2e = spec_e2e(args.model, data, args.batch_size, args.precision, n)
+            t = interleaved({"bare": bare, "ours": ours, "e2e": e2e}, args.repeats)
             peak = peak_flops("bfloat16" if args.precision == "bf16" else "float16" if args.precision == "fp16"
                               else "float32")
-            util = {k: flops * n / v / peak for k, v in t.items()}
+            util = {k: flops * n / t[k] / peak for k in ("bare", "ours")}
             inner = model_seconds(ours_run.db)
             rows += [(f"(e) {args.model}", f"bare loop on ready tensors ({args.precision})", n, t["bare"]),
+                     ("", "bare script: load + read + decode + model", n, t["e2e"]),
                      ("", f"gensets eval --workers {workers} (load + read + model)", n, t["ours"]),
                      ("", " of which preprocess+model+scoring (last run)", n, inner)]
-            ratios.append(f"(e) gensets / bare loop images/s: {t['bare'] / t['ours']:.2f} end to end (gensets loads "
-                          f"the model and reads the shards inside its time; the bare loop does neither), "
-                          f"{t['bare'] / inner:.2f} in the model loop  (target >= 0.9)")
+            ratios.append(f"(e) gensets / bare script images/s: {t['e2e'] / t['ours']:.2f} end to end, like with like "
+                          f"(both load the model and read the shards in their time)  (target >= 0.8 on a GPU)")
+            ratios.append(f"(e) gensets / bare loop on ready tensors: {t['bare'] / inner:.2f} in the model loop, "
+                          f"{t['bare'] / t['ours']:.2f} end to end (the bare loop neither loads nor reads in its time)")
             ratios.append(f"(e) on {device_name()}: model FLOPs per image {flops / 1e9:.1f} GFLOP (FlopCounterMode), "
                           f"measured matmul peak {peak / 1e12:.2f} TFLOP/s; utilisation: bare {util['bare']:.1%}, "
                           f"gensets {util['ours']:.1%}; peak memory: bare {bare.peak:.1f} GiB, gensets "
