@@ -215,3 +215,15 @@ def test_vqa_card_has_no_task_id_that_does_not_fit(config):
     builder, cfg = load_build_config(ROOT / "configs" / config)
     h = header(builder, cfg, {"counts": {"default": 2}, "shards": [{"config": "default", "nbytes": 10}]})
     assert "task_ids" not in h and h["language"] == ["en"] and h["configs"][0]["default"] is True
+
+
+def test_a_compiled_build_says_so_in_its_reproducibility_section(tmp_path):
+    from gensets.cards.card import reproducibility_md
+    from gensets.workspace import load_build_config
+
+    text = (ROOT / "configs" / "imagenet_d.smoke.yaml").read_text(encoding="utf-8")
+    _, eager = load_build_config(ROOT / "configs" / "imagenet_d.smoke.yaml")
+    (tmp_path / "c.yaml").write_text(text.replace("generator:\n", "generator:\n  compile: true\n", 1), encoding="utf-8")
+    _, compiled = load_build_config(tmp_path / "c.yaml")
+    assert compiled.generator.compile and not eager.generator.compile
+    assert "torch.compile" in reproducibility_md(compiled, {}) and "torch.compile" not in reproducibility_md(eager, {})

@@ -77,7 +77,8 @@ class GeneratorConfig:
     values off by one) on the other images of its call, which provenance names (``generator.batch_*``).
     ``per-image`` runs one image per call: each image is reproducible alone, at the price of an idle GPU.
     ``dtype``, ``attention`` (``sdpa``: torch's scaled_dot_product_attention, diffusers' default; ``eager``:
-    diffusers' AttnProcessor), ``compile`` (``torch.compile`` of the UNet) and ``channels_last`` (the UNet's
+    diffusers' AttnProcessor), ``compile`` (``torch.compile`` of the UNet and the VAE's decoder; a variant, named on
+    the card, since compiled kernels round differently) and ``channels_last`` (the UNet's
     and VAE's memory format) are speed settings for GPUs; each is recorded in every sample's provenance.
     ``long_prompts``: a prompt or negative prompt longer than the text encoder's window (77 tokens for Stable
     Diffusion's CLIP) is ``truncate``d as the papers' diffusers pipelines did (the default; each sample records its

@@ -171,6 +171,11 @@ def reproducibility_md(cfg, manifest: dict) -> str:
                if mode == "strict" else
                "the libraries chose their own kernels (`reproducible: fast`), so only the same machine with the same "
                "versions gives the same bytes")
+    gen = getattr(cfg, "generator", None)
+    if getattr(gen, "compile", False):
+        promise += (" (this build ran its generator under `torch.compile` (`generator.compile: true`, the UNet and the "
+                    "VAE's decoder): compiled kernels round differently from an eager run, so only a rebuild that also "
+                    "compiles, on the same GPU model and versions, can give the same bytes)")
     text = (f"Every image has a fixed seed and its provenance; {promise}. Rebuild the config below with "
             "`gensets build` and check units of it against the recorded bytes with "
             "`gensets verify WORKSPACE --rebuild 10`, which names what differs in the environment when a unit differs.")
