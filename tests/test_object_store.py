@@ -213,7 +213,7 @@ def test_a_ray_worker_killed_between_its_shard_and_its_marker_on_s3(s3, referenc
     worker process (os._exit) before the marker: Ray restarts the worker, the unit runs again (its shard
     overwritten, then its marker); the build ends with no user action, every unit committed once, no marker
     without its shard, the bytes of the local build."""
-    from gensets.builders.backends import FAULT
+    from gensets.builders.faults import FAULT
 
     url, prefix, marker = f"s3://{BUCKET}/worker-killed", "worker-killed", tmp_path / "killed"
     unit = sorted(r["unit"] for r in _rows(reference24))[5]

@@ -31,9 +31,9 @@ ALLOWED = {
     ("gensets/models/tiny/quality.py", "write_text"): "a tiny model's files, in that private folder",
     ("gensets/models/random/__init__.py", "write_text"): "a random-weight model's files, in a private folder as above",
     ("gensets/cli.py", "os.open"): "/dev/null over stdout once its reader went away (a broken pipe)",
-    ("gensets/builders/backends.py", "write_text"): "a test fault hook (GENSETS_TEST_*): never in production",
-    ("gensets/builders/backends.py", "write_bytes"): "a test fault hook (GENSETS_TEST_*): never in production",
-    ("gensets/builders/backends.py", "open"): "a test fault hook (GENSETS_TEST_*): never in production",
+    ("gensets/builders/faults.py", "write_text"): "the tests' fault hooks (GENSETS_TEST_*): injected only by a test",
+    ("gensets/builders/faults.py", "write_bytes"): "the tests' fault hooks (GENSETS_TEST_*): injected only by a test",
+    ("gensets/builders/faults.py", "open"): "the tests' fault hooks (GENSETS_TEST_*): injected only by a test",
 }
 
 SHUTIL_WRITES = {"copy", "copy2", "copyfile", "copytree", "move", "copyfileobj_to"}

@@ -24,27 +24,15 @@ from pathlib import Path
 from .. import determinism
 from ..errors import GensetsError
 from ..workspace import Workspace
+from . import faults
 
 BACKENDS = ("local", "ray")
 TASK_RETRIES = 3  # a unit whose worker died is run again at most this many times (then the build stops, naming it)
-FAULT = "GENSETS_TEST_EXIT_UNIT"
-"""Tests only: ``<unit id>:<file>``: the first attempt at that unit (the file does not exist yet: it is created)
-leaves a temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does; on a
-URL workspace it first uploads a shard cut short under the unit's name, with no marker, as a worker killed between
-its shard and its marker would leave it."""
-
-
 NICENESS = "RAY_worker_niceness"
 """How much lower than its node's processes Ray runs a worker (``nice`` increment). Ray's default, 15, gave the units
 a sliver of the CPU beside any other busy process (the smoke build on two workers beside two busy loops: 556 s, against
 21 s on the idle machine and 25 s for the one-process build beside the same loops). A build's workers get 0, the
 node's own priority, as Ray's job supervisor gives its driver, unless this is set where the build runs."""
-
-
-GATE = "GENSETS_TEST_GATE"
-"""Tests only: a folder. A worker, its models loaded, says it is ready (``<folder>/rank-<rank>``, holding its process
-id) and waits for ``<folder>/go`` before its first unit: a test that must see every worker started (before it removes
-a node) does not depend on how long a worker takes to start on a loaded machine."""
 
 
 def unit_name(unit) -> str:
@@ -88,7 +76,7 @@ class UnitWorker:
             self.quality = QualityFilter(cfg.quality)
         self.env = None  # the environment's id in the workspace (gensets.determinism.describe), once loaded
         self.build_id = None
-        self.gated = False  # past the test-only start gate (GATE), at its first unit
+        self.faults = faults.injected()  # the tests' fault hooks (gensets.builders.faults), None in a real build
 
     def load(self) -> None:
         """torch and every model, once, when there is work: a missing model fails now, in one line."""
@@ -132,9 +120,8 @@ class UnitWorker:
         from ..shards import write_shard
 
         self.load()
-        if not self.gated:
-            self.gated = True
-            _gate(self.rank)
+        if self.faults:
+            self.faults.before_unit(self.rank)
         ctx = self.ctx
         ctx.skipped = []  # inputs a unit refused (an import's corrupt files), each with its reason
         with naming(self.config_path, unit):
@@ -148,7 +135,8 @@ class UnitWorker:
         if self.quality:
             self.quality.apply(samples)
         name = f"{unit.id}.tar"
-        _fault(unit.id, self.ws.candidates / name, self.ws.store)
+        if self.faults:
+            self.faults.before_shard(unit.id, self.ws.candidates / name, self.ws.store)
         info = write_shard(self.ws.candidates / name, [s.to_wds() for s in samples])
         row = {"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n, "nbytes": info.nbytes,
                "kept": sum(bool(s.meta.get("kept")) for s in samples), "skipped": ctx.skipped,
@@ -156,41 +144,6 @@ class UnitWorker:
         if self.ws.store:  # on a store: the shard uploaded under its own name, then its commit marker, last
             self.ws.commit(self.ws.candidates / name, row)
         return {"row": row, "cut": cut}
-
-
-def _gate(rank: int) -> None:
-    """The test-only start gate (:data:`GATE`); nothing unless the variable is set."""
-    folder = os.environ.get(GATE)
-    if not folder:
-        return
-    import time
-
-    ready, part = Path(folder, f"rank-{rank}"), Path(folder, f"rank-{rank}.part")
-    part.write_text(str(os.getpid()))
-    part.replace(ready)  # whole when seen
-    deadline = time.monotonic() + 600
-    while not Path(folder, "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _fault(unit_id: str, path: Path, store=None) -> None:
-    """The test-only fault hook (:data:`FAULT`); nothing unless the variable names this unit."""
-    spec = os.environ.get(FAULT)
-    if not spec:
-        return
-    target, _, marker = spec.partition(":")
-    if target != unit_id or not marker:
-        return
-    try:
-        open(marker, "x").close()  # the first attempt only
-    except FileExistsError:
-        return
-    from ..shards.writer import temp_name
-
-    temp_name(path).write_bytes(b"cut short")  # what a writer killed mid-shard leaves
-    if store:
-        store.write(f"candidates/{path.name}", b"cut short")
-    os._exit(70)
 
 
 # Ray's sockets live under <temp>/ray/session_<date>_<time>_<micros>_<pid>/sockets/: a Unix socket's path has at
@@ -332,7 +285,7 @@ class RayPool:
         n = self.workers or (int(have["GPU"] / self.gpus) if self.gpus else max(1, int(have.get("CPU", 1))))
         # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
         env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
-        for hook in (FAULT, GATE):
+        for hook in (faults.FAULT, faults.GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
         # workers at the node's priority, not Ray's 15 steps below it (NICENESS)
