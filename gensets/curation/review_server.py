@@ -69,6 +69,7 @@ SERVER_WAIT = 10.0  # how long a request waits for state.duckdb held by another 
 IDLE_S = 10.0  # the server gives state.duckdb up after this long unused (else: when another process asks)
 SHARED_S = 2.0  # after a release, the server closes state.duckdb after every use for this long
 WHERE_MAX = 10_000  # image locations kept for the pages shown (a page has PAGE_SIZE)
+POLL_MS = 2000  # how often a page asks /api/changes for others' decisions (and renews its leases)
 CHANGES_MAX = 500  # images one /api/changes answer lists; more changed since the page's cursor: it reloads
 THREADS = 8  # the server's request threads: decisions take turns at state.duckdb anyway
 CONNECTIONS = 500  # connections open at once (below the usual limit of 1024 open files); more wait to be accepted
@@ -721,7 +722,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"],
             sorts={"page": "page order", "failures": "most surrogates fail", "confidence": "most confident surrogate"},
             instructions=rs.instructions,
-            references=rs.reference_root is not None, undo_max=UNDO_MAX, bulk_max=BULK_MAX)
+            references=rs.reference_root is not None, undo_max=UNDO_MAX, bulk_max=BULK_MAX, poll_ms=POLL_MS)
 
     @app.get("/image/<key>")
     def image(key):
