@@ -36,6 +36,13 @@ image needs decisions from two reviewers: the page shows each reviewer their own
 and its agreement endpoint only counts and kappa; ``reviews`` holds the latest decision, but finalize
 uses :func:`review.verdicts` (the two agree, or someone else adjudicates). :func:`agreement` reports
 Cohen's kappa between the first two reviewers of every image, with the disagreements (for the CLI).
+
+A team on one queue: the images of a reviewer's "to review" page are leased to them (:mod:`.leases`: another
+page passes them over; in double review an image goes to two reviewers), renewed by the page's polls of
+``/api/changes`` (the images decided since the page's cursor, their newest state, the counts) and released by
+a decision. Every decision from the page carries the image's version (how many decisions its log holds); in
+single review one made on an older version is refused with 409 and the newer decision (:class:`Stale`), and
+the reviewer's next decision on it, sent with ``override``, is logged with an override mark in its note.
 """
 
 from __future__ import annotations
@@ -521,7 +528,8 @@ class ReviewState:
         with self._held() as con:
             undone = review.undo(con, reviewer, n)
             s = queue.summary(con, reviewer, self.double)
-        return {"items": [{"key": k, "status": st, "label": lb, "flagged": has_flag(note)}
+            versions = self._versions(con, [k for k, *_ in undone])
+        return {"items": [{"key": k, "status": st, "label": lb, "flagged": has_flag(note), "version": versions.get(k, 0)}
                           for k, st, lb, note in undone], "counts": s["counts"], "me": self.activity(reviewer, s["decided"])}
 
     def activity(self, reviewer: str, decided: int, made: int = 0) -> dict:

@@ -148,6 +148,7 @@
     it.status = state.status;
     it.review_label = state.status === "relabeled" ? state.label : it.label;
     it.flagged = state.flagged;
+    if (state.version !== undefined) { it.version = state.version; it.conflict = null; } // one's own decision now
     updateCard(i);
     return i;
   }
@@ -256,7 +257,7 @@
     try {
       const versions = Object.fromEntries(indices.map((i) => [items[i].key, items[i].version]));
       const out = await post("/api/bulk", { keys, action, versions });
-      out.items.forEach((s) => { const i = apply(s); if (i >= 0) { items[i].version = s.version; items[i].conflict = null; updateCard(i); } });
+      out.items.forEach(apply);
       updateCounts(out.counts);
       updateMe(out.me);
       undoSizes.push(out.items.length);
@@ -373,7 +374,7 @@
     if (i === sel) renderDetail();
   }
 
-  let lastTodo = null;
+  let lastTodo = null, lastCounts = null;
   const emptySince = Date.now();
   async function poll() {
     try {
@@ -385,14 +386,15 @@
       if (ch.reload) { location.reload(); return; }
       cursor = ch.cursor;
       ch.items.forEach((c) => newer(c));
-      updateCounts(ch.counts);
+      const counts = JSON.stringify(ch.counts);
+      if (counts !== lastCounts) { lastCounts = counts; updateCounts(ch.counts); }
       // a work view with nothing on it: the next images, once others' decisions free some (or every 30 s)
       if (todoView && !cards.length && ch.counts.todo > 0
           && ((lastTodo !== null && ch.counts.todo !== lastTodo) || Date.now() - emptySince > 30000)) form.submit();
       lastTodo = ch.counts.todo;
     } catch (e) { /* the next poll tries again */ }
   }
-  if (reviewer()) setInterval(poll, pollMs);
+  setInterval(poll, pollMs);
 
   // ---- real images of the class (review.references in the config)
   const refs = {};
