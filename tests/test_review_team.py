@@ -9,6 +9,8 @@ from collections import Counter
 
 import pytest
 
+from gensets.curation import leases
+
 from .conftest import run_cli
 from .test_review_web import _browser, _db, _playwright, _workspace
 
@@ -38,6 +40,22 @@ def state(reference, tmp_path, monkeypatch):
         rs.close()
 
 
+def test_a_lease_ends_unless_renewed_and_a_decision_releases_it():
+    now = [0.0]
+    held = leases.Leases(seconds=10, clock=lambda: now[0])
+    held.take("ana", ["a", "b"])
+    held.take("ben", ["b"])
+    assert held.others("cleo") == {"a": 1, "b": 2} and held.others("ana") == {"b": 1}
+    now[0] = 8
+    assert sorted(held.renew("ana")) == ["a", "b"]
+    now[0] = 12  # ben's page stopped renewing: his lease ended; ana's goes on
+    assert held.others("cleo") == {"a": 1, "b": 1}
+    held.release("ana", ["a"])
+    assert held.others("cleo") == {"b": 1}
+    held.take("ana", ["c"])  # her next page: what she held before is handed back
+    assert held.others("cleo") == {"c": 1}
+
+
 def _todo(client, who):
     return client.get(f"/api/items?reviewer={who}").get_json()
 
@@ -61,7 +79,7 @@ def test_leases_hand_each_pending_image_to_one_reviewer(state):
     again = [it["key"] for it in _todo(clients["ana"], "ana")["items"]]
     assert not set(again) & set(shown) and len(again) == 5
     # a page that stops renewing its leases (closed) hands its images back after LEASE_S: a lease that ended
-    rs.leases.held = {k: {w: t for w, t in by.items() if w != "ben"} for k, by in rs.leases.held.items()}
+    rs.leases.clock = lambda: time.monotonic() + leases.LEASE_S + 1  # every page stopped renewing
     cleo = {it["key"] for it in _todo(clients["cleo"], "cleo")["items"]}
     assert cleo == {it["key"] for it in pages["ben"]["items"]} and not cleo & set(again)  # first in page order
 

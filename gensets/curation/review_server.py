@@ -361,7 +361,7 @@ class ReviewState:
                             "version": versions.get(key, 0)})
             return out
         last = {k: (who, t) for k, who, t in con.execute(
-            f"SELECT key, arg_max(reviewer, seq), max(time) FROM ({queue.LOG} WHERE list_contains(?, l.key)) "
+            f"SELECT key, arg_max(reviewer, seq), arg_max(time, seq) FROM ({queue.LOG} WHERE list_contains(?, l.key)) "
             "GROUP BY key", [keys]).fetchall()}
         for key, status, label, flagged in con.execute(
                 "SELECT key, status, review_label, flagged FROM queue WHERE list_contains(?, key)", [keys]).fetchall():
