@@ -91,11 +91,6 @@ COMMENT_MAX = 500  # characters of a comment
 OVERRIDE = "override of "  # a note's part: this decision knowingly replaced another reviewer's (a 409 seen first)
 
 
-def overridden(note: str | None) -> str | None:
-    """What a decision's note says it overrode ("ana: accepted"), or None."""
-    return next((p.strip()[len(OVERRIDE):] for p in (note or "").split(";") if p.strip().startswith(OVERRIDE)), None)
-
-
 def with_override(note: str | None, what: str | None) -> str | None:
     """The note with its override mark replaced by ``what`` ("ana: accepted"; None: none)."""
     parts = [p.strip() for p in (note or "").split(";") if p.strip() and not p.strip().startswith(OVERRIDE)]
