@@ -337,8 +337,9 @@ class ReviewState:
 
     @staticmethod
     def _cursor(con) -> int:
-        """Where the log ends now (the ``seq`` of its last row; -1 when empty): ``/api/changes`` goes on from it."""
-        return con.execute("SELECT coalesce(max(rowid), -1) FROM review_log").fetchall()[0][0]
+        """Where the log ends now: its number of rows (``count(*)`` reads no row). The log is only appended to,
+        its rows numbered from 0 (``queue.LOG``'s ``seq``), so the rows after a cursor N are those from seq N on."""
+        return con.execute("SELECT count(*) FROM review_log").fetchall()[0][0]
 
     def _newest(self, con, keys: list[str], reviewer: str | None = None) -> list[dict]:
         """The images' current states for a page: ``status``, ``label``, ``flagged``, ``version`` and, in single
@@ -371,14 +372,14 @@ class ReviewState:
         return out
 
     def changes(self, reviewer: str, since: int | None) -> dict:
-        """What changed since the log's row ``since`` (a cursor of this server's, :meth:`_cursor`): the current
+        """What changed since the cursor ``since`` (:meth:`_cursor`): the current
         state of every image decided since (:meth:`_newest`; at most :data:`CHANGES_MAX` images, else
         ``reload``), the counts and the new cursor. It renews ``reviewer``'s leases: their page is open."""
         held = self.leases.renew(reviewer) if reviewer else []
         with self._held() as con:
             cursor = self._cursor(con)
-            keys = [] if since is None else [k for (k,) in con.execute(
-                "SELECT DISTINCT key FROM review_log WHERE rowid > ? LIMIT ?", [since, CHANGES_MAX + 1]).fetchall()]
+            keys = [] if since is None or since >= cursor else [k for (k,) in con.execute(
+                "SELECT DISTINCT key FROM review_log WHERE rowid >= ? LIMIT ?", [since, CHANGES_MAX + 1]).fetchall()]
             reload = len(keys) > CHANGES_MAX
             items = [] if reload else self._newest(con, keys, reviewer)
             counts = queue.summary(con, reviewer, self.double)["counts"]
