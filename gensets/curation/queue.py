@@ -88,11 +88,19 @@ def with_flag(note: str | None, on: bool) -> str | None:
 
 
 COMMENT_MAX = 500  # characters of a comment
+OVERRIDE = "override of "  # a note's part: this decision knowingly replaced another reviewer's (a 409 seen first)
+
+
+def with_override(note: str | None, what: str | None) -> str | None:
+    """The note with its override mark replaced by ``what`` ("ana: accepted"; None: none)."""
+    parts = [p.strip() for p in (note or "").split(";") if p.strip() and not p.strip().startswith(OVERRIDE)]
+    return "; ".join(parts + ([OVERRIDE + what] if what else [])) or None
 
 
 def comment_of(note: str | None) -> str:
-    """The comment in a note: its text besides the "several objects" flag."""
-    return "; ".join(p.strip() for p in (note or "").split(";") if p.strip() and p.strip() != FLAG)
+    """The comment in a note: its text besides the "several objects" flag and an override mark."""
+    return "; ".join(p.strip() for p in (note or "").split(";")
+                     if p.strip() and p.strip() != FLAG and not p.strip().startswith(OVERRIDE))
 
 
 def with_comment(note: str | None, text) -> str | None:
@@ -103,6 +111,8 @@ def with_comment(note: str | None, text) -> str | None:
     if not isinstance(text, str) or len(text) > COMMENT_MAX or not text.replace("\n", " ").isprintable():
         raise GensetsError(f"a comment is text of at most {COMMENT_MAX} printable characters")
     text = " ".join(text.split())
+    if text.startswith(OVERRIDE.strip()):
+        raise GensetsError(f"a comment cannot begin with {OVERRIDE.strip()!r}: that marks an override")
     return "; ".join(([FLAG] if has_flag(note) else []) + ([text] if text else [])) or None
 
 
@@ -329,13 +339,24 @@ SORTS = {"page": "pos", "failures": "pos_failures", "confidence": "pos_confidenc
 
 def page(con, reviewer: str, double: bool, *, label: str | None = None, config: str | None = None,
          view: str = "todo", after: int | None = None, before: int | None = None, size: int = 60,
-         sort: str = "page") -> dict:
+         sort: str = "page", taken: dict[str, int] | None = None) -> dict:
     """``size`` images of the filtered queue in the order ``sort`` (:data:`SORTS`) after the cursor ``after`` (or
     before ``before``; the start without either), with the cursors of the pages around it (None at an end).
 
     In double review each row shows the reviewer's own latest decision (status, class, note, flag), or pending.
-    Keyset pagination: every query is ``pos`` beyond a bound, ordered by ``pos``, with a ``LIMIT``."""
+    Keyset pagination: every query is ``pos`` beyond a bound, ordered by ``pos``, with a ``LIMIT``.
+
+    ``taken``: images leased to other reviewers -> how many hold each (``leases.Leases.others``), passed over:
+    in single review all of them, in double review those whose missing decisions they hold (two leases, or one
+    on an image one reviewer decided)."""
     cond, args = _filter(reviewer, double, label, config, view)
+    if taken:
+        full = [k for k, n in taken.items() if n >= 2 or not double]
+        half = [k for k, n in taken.items() if n == 1 and double]
+        if full:
+            cond, args = cond + " AND NOT list_contains(?, key)", args + [full]
+        if half:
+            cond, args = cond + " AND NOT (n >= 1 AND list_contains(?, key))", args + [half]
     at = SORTS[sort]  # a KeyError for an order not in SORTS: the server checks it first
     cols = ", ".join(COLUMNS)
 

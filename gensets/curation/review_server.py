@@ -36,6 +36,13 @@ image needs decisions from two reviewers: the page shows each reviewer their own
 and its agreement endpoint only counts and kappa; ``reviews`` holds the latest decision, but finalize
 uses :func:`review.verdicts` (the two agree, or someone else adjudicates). :func:`agreement` reports
 Cohen's kappa between the first two reviewers of every image, with the disagreements (for the CLI).
+
+A team on one queue: the images of a reviewer's "to review" page are leased to them (:mod:`.leases`: another
+page passes them over; in double review an image goes to two reviewers), renewed by the page's polls of
+``/api/changes`` (the images decided since the page's cursor, their newest state, the counts) and released by
+a decision. Every decision from the page carries the image's version (how many decisions its log holds); in
+single review one made on an older version is refused with 409 and the newer decision (:class:`Stale`), and
+the reviewer's next decision on it, sent with ``override``, is logged with an override mark in its note.
 """
 
 from __future__ import annotations
@@ -51,8 +58,8 @@ import time
 from pathlib import Path
 
 from ..errors import Busy, GensetsError
-from . import queue, review, shared, state
-from .queue import FLAG, comment_of, has_flag, with_comment, with_flag
+from . import leases, queue, review, shared, state
+from .queue import FLAG, comment_of, has_flag, with_comment, with_flag, with_override
 
 __all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "Stopped", "create_app", "serve", "agreement"]
 PAGE_SIZE = 60
@@ -69,6 +76,8 @@ SERVER_WAIT = 10.0  # how long a request waits for state.duckdb held by another 
 IDLE_S = 10.0  # the server gives state.duckdb up after this long unused (else: when another process asks)
 SHARED_S = 2.0  # after a release, the server closes state.duckdb after every use for this long
 WHERE_MAX = 10_000  # image locations kept for the pages shown (a page has PAGE_SIZE)
+POLL_MS = 2000  # how often a page asks /api/changes for others' decisions (and renews its leases)
+CHANGES_MAX = 500  # images one /api/changes answer lists; more changed since the page's cursor: it reloads
 THREADS = 8  # the server's request threads: decisions take turns at state.duckdb anyway
 CONNECTIONS = 500  # connections open at once (below the usual limit of 1024 open files); more wait to be accepted
 TIMEOUT_S = 15  # a connection that sends nothing for this long (a half-sent request, an idle keep-alive) is closed
@@ -112,6 +121,15 @@ class Stopped(GensetsError):
     """A request that comes after the server closed its connection (it is stopping): nothing was read or saved."""
 
 
+class Stale(GensetsError):
+    """A decision made on an older version of an image than the latest (someone decided it since): nothing was
+    saved; ``newest`` holds the latest decisions of the images concerned (answered with HTTP 409)."""
+
+    def __init__(self, message: str, newest: list[dict]):
+        super().__init__(message)
+        self.newest = newest
+
+
 class ReviewState:
     """The queue seen by the page: listing, counts and decisions over state.duckdb, held between requests and
     given up when another process asks (:meth:`_held`, :meth:`release`), so that the review commands,
@@ -148,6 +166,7 @@ class ReviewState:
         self.reference_files: dict[str, list] = {}  # class -> its first REFERENCES image files
         self.imagenet = imagenet_names()
         self.where: dict[str, tuple] = {}  # key -> (shard, offset, size, ext) of the images of pages shown
+        self.leases = leases.Leases()  # the images of each reviewer's "to review" page, handed out to them
         self.secret = secrets.token_bytes(32)  # CSRF tokens are HMACs of the session under it
         self.release_key = secrets.token_urlsafe(24)  # what a process asking for the database shows (shared.py)
         self.loopback = True  # serve() says: beyond loopback, every request needs a reviewer's link
@@ -293,12 +312,78 @@ class ReviewState:
             raise GensetsError(f"unknown status '{status[:40]}' (known: {', '.join(queue.VIEWS)})")
         if sort not in queue.SORTS:
             raise GensetsError(f"unknown sort '{sort[:40]}' (known: {', '.join(queue.SORTS)})")
-        with self._held() as con:
+        lease = status == "todo" and bool(reviewer)  # the work view: its images are handed out (leases.py)
+        with self._held() as con:  # under the lock: no other page takes the same images meanwhile
             p = queue.page(con, reviewer, self.double, label=label, config=config, view=status,
-                           after=after, before=before, size=self.page_size, sort=sort)
+                           after=after, before=before, size=self.page_size, sort=sort,
+                           taken=self.leases.others(reviewer) if lease else None)
+            if lease:
+                self.leases.take(reviewer, [it["key"] for it in p["items"]])
             s = queue.summary(con, reviewer, self.double, label=label, config=config, view=status)
             self._details(con, p["items"])
-        return {**p, **s, "me": self.activity(reviewer, s["decided"])}
+            versions = self._versions(con, [it["key"] for it in p["items"]])
+            cursor = self._cursor(con)
+        for it in p["items"]:
+            it["version"] = versions.get(it["key"], 0)
+        return {**p, **s, "me": self.activity(reviewer, s["decided"]), "cursor": cursor, "leased": lease}
+
+    @staticmethod
+    def _versions(con, keys: list[str]) -> dict[str, int]:
+        """Each image's version: how many decisions its log holds (it only grows: an undo is a decision too)."""
+        if not keys:
+            return {}
+        return dict(con.execute("SELECT key, count(*) FROM review_log WHERE list_contains(?, key) GROUP BY key",
+                                [keys]).fetchall())
+
+    @staticmethod
+    def _cursor(con) -> int:
+        """Where the log ends now: its number of rows (``count(*)`` reads no row). The log is only appended to,
+        its rows numbered from 0 (``queue.LOG``'s ``seq``), so the rows after a cursor N are those from seq N on."""
+        return con.execute("SELECT count(*) FROM review_log").fetchall()[0][0]
+
+    def _newest(self, con, keys: list[str], reviewer: str | None = None) -> list[dict]:
+        """The images' current states for a page: ``status``, ``label``, ``flagged``, ``version`` and, in single
+        review, who made the latest decision (``by``) and when; in double review (blind) ``reviewer``'s own
+        latest decision and ``n``, how many reviewers decided."""
+        if not keys:
+            return []
+        versions = self._versions(con, keys)
+        out = []
+        if self.double:
+            own = {k: (st, lb, fl) for k, who, st, lb, fl in con.execute(
+                "SELECT key, reviewer, status, label, flagged FROM review_latest WHERE list_contains(?, key)",
+                [keys]).fetchall() if who == reviewer}
+            for key, n, status in con.execute("SELECT key, n, status FROM queue WHERE list_contains(?, key)",
+                                              [keys]).fetchall():
+                st, lb, fl = own.get(key, ("pending" if status != queue.BELOW else status, None, False))
+                st = st if st != "pending" or status != queue.BELOW else status
+                out.append({"key": key, "status": st, "label": lb, "flagged": bool(fl), "n": n,
+                            "todo": st in ("pending",) and n < 2 and status != queue.BELOW,
+                            "version": versions.get(key, 0)})
+            return out
+        last = {k: (who, t) for k, who, t in con.execute(
+            f"SELECT key, arg_max(reviewer, seq), arg_max(time, seq) FROM ({queue.LOG} WHERE list_contains(?, l.key)) "
+            "GROUP BY key", [keys]).fetchall()}
+        for key, status, label, flagged in con.execute(
+                "SELECT key, status, review_label, flagged FROM queue WHERE list_contains(?, key)", [keys]).fetchall():
+            who, when = last.get(key, (None, None))
+            out.append({"key": key, "status": status, "label": label, "flagged": bool(flagged),
+                        "by": who, "time": None if when is None else str(when), "version": versions.get(key, 0)})
+        return out
+
+    def changes(self, reviewer: str, since: int | None) -> dict:
+        """What changed since the cursor ``since`` (:meth:`_cursor`): the current
+        state of every image decided since (:meth:`_newest`; at most :data:`CHANGES_MAX` images, else
+        ``reload``), the counts and the new cursor. It renews ``reviewer``'s leases: their page is open."""
+        held = self.leases.renew(reviewer) if reviewer else []
+        with self._held() as con:
+            cursor = self._cursor(con)
+            keys = [] if since is None or since >= cursor else [k for (k,) in con.execute(
+                "SELECT DISTINCT key FROM review_log WHERE rowid >= ? LIMIT ?", [since, CHANGES_MAX + 1]).fetchall()]
+            reload = len(keys) > CHANGES_MAX
+            items = [] if reload else self._newest(con, keys, reviewer)
+            counts = queue.summary(con, reviewer, self.double)["counts"]
+        return {"cursor": cursor, "items": items, "reload": reload, "counts": counts, "leases": len(held)}
 
     def _details(self, con, items: list[dict]) -> None:
         """Prompt, seed and every surrogate's top-5 (ImageNet names) for the given items, from their provenance;
@@ -330,18 +415,26 @@ class ReviewState:
 
     # ---------------------------------------------------------------- writing
     def decide(self, key: str, action: str, reviewer: str, *, label: str | None = None,
-               flagged: bool | None = None, comment: str | None = None) -> dict:
+               flagged: bool | None = None, comment: str | None = None, version: int | None = None,
+               override: bool = False) -> dict:
         """Save one decision now: accept, reject, relabel (to ``label``), flag (``flagged``) or comment (``comment``:
         the reviewer's own latest decision logged again with the comment in its note, the flag kept; in single
-        review only while it is the image's latest, so that a comment changes no outcome)."""
+        review only while it is the image's latest, so that a comment changes no outcome).
+
+        ``version``: the image's version the decision was made on (the page sends it); in single review an older
+        one than the image's is refused (:class:`Stale`, nothing saved). ``override``: the reviewer saw the newer
+        decision (the 409) and replaces it knowingly: logged with an override mark in its note
+        (:func:`queue.with_override`). The reviewer's lease on the image ends."""
         reviewer = _named(reviewer)
         if action not in (*review.ACTIONS, "flag", "comment"):
             raise GensetsError(f"unknown action '{action}' (known: accept, reject, relabel, flag, comment)")
+        _check_version(version)
         with self._held() as con:
             row = next(iter(con.execute("SELECT status, label, note FROM reviews WHERE key = ?",
                                         [key]).fetchall()), None)
             if row is None:
                 raise GensetsError(f"sample '{key}' is not in the review queue")
+            over = self._stale(con, {key: version}, reviewer) if version is not None and not self.double else {}
             last = row  # single review: the image's latest decision; a comment needs it to be the reviewer's own
             if self.double or action == "comment":  # the reviewer's own latest decision, if any
                 row = next((r[1:] for r in con.execute(
@@ -360,17 +453,35 @@ class ReviewState:
                 label = current_label if status == "relabeled" else None
             else:
                 status = review.ACTIONS[action]
+            newest = over.get(key)
+            note = with_override(note, f"{newest['by']}: {newest['status']}" if override and newest else None)
             review.decide(con, [key], status, label=label, reviewer=reviewer, note=note,
                           valid_labels=self.class_names)
             s = queue.summary(con, reviewer, self.double)
+            new_version = self._versions(con, [key]).get(key, 0)
+        self.leases.release(reviewer, [key])
         return {"key": key, "status": status, "label": label, "flagged": has_flag(note), "comment": comment_of(note),
-                "counts": s["counts"],
+                "version": new_version, "override": bool(override and newest), "counts": s["counts"],
                 "me": self.activity(reviewer, s["decided"], 1)}
 
-    def bulk(self, keys, action: str, reviewer: str) -> dict:
+    def _stale(self, con, versions: dict[str, int | None], reviewer: str) -> dict[str, dict]:
+        """Single review: refused (:class:`Stale`, with the images' newest states) where an image's version is not
+        the one the decision was made on; else the newest states of the images whose latest decision is another
+        reviewer's (what an override replaces)."""
+        keys = [k for k, v in versions.items() if v is not None]
+        current = {n["key"]: n for n in self._newest(con, keys, reviewer)}
+        moved = [current[k] for k in keys if k in current and current[k]["version"] != versions[k]]
+        if moved:
+            first = moved[0]
+            raise Stale(f"{first['by']} decided this image meanwhile ({first['status']}, {first['time']}): nothing "
+                        "was saved; decide again to override", moved)
+        return {k: n for k, n in current.items() if n["by"] not in (None, reviewer) and n["status"] != "pending"}
+
+    def bulk(self, keys, action: str, reviewer: str, versions: dict | None = None) -> dict:
         """Accept or reject the images ``keys`` (at most :data:`BULK_MAX`) at once: one decision of ``reviewer``
         each, all in one transaction or none (an unknown key refuses them all). Each image keeps its "several
-        objects" flag (the reviewer's own, in double review)."""
+        objects" flag (the reviewer's own, in double review). ``versions`` (key -> the version the page showed):
+        in single review, one image decided meanwhile refuses them all (:class:`Stale`)."""
         reviewer = _named(reviewer)
         if action not in ("accept", "reject"):
             raise GensetsError(f"unknown bulk action '{action}' (known: accept, reject)")
@@ -379,19 +490,29 @@ class ReviewState:
             raise GensetsError(f"'keys' must be a list of 1 to {BULK_MAX} sample keys")
         keys = list(dict.fromkeys(keys))
         status = review.ACTIONS[action]
+        if versions is not None and not isinstance(versions, dict):
+            raise GensetsError("'versions' must map sample keys to the versions the page showed")
+        versions = {k: v for k, v in (versions or {}).items() if k in keys}
+        for v in versions.values():
+            _check_version(v)
         with self._held() as con:
             notes = dict(con.execute("SELECT key, note FROM reviews WHERE list_contains(?, key)", [keys]).fetchall())
             missing = [k for k in keys if k not in notes]
             if missing:
                 raise GensetsError(f"sample '{missing[0][:MAX_KEY]}' is not in the review queue: nothing was saved")
+            if versions and not self.double:
+                self._stale(con, versions, reviewer)
+            notes = {k: with_override(n, None) for k, n in notes.items()}
             if self.double:  # the reviewer's own notes
                 own = dict(con.execute("SELECT key, note FROM review_latest WHERE reviewer = ? AND "
                                        "list_contains(?, key)", [reviewer, keys]).fetchall())
                 notes = {k: own.get(k) for k in keys}
             review.record(con, [(k, status, None, reviewer, notes[k]) for k in keys])
             s = queue.summary(con, reviewer, self.double)
-        return {"status": status, "items": [{"key": k, "status": status, "label": None, "flagged": has_flag(notes[k])}
-                                            for k in keys], "counts": s["counts"],
+            now = self._versions(con, keys)
+        self.leases.release(reviewer, keys)
+        return {"status": status, "items": [{"key": k, "status": status, "label": None, "flagged": has_flag(notes[k]),
+                                             "version": now.get(k, 0)} for k in keys], "counts": s["counts"],
                 "me": self.activity(reviewer, s["decided"], len(keys))}
 
     def history(self, key: str, reviewer: str) -> list[dict]:
@@ -408,7 +529,8 @@ class ReviewState:
         with self._held() as con:
             undone = review.undo(con, reviewer, n)
             s = queue.summary(con, reviewer, self.double)
-        return {"items": [{"key": k, "status": st, "label": lb, "flagged": has_flag(note)}
+            versions = self._versions(con, [k for k, *_ in undone])
+        return {"items": [{"key": k, "status": st, "label": lb, "flagged": has_flag(note), "version": versions.get(k, 0)}
                           for k, st, lb, note in undone], "counts": s["counts"], "me": self.activity(reviewer, s["decided"])}
 
     def activity(self, reviewer: str, decided: int, made: int = 0) -> dict:
@@ -491,6 +613,12 @@ class ReviewState:
         return read_at(path, offset, size, key), MIME.get(ext, "application/octet-stream")
 
 
+def _check_version(version) -> None:
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise GensetsError(f"'version' must be a whole number (the image's version on the page), got "
+                           f"{json.dumps(version)[:20]}")
+
+
 def _named(reviewer) -> str:
     """The reviewer of a decision from the page, checked; none named (the server has no default): refused."""
     if reviewer is None or isinstance(reviewer, str) and not reviewer.strip():
@@ -560,6 +688,10 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             response.set_cookie(f"{rs.cookie}-session", g.new_session, httponly=True, samesite="Strict")
         return response
 
+    @app.errorhandler(Stale)
+    def _stale(e):
+        return jsonify(error=str(e), newest=e.newest), 409
+
     @app.errorhandler(GensetsError)
     def _bad(e):
         return jsonify(error=str(e)), 503 if isinstance(e, (Stopped, Busy)) else 400
@@ -599,7 +731,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"],
             sorts={"page": "page order", "failures": "most surrogates fail", "confidence": "most confident surrogate"},
             instructions=rs.instructions,
-            references=rs.reference_root is not None, undo_max=UNDO_MAX, bulk_max=BULK_MAX)
+            references=rs.reference_root is not None, undo_max=UNDO_MAX, bulk_max=BULK_MAX, poll_ms=POLL_MS)
 
     @app.get("/image/<key>")
     def image(key):
@@ -633,7 +765,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         reviewer = _who(d.get("reviewer")) if g.reviewer is not None else (d.get("reviewer") or rs.reviewer)
         t0 = time.perf_counter()
         out = rs.decide(d["key"], str(d.get("action"))[:40], reviewer, label=d.get("label"),
-                        flagged=d.get("flagged"), comment=d.get("comment"))
+                        flagged=d.get("flagged"), comment=d.get("comment"), version=d.get("version"),
+                        override=d.get("override") is True)
         out["ms"] = round(1000 * (time.perf_counter() - t0), 1)
         return jsonify(out)
 
@@ -652,7 +785,14 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     @app.post("/api/bulk")
     def bulk():
         d = _body()
-        return jsonify(rs.bulk(d.get("keys"), str(d.get("action"))[:40], _poster(d)))
+        return jsonify(rs.bulk(d.get("keys"), str(d.get("action"))[:40], _poster(d), d.get("versions")))
+
+    @app.get("/api/changes")
+    def changes():
+        since = request.args.get("since") or None
+        if since is not None and not (since.lstrip("-").isascii() and since.lstrip("-").isdecimal()):
+            raise GensetsError(f"since must be a whole number (a cursor of /api/changes), got {since[:20]!r}")
+        return jsonify(rs.changes(_who(request.args.get("reviewer")), None if since is None else int(since)))
 
     @app.post("/api/undo")
     def undo():

@@ -1,5 +1,8 @@
 // gensets review page: selection, keyboard shortcuts and decisions (POST /api/decide, saved at once); ranges
 // (POST /api/bulk), comments (POST /api/decide, action comment), an image's history (GET /api/history), undo (POST /api/undo: a new decision, never a deletion), zoom, the keys overlay, references.
+// Team work: every decision carries the version of the image it was made on; a newer decision by someone else
+// answers 409 (shown with who made it) and the next key press on that image overrides it knowingly. The page polls
+// GET /api/changes (which also renews the leases of its images) and shows others' decisions, counts included.
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -14,6 +17,9 @@
   const undoSizes = []; // how many decisions each of this page's actions made: z takes the last one back whole
   const undoMax = Number(document.body.dataset.undoMax) || 1;
   const bulkMax = Number(document.body.dataset.bulkMax) || 1;
+  const todoView = document.body.dataset.view === "todo"; // the work view: its images are leased to this reviewer
+  const pollMs = Number(document.body.dataset.pollMs) || 2000;
+  let cursor = document.body.dataset.cursor === "" ? null : Number(document.body.dataset.cursor);
 
   // every POST carries the session's CSRF token, which the server embedded in the page
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
@@ -67,6 +73,7 @@
     showReferences(it.label);
     $("b-flag").setAttribute("aria-pressed", String(!!it.flagged));
     $("d-comment").textContent = it.comment || "";
+    showConflict(it);
     showHistory();
     const n = it.surrogates.length;
     $("d-failures").textContent = it.failures == null ? "" : `· ${it.failures} of ${n} fail`;
@@ -99,10 +106,18 @@
     renderDetail();
   }
 
+  // a newer decision by someone else on the selected image (a 409, or learnt by polling): who, what, when
+  function showConflict(it) {
+    const box = $("d-conflict"), c = it && it.conflict;
+    box.hidden = !c;
+    box.textContent = c ? `${c.by} decided this image meanwhile: ${c.status}${c.status === "relabeled" && c.label ? " → " + c.label : ""}`
+      + (c.time ? ` (${c.time})` : "") + ". Decide again to override it (logged as an override)." : "";
+  }
+
   function updateCard(i) {
     const it = items[i], c = cards[i];
-    c.className = `card status-${it.status}${it.flagged ? " flagged" : ""}${i === sel ? " sel" : ""}`;
-    c.querySelector(".badge").textContent = it.status;
+    c.className = `card status-${it.status}${it.flagged ? " flagged" : ""}${it.conflict ? " conflict" : ""}${i === sel ? " sel" : ""}`;
+    c.querySelector(".badge").textContent = it.status + (it.conflict ? " · " + it.conflict.by : "");
     c.querySelector(".new").textContent = it.status === "relabeled" ? " → " + it.review_label : "";
   }
 
@@ -119,7 +134,7 @@
       body: JSON.stringify({ reviewer: reviewer(), ...body }),
     });
     const out = await res.json().catch(() => ({ error: res.statusText }));
-    if (!res.ok) throw new Error(out.error || res.statusText);
+    if (!res.ok) throw Object.assign(new Error(out.error || res.statusText), { status: res.status, body: out });
     return out;
   }
 
@@ -133,6 +148,7 @@
     it.status = state.status;
     it.review_label = state.status === "relabeled" ? state.label : it.label;
     it.flagged = state.flagged;
+    if (state.version !== undefined) { it.version = state.version; it.conflict = null; } // one's own decision now
     updateCard(i);
     return i;
   }
@@ -163,14 +179,17 @@
     if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
     busy = true;
     const t0 = performance.now();
+    const i = sel;
     try {
-      const out = await post("/api/decide", { key: it.key, action, ...extra });
+      const out = await post("/api/decide", { key: it.key, action, version: it.version, override: !!it.conflict, ...extra });
       const ms = Math.round(performance.now() - t0);
       if (double && it.status === "pending" && out.status !== "pending") it.n += 1;
       it.status = out.status;
       it.review_label = out.status === "relabeled" ? out.label : it.label;
       it.flagged = out.flagged;
       it.comment = out.comment;
+      it.version = out.version;
+      it.conflict = null;
       updateCard(sel);
       updateCounts(out.counts);
       updateMe(out.me);
@@ -178,9 +197,11 @@
       document.body.dataset.lastMs = ms;
       const what = action === "flag" ? (out.flagged ? "flagged: several objects" : "flag removed")
         : action === "comment" ? "comment" : verbs[action] + (action === "relabel" ? " → " + out.label : "");
-      toast(`${what} · saved (${ms} ms)`);
+      toast(`${what}${out.override ? " (override)" : ""} · saved (${ms} ms)`);
       if (action === "flag" || action === "comment") renderDetail(); else if (sel < cards.length - 1) select(sel + 1); else renderDetail();
+      if (todoView && !items.some((x) => x.status === "pending")) toast(`${what} · saved · all done on this page: n draws the next images`);
     } catch (e) {
+      if (e.status === 409) { (e.body.newest || []).forEach((c) => newer(c, true)); if (sel === i) renderDetail(); }
       toast(e.message, true);
       throw e;
     } finally {
@@ -234,7 +255,8 @@
     if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
     busy = true;
     try {
-      const out = await post("/api/bulk", { keys, action });
+      const versions = Object.fromEntries(indices.map((i) => [items[i].key, items[i].version]));
+      const out = await post("/api/bulk", { keys, action, versions });
       out.items.forEach(apply);
       updateCounts(out.counts);
       updateMe(out.me);
@@ -244,6 +266,7 @@
       renderDetail();
       toast(`${out.items.length} ${verbs[action]} · saved · z takes them back`);
     } catch (e) {
+      if (e.status === 409) { (e.body.newest || []).forEach((c) => newer(c, true)); renderDetail(); }
       toast(e.message, true);
     } finally {
       busy = false;
@@ -326,7 +349,52 @@
   $("help-close").addEventListener("click", () => toggleHelp(false));
 
   // ---- pages
-  const goPage = (id) => { const b = $(id); if (b) b.click(); else toast(id === "next" ? "this is the last page" : "this is the first page"); };
+  const goPage = (id) => {
+    // the work view, every image on it decided: the next ones are the first the queue still has for this reviewer
+    if (id === "next" && todoView && !items.some((it) => it.status === "pending")) { form.submit(); return; }
+    const b = $(id); if (b) b.click(); else toast(id === "next" ? "this is the last page" : "this is the first page");
+  };
+
+  // ---- others' decisions: an image's newest state (from /api/changes or a 409) on the page
+  function newer(c, stale = false) {
+    const i = items.findIndex((it) => it.key === c.key);
+    if (i < 0) return;
+    const it = items[i];
+    if (double) { // blind: one's own decisions, and how many reviewers decided
+      it.n = c.n;
+      if (c.version !== undefined) it.version = c.version;
+      if (it.status !== c.status) { it.status = c.status; it.review_label = c.status === "relabeled" ? c.label : it.label; it.flagged = c.flagged; }
+    } else if (c.by === reviewer() || c.status === "pending" && !stale) { // one's own (another tab, a command), or undone
+      Object.assign(it, { status: c.status, review_label: c.label || it.label, flagged: c.flagged, version: c.version, conflict: null });
+    } else { // someone else's: shown; a decision on it is refused (409) once, then overrides it
+      Object.assign(it, { status: c.status, review_label: c.label || it.label, flagged: c.flagged, conflict: c });
+      if (stale) it.version = c.version; // the page has seen it now: the next decision overrides knowingly
+    }
+    updateCard(i);
+    if (i === sel) renderDetail();
+  }
+
+  let lastTodo = null, lastCounts = null;
+  const emptySince = Date.now();
+  async function poll() {
+    try {
+      const q = new URLSearchParams({ reviewer: reviewer() });
+      if (cursor !== null) q.set("since", cursor);
+      const res = await fetch("/api/changes?" + q);
+      if (!res.ok) return;
+      const ch = await res.json();
+      if (ch.reload) { location.reload(); return; }
+      cursor = ch.cursor;
+      ch.items.forEach((c) => newer(c));
+      const counts = JSON.stringify(ch.counts);
+      if (counts !== lastCounts) { lastCounts = counts; updateCounts(ch.counts); }
+      // a work view with nothing on it: the next images, once others' decisions free some (or every 30 s)
+      if (todoView && !cards.length && ch.counts.todo > 0
+          && ((lastTodo !== null && ch.counts.todo !== lastTodo) || Date.now() - emptySince > 30000)) form.submit();
+      lastTodo = ch.counts.todo;
+    } catch (e) { /* the next poll tries again */ }
+  }
+  setInterval(poll, pollMs);
 
   // ---- real images of the class (review.references in the config)
   const refs = {};
@@ -415,5 +483,5 @@
 
   select(0, false);
   if (double) refreshKappa();
-  window.gensetsReview = { items, select, decide, undo, bulk }; // for tests and the console
+  window.gensetsReview = { items, select, decide, undo, bulk, poll }; // for tests and the console
 })();
