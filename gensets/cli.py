@@ -490,7 +490,7 @@ def _review_exchange(a) -> int:
         if a.format == "label-studio":
             refuse_own_file(f"{a.file}.label_config.xml", "--file")
         n = interchange.export(a.workspace, a.format, a.file, status=None if a.status == "all" else a.status,
-                               images=a.images, base_url=a.base_url, root=a.root)
+                               images=a.images, base_url=a.base_url, root=a.root, project=a.project)
         extra = f" (+ {a.file}.label_config.xml)" if a.format == "label-studio" else ""
         print(f"{a.file}: {n} sample(s){extra}")
     else:
@@ -878,6 +878,9 @@ def parser() -> argparse.ArgumentParser:
                             "e.g. http://127.0.0.1:8765")
             rx.add_argument("--root", metavar="DIR", help="--images local-files: Label Studio's "
                             "LOCAL_FILES_DOCUMENT_ROOT; images go to DIR/gensets-images/")
+            rx.add_argument("--project", metavar="URL", help="Label Studio: the address of the project the tasks "
+                            "are for (http://HOST:PORT/projects/ID), recorded with the export; without it, the "
+                            "project of their first import. An import of them from another project is refused")
         else:
             rx.add_argument("--file", required=True, metavar="FILE", help="the file to import")
             rx.add_argument("--reviewer", help="for rows without one (default: $GENSETS_REVIEWER)")
