@@ -42,7 +42,8 @@ def _build(a) -> int:
 def _finalize(a) -> int:
     from .builders.runner import finalize
 
-    r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json)
+    r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
+                 publish_emails=a.publish_emails)
     if a.json:
         print(json.dumps(r, indent=1, default=str))
         return 0
@@ -626,6 +627,9 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("workspace")
     f.add_argument("--include-pending", action="store_true",
                    help="also include images not yet reviewed (for smoke runs)")
+    f.add_argument("--publish-emails", action="store_true",
+                   help="publish reviewers known by an email address (Label Studio's annotators) as they are, and "
+                   "say so in the card; by default each is a pseudonym (reviewer-<10 hex>)")
     f.add_argument("--json", action="store_true", help="print the counts and the funnel as JSON")
     f.set_defaults(func=_finalize)
 
