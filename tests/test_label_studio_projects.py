@@ -63,6 +63,18 @@ def test_another_project_of_the_same_server_changes_nothing(ws):
     assert "0 decision(s) recorded" in _import(ws, A / "p2-phase1-json.json", check=0).stdout  # its own: as before
 
 
+def test_the_same_projects_next_export_is_imported(ws):
+    """Server A's project 2 after phase 2 (annotations deleted and edited, a new task): its own next export goes
+    through the binding (the tasks read before are the same tasks), deletions withdrawn, edits new decisions."""
+    _import(ws, A / "p2-phase1-json.json", "--users", A / "users-api.json", "--double", check=0)
+    r = _import(ws, A / "p2-phase2-json.json", check=0)
+    assert "withdrawn" in r.stdout and "decision(s) recorded" in r.stdout and "0 decision(s)" not in r.stdout
+    con = _db(ws)
+    tasks = con.execute("SELECT count(*), count(DISTINCT task) FROM label_studio_tasks").fetchone()
+    con.close()
+    assert tasks == (16, 16)  # 15 tasks, then one new one
+
+
 def test_another_servers_project_of_the_same_id_changes_nothing(ws):
     """Before: server B's project 2 (other tasks under the same ids) withdrew every decision server A's project 2
     had made, and the dataset lost its images."""

@@ -29,6 +29,10 @@ the task: its id and key). Every annotation that was not cancelled becomes one d
     ``updated_at``) is a new decision; an annotation of the export's project that is no longer there (deleted,
     or now skipped) is withdrawn by a decision back to ``pending`` for its reviewer (note :data:`WITHDRAWN`),
     unless that reviewer decided the image since. Nothing is ever deleted from the log;
+  * one project of one server (:func:`_bind`): an export's id is in every task (``data.gensets_export``) and
+    recorded with the project it is for (``--project``, else its first import's); tasks of another project, of no
+    export of this workspace, or of another server (a task id read before that is another task, or no task read
+    before) are refused, nothing changed. Tasks a storage Sync made (an image, no key) are skipped, said so;
   * one annotator twice on a task (Label Studio allows it): their latest annotation by ``updated_at`` (said so);
   * several annotators on a task: double review's rules (:func:`review.verdicts`; disputed images held back),
     so the workspace must be in double review, or the import is asked to put it there (``double=True``).
@@ -701,6 +705,8 @@ def _bind(con, read: _Export, path: Path) -> None:
     * server: a task id of that project read before must be the same task (key and ``created_at``), and a file of
       a project read before must share a task with it: another server's project of the same id holds other tasks
       (its withdrawals would take back this server's decisions, its user ids name other people)."""
+    if read.exports is None:  # not a Label Studio export (CSV)
+        return
     if len(read.projects) > 1:
         raise GensetsError(f"{path}: tasks of several Label Studio projects ({', '.join(sorted(read.projects))}): "
                            f"import one project's export at a time; {REFUSED}")
