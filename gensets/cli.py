@@ -42,7 +42,8 @@ def _build(a) -> int:
 def _finalize(a) -> int:
     from .builders.runner import finalize
 
-    r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json)
+    r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
+                 publish_emails=a.publish_emails)
     if a.json:
         print(json.dumps(r, indent=1, default=str))
         return 0
@@ -490,7 +491,7 @@ def _review_exchange(a) -> int:
         if a.format == "label-studio":
             refuse_own_file(f"{a.file}.label_config.xml", "--file")
         n = interchange.export(a.workspace, a.format, a.file, status=None if a.status == "all" else a.status,
-                               images=a.images, base_url=a.base_url, root=a.root)
+                               images=a.images, base_url=a.base_url, root=a.root, project=a.project)
         extra = f" (+ {a.file}.label_config.xml)" if a.format == "label-studio" else ""
         print(f"{a.file}: {n} sample(s){extra}")
     else:
@@ -626,6 +627,9 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("workspace")
     f.add_argument("--include-pending", action="store_true",
                    help="also include images not yet reviewed (for smoke runs)")
+    f.add_argument("--publish-emails", action="store_true",
+                   help="publish reviewers known by an email address (Label Studio's annotators) as they are, and "
+                   "say so in the card; by default each is a pseudonym (reviewer-<10 hex>)")
     f.add_argument("--json", action="store_true", help="print the counts and the funnel as JSON")
     f.set_defaults(func=_finalize)
 
@@ -878,6 +882,9 @@ def parser() -> argparse.ArgumentParser:
                             "e.g. http://127.0.0.1:8765")
             rx.add_argument("--root", metavar="DIR", help="--images local-files: Label Studio's "
                             "LOCAL_FILES_DOCUMENT_ROOT; images go to DIR/gensets-images/")
+            rx.add_argument("--project", metavar="URL", help="Label Studio: the address of the project the tasks "
+                            "are for (http://HOST:PORT/projects/ID), recorded with the export; without it, the "
+                            "project of their first import. An import of them from another project is refused")
         else:
             rx.add_argument("--file", required=True, metavar="FILE", help="the file to import")
             rx.add_argument("--reviewer", help="for rows without one (default: $GENSETS_REVIEWER)")

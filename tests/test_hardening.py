@@ -457,10 +457,12 @@ def test_review_imports_of_broken_files_name_file_and_line(reference, tmp_path):
     shutil.copytree(reference, ws)
     csv_bad = tmp_path / "bad.csv"
     csv_bad.write_bytes(b"key,status\nk1,accepted\nk\xe9,accepted\n")
-    one_line_error(run_cli("review", "import", ws, "--format", "csv", "--file", csv_bad), f"{csv_bad}:3:", "UTF-8")
+    one_line_error(run_cli("review", "import", ws, "--format", "csv", "--file", csv_bad), f"{csv_bad}:3:", "UTF-8",
+                   code=1)  # a corrupt file: a data error
     csv_big = tmp_path / "big.csv"
     csv_big.write_text("key,status,note\nk1,accepted,\"" + "n" * 140_000 + "\"\n")
-    one_line_error(run_cli("review", "import", ws, "--format", "csv", "--file", csv_big), f"{csv_big}:2:", "CSV")
+    one_line_error(run_cli("review", "import", ws, "--format", "csv", "--file", csv_big), f"{csv_big}:2:", "CSV",
+                   code=1)
     ls = tmp_path / "ls.json"
     ls.write_text(json.dumps([{"id": 5, "data": {"key": "k1"}, "annotations": 5}]))
     one_line_error(run_cli("review", "import", ws, "--format", "label-studio", "--file", ls), "task 5 (k1)",
@@ -469,7 +471,7 @@ def test_review_imports_of_broken_files_name_file_and_line(reference, tmp_path):
         {"type": "choices", "from_name": "verdict", "value": {"choices": "accept"}}]}]}]))
     one_line_error(run_cli("review", "import", ws, "--format", "label-studio", "--file", ls), "task 6 (k1)", "choices")
     ls.write_text("[" * 100_000 + "]" * 100_000)
-    one_line_error(run_cli("review", "import", ws, "--format", "label-studio", "--file", ls), ls, "JSON")
+    one_line_error(run_cli("review", "import", ws, "--format", "label-studio", "--file", ls), ls, "JSON", code=1)
     from gensets.sources.imports import list_items
 
     jl = tmp_path / "list.jsonl"

@@ -233,7 +233,8 @@ def ingest(ws: Workspace) -> int:
         con.close()
 
 
-def finalize(workspace: str | Path, *, include_pending: bool = False, progress: bool = False) -> dict:
+def finalize(workspace: str | Path, *, include_pending: bool = False, progress: bool = False,
+             publish_emails: bool = False) -> dict:
     """Write the publishable ``dataset/``: accepted images per config, manifest and card.
 
     In double review an image's decision is :func:`review.verdicts`'s, not the latest one: images whose
@@ -242,14 +243,17 @@ def finalize(workspace: str | Path, *, include_pending: bool = False, progress: 
     Streams: the images of one output shard at a time are in memory. Each config's samples come from
     state.duckdb in key order (their provenance and class as ingested), each image from its candidate shard
     at its recorded offset; the card reads the written shards back (:class:`gensets.shards.ShardSamples`).
+
+    Reviewers are published as the log resolves them (a Label Studio id as the person it names); an email as a
+    pseudonym (:func:`review.published_reviewer`) unless ``publish_emails``, and the card says which.
     """
     ws = Workspace(workspace)
     builder, cfg = ws.load()  # before the lock: a mistyped path is an error, not a new folder
     with ws.lock("finalize"):  # not while a build (or another finalize) writes the workspace
-        return _finalize(ws, builder, cfg, include_pending, progress)
+        return _finalize(ws, builder, cfg, include_pending, progress, publish_emails)
 
 
-def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -> dict:
+def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, publish_emails: bool = False) -> dict:
     from ..cards import card
     from ..curation import review, state
     from ..errors import DataError
@@ -262,6 +266,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         raise GensetsError(f"{ws.where}: nothing built yet (no state.duckdb); run `gensets build` first")
     _check_complete(ws, builder, cfg)
     ingest(ws)
+    pseudonyms = None if publish_emails or not builder.needs_review else _pseudonym_key(ws)
     # a snapshot, read for as long as the shards take: review servers and commands use state.duckdb meanwhile
     snap = state.snapshot(ws.state_path, ws.root / f".state.snapshot.tmp-{os.getpid()}")
     con = state.connect(snap, read_only=True)
@@ -284,6 +289,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         tmp.mkdir(parents=True)
         shards, counts = [], {}
         names: set[str] = set()  # the reviewer names the dataset publishes (json.review.reviewer)
+        emails: set[str] = set()  # the reviewers among them that are emails (as pseudonyms unless publish_emails)
         split = builder.split
         recorded = {r.get("shard"): r.get("sha256") for r in ws.manifest().iter_rows()}
         checked: set[str] = set()  # candidate shards whose bytes were checked against the manifest's sha256
@@ -306,6 +312,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
             for key, shard, offset, size, ext, cls, status, label, reviewer, time, label_before, several in rows:
                 s = Sample(key, read_at(candidate(shard), offset, size, key), ext, cls, json.loads(meta[key]))
                 time = time.strftime("%Y-%m-%dT%H:%M:%SZ") if time else None
+                before, reviewer = reviewer, review.published_reviewer(reviewer, pseudonyms)
                 decision = {"status": status, "reviewer": reviewer, "time": time, "label_before": None,
                             "several_objects": bool(several)}
                 if status == "relabeled" and label != label_before:
@@ -314,6 +321,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
                     decision["label_before"] = label_before
                 s.meta["review"] = decision
                 names.update(reviewer.split(" & ") if reviewer else ())
+                emails.update(n for n in (before or "").split(" & ") if "@" in n)
                 samples.append(s)
             rel = f"{config}/{split}-{i:05d}.tar"
             (tmp / config).mkdir(exist_ok=True)
@@ -348,6 +356,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
                 "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
     if builder.needs_review:
         manifest["review"] = reviewed
+        if emails:  # what the card says of people
+            manifest["review"]["emails"] = "published" if publish_emails else "pseudonymised"
     random = sorted({spec for _, spec in builder.models(cfg) if str(spec).startswith("random:")})
     if random:  # full-size architectures with random weights: timing runs, not data (publish refuses them)
         manifest["random_models"] = random
@@ -370,10 +380,24 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
     if ws.store:
         ws.push_dataset()
     if builder.needs_review and names:  # once the dataset is published: what it says of people
-        print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names))}",
-              file=sys.stderr)
+        print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names))}"
+              + ((" (emails published: --publish-emails)" if publish_emails else " (emails as pseudonyms; "
+                  "finalize --publish-emails publishes them)") if emails else ""), file=sys.stderr)
     return {"dataset": ws.store.url_of("dataset") if ws.store else str(ws.dataset), "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
+
+
+def _pseudonym_key(ws: Workspace) -> str:
+    """The workspace's key for reviewers' pseudonyms (made, in state.duckdb, the first time)."""
+    from ..curation import review, state
+    from ..db import transaction
+
+    con = state.connect(ws.state_path)
+    try:
+        with transaction(con):
+            return review.pseudonym_key(con)
+    finally:
+        con.close()
 
 
 def _check_complete(ws: Workspace, builder, cfg) -> None:
@@ -444,11 +468,12 @@ def _published(con, config: str, statuses: list[str], verdicts: dict):
                 SELECT s.key, i.shard, i.byte_offset, i.nbytes, i.ext, s.label_index,
                        CASE WHEN v.key IS NULL THEN r.status ELSE v.status END AS status,
                        CASE WHEN v.key IS NULL THEN r.label ELSE v.label END AS label,
-                       CASE WHEN v.key IS NULL THEN r.reviewer ELSE v.reviewer END AS reviewer,
+                       CASE WHEN v.key IS NULL THEN coalesce(al.reviewer, r.reviewer) ELSE v.reviewer END
+                           AS reviewer,
                        CASE WHEN v.key IS NULL THEN r.time ELSE v.time END AS time, s.label AS label_before,
                        CASE WHEN v.key IS NULL THEN {flagged("r.note")} ELSE coalesce(f.flagged, false) END
                 FROM samples s JOIN reviews r USING (key) JOIN images i USING (key)
-                LEFT JOIN _verdicts v USING (key)
+                LEFT JOIN _verdicts v USING (key) LEFT JOIN reviewer_aliases al ON al.alias = r.reviewer
                 LEFT JOIN (SELECT key, bool_or({flagged("note")}) AS flagged FROM ({queue.LATEST.format(where="")})
                            WHERE status <> 'pending' GROUP BY key) f USING (key)
                 WHERE s.config = ?)

@@ -482,6 +482,23 @@ def bias_md(builder, cfg, stats: dict) -> str:
     return "\n\n".join(out) + "\n\n### Recommendations\n\n" + recs + "\n"
 
 
+def personal_md(manifest: dict) -> str:
+    """What the dataset holds of people: the reviewers' names in ``json.review.reviewer``, whose emails finalize
+    published as pseudonyms (the default) or as they are (``--publish-emails``: then the card says so)."""
+    emails = (manifest.get("review") or {}).get("emails")
+    if emails == "published":
+        return ("The images are generated from prompts that name objects and scenes, not people. Personal data: each "
+                "sample's `json.review.reviewer` names its reviewers, some by their email address (published with "
+                "`gensets finalize --publish-emails`).")
+    if emails == "pseudonymised":
+        return ("The images are generated from prompts that name objects and scenes, not people; no personal data is "
+                "published. Reviewers known by an email address appear in `json.review.reviewer` as a pseudonym "
+                "(`reviewer-` and 10 hex digits, keyed by a secret of the build's workspace), other reviewer names as "
+                "given.")
+    return ("The images are generated from prompts that name objects and scenes, not people; no personal data was "
+            "collected.\nReviewer names, where there was review, are in `json.review.reviewer`.")
+
+
 def annotation_md(builder, manifest: dict, stats: dict) -> str:
     """Annotations: who labelled the images and how (the review summary finalize recorded in the manifest)."""
     from .markdown import text
@@ -656,8 +673,7 @@ each with a `{builder.split}` split. Every sample carries its provenance in its 
 {annotation_md(builder, manifest, stats)}
 #### Personal and Sensitive Information
 
-The images are generated from prompts that name objects and scenes, not people; no personal data was collected.
-Reviewer names, where there was review, are in `json.review.reviewer`.
+{personal_md(manifest)}
 
 ## Bias, Risks, and Limitations
 

@@ -29,6 +29,10 @@ the task: its id and key). Every annotation that was not cancelled becomes one d
     ``updated_at``) is a new decision; an annotation of the export's project that is no longer there (deleted,
     or now skipped) is withdrawn by a decision back to ``pending`` for its reviewer (note :data:`WITHDRAWN`),
     unless that reviewer decided the image since. Nothing is ever deleted from the log;
+  * one project of one server (:func:`_bind`): an export's id is in every task (``data.gensets_export``) and
+    recorded with the project it is for (``--project``, else its first import's); tasks of another project, of no
+    export of this workspace, or of another server (a task id read before that is another task, or no task read
+    before) are refused, nothing changed. Tasks a storage Sync made (an image, no key) are skipped, said so;
   * one annotator twice on a task (Label Studio allows it): their latest annotation by ``updated_at`` (said so);
   * several annotators on a task: double review's rules (:func:`review.verdicts`; disputed images held back),
     so the workspace must be in double review, or the import is asked to put it there (``double=True``).
@@ -61,6 +65,7 @@ FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
 ALL_SURROGATES = "gensets: all surrogates"  # the model version of the combined prediction
 WITHDRAWN = "withdrawn: no longer in Label Studio"  # the note of a decision that withdraws a deleted annotation's
+EXPORT_FIELD = "gensets_export"  # the task's data field that holds the id of the export that made it
 IMAGES = ("base64", "url", "local-files")  # how exported tasks hold their images (:class:`Images`)
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet may run a cell starting with one (OWASP)
 
@@ -186,10 +191,28 @@ class Images:
         return f"data:{MIME[ext]};base64,{base64.b64encode(read()).decode()}"
 
 
+def project_of(url: str) -> tuple[str, str]:
+    """``(server, project id)`` of a Label Studio project's address (``http(s)://HOST[:PORT]/projects/ID``, as the
+    browser shows it, anything after the id ignored)."""
+    m = re.fullmatch(r"(https?://[^/\s?#]+)/projects/(\d{1,18})(?:[/?#]\S*)?", str(url).strip())
+    if not m:
+        raise GensetsError("--project must be the Label Studio project's address, http(s)://HOST[:PORT]/projects/ID, "
+                           f"got {str(url)[:100]!r}")
+    return m.group(1).lower(), m.group(2)
+
+
 def export_label_studio(ws, con, path: Path, class_names: list[str], status: str | None = None,
-                        images: Images = Images()) -> int:
+                        images: Images = Images(), project: str | None = None) -> int:
+    """Write the tasks (and their labeling config); the export is recorded in ``label_studio_exports`` under a new
+    id that every task carries (``data.gensets_export``), with the project (``project``: its address) the tasks
+    are for, else the project of their first import: an import of them from another project is refused."""
+    import secrets
+
     from ..labels.imagenet import imagenet_names
     from ..shards import read_at
+
+    server, pid = project_of(project) if project else (None, None)
+    export_id = secrets.token_hex(8)
 
     rows = _queue(con, status)
     keys = [r["key"] for r in rows]
@@ -205,20 +228,26 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
         for r in rows:
             spath, offset, size, ext = index[r["key"]]
             image = images.reference(r["key"], ext, lambda: read_at(spath, offset, size, r["key"]))  # noqa: B023
-            yield label_studio_task(r, image, top1.get(r["key"], []), each=images.mode == "base64")
+            yield label_studio_task(r, image, top1.get(r["key"], []), each=images.mode == "base64",
+                                    export=export_id)
 
     config = no_symlink(f"{path}.label_config.xml", "the labeling config")  # before the tasks are written
     n = write_json_list(path, tasks(), indent=1 if images.mode == "base64" else None)
     with atomic_open(config) as f:
         f.write(label_config(class_names).encode("utf-8"))
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    con.execute("INSERT INTO label_studio_exports VALUES (?, ?, ?, ?, ?, ?)",
+                [export_id, now, n, images.mode, pid, server])
     return n
 
 
-def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], each: bool = True) -> dict:
+def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], each: bool = True,
+                      export: str | None = None) -> dict:
     """One queue row as a Label Studio task: ``image`` (a data: URI or a URL), the row's fields, and each
     surrogate's top-1 ``(model, class name, score)`` as a prediction (unless not ``each``), then one with all of
     them (the one Label Studio shows). An export that references its images leaves out the per-surrogate ones
-    (the same lines, a third of a task's bytes): 10k tasks stay under 10 MB."""
+    (the same lines, a third of a task's bytes): 10k tasks stay under 10 MB. ``export``: the export's id
+    (``data.gensets_export``), which binds the tasks to the project they are imported into."""
     def prediction(version, lines, score=None):
         return {"model_version": version, **({"score": score} if score is not None else {}),
                 "result": [{"from_name": "surrogate_top1", "to_name": "image", "type": "textarea",
@@ -228,7 +257,7 @@ def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], 
     return {
         "data": {"image": image, "key": r["key"], "class": r["label"], "config": r["config"],
                  "nuisance": r["nuisance"], "prompt": r["prompt"], "status": r["status"],
-                 "comment": comment_of(r.get("note"))},
+                 "comment": comment_of(r.get("note")), **({EXPORT_FIELD: export} if export else {})},
         "predictions": [prediction(model, [line], round(float(score), 6))
                         for (model, _, score), line in zip(preds, lines, strict=True) if each]
                        + ([prediction(ALL_SURROGATES, lines)] if lines else []),
@@ -280,7 +309,7 @@ class _JsonStream:
         try:
             text = self.f.read(n)
         except UnicodeDecodeError as e:
-            raise GensetsError(f"{self.where(len(self.buf))}: not UTF-8 text ({e.reason})") from None
+            raise DataError(f"{self.where(len(self.buf))}: not UTF-8 text ({e.reason})") from None
         self.eof = not text
         self.buf += text
         return bool(text)
@@ -306,10 +335,10 @@ class _JsonStream:
             except json.JSONDecodeError as e:
                 if self.eof or len(self.buf) - self.pos > MAX_ITEM:
                     why = e.msg if self.eof else f"an item of more than {MAX_ITEM >> 20} MiB"
-                    raise GensetsError(f"{self.where(e.pos)}: not valid JSON ({why})") from None
+                    raise DataError(f"{self.where(e.pos)}: not valid JSON ({why})") from None
             except (ValueError, RecursionError) as e:  # a number of 4300+ digits, nesting deeper than Python recurses
-                raise GensetsError(f"{self.where()}: not valid JSON "
-                                   f"({' '.join(str(e).split())[:200] or 'nested too deeply'})") from None
+                raise DataError(f"{self.where()}: not valid JSON "
+                                f"({' '.join(str(e).split())[:200] or 'nested too deeply'})") from None
             self.more(n)
             n *= 2
 
@@ -322,7 +351,9 @@ def iter_json_list(path: Path, what: str = "a JSON list"):
         s = _JsonStream(f, path)
         c = s.peek()
         if c != "[":
-            raise GensetsError(f"{s.where()}: " + (f"expected {what}" if c else "not valid JSON (an empty file)"))
+            if not c:
+                raise DataError(f"{s.where()}: not valid JSON (an empty file)")
+            raise GensetsError(f"{s.where()}: expected {what}")
         s.pos += 1
         if s.peek() == "]":
             s.pos += 1
@@ -334,10 +365,10 @@ def iter_json_list(path: Path, what: str = "a JSON list"):
                 if c == "]":
                     break
                 if c != ",":
-                    raise GensetsError(f"{s.where(s.pos - 1)}: not valid JSON ("
+                    raise DataError(f"{s.where(s.pos - 1)}: not valid JSON ("
                                        + ("expecting ',' or ']'" if c else "the list is not closed") + ")")
         if s.peek():
-            raise GensetsError(f"{s.where()}: not valid JSON (extra data after the list)")
+            raise DataError(f"{s.where()}: not valid JSON (extra data after the list)")
 
 
 # ---------------------------------------------------------------------------------------- import
@@ -348,7 +379,7 @@ def _text(path: Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise GensetsError(f"{path}:{line}: not UTF-8 text ({e.reason})") from None
+        raise DataError(f"{path}:{line}: not UTF-8 text ({e.reason})") from None
 
 
 def _read_csv(path: Path, default_reviewer: str) -> list[Decision]:
@@ -356,7 +387,7 @@ def _read_csv(path: Path, default_reviewer: str) -> list[Decision]:
     try:
         return _csv_rows(path, reader, default_reviewer)
     except csv.Error as e:  # e.g. a cell over the csv module's field size limit
-        raise GensetsError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
+        raise DataError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
 
 
 def _csv_rows(path: Path, reader, default_reviewer: str) -> list[Decision]:
@@ -364,7 +395,7 @@ def _csv_rows(path: Path, reader, default_reviewer: str) -> list[Decision]:
     try:
         header = [h.strip().lower() for h in next(reader)]
     except StopIteration:
-        raise GensetsError(f"{path}:1: empty file (expected the header {','.join(CSV_COLUMNS)})") from None
+        raise DataError(f"{path}:1: empty file (expected the header {','.join(CSV_COLUMNS)})") from None
     unknown = [h for h in header if h not in CSV_COLUMNS]
     missing = [h for h in ("key", "status") if h not in header]
     if unknown or missing:
@@ -389,9 +420,9 @@ def _load_json(path: Path):
     try:
         return json.loads(_text(path))
     except json.JSONDecodeError as e:
-        raise GensetsError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
     except (ValueError, RecursionError) as e:  # a number of 4300+ digits, nesting deeper than Python recurses
-        raise GensetsError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200] or 'nested too deeply'})") \
+        raise DataError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200] or 'nested too deeply'})") \
             from None
 
 
@@ -485,13 +516,15 @@ class _Export:
     decisions: list[Decision]
     aliases: dict[str, str]  # label-studio:<id> -> name
     projects: set[str]  # withdrawals are looked for in these only
+    tasks: dict | None = None  # (project, task id) -> (key, created_at, where): which server's tasks these are
+    exports: dict | None = None  # the gensets export ids its tasks carry ('' for none) -> the first task's where
 
 
 def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] | None = None,
                        notes: list[str] | None = None) -> _Export:
     users, notes = users or {}, notes if notes is not None else []
-    read = _Export([], {}, set())
-    unknown, superseded = set(), []
+    read = _Export([], {}, set(), {}, {})
+    unknown, superseded, synced = set(), [], [0, 0]
     for i, task in enumerate(iter_json_list(path, "a JSON list of tasks (Label Studio: Export -> JSON)"), start=1):
         tid = task.get("id") if isinstance(task, dict) else None
         name = f"task {tid}" if isinstance(tid, (int, str)) and str(tid).isdecimal() else f"task #{i} of the list"
@@ -500,11 +533,23 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
             if isinstance(task, dict) and "key" in task and "annotations" not in task:  # JSON_MIN: flat rows
                 raise GensetsError(f"{path}: {name}: a JSON_MIN export (flat rows, no annotators); export JSON, "
                                    "or the snapshot with emails, instead")
+            if isinstance(data, dict) and "key" not in data and isinstance(data.get("image"), str):
+                # a storage Sync's task: one per image file, not one of gensets' tasks (no key, no predictions)
+                annotations = task.get("annotations")
+                synced[0] += 1
+                synced[1] += isinstance(annotations, list) and any(
+                    isinstance(a, dict) and not a.get("was_cancelled") for a in annotations)
+                continue
             raise GensetsError(f"{path}: {name}: no data.key (was it exported by gensets?)")
         where = f"{path}: {name} ({data['key'][:100]})"
         project = str(task["project"]) if _user_id(task.get("project")) else None
         if project:
             read.projects.add(project)
+            if _user_id(tid):
+                created = task.get("created_at")
+                read.tasks.setdefault((project, str(tid)), (data["key"], str(created)[:40] if created else "", where))
+        export = data.get(EXPORT_FIELD)
+        read.exports.setdefault(export if isinstance(export, str) else "", where)
         annotations = task.get("annotations") if task.get("annotations") is not None else []
         if not isinstance(annotations, list) or not all(isinstance(a, dict) for a in annotations):
             raise GensetsError(f"{where}: 'annotations' is not a list of annotations")
@@ -523,6 +568,10 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
         # in the order the annotators first annotated: double review's first two reviewers
         for who, a in sorted(latest.items(), key=lambda wa: first[wa[0]]):
             read.decisions.append(_decision(a, data["key"], who, where, project))
+    if synced[0]:
+        notes.append(f"{synced[0]} task(s) without data.key skipped ({synced[1]} annotated): tasks a storage Sync made "
+                     "(one per image file, not gensets' tasks); annotate the imported tasks, and do not Sync the "
+                     "local storage")
     if superseded:
         notes.append(f"{len(superseded)} annotator(s) annotated a task twice; their latest annotation "
                      f"(updated_at) was taken: {'; '.join(superseded[:5])}" + ("; ..." if len(superseded) > 5 else ""))
@@ -564,18 +613,20 @@ def _imported(con) -> dict[tuple[str, str], tuple]:
         "GROUP BY project, annotation").fetchall()}
 
 
-def _validate(con, decisions: list[Decision], class_names: list[str]) -> tuple[list[Decision], list[Decision]]:
+def _validate(con, decisions: list[Decision], class_names: list[str],
+              notes: list[str] | None = None) -> tuple[list[Decision], list[Decision]]:
     """Check every decision; returns those that change something, and the Label Studio annotations to remember as
     imported (:func:`_remember`). Raises on the first bad one.
 
     A Label Studio annotation already imported with the same ``updated_at`` changes nothing; one with another
     (edited in Label Studio) is a new decision whatever it says; one never imported is a decision unless it equals
-    its reviewer's latest (an import from before annotations were remembered)."""
+    its reviewer's latest (an import from before annotations were remembered). A relabel to the image's own class
+    is an acceptance (said in ``notes``): it agrees with another reviewer's accept."""
     keys = [d.key for d in decisions]
     labels = dict(con.execute("SELECT s.key, s.label FROM reviews JOIN samples s USING (key) "
                               "WHERE list_contains(?, key)", [keys]).fetchall())
     latest, imported = _latest(con, keys), _imported(con)
-    valid, seen, todo, remember = set(class_names), {}, [], []
+    valid, seen, todo, remember, own = set(class_names), {}, [], [], []
     for d in decisions:
         if d.key not in labels:
             raise GensetsError(f"{d.where}: sample '{d.key}' is not in the review queue")
@@ -587,6 +638,9 @@ def _validate(con, decisions: list[Decision], class_names: list[str]) -> tuple[l
                 raise GensetsError(f"{d.where}: relabeled needs the new class in 'label'")
             if d.label not in valid:
                 raise GensetsError(f"{d.where}: unknown class '{d.label}'{did_you_mean(d.label, valid)}")
+            if d.label == labels[d.key]:  # "relabel" to the class it has: nothing changes, it is accepted
+                d.status = "accepted"
+                own.append(d.where)
         elif d.label and d.label != labels[d.key]:
             raise GensetsError(f"{d.where}: label '{d.label}' differs from the sample's class "
                                f"'{labels[d.key]}': use status relabeled")
@@ -613,6 +667,9 @@ def _validate(con, decisions: list[Decision], class_names: list[str]) -> tuple[l
         todo.append(d)
         if d.source:
             remember.append(d)
+    if own and notes is not None:
+        notes.append(f"{len(own)} relabel(s) to the image's own class taken as accept: {'; '.join(own[:5])}"
+                     + ("; ..." if len(own) > 5 else ""))
     return todo, remember
 
 
@@ -637,6 +694,71 @@ def _withdrawals(con, read: _Export, path: Path) -> list[Decision]:
     return out
 
 
+REFUSED = "refused, nothing changed"
+
+
+def _bind(con, read: _Export, path: Path) -> None:
+    """Refuse an export of another project or another Label Studio server; bind this one's tasks to its project.
+
+    * project: the tasks of an export (their ``data.gensets_export``; '' for tasks exported before exports had ids)
+      are for the project its ``--project`` named, else the project of their first import;
+    * server: a task id of that project read before must be the same task (key and ``created_at``), and a file of
+      a project read before must share a task with it: another server's project of the same id holds other tasks
+      (its withdrawals would take back this server's decisions, its user ids name other people)."""
+    if read.exports is None:  # not a Label Studio export (CSV)
+        return
+    if len(read.projects) > 1:
+        raise GensetsError(f"{path}: tasks of several Label Studio projects ({', '.join(sorted(read.projects))}): "
+                           f"import one project's export at a time; {REFUSED}")
+    known = {e: (p, srv) for e, p, srv in con.execute("SELECT export, project, server FROM label_studio_exports")
+             .fetchall()}
+    if "" not in known:  # a workspace from before exports had ids: its first import's project
+        first = con.execute("SELECT project FROM label_studio_annotations ORDER BY rowid LIMIT 1").fetchall()
+        if first:
+            known[""] = (first[0][0], None)
+            con.execute("INSERT INTO label_studio_exports VALUES ('', NULL, NULL, NULL, ?, NULL)", [first[0][0]])
+    project = next(iter(read.projects), None)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+    for export, where in read.exports.items():
+        if export and export not in known:
+            raise GensetsError(f"{where}: made by another workspace's export ({EXPORT_FIELD} {export[:40]!r} is "
+                               f"none of this workspace's); {REFUSED}")
+        bound, server = known.get(export, (None, None))
+        if project is None:
+            continue
+        if bound is not None and bound != project:
+            raise GensetsError(f"{where}: these tasks were exported for Label Studio project {bound}"
+                               + (f" of {server}" if server else "") + f", this file is project {project}'s; "
+                               f"{REFUSED} (a project's tasks come from their own `gensets review export`)")
+        if bound is None:
+            if export in known:
+                con.execute("UPDATE label_studio_exports SET project = ? WHERE export = ?", [project, export])
+            else:
+                con.execute("INSERT INTO label_studio_exports VALUES (?, ?, NULL, NULL, ?, NULL)",
+                            [export, now, project])
+    if project is None:
+        return
+    seen = {t: (k, c) for t, k, c in con.execute(
+        "SELECT task, key, created FROM label_studio_tasks WHERE project = ?", [project]).fetchall()}
+    new, same = [], 0
+    for (_, tid), (key, created, where) in read.tasks.items():
+        before = seen.get(tid)
+        if before is None:
+            new.append((project, tid, key, created))
+        elif before != (key, created):
+            raise GensetsError(f"{where}: not the task {tid} of project {project} imported before ({before[0][:100]}, "
+                               f"created {before[1] or '?'}): this file comes from another Label Studio server (or "
+                               f"a project made again); {REFUSED}")
+        else:
+            same += 1
+    if seen and read.tasks and not same:
+        raise GensetsError(f"{path}: none of its {len(read.tasks)} task(s) is one of the {len(seen)} imported before "
+                           f"from project {project}: it comes from another Label Studio server; {REFUSED} (an "
+                           "export of only new tasks of the same project: export all its tasks, the snapshot)")
+    if new:
+        con.executemany("INSERT INTO label_studio_tasks VALUES (?, ?, ?, ?)", new)
+
+
 def _remember(con, decisions: list[Decision], withdrawn: list[Decision]) -> None:
     """Append the imported (and withdrawn) Label Studio annotations to ``label_studio_annotations``."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
@@ -656,13 +778,18 @@ def _open(workspace, read_only: bool):
 
 
 def export(workspace, fmt: str, file, *, status: str | None = None, images: str = "base64",
-           base_url: str | None = None, root=None) -> int:
-    ws, class_names, con = _open(workspace, read_only=True)
+           base_url: str | None = None, root=None, project: str | None = None) -> int:
+    """``project``: Label Studio's address of the project the tasks are for (recorded with the export)."""
+    if project and fmt != "label-studio":
+        raise GensetsError("--project is for --format label-studio (the project the tasks are for)")
+    if project:
+        project_of(project)  # before anything is opened or written
+    ws, class_names, con = _open(workspace, read_only=fmt == "csv")  # a Label Studio export is recorded
     try:
         if fmt == "csv":
             return export_csv(con, Path(file), status)
         where = Images(images, base_url, Path(root) if root else None)
-        return export_label_studio(ws, con, Path(file), class_names, status, where)
+        return export_label_studio(ws, con, Path(file), class_names, status, where, project)
     finally:
         con.close()
 
@@ -713,7 +840,8 @@ def import_(workspace, fmt: str, file, *, reviewer: str | None = None, users=Non
             if nameless is not None:
                 raise GensetsError(f"{nameless.where}: no reviewer: name one for such rows with --reviewer NAME "
                                    f"(or set {review.REVIEWER_ENV}=NAME)")
-            todo, remember = _validate(con, read.decisions, class_names)
+            _bind(con, read, path)
+            todo, remember = _validate(con, read.decisions, class_names, notes)
             withdrawn = _withdrawals(con, read, path)
             _double(con, read.decisions, double, notes)
             review.record_in(con, [(d.key, d.status, d.label, d.reviewer, d.note) for d in todo + withdrawn],

@@ -362,3 +362,32 @@ def _initial(con, key: str, double: bool) -> str:
                          [key]).fetchall()
     return state.BELOW_QUALITY if failed and failed[0][0] else "pending"
 
+
+PSEUDONYM_KEY = "reviewer_pseudonym_key"  # the workspace's secret that pseudonyms of published emails are keyed by
+
+
+def pseudonym_key(con) -> str:
+    """The workspace's pseudonym key (a setting, made the first time): the same email gets the same pseudonym in
+    every finalize of the workspace, and nobody without state.duckdb can tell whose it is."""
+    import secrets
+
+    key = state.setting(con, PSEUDONYM_KEY)
+    if not key:
+        key = secrets.token_hex(32)
+        state.set_setting(con, PSEUDONYM_KEY, key)
+    return key
+
+
+def published_reviewer(name: str | None, key: str | None) -> str | None:
+    """What a dataset publishes of a reviewer name (``"ana & ben"``: each part): an email (what identifies a person)
+    as a pseudonym ``reviewer-<10 hex>`` (an HMAC under ``key``), unless ``key`` is None (``--publish-emails``);
+    other names as they are."""
+    import hashlib
+    import hmac
+
+    if not name or key is None:
+        return name
+    return " & ".join(
+        f"reviewer-{hmac.new(key.encode(), part.encode(), hashlib.sha256).hexdigest()[:10]}" if "@" in part else part
+        for part in name.split(" & "))
+

@@ -660,6 +660,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             abort(403)
         if request.path == shared.RELEASE_PATH:
             return _release(rs, request)
+        if request.method == "OPTIONS" and request.path.startswith("/image/"):
+            return _image_preflight()
         if request.path == "/api/bulk":
             request.max_content_length = BULK_BODY
         if request.method == "POST":
@@ -684,6 +686,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         response.headers["X-Frame-Options"] = "DENY"
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
+        if request.path.startswith("/image/"):  # Label Studio's editor (another origin) reads it by XHR
+            response.headers["Access-Control-Allow-Origin"] = "*"
         if g.get("new_session"):
             response.set_cookie(f"{rs.cookie}-session", g.new_session, httponly=True, samesite="Strict")
         return response
@@ -864,6 +868,15 @@ def _identify(rs: ReviewState, request, g):
         session = g.new_session = secrets.token_urlsafe(24)
     g.csrf = rs.csrf("s:" + session)
     return None
+
+
+def _image_preflight():
+    """The CORS preflight of the image route: GET from any origin, no credentials (``--images url`` tasks: Label
+    Studio's editor loads each image by XHR from its own origin). No other route answers another origin."""
+    from flask import Response
+
+    return Response(status=204, headers={"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET",
+                                         "Access-Control-Max-Age": "86400"})
 
 
 def _release(rs: ReviewState, request):

@@ -43,6 +43,10 @@ CREATE TABLE IF NOT EXISTS reviewer_tokens (
 CREATE TABLE IF NOT EXISTS label_studio_annotations (
     project VARCHAR, annotation VARCHAR, key VARCHAR, reviewer VARCHAR, updated_at TIMESTAMP,
     decided TIMESTAMP, withdrawn BOOLEAN, imported TIMESTAMP);
+CREATE TABLE IF NOT EXISTS label_studio_exports (
+    export VARCHAR PRIMARY KEY, made TIMESTAMP, tasks BIGINT, images VARCHAR, project VARCHAR, server VARCHAR);
+CREATE TABLE IF NOT EXISTS label_studio_tasks (
+    project VARCHAR, task VARCHAR, key VARCHAR, created VARCHAR);
 CREATE TABLE IF NOT EXISTS review_undo (
     undo_seq BIGINT, undone_seq BIGINT, key VARCHAR, reviewer VARCHAR, time TIMESTAMP);
 """
@@ -54,6 +58,10 @@ CREATE TABLE IF NOT EXISTS review_undo (
 # Studio annotations whose decisions an import logged (by project and annotation id, with their updated_at and the
 # time of the decision that stands for them) and
 # those it withdrew because Label Studio no longer has them (gensets.curation.interchange).
+# label_studio_exports: each Label Studio export (its id is in every task's data.gensets_export) and the project
+# (and server, when the export named it) its tasks are for; the id '' stands for tasks exported before exports had
+# ids. label_studio_tasks: the tasks imports read (project, task id, key, created_at): a file whose task of that
+# project is another one comes from another server (or a project made again) and is refused.
 # review_undo: append-only, the review page's undos (review.undo): the log row (its rowid) that undid another one,
 # which is a decision like any other in review_log; nothing is ever deleted from the log
 
