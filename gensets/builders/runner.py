@@ -185,8 +185,8 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
     threads = {envs.get(rows[u].get("env"), {}).get("threads") for u in chosen} - {None}
     if len(threads) > 1:  # pragma: no cover - a workspace resumed with another --threads
         raise GensetsError(f"{ws.root}: the chosen units were built with different thread counts {sorted(threads)}")
-    if not torch.cuda.is_available():
-        torch.set_num_threads(threads.pop() if threads else 1)
+    if not torch.cuda.is_available():  # never more threads than this machine's cores (the record may be another's)
+        torch.set_num_threads(min(threads.pop() if threads else 1, determinism.cores()))
     determinism.switch(_mode(cfg))
     ctx = builder.Context(cfg)
     ctx.workspace = ws
@@ -296,6 +296,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
                     raise DataError(f"{path}: not the bytes {ws.manifest_path} recorded (sha256 "
                                     f"{str(recorded.get(shard))[:16]}...); the candidate shard changed after it "
                                     "was built: restore it, or remove its manifest row and build again")
+                if ws.store:  # ingest read its provenance from its commit marker: the marker must say the shard
+                    ws.check_committed_shard(shard, path)
                 checked.add(shard)
             return path
 
