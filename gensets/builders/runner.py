@@ -261,6 +261,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
     if not (ws.state_path.exists() or ws.store and ws.manifest_path.exists()):
         raise GensetsError(f"{ws.where}: nothing built yet (no state.duckdb); run `gensets build` first")
     _check_complete(ws, builder, cfg)
+    environments = _environments(ws)  # read (and checked) before anything is written
     ingest(ws)
     # a snapshot, read for as long as the shards take: review servers and commands use state.duckdb meanwhile
     snap = state.snapshot(ws.state_path, ws.root / f".state.snapshot.tmp-{os.getpid()}")
@@ -347,7 +348,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool) -
         for leftover in (snap, Path(f"{snap}.wal")):
             leftover.unlink(missing_ok=True)
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
-                "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
+                "counts": counts, "funnel": funnel, "shards": shards, "environments": environments}
     if builder.needs_review:
         manifest["review"] = reviewed
     random = sorted({spec for _, spec in builder.models(cfg) if str(spec).startswith("random:")})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import json
 import os
 import shutil
 import tarfile
@@ -61,7 +62,7 @@ def _json(f) -> None:
     data = f.read(MAX_JSON + 1)
     if len(data) > MAX_JSON:
         raise ValueError(f"over {MAX_JSON} bytes (a sample's provenance is a few KB)")
-    recordio.loads(data, "json member", MAX_JSON)
+    json.loads(data.decode("utf-8"))  # a finding's check only: the value is not used
 
 
 def _txt(f) -> None:
