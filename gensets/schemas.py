@@ -208,7 +208,7 @@ class Lease(Open):
     what: Name
     pid: Annotated[int, Field(ge=1, le=1 << 22)]
     host: Name
-    lease: Name
+    lease: Name | None = None  # a lease from before its token
     time: Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
 
 
