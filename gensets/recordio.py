@@ -150,8 +150,9 @@ def read(path: str | os.PathLike, schema, root: str | os.PathLike | None = None,
     without reading it all. ``where``: who named the file, for the message."""
     path = Path(path)
     if root is not None:
-        rel = path.relative_to(root) if path.is_absolute() else path
-        path = inside(root, rel, where)
+        if path.is_absolute() and not path.is_relative_to(root):
+            raise RecordError(f"{path}: not inside {root}; refusing it")
+        path = inside(root, path.relative_to(root) if path.is_absolute() else path, where)
     name = f"{path}" + (f" (from {where})" if where else "")
     limit = max_bytes or getattr(schema_of(schema), "MAX_BYTES", MAX_BYTES)
     with open_regular(path, where) as f:

@@ -33,7 +33,6 @@ Text = Annotated[str, Field(max_length=1 << 26), AfterValidator(_no_control)]
 Name = Annotated[str, Field(min_length=1, max_length=1000), AfterValidator(_no_control)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
-Number = Annotated[float, Field(ge=-1e300, le=1e300, allow_inf_nan=False)]
 Int = Annotated[int, Field(ge=-(1 << 63), le=(1 << 63) - 1)]
 
 
