@@ -133,6 +133,15 @@ def cpuinfo(field: str) -> str | None:
     return None
 
 
+def cores() -> int:
+    """The cores this process may run on (its affinity): the most threads a rebuild starts, whatever thread count
+    the environment it checks against recorded (a record of another machine's, or a forged one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def _cpu_model() -> str:
     return cpuinfo("model name") or platform.processor() or platform.machine()
 

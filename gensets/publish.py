@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from . import recordio
 from .errors import DataError, GensetsError, Unavailable
 from .safety import check_regular, inside, read_regular, writable_inside
 from .shards import read_dataset_manifest, sha256_file
@@ -270,9 +271,9 @@ def shard_path(path) -> bool:
 def check_same_dataset(previous: bytes | None, mine: dict, repo: str) -> None:
     """GensetsError when the repo's manifest.json is another gensets dataset: not this one's builder and build
     (the fingerprint of its frozen config). Publishing would replace it, its shards deleted as stale."""
-    try:
-        old = json.loads(previous) if previous else None
-    except (ValueError, RecursionError):
+    try:  # the target's own file, bounded (recordio); anything not gensets' is left alone
+        old = recordio.loads(previous, f"{repo}: manifest.json") if previous else None
+    except DataError:
         return
     if not (isinstance(old, dict) and "builder" in old and "shards" in old):
         return
@@ -288,9 +289,9 @@ def deletions(previous: bytes | None, shards: set[str]) -> list[str]:
     earlier gensets publish) lists and this version (``shards``) does not have. Only paths of the form
     finalize writes (``<config>/<name>.tar``) count; anything else in the repo, or a manifest.json that is not
     gensets', deletes nothing."""
-    try:
-        old = json.loads(previous) if previous else None
-    except (ValueError, RecursionError):
+    try:  # the target's own file, bounded (recordio); anything not gensets' deletes nothing
+        old = recordio.loads(previous, "the target's manifest.json") if previous else None
+    except DataError:
         return []
     listed = old.get("shards") if isinstance(old, dict) and "builder" in old else None
     paths = {e.get("path") for e in listed if isinstance(e, dict)} if isinstance(listed, list) else set()

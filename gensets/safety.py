@@ -9,7 +9,8 @@ files) stays inside its root, and a file read as data is a regular file.
   a device or a symlink to ``/dev/zero`` is refused instead of blocking or never ending. The file is opened
   non-blocking and checked with ``fstat`` on the descriptor, so it cannot be swapped between check and read.
 
-Writes go through :mod:`gensets.output` (the one door for writes), which uses these checks.
+Writes go through :mod:`gensets.output` (the one door for writes), records (JSON) are read through
+:mod:`gensets.recordio` (the one door for records); both use these checks.
 
 Every refusal is a :class:`~gensets.errors.DataError`: one line naming the path and, when given, where it was
 read (``where``: ``file:line`` or ``file: key``).
@@ -17,7 +18,6 @@ read (``where``: ``file:line`` or ``file: key``).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -137,17 +137,3 @@ def read_text(path, where: str | None = None) -> str:
         return read_regular(path, where).decode("utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{os.fspath(path)}{_at(where)}: not UTF-8 text ({e})") from None
-
-
-def read_json(path, where: str | None = None):
-    """The JSON value of a regular file (:func:`read_text`); DataError naming ``path:line:column`` for JSON that
-    does not parse (cut short, foreign), and the path for one nested too deeply to read (a RecursionError)."""
-    text = read_text(path, where)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(f"{os.fspath(path)}:{e.lineno}:{e.colno}{_at(where)}: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise DataError(f"{os.fspath(path)}{_at(where)}: JSON nested too deeply to read; refusing it") from None
-    except ValueError as e:  # e.g. an integer of more digits than Python converts
-        raise DataError(f"{os.fspath(path)}{_at(where)}: not valid JSON ({str(e)[:200]})") from None

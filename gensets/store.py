@@ -39,6 +39,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import recordio
 from .errors import Busy, DataError, GensetsError, Unavailable
 
 SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "memory": None}
@@ -401,10 +402,9 @@ class _Lease:
 
     def holder(self) -> dict:
         try:
-            holder = json.loads(self.store.read(LOCK))
-        except (DataError, ValueError):
+            return recordio.parse(self.store.read(LOCK), "Lease", self.store.url_of(LOCK))
+        except DataError:
             return {}  # removed meanwhile, or not ours: try again / treat as stale
-        return holder if isinstance(holder, dict) else {}
 
     def renew(self) -> None:
         with self.lock:

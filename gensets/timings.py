@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import recordio
 from .cache import cache_root
-from .errors import DataError
 from .output import atomic_open
-from .safety import inside, read_json, writable_inside
+from .safety import inside, writable_inside
 
 
 def timings_dir(build_id: str) -> Path:
@@ -33,20 +33,9 @@ def record_timing(build_id: str, unit_id: str, images: int, seconds: float, expa
 
 
 def _row(path: Path) -> dict:
-    """One timings file, checked: DataError naming it (and line and column, or the key) when it is not a regular
-    file of the JSON record_timing writes."""
-    row = read_json(path)
-    if not isinstance(row, dict):
-        raise DataError(f"{path}: not a timings record (a JSON object); remove it")
-    for key, ok in (("unit", lambda v: isinstance(v, str)),
-                    ("images", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
-                    ("generator_seconds", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
-                     and 0 <= v < float("inf")),
-                    ("device", lambda v: isinstance(v, str))):
-        if not ok(row.get(key)):
-            raise DataError(f"{path}: {key}: not what a timings record holds ({json.dumps(row.get(key))[:80]}); "
-                            "remove the file")
-    return row
+    """One timings file, checked: DataError naming it, the key and the problem when it is not a regular file of
+    the JSON record_timing writes (the timings schema, through :mod:`gensets.recordio`)."""
+    return recordio.read(path, "Timing")
 
 
 def measured(build_id: str, units: set[str] | None = None) -> dict | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from contextlib import contextmanager
@@ -11,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from . import recordio
 from .config import apply_overrides, check_planned, fingerprint, load_config, read_yaml, to_dict
 from .errors import Busy, ConfigError, DataError, GensetsError
 from .output import replace, write_inside
@@ -95,30 +95,55 @@ def _marker_index(data: bytes, url: str, shard: str) -> list[dict] | None:
     def bad(why: str):
         return DataError(f"{url}: not a commit marker gensets wrote ({why})")
 
-    try:
-        m = json.loads(data)
-    except (ValueError, RecursionError):
-        raise bad("not JSON") from None
-    if not isinstance(m, dict) or not isinstance(m.get("row"), dict) or m["row"].get("shard") != shard:
-        raise bad(f"its row is not that of {shard}")
-    if "meta" not in m:
+    m = read_marker(data, url, shard[:-4] if shard.endswith(".tar") else shard)
+    if m.get("meta") is None:
         return None
-    members, meta = m.get("members"), m["meta"]
-    if not isinstance(members, list) or not isinstance(meta, dict) or len(members) != len(meta) \
-            or len(members) != m["row"].get("n"):
+    members, meta = m["members"], m["meta"]
+    if len(members) != len(meta) or len(members) != m["row"]["n"]:
         raise bad("its members and meta are not those of its row's samples")
     out = []
     for e in members:
-        key = e.get("__key__") if isinstance(e, dict) else None
-        text = meta.get(key) if isinstance(key, str) else None
-        where = {k: v for k, v in e.items() if k != "__key__"} if key is not None else {}
-        if not (isinstance(text, list) and len(text) == 2 and all(isinstance(t, str) for t in text) and where
-                and all(isinstance(v, list) and len(v) == 2 and all(type(x) is int and x >= 0 for x in v)
-                        for v in where.values())):
-            raise bad(f"sample {str(key)[:100]!r}")
+        key = e["__key__"]
+        text = meta.get(key)
+        where = {k: v for k, v in e.items() if k != "__key__"}
+        if text is None or not where:
+            raise bad(f"sample {ascii(key)[:100]}")
         out.append({"__key__": key, "__members__": {k: tuple(v) for k, v in where.items()},
                     "json": text[0].encode("utf-8"), "cls": text[1].encode("utf-8")})
     return out
+
+
+def read_marker(data: bytes, url: str, unit: str) -> dict:
+    """A commit marker's JSON (:meth:`Workspace.commit`) read through :mod:`gensets.recordio` (the commit marker
+    schema), and its row that of ``unit`` (its name); DataError naming the marker otherwise."""
+    m = recordio.parse(data, "CommitMarker", url)
+    if m["row"]["unit"] != unit or m["row"]["shard"] != f"{unit}.tar":
+        raise DataError(f"{url}: not a commit marker gensets wrote (its unit and shard are not those of its name)")
+    return m
+
+
+def check_marker(m: dict, path: Path, url: str) -> None:
+    """DataError unless the commit marker ``m`` says what the shard at ``path`` holds: its sha256, and each
+    sample's members where the marker places them, with the provenance (json) and class (cls) the marker carries.
+    Ingest reads a unit's provenance from its marker, so a marker forged beside a true shard (another prompt) is
+    caught here, before anything of it is published or verified as ok."""
+    from .shards import index_shard, iter_index, sha256_file
+
+    if sha256_file(path) != m["row"]["sha256"]:
+        raise DataError(f"{url}: its sha256 is not that of {m['row']['shard']}; refusing the unit")
+    members = [{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()} for d in index_shard(path)]
+    if members != m["members"]:
+        raise DataError(f"{url}: its members are not where {m['row']['shard']} holds them; refusing the unit")
+    if m.get("meta") is not None:
+        for d in iter_index(path):
+            said = m["meta"].get(d["__key__"])
+            try:
+                true = [d["json"].decode("utf-8"), d["cls"].decode("ascii")]
+            except (KeyError, UnicodeDecodeError):
+                true = None
+            if said != true:
+                raise DataError(f"{url}: the provenance it gives sample {ascii(d['__key__'])[:100]} is not that "
+                                f"sample's in {m['row']['shard']} (a forged or stale marker); refusing the unit")
 
 
 class Workspace:
@@ -207,15 +232,7 @@ class Workspace:
         todo = sorted(set(units) - local)
         manifest = Manifest(self.manifest_path)
         for rel, data in self.store.read_batches([units[u] for u in todo]):  # todo is sorted: so are the markers
-            try:
-                row = json.loads(data)["row"]
-                ok = row["unit"] == rel.rsplit("/", 1)[1][:-5] and row["shard"] == f"{row['unit']}.tar"
-            except (ValueError, KeyError, TypeError):
-                ok = False
-            if not ok:
-                raise DataError(f"{self.store.url_of(rel)}: not a commit marker gensets wrote (its unit and "
-                                "shard are those of its name)") from None
-            manifest.append(row)
+            manifest.append(read_marker(data, self.store.url_of(rel), rel.rsplit("/", 1)[1][:-5])["row"])
         have = {p.name for p in self.environments_path.glob("*.json")} if self.environments_path.is_dir() else set()
         envs = [p for p in self.store.list("environments") if p.endswith(".json") and p.count("/") == 1]
         for rel, data in self.store.read_many([p for p in envs if p.split("/")[1] not in have]).items():
@@ -271,12 +288,11 @@ class Workspace:
 
     def environments(self) -> dict[str, dict]:
         """Every environment recorded in the workspace, by id."""
-        from .safety import inside, read_json
-
         if not self.environments_path.is_dir():
             return {}
-        # each a regular file inside the workspace: a symlink out of it (to a credentials file) is refused
-        return {p.stem: read_json(inside(self.root, f"environments/{p.name}")) for p in
+        # each a regular file inside the workspace (a symlink out of it, to a credentials file, is refused), of the
+        # environment schema: a thread count, a version, a CPU's name bounded and free of control characters
+        return {p.stem: recordio.read(f"environments/{p.name}", "Environment", self.root) for p in
                 sorted(self.environments_path.glob("*.json"))}
 
     @contextmanager
@@ -414,6 +430,15 @@ class Workspace:
         self.store.write(f"{COMMITTED}/{row['unit']}.json",
                          canonical_json({"row": row, "members": members, **meta}))
 
+    def check_committed_shard(self, shard: str, path: Path) -> None:
+        """A URL workspace: DataError unless the commit marker of ``shard`` says what the copy at ``path`` holds
+        (:func:`check_marker`): finalize checks each candidate shard it publishes from."""
+        from .store import COMMITTED
+
+        rel = f"{COMMITTED}/{shard[:-4]}.json"
+        check_marker(read_marker(self.store.read(rel), self.store.url_of(rel), shard[:-4]), path,
+                     self.store.url_of(rel))
+
     def committed_indexes(self, shards: list[str], batch: int = 256):
         """A URL workspace: for each of ``shards`` in turn, its samples as :func:`gensets.shards.iter_index` gives
         them (key, where each member lies, the json and cls members), read from the unit's commit marker, so that
@@ -442,16 +467,16 @@ class Workspace:
         markers = [p for p in objects if p.startswith(f"{COMMITTED}/") and p.endswith(".json")]
         manifest = Manifest(dest / "candidates" / "manifest.jsonl")
         (dest / "candidates").mkdir(parents=True, exist_ok=True)
+        read = {}
         for rel, data in self.store.read_batches(sorted(markers)):
-            try:
-                manifest.append(json.loads(data)["row"])
-            except (ValueError, KeyError, TypeError):
-                raise DataError(f"{self.store.url_of(rel)}: not a commit marker gensets wrote") from None
-        shards = {f"candidates/{r['shard']}" for r in manifest.iter_rows() if isinstance(r.get("shard"), str)
-                  and "/" not in r["shard"] and "\\" not in r["shard"]}
+            m = read_marker(data, self.store.url_of(rel), rel.rsplit("/", 1)[1][:-5])
+            manifest.append(m["row"])
+            read[f"candidates/{m['row']['shard']}"] = (m, self.store.url_of(rel))
         for rel in objects:
-            if rel in shards or rel.startswith(("dataset/", "environments/")) or rel == "config.yaml":
+            if rel in read or rel.startswith(("dataset/", "environments/")) or rel == "config.yaml":
                 self.store.get(rel, dest / rel)
+            if rel in read:  # what verify then reads of the unit is what its marker says (provenance included)
+                check_marker(*read[rel][:1], dest / rel, read[rel][1])
 
     def pull_dataset(self) -> Path:
         """A URL workspace: ``<url>/dataset/`` copied into the local cache's dataset/ (each object read whole, once;

@@ -185,8 +185,8 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
     threads = {envs.get(rows[u].get("env"), {}).get("threads") for u in chosen} - {None}
     if len(threads) > 1:  # pragma: no cover - a workspace resumed with another --threads
         raise GensetsError(f"{ws.root}: the chosen units were built with different thread counts {sorted(threads)}")
-    if not torch.cuda.is_available():
-        torch.set_num_threads(threads.pop() if threads else 1)
+    if not torch.cuda.is_available():  # never more threads than this machine's cores (the record may be another's)
+        torch.set_num_threads(min(threads.pop() if threads else 1, determinism.cores()))
     determinism.switch(_mode(cfg))
     ctx = builder.Context(cfg)
     ctx.workspace = ws
@@ -265,6 +265,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
     if not (ws.state_path.exists() or ws.store and ws.manifest_path.exists()):
         raise GensetsError(f"{ws.where}: nothing built yet (no state.duckdb); run `gensets build` first")
     _check_complete(ws, builder, cfg)
+    environments = _environments(ws)  # read (and checked) before anything is written
     ingest(ws)
     pseudonyms = None if publish_emails or not builder.needs_review else _pseudonym_key(ws)
     # a snapshot, read for as long as the shards take: review servers and commands use state.duckdb meanwhile
@@ -302,6 +303,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
                     raise DataError(f"{path}: not the bytes {ws.manifest_path} recorded (sha256 "
                                     f"{str(recorded.get(shard))[:16]}...); the candidate shard changed after it "
                                     "was built: restore it, or remove its manifest row and build again")
+                if ws.store:  # ingest read its provenance from its commit marker: the marker must say the shard
+                    ws.check_committed_shard(shard, path)
                 checked.add(shard)
             return path
 
@@ -353,7 +356,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
         for leftover in (snap, Path(f"{snap}.wal")):
             leftover.unlink(missing_ok=True)
     manifest = {"builder": builder.name, "build": ws.fingerprint, "include_pending": include_pending,
-                "counts": counts, "funnel": funnel, "shards": shards, "environments": _environments(ws)}
+                "counts": counts, "funnel": funnel, "shards": shards, "environments": environments}
     if builder.needs_review:
         manifest["review"] = reviewed
         if emails:  # what the card says of people

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from .. import recordio
 from ..db import transaction
 from ..errors import DataError, GensetsError, did_you_mean
 from ..output import atomic_open
@@ -417,13 +418,7 @@ def _csv_rows(path: Path, reader, default_reviewer: str) -> list[Decision]:
 
 def _load_json(path: Path):
     """The whole file as JSON; GensetsError (file:line) if it is not."""
-    try:
-        return json.loads(_text(path))
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    except (ValueError, RecursionError) as e:  # a number of 4300+ digits, nesting deeper than Python recurses
-        raise DataError(f"{path}: not valid JSON ({' '.join(str(e).split())[:200] or 'nested too deeply'})") \
-            from None
+    return recordio.loads(_text(path), str(path))  # bounded: size, depth (gensets.recordio); a DataError (exit 1)
 
 
 def read_users(path: Path) -> dict[str, str]:
@@ -542,6 +537,7 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
                 continue
             raise GensetsError(f"{path}: {name}: no data.key (was it exported by gensets?)")
         where = f"{path}: {name} ({data['key'][:100]})"
+        recordio.check(task, "LabelStudioTask", f"{path}: {name}")  # the task's shape, its strings, its numbers
         project = str(task["project"]) if _user_id(task.get("project")) else None
         if project:
             read.projects.add(project)

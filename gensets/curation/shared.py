@@ -22,6 +22,9 @@ import re
 import sys
 from pathlib import Path
 
+from .. import recordio
+from ..errors import DataError
+
 RECORD = ".review-server.json"  # the running review servers of a workspace: [{pid, url, started, release}]
 RELEASE_PATH = "/internal/release"  # where a server is asked to give state.duckdb up
 RELEASE_HEADER = "X-Gensets-Release"  # with the key it recorded
@@ -55,9 +58,16 @@ def _record_file(root: Path):
     """The record file, opened without following a symlink and locked (fcntl) while it is read and rewritten: two
     servers starting together both end up in it."""
     import fcntl
+    import stat
 
-    fd = os.open(root / RECORD, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    path = root / RECORD
+    try:  # non-blocking: a FIFO is opened and refused, never waited on
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    except OSError as e:  # a folder, a symlink, no permission: named, one line
+        raise DataError(f"{path}: cannot open the review-server record ({e.strerror or e}); remove it") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DataError(f"{path}: not a regular file (a FIFO or a device); remove it")
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd
     finally:
@@ -67,13 +77,11 @@ def _record_file(root: Path):
 def _read(fd, root: Path) -> list[dict]:
     """The live servers of a record that are what they say (a server killed with SIGKILL left its entry: a dead
     pid is dropped; an entry :func:`_untrusted` names a reason for is ignored, with a note)."""
-    data = os.pread(fd, 1 << 16, 0)
-    try:
-        rows = json.loads(data or b"[]")
-    except ValueError:
-        return []
-    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("pid"), int) and _alive(r["pid"])] \
-        if isinstance(rows, list) else []
+    data = os.pread(fd, (1 << 16) + 1, 0)
+    # the review-server schema (gensets.recordio): a pid, a URL without control characters (it is printed), a
+    # release key; a record that is not is named in one line, with the field
+    rows = recordio.parse(data or b"[]", "ReviewServers", str(root / RECORD))
+    rows = [r for r in rows if _alive(r["pid"])]
     kept = []
     for r in rows:
         why = _untrusted(root, r)
@@ -162,7 +170,7 @@ def unregister(root: Path) -> None:
                 _write(fd, rows)
             else:
                 os.unlink(root / RECORD)
-    except OSError:
+    except (OSError, DataError):  # a record made unreadable meanwhile: nothing of ours left to take out
         pass
 
 

@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import recordio
 from ..config import control_char
 from ..errors import DataError, GensetsError, Unavailable
 from ..images import IMAGE_EXTS, decode_image
-from ..safety import check_regular, inside, no_symlink, parts_of, read_json, read_text
+from ..safety import check_regular, inside, no_symlink, parts_of, read_text
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
 
@@ -203,7 +204,7 @@ def local_folder(folder: Path, config: str | None, split: str | None) -> Source:
     """A Hub-style repo folder: configs and class names from its card, shards from its data_files."""
     header = _card_header(folder)
     manifest = folder / "manifest.json"
-    revision = read_json(inside(folder, "manifest.json")) if manifest.exists() else {"build": None}
+    revision = recordio.read("manifest.json", "AnyRecord", folder) if manifest.exists() else {"build": None}
     revision = revision.get("build", ...) if isinstance(revision, dict) else ...
     if revision is not None and not (isinstance(revision, str) and revision.isprintable() and 0 < len(revision) <= 200):
         raise DataError(f"{manifest}: not a gensets manifest.json (its 'build' is not a build id); refusing it")

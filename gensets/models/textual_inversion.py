@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gensets import recordio
 from gensets.errors import ModelError
 from gensets.records import derive_seed
 
@@ -185,20 +186,20 @@ def _resume(checkpoint: Path, key: str, steps: int) -> tuple[int, list, list, tu
     check_regular(no_symlink(checkpoint, "a TI checkpoint"))
     try:
         with safetensors.safe_open(str(checkpoint), "pt") as f:
-            meta = json.loads((f.metadata() or {}).get("state", "{}"))
-            if not isinstance(meta, dict) or meta.get("key") != key:
+            state = (f.metadata() or {}).get("state")
+            if state is None:
                 return 0, [], [], None
-            step, losses, clip_losses = meta.get("step"), meta.get("losses"), meta.get("clip_losses", [])
-
-            def numbers(xs) -> bool:
-                return isinstance(xs, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs)
-
-            if not (isinstance(step, int) and not isinstance(step, bool) and 0 <= step <= steps
-                    and numbers(losses) and len(losses) == step and numbers(clip_losses)
-                    and len(clip_losses) in (0, step)):
+            # the TI state schema (gensets.recordio): a key, a bounded step, lists of numbers
+            meta = recordio.parse(state, "TIState", f"{checkpoint}: state")
+            if meta["key"] != key:
+                return 0, [], [], None
+            step, losses, clip_losses = meta["step"], meta["losses"], meta.get("clip_losses", [])
+            if not (step <= steps and len(losses) == step and len(clip_losses) in (0, step)):
                 raise ValueError(f"state: step {str(step)[:20]} and {len(losses) if isinstance(losses, list) else 'no'}"
                                  f" losses, for a training of {steps} steps")
             return step, losses, clip_losses, tuple(f.get_tensor(k) for k in ("embedding", "exp_avg", "exp_avg_sq"))
+    except recordio.RecordError as e:  # names the file, the field and the problem
+        raise DataError(f"{e}; remove it to train this class from the start") from None
     except Exception as e:  # noqa: BLE001 - safetensors' own errors, JSON, a missing tensor: one line naming the file
         raise DataError(f"{checkpoint}: not a readable TI checkpoint ({' '.join(f'{type(e).__name__}: {e}'.split())[:200]}); "
                         "remove it to train this class from the start") from None

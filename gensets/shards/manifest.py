@@ -9,8 +9,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from gensets import recordio
 from gensets.errors import DataError
-from gensets.safety import open_regular, read_json
+from gensets.safety import open_regular
 from gensets.shards.writer import atomic_open, canonical_json
 
 _TAIL = 1 << 20  # a torn line is at most one row: look this far back for the last newline
@@ -77,10 +78,9 @@ class Manifest:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError, RecursionError) as e:
-                    raise DataError(f"{self.path}: line {lineno}: malformed manifest line "
-                                    f"({type(e).__name__}: {str(e)[:200]})") from None
+                    row = recordio.loads(line, f"{self.path}:{lineno}")
+                except DataError as e:
+                    raise DataError(f"{self.path}: line {lineno}: malformed manifest line ({str(e)[:200]})") from None
                 if not isinstance(row, dict):
                     raise DataError(f"{self.path}: line {lineno}: manifest line is not a JSON object")
                 yield self.check(row, f"{self.path}:{lineno}") if self.check else row
@@ -90,67 +90,18 @@ class Manifest:
         return {str(row[field]) for row in self.iter_rows() if field in row}
 
 
-_MAX_N = 1 << 40  # more samples, bytes or images than any real shard or dataset has: a corrupt number
-
-
-def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _MAX_N
-
-
-def _text(v) -> bool:
-    return isinstance(v, str) and bool(v) and v.isprintable() and len(v) <= 1000
-
-
-def _bad(where: str, key: str, v, want: str) -> DataError:
-    return DataError(f"{where}: {key}: expected {want}, got {json.dumps(v)[:80] if _plain(v) else type(v).__name__}")
-
-
-def _plain(v) -> bool:
-    return v is None or isinstance(v, (str, int, float, bool))
-
-
 def check_candidate_row(row: dict, where: str) -> dict:
-    """A row of ``candidates/manifest.jsonl`` as a build wrote it (what ingest and finalize read of it):
-    ``unit``, ``shard`` and ``sha256`` names, ``n`` a count, ``skipped`` a list of {path, reason}; DataError
-    naming ``where`` (``file:line``) and the key otherwise."""
-    for key in ("unit", "shard", "sha256"):
-        if not _text(row.get(key)):
-            raise _bad(where, key, row.get(key), "a name")
-    for key in ("n", "nbytes", "kept"):
-        if (key == "n" or key in row) and not _count(row.get(key)):
-            raise _bad(where, key, row.get(key), "a whole number of at least 0")
-    skipped = row.get("skipped") or []
-    if not isinstance(skipped, list) or not all(
-            isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("reason"), str)
-            for r in skipped):
-        raise _bad(where, "skipped", skipped, "a list of {path, reason}")
-    return row
+    """A row of ``candidates/manifest.jsonl`` as a build wrote it (the candidate row schema of
+    :mod:`gensets.schemas`, through :mod:`gensets.recordio`): DataError naming ``where`` (``file:line``), the key
+    and the problem otherwise."""
+    return recordio.check(row, "CandidateRow", where)
 
 
 def read_dataset_manifest(path: str | os.PathLike, where: str | None = None) -> dict:
-    """A dataset's ``manifest.json`` as ``gensets finalize`` writes it (read as a regular file): ``build`` a
-    name, ``counts`` config -> count, ``shards`` a list of {path, config, split, sha256, n, nbytes}. DataError
-    naming the file (and line, or key) for one that is cut short, foreign or nested too deeply."""
-    m = read_json(path, where)
-    if not isinstance(m, dict) or "shards" not in m or "build" not in m:
-        raise DataError(f"{os.fspath(path)}: not a gensets manifest.json (no build and shards); refusing it")
-    if not _text(m["build"]):
-        raise _bad(os.fspath(path), "build", m["build"], "a name")
-    counts = m.get("counts", {})
-    if not isinstance(counts, dict) or not all(_text(k) and _count(v) for k, v in counts.items()):
-        raise _bad(os.fspath(path), "counts", counts, "config -> a whole number")
-    if not isinstance(m["shards"], list):
-        raise _bad(os.fspath(path), "shards", m["shards"], "a list")
-    for i, sh in enumerate(m["shards"]):
-        if not isinstance(sh, dict):
-            raise _bad(os.fspath(path), f"shards[{i}]", sh, "an object")
-        for key in ("path", "config", "split", "sha256"):
-            if not _text(sh.get(key)):
-                raise _bad(os.fspath(path), f"shards[{i}].{key}", sh.get(key), "a name")
-        for key in ("n", "nbytes"):
-            if not _count(sh.get(key)):
-                raise _bad(os.fspath(path), f"shards[{i}].{key}", sh.get(key), "a whole number of at least 0")
-    return m
+    """A dataset's ``manifest.json`` as ``gensets finalize`` writes it (a regular file, of the dataset manifest
+    schema: ``build`` a name, ``counts`` config -> count, ``shards`` a list of {path, config, split, sha256, n,
+    nbytes}, the environments that built it). DataError naming the file and key for one that is not."""
+    return recordio.read(path, "DatasetManifest", where=where)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ... import recordio
 from ...cards.markdown import table
 from ...errors import DataError, GensetsError
 from ...output import files
 from ...registry import REPORTS
-from ...safety import read_json
 from .base import Report, add_precision
 
 PUBLISHED = ("Wiles et al. (2022) publish failure rates of a ResNet-50 on images generated with Imagen and described "
@@ -68,7 +68,7 @@ def compute(workspace: str | Path, db: str | Path | None = None, precision: str 
     path = ws.root / "modes.json"
     if not path.exists():
         raise GensetsError(f"{ws.root}: no modes.json yet; run `gensets build` on it to the end")
-    rep = read_json(path)
+    rep = recordio.read("modes.json", "AnyRecord", ws.root)
     if not isinstance(rep, dict):
         raise DataError(f"{path}: not the modes.json a failure-modes build writes (not an object)")
     rep["workspace"] = str(ws.root)
