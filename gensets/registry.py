@@ -75,10 +75,10 @@ class Registry:
         return iter(sorted(self.names()))
 
 
-BUILDERS = Registry("builder", "gensets.builders")
-STRATEGIES = Registry("prompt strategy", "gensets.builders.genbench")
+BUILDERS = Registry("builder", "gensets.builders", "gensets.papers")
+STRATEGIES = Registry("prompt strategy", "gensets.papers.genbench")
 PROTOCOLS = Registry("protocol", "gensets.evaluation.protocols")
-REPORTS = Registry("report", "gensets.evaluation.reports")
+REPORTS = Registry("report", "gensets.evaluation.reports", "gensets.papers")
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
 RANDOM_MODELS = Registry("random model", "gensets.models.random")
 QUALITY_METRICS = Registry("quality metric", "gensets.quality")

@@ -208,7 +208,7 @@ def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None,
     ImageNet-D datasets, None: its only one; ``stand_ins``: tiny models beside families) as the table's rows: each
     family's top-1 under the report's default reading of overall (pooled over the subsets' images), named in the
     row, with its interval over images and the published number's verdict."""
-    from .evaluation.reports import imagenet_d
+    from .papers.imagenet_d import report as imagenet_d
 
     rep = imagenet_d.compute(db, dataset, stand_ins=stand_ins)
     report = imagenet_d.write(rep, report_dir)
@@ -231,7 +231,7 @@ TABLE2_STRATEGIES = ("ST", "CE", "DT", "NP", "NP+RD")  # Table 2's Stable Diffus
 
 
 def _genbench_table2(table: Table, run: Run) -> dict:
-    from .evaluation.reports import genbench
+    from .papers.genbench import report as genbench
 
     not_run: list[str] = []
     if run.smoke:  # the smoke config's strategies, and Table 2's composed NP+RD in a workspace of its own
@@ -337,7 +337,8 @@ def _borji(kind: str) -> Callable[[Table, Run], dict]:
     """borji-fig2 (kind recognition, protocol wordset) and borji-vqa (kind vqa)."""
 
     def run_table(table: Table, run: Run) -> dict:
-        from .evaluation.reports import recognition, vqa
+        from .papers.borji import recognition_report as recognition
+        from .papers.borji import vqa_report as vqa
 
         ws = _build(table, run, run.ws)
         _evaluate(table, run, str(ws))

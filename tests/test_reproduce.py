@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gensets.evaluation.reports.imagenet_d import family
+from gensets.papers.imagenet_d.report import family
 
 from .conftest import ROOT, run_cli
 from .test_eval import query
@@ -58,7 +58,7 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
         "ResNet": 0.5502, "ViT-L/16": 0.594, "CLIP": 0.4605, "LLaVa": 0.2967, "MiniGPT-4": 0.1681}
     import numpy as np
 
-    from gensets.evaluation.reports.imagenet_d import NUISANCES, outcomes
+    from gensets.papers.imagenet_d.report import NUISANCES, outcomes
 
     db = out / "results.duckdb"
     for what, model in (("ResNet", "tiny:resnet"), ("ViT-L/16", "tiny:vit"), ("CLIP", "tiny:clip")):
@@ -401,7 +401,7 @@ def test_imagenet_d_intervals_pooled_over_images_and_per_subset_for_the_mean():
     resampling varies; one subset under two images has no mean interval."""
     import numpy as np
 
-    from gensets.evaluation.reports.imagenet_d import intervals
+    from gensets.papers.imagenet_d.report import intervals
 
     by = {"background": [True] * 4, "texture": [False] * 3, "material": [True] * 2}
     pooled = np.array(by["background"] + by["texture"] + by["material"], float)

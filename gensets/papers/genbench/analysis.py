@@ -87,7 +87,7 @@ def chosen_cell(r: dict) -> str:
 def markdown_sections(rep: dict, pct, probe_cell) -> list[str]:
     """The report.md sections of this module: equal K, correlations, evaluation time."""
     from ...cards.markdown import table
-    from .genbench import strategy_order
+    from .report import strategy_order
 
     rows = sorted(rep["rows"], key=lambda r: (r["dataset"], r["shots"], strategy_order(r["strategy"])))
     lines = ["", "## Data types at equal K", "",
@@ -160,7 +160,7 @@ def plot_shots(rep: dict, path: Path) -> None:
     """Per dataset: CLER against K shots per class, and against the cost of the set (log scale where every cost
     is positive), one line per strategy / data type (Fig. 3)."""
     from ...cards.figures import PALETTE, figure, save
-    from .genbench import strategy_order
+    from .report import strategy_order
 
     names = sorted({r["dataset"] for r in rep["rows"]})
     fig = figure(8.0, 2.8 * max(1, len(names)))

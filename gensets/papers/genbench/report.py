@@ -37,11 +37,11 @@ from pathlib import Path
 
 from ...config import nonneg_float, positive_float, positive_int
 from ...errors import GensetsError
+from ...evaluation.reports.base import Report, verdict
 from ...output import files
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
-from .base import Report, verdict
-from .genbench_analysis import chosen_cell, correlations, markdown_sections, plot_correlations, plot_shots
+from .analysis import chosen_cell, correlations, markdown_sections, plot_correlations, plot_shots
 
 
 # ------------------------------------------------------------------ inputs

@@ -1,0 +1,1 @@
+"""One folder per paper: its builder(s), report(s), paper-only statistics and ``gensets reproduce`` tables."""
