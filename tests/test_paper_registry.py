@@ -177,3 +177,19 @@ def test_a_paper_registered_after_the_registries_were_asked_adds_its_builders(tm
         BUILDERS.unregister("late")
         for m in ("late_paper", "late_paper.builder", "late_paper.paper"):
             sys.modules.pop(m, None)
+
+
+def test_a_split_that_names_no_builder_is_identified_by_its_papers():
+    """The evaluation runner names no paper: ImageNet-D's class list is recognised by the identifier its paper
+    folder registers (registry.IDENTIFIERS), which gives the authors' class names; another list is nobody's."""
+    from gensets.evaluation.data import Split
+    from gensets.evaluation.runner import _identified
+    from gensets.registry import IDENTIFIERS
+    from gensets.sources.packaged import imagenet_d_class_names, imagenet_d_classes
+
+    assert "imagenet-d" in IDENTIFIERS.names()
+    folders = Split("default", "test", list(imagenet_d_classes()), lambda: iter(()))
+    assert _identified(folders) == "imagenet-d" and folders.class_names == imagenet_d_class_names()
+    assert "binder_closed" in imagenet_d_classes() and "binder_(closed)" in folders.class_names
+    other = Split("default", "test", ["cat", "dog"], lambda: iter(()))
+    assert _identified(other) is None and other.class_names == ["cat", "dog"]

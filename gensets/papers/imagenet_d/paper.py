@@ -15,5 +15,5 @@ def published() -> list[dict]:
 
 
 PAPER = Paper("imagenet-d", "Zhang et al., ImageNet-D (CVPR 2024)",
-              modules=("gensets.papers.imagenet_d.builder", "gensets.papers.imagenet_d.report"),
+              modules=tuple(f"gensets.papers.imagenet_d.{m}" for m in ("builder", "report", "identify")),
               tables=(TABLE,), published=published)
