@@ -193,3 +193,18 @@ def test_a_split_that_names_no_builder_is_identified_by_its_papers():
     assert "binder_closed" in imagenet_d_classes() and "binder_(closed)" in folders.class_names
     other = Split("default", "test", ["cat", "dog"], lambda: iter(()))
     assert _identified(other) is None and other.class_names == ["cat", "dog"]
+
+
+def test_the_engine_and_the_commands_name_no_paper_module():
+    """No paper's module is named outside its folder and the list of gensets' papers: the engine (builders/,
+    evaluation/), the registries, reproduce and the CLI reach papers through the PAPERS registry alone."""
+    import re
+
+    papers = ("imagenet_d", "genbench", "borji", "wiles", "failure_modes")
+    files = [*sorted((ROOT / "gensets" / "builders").rglob("*.py")), *sorted((ROOT / "gensets" / "evaluation").rglob("*.py")),
+             *(ROOT / "gensets" / f for f in ("registry.py", "reproduce.py", "cli.py"))]
+    names = "|".join(papers)  # as a module or package: after . / or a quote, before . : or a quote (not a config)
+    pattern = re.compile(rf"(?<=[./\"' ])(?<!chenshuang-zhang/)({names})(?=[.:\"' ,)]|$)(?!\.smoke|\.yaml)")
+    found = [f"{f.relative_to(ROOT)}:{i}: {line.strip()}" for f in files
+             for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []
