@@ -110,9 +110,9 @@ def main() -> None:
     from diffusers import DPMSolverMultistepScheduler, StableDiffusionPipeline  # noqa: F401
     from transformers import CLIPTextModel, CLIPTokenizer  # noqa: F401
 
-    import gensets.builders.imagenet_d  # noqa: F401
     import gensets.curation.state  # noqa: F401
     import gensets.models.classifier  # noqa: F401
+    import gensets.papers.imagenet_d.builder  # noqa: F401
     imports = time.perf_counter() - t
 
     overrides = [f"generator.model={args.model}", f"generator.width={args.size}", f"generator.height={args.size}",

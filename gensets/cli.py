@@ -940,7 +940,13 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--dry-run", action="store_true", help="print the commit it would make, upload nothing")
     pr.set_defaults(func=_publish_results)
 
-    from .reproduce import TABLES
+    from .reproduce import tables
+
+    TABLES = tables()  # every registered paper's tables (gensets.registry.PAPERS)
+
+    def per_table(option: str, default: str = "") -> str:  # the tables' readings of an option, for its help
+        return "; ".join([default] * bool(default) + [f"{t.name}: {t.options[option]}"
+                                                      for t in TABLES.values() if option in t.options])
 
     rp2 = sub.add_parser(
         "reproduce", help="one paper table: build, score with the paper's settings, print beside the published numbers",
@@ -951,19 +957,14 @@ def parser() -> argparse.ArgumentParser:
         + ". --smoke runs the same path on tiny random models offline (numbers meaningless).")
     rp2.add_argument("table", choices=list(TABLES), help="the paper table")
     rp2.add_argument("--smoke", action="store_true", help="tiny random models, offline, minutes on a CPU")
-    rp2.add_argument("--dataset", action="append", default=[], metavar="NAME",
-                     help="genbench-table2: a Table 2 dataset (repeatable; default: all 22)")
+    rp2.add_argument("--dataset", action="append", default=[], metavar="NAME", help=per_table("--dataset"))
     rp2.add_argument("--out", help="folder for the workspace(s), results.duckdb, the report and reproduce.md "
                      "(default: out/reproduce/TABLE[-smoke]); a rerun resumes")
-    rp2.add_argument("--workspace", help="the workspace to build or resume (default: OUT/workspace; "
-                     "genbench-table2: OUT/genbench-DATASET), e.g. the one `make demo` built")
+    rp2.add_argument("--workspace", help="the workspace to build or resume (default: "
+                     + per_table("--workspace", "OUT/workspace") + "), e.g. the one `make demo` built")
     rp2.add_argument("--configs", help="a folder of paper configs (default: the ones gensets ships, "
                      "gensets/data/configs: copies of a checkout's configs/)")
-    rp2.add_argument("--source", action="append", default=[], metavar="SOURCE",
-                     help="imagenet-d-table: PATH, a local copy of the released ImageNet-D (its authors' layout) "
-                     "instead of hf:zcs15/ImageNet-D; genbench-table2: DATASET=SOURCE (repeatable), the real test "
-                     "images of a dataset (a folder of class folders, hf:ORG/NAME), needed where gensets knows no "
-                     "Hub copy")
+    rp2.add_argument("--source", action="append", default=[], metavar="SOURCE", help=per_table("--source"))
     rp2.add_argument("--dry-run", action="store_true", help="print what the run would build and score, do nothing")
     rp2.add_argument("--variant", action="append", default=[], metavar="NAME",
                      help="a named variant of the table's models instead of the default (repeatable): "
@@ -971,7 +972,10 @@ def parser() -> argparse.ArgumentParser:
                                       for t in TABLES.values() if t.variants))
     rp2.add_argument("--seeds", type=positive_int, default=1, metavar="N",
                      help="N builds at seeds config seed + 0 .. N-1, the range of each number over them beside the "
-                     "published one (imagenet-d-table --smoke, genbench-table2)")
+                     "published one (" + ", ".join(
+                         t.name if t.no_seeds is None and t.no_seeds_smoke is None else
+                         f"{t.name} --smoke" if t.no_seeds_smoke is None else f"{t.name}'s paper run"
+                         for t in TABLES.values() if t.no_seeds is None or t.no_seeds_smoke is None) + ")")
     rp2.add_argument("--batch-size", type=positive_int, default=32)
     rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
     rp2.add_argument("--quiet", action="store_true", help="no progress")
@@ -1047,30 +1051,13 @@ def catalog(what: str) -> list[dict]:
             first = " ".join(itertools.takewhile(bool, head))  # the first paragraph of its opening comment
             rows.append({"name": f"configs/{f.name}", "description": first})
         return rows
-    if what == "tables":
-        import json
-        from importlib import resources
+    if what == "tables":  # every registered paper's published numbers, then its reproduce tables
+        from .registry import PAPERS
+        from .reproduce import tables
 
-        rows = []
-        for paper in ("genbench", "borji"):
-            d = json.loads(resources.files("gensets.data").joinpath(paper, "published.json").read_text())
-            for key, t in d.get("tables", {}).items():
-                rows.append({"name": f"{paper}:table-{key}", "description": t.get("caption", "")})
-            for key in ("recognition", "vqa"):
-                if key in d:
-                    rows.append({"name": f"{paper}:{key}", "description": f"{len(d[key])} published figures "
-                                 f"({d.get('source', '')[:120]})"})
-        d = json.loads(resources.files("gensets.data").joinpath("imagenet_d", "published.json").read_text())
-        rows.append({"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
-                     f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"})
-        d = json.loads(resources.files("gensets.data").joinpath("failure_modes", "published.json").read_text())
-        rows.append({"name": "failure-modes:figure-5", "description": f"{len(d['figure5'])} published failure rates "
-                     "(Wiles et al. 2022, Figure 5; from the paper's summary)"})
-        from .reproduce import TABLES
-
-        rows += [{"name": f"reproduce:{t.name}", "description": f"gensets reproduce {t.name}: {t.what}"}
-                 for t in TABLES.values()]
-        return rows
+        rows = [row for _, paper in PAPERS.items() for row in paper.published()]
+        return rows + [{"name": f"reproduce:{t.name}", "description": f"gensets reproduce {t.name}: {t.what}"}
+                       for t in tables().values()]
     raise GensetsError(f"gensets list: unknown {what!r} (expected one of {', '.join(LISTS)})")
 
 

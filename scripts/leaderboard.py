@@ -31,7 +31,7 @@ import yaml
 
 from gensets.config import load_config
 from gensets.errors import GensetsError
-from gensets.evaluation.reports import imagenet_d
+from gensets.papers.imagenet_d import report as imagenet_d
 from gensets.records import slug
 
 

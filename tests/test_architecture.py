@@ -59,7 +59,7 @@ def _imports(path: Path):
 
 
 def _package(module: str) -> str:
-    """The top-level part of gensets a module belongs to: gensets.builders.genbench.card -> gensets.builders."""
+    """The top-level part of gensets a module belongs to: gensets.papers.genbench.card -> gensets.papers."""
     return ".".join(module.split(".")[:2])
 
 

@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from gensets.builders.imagenet_d import plan, unit_prompts
 from gensets.config import fingerprint
 from gensets.errors import ConfigError
+from gensets.papers.imagenet_d.builder import plan, unit_prompts
 from gensets.workspace import load_build_config
 
 from .conftest import ROOT, SMOKE, run_cli

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gensets.builders.failure_modes.prompts import description
-from gensets.curation import failure_modes as fm
 from gensets.labels.hits import hit
+from gensets.papers.wiles import statistics as fm
+from gensets.papers.wiles.prompts import description
 from gensets.records import derive_seed
 
 from .conftest import ROOT, run_cli
@@ -107,7 +107,7 @@ def test_compare_flags_the_modes_that_survive_the_correction():
 
 
 def test_with_top_k_2_only_failed_images_count_as_confusions():
-    from gensets.builders.failure_modes import tally
+    from gensets.papers.wiles import tally
 
     def image(top5):  # a classified image of tench; with top_k = 2 it fails when tench is not in its top 2
         return {"kept": not hit(top5, [TENCH], 2), "surrogates": [{"top5": top5}]}
@@ -129,7 +129,7 @@ def test_with_top_k_2_only_failed_images_count_as_confusions():
 
 def test_transfer_counts_failures_at_the_builds_top_k(tmp_path):
     from gensets.evaluation import store
-    from gensets.evaluation.reports.failure_modes import transfer
+    from gensets.papers.wiles.report import transfer
 
     def pred(key, top5):  # an image of tench scored by another classifier
         return {"key": key, "target": TENCH, "target_ids": [TENCH], "top5": top5, "scores": [0.2] * 5,
@@ -152,7 +152,7 @@ def test_transfer_by_hand_with_several_target_ids(tmp_path):
     """Every image of the finalized set failed the classifier under test; transfer is the fraction another
     model fails too: none of an image's target ids among its top-k."""
     from gensets.evaluation import store
-    from gensets.evaluation.reports.failure_modes import transfer
+    from gensets.papers.wiles.report import transfer
 
     def pred(key, top5, target_ids):
         return {"key": key, "target": 0, "target_ids": target_ids, "top5": top5, "scores": [0.2] * 5,
@@ -186,7 +186,7 @@ def _cfg(*sets):
 
 
 def test_paper_prompts_for_persian_cat_and_ladybug():
-    from gensets.builders.failure_modes import prompts
+    from gensets.papers.wiles import prompts
 
     cfg = _cfg()
     assert (cfg.template, cfg.mode_template, cfg.top_k) == ("wiles2022", "wiles2022", 3)  # the defaults
@@ -205,7 +205,7 @@ def test_paper_prompts_for_persian_cat_and_ladybug():
 
 
 def test_description_rule_by_hand():
-    from gensets.builders.failure_modes.prompts import description
+    from gensets.papers.wiles.prompts import description
 
     assert description("It is in a plastic bag") == "it is in a plastic bag."
     assert description("  a dog   on a beach . ") == "a dog on a beach."  # whitespace collapsed, one full stop
@@ -216,7 +216,7 @@ def test_description_rule_by_hand():
 
 
 def test_default_and_earlier_variants_give_different_prompts():
-    from gensets.builders.failure_modes import prompts
+    from gensets.papers.wiles import prompts
 
     paper, old = _cfg(), _cfg("template=label-only", "mode_template=caption", "top_k=1")
     caption = "a cat lying in the snow"
@@ -253,7 +253,7 @@ def test_packaged_superclasses_are_wordnet_grandparents():
 
 # ------------------------------------------------------------------ top-k and target labels on fixed counts
 def test_top1_and_top3_failure_rates_differ_on_fixed_predictions():
-    from gensets.builders.failure_modes import tally
+    from gensets.papers.wiles import tally
 
     # six Persian cat images: the classifier's top-5 (only the first three matter at k = 3)
     top5s = [[PERSIAN_CAT, 1, 2, 3, 4],              # right at any k

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gensets.builders.genbench import QUALITY_NEGATIVES, RESTRICTIVE, Context, plan, unit_prompts
 from gensets.errors import ConfigError
+from gensets.papers.genbench import QUALITY_NEGATIVES, RESTRICTIVE, Context, plan, unit_prompts
 from gensets.sources.packaged import genbench_datasets
 from gensets.workspace import load_build_config
 
@@ -300,7 +300,7 @@ def test_a_folder_dataset_builds_the_same_bytes_wherever_it_lies(tmp_path):
     # no path of this machine in what is published or frozen; the init image is named inside its folder
     for f in [*wa.rglob("*.tar"), wa / "config.yaml", wa / "dataset" / "README.md", wa / "dataset" / "manifest.json"]:
         assert str(tmp_path).encode() not in f.read_bytes(), f
-    from gensets.evaluation.reports.genbench import read_workspace
+    from gensets.papers.genbench.report import read_workspace
 
     sample = read_workspace(wa)[2]["classes-ra"][0]
     assert sample.meta["prompting"]["init_image"] == f"{sample.meta['label']}/a.png"
@@ -448,9 +448,9 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     assert (out / "cler.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the CLER of one strategy, recomputed directly from the CLIP embeddings
     from gensets import metrics as M
-    from gensets.evaluation.reports.genbench import read_workspace
     from gensets.images import decode_image
     from gensets.models import load_classifier
+    from gensets.papers.genbench.report import read_workspace
     from gensets.sources.images import load_test_set
 
     _, cfg, by_config = read_workspace(gb_reference)
@@ -464,7 +464,7 @@ def test_report_cler_table_and_plot(gb_reference, tmp_path):
     want = M.cler(gen, gen_y, test, test_y)
     assert rep["rows"][0]["cler"] == pytest.approx(want)
     # FD, KID, precision / recall and IS: gensets score's functions on the --features model's outputs
-    from gensets.evaluation.reports.genbench import quality
+    from gensets.papers.genbench.report import quality
 
     vit = load_classifier("tiny:vit", labels=["airplane", "cat", "ship"], templates=list(cfg.templates))
     gen_px = vit.preprocess([decode_image(s.image) for s in by_config["cifar-10-st"]])
@@ -501,7 +501,7 @@ def test_report_quality_is_gensets_score_on_the_same_features():
     import numpy as np
     from scipy.linalg import sqrtm
 
-    from gensets.evaluation.reports.genbench import quality
+    from gensets.papers.genbench.report import quality
     from gensets.quality.metrics import Models
     from gensets.registry import QUALITY_METRICS
 
@@ -561,9 +561,9 @@ def test_report_keeps_the_k_shots_of_highest_clip_score_or_the_first_k(gb_refere
     import numpy as np
 
     from gensets import metrics as M
-    from gensets.evaluation.reports.genbench import read_workspace
     from gensets.images import decode_image
     from gensets.models import load_classifier
+    from gensets.papers.genbench.report import read_workspace
 
     test = "configs/genbench.smoke-refs"
     reps = {}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gensets.builders.genbench import plan
-from gensets.builders.genbench.baselines import original_order, rank_pool
 from gensets.errors import ConfigError
 from gensets.metrics import mean_text_similarity
+from gensets.papers.genbench import plan
+from gensets.papers.genbench.baselines import original_order, rank_pool
 from gensets.records import derive_seed
 from gensets.workspace import load_build_config
 
@@ -133,7 +133,7 @@ def test_build_and_report_every_data_type(files):
     assert "retrieval" in r.stdout and "original" in r.stdout
 
     # the retrieval by hand: tiny:clip text embeddings of the queries and captions, cosine, 4 nearest per query
-    from gensets.builders.genbench.baselines import pool_entries
+    from gensets.papers.genbench.baselines import pool_entries
 
     cfg = load(files, config_text())
     entries = pool_entries(cfg)
@@ -151,7 +151,7 @@ def test_build_and_report_every_data_type(files):
                     found.setdefault(int(j), []).append(sims[qi, j])
             scores[c] = sorted((float(np.mean(v)) for v in found.values()), reverse=True)
     # the samples' recorded scores are the best three of each class, and MTS is their mean over the best 2
-    from gensets.evaluation.reports.genbench import read_workspace
+    from gensets.papers.genbench.report import read_workspace
 
     _, _, by_config = read_workspace(files / "ws")
     for c in CLASSES:
@@ -196,7 +196,7 @@ def _row(dataset, strategy, shots, cler, lp, clip_score=None, fd=None, mts=None)
 def test_report_correlations_are_scipy_on_the_rows_at_the_largest_k():
     from scipy.stats import pearsonr, spearmanr
 
-    from gensets.evaluation.reports.genbench_analysis import correlations
+    from gensets.papers.genbench.analysis import correlations
 
     rows = []
     gen = {("a", "ST"): (0.5, 0.6, 20.0, 3.0), ("a", "DT"): (0.7, 0.65, 21.0, 2.0), ("b", "ST"): (0.2, 0.3, 19.0, 5.0),
@@ -247,7 +247,7 @@ def test_ra_from_retrieval_plans_from_the_pools_content(files):
 def test_smoke_run_compares_every_data_type_at_equal_k_with_costs_and_times(tmp_path):
     """configs/genbench.baselines.smoke.yaml: ST, RA (from the retrieved images), original and retrieval for 3
     classes; one report at K=2 and K=4 with a cost per row, the correlations and the time per metric."""
-    from gensets.evaluation.reports.genbench import read_workspace
+    from gensets.papers.genbench.report import read_workspace
 
     ws, out = tmp_path / "ws", tmp_path / "rep"
     run_cli("build", "configs/genbench.baselines.smoke.yaml", "--out", ws, "--quiet", check=0)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gensets.builders.genbench import Context, keytotext_inputs, parts_of, plan, unit_prompts
 from gensets.cli import main
 from gensets.errors import GensetsError
+from gensets.papers.genbench import Context, keytotext_inputs, parts_of, plan, unit_prompts
 from gensets.workspace import load_build_config
 
 from .conftest import ROOT, run_cli
@@ -341,7 +341,7 @@ def test_dt_template_list_is_shuffled_once_for_every_class(tmp_path):
     every class gets the same 16 of CIFAR's 18 templates in the same order (seeded by base seed, dataset and
     strategy: the class is not in the seed). gensets' earlier reading, `shuffle: per-class`, orders each class
     under its own seed."""
-    from gensets.builders.genbench.strategies import authors_slots
+    from gensets.papers.genbench.strategies import authors_slots
     from gensets.records import derive_seed
     from gensets.sources.classes import source_name
 
@@ -358,7 +358,7 @@ def test_dt_template_list_is_shuffled_once_for_every_class(tmp_path):
                      for c in ("airplane", "automobile")}
     assert [t for t, _ in per_class["airplane"]] != [t for t, _ in per_class["automobile"]]
     # the card names the reading
-    from gensets.builders.genbench.card import _sampling
+    from gensets.papers.genbench.card import _sampling
 
     assert "shuffled once for every class" in _sampling(cfg)
     assert "per-class" in _sampling(two_classes(tmp_path, ["DT"], "shuffle: per-class\n"))
@@ -387,7 +387,7 @@ def test_np_paper_subset_of_five_other_classes(tmp_path):
     assert all(len(r["negative_prompt"][: -len(", " + QUALITY)].split(", ")) == 5 for r in per_image)
     assert {r["negative_prompt"] for r in rows(config(tmp_path, "cifar-10", "airplane", ["NP"]), "NP")} == \
         {AIRPLANE_NEGATIVE}
-    from gensets.builders.genbench import strategies as S
+    from gensets.papers.genbench import strategies as S
 
     assert "the paper's Sec. 9" in S.NegativePrompts().details(cfg)
 
@@ -395,7 +395,7 @@ def test_np_paper_subset_of_five_other_classes(tmp_path):
 def test_rd_table6_form_beside_the_codes(tmp_path):
     """RD: the code's ",highly detailed,hires,8k,sharp focus" (default) or Table 6's
     ", ((sharp focus)), ((highly detailed)), ((hires))" (`restrictive: table-6`); every image names the form."""
-    from gensets.builders.genbench import strategies as S
+    from gensets.papers.genbench import strategies as S
 
     t6 = ", ((sharp focus)), ((highly detailed)), ((hires))"
     cfg = config(tmp_path, "cifar-10", "airplane", ["RD"], extra="restrictive: table-6\n")

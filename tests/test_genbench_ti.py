@@ -135,7 +135,7 @@ def test_clip_loss_adds_its_term_and_moves_the_token(tmp_path, images):
 
 
 def test_ti_defaults_follow_the_paper_and_the_authors_trainer(tmp_path):
-    from gensets.builders.genbench.config import TIConfig
+    from gensets.papers.genbench.config import TIConfig
 
     t = TIConfig()
     assert t.steps == 1000  # Sec. 4; example.sh's 500 is the option
@@ -296,9 +296,9 @@ RETRIEVAL_TI = textwrap.dedent("""\
 
 @pytest.mark.slow
 def test_ti_trains_on_the_retrievals_best_images_and_replans_with_the_pool(tmp_path):
-    from gensets.builders.genbench import plan
-    from gensets.builders.genbench.baselines import pool_identity, retrieve
-    from gensets.builders.genbench.references import retrieved_references
+    from gensets.papers.genbench import plan
+    from gensets.papers.genbench.baselines import pool_identity, retrieve
+    from gensets.papers.genbench.references import retrieved_references
 
     def config_dir(name):
         d = tmp_path / name
@@ -379,7 +379,7 @@ def test_the_cards_ti_line_names_the_training_variant():
     each class's ti/<class>.json does, and how its images were sampled."""
     from dataclasses import replace
 
-    from gensets.builders.genbench.ti import VARIANTS
+    from gensets.papers.genbench.ti import VARIANTS
     from gensets.registry import STRATEGIES
 
     _, cfg = load_build_config(SMOKE)

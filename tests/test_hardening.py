@@ -373,7 +373,7 @@ def test_vqa_questions_contradictions_and_bad_lines_name_file_and_line(tmp_path)
                     "--set", "generate_questions=false")
         one_line_error(r, f"{q}:3:", needle)
     q = _vqa_questions(tmp_path, [good, good])  # the same answer twice is the source's own repeat: kept
-    from gensets.builders.vqa import read_questions
+    from gensets.papers.borji.vqa import read_questions
 
     assert [x["line"] for x in read_questions(q)] == [1, 2]
 

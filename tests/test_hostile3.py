@@ -162,7 +162,7 @@ def test_a_vqa_prompt_asking_for_too_many_images_is_refused_without_listing_them
     with pytest.raises(ConfigError, match=rf"^{config}:10: prompts\[2\]\.images: must be between 1 and 100,000, "
                                           "got 1,000,000,000$"):
         load_build_config(config)
-    from gensets.builders.vqa import PromptSpec, generated_key, image_keys
+    from gensets.papers.borji.vqa import PromptSpec, generated_key, image_keys
 
     prompts = [PromptSpec("a dog", ("dog",)), PromptSpec("a cat", ("cat",), images=120)]
     assert [generated_key(prompts, k) for k in ("p0000_00", "p0000_01", "p0001_119", "p0001_120", "p1_00",
@@ -287,8 +287,8 @@ def test_ti_files_are_not_written_through_a_symlink_in_the_workspace(tmp_path):
 def test_ti_embeddings_are_not_read_through_a_symlink_or_from_a_fifo(tmp_path):
     """The generation stage hashes each class's committed embedding: one that is a symlink out of the workspace
     (a file of the user's) or a FIFO is refused in one line, not hashed (nor read forever)."""
-    from gensets.builders.genbench.ti import embeddings, plan_training
     from gensets.errors import DataError
+    from gensets.papers.genbench.ti import embeddings, plan_training
     from gensets.workspace import Workspace, load_build_config
 
     _, cfg = load_build_config(ROOT / "configs" / "genbench.ti.smoke.yaml")

@@ -74,7 +74,7 @@ def test_model_lists_and_errors(tmp_path):
     assert [m.spec for m in leaderboard.load_models("smoke")] == ["tiny:resnet", "tiny:vit", "tiny:clip"]
     paper = leaderboard.load_models("imagenet-d")
     assert {m.family for m in paper} == {"ResNet", "ViT-L/16", "CLIP", "LLaVa"}
-    from gensets.reproduce import RESNET50, VIT_L16
+    from gensets.papers.imagenet_d.tables import RESNET50, VIT_L16
 
     assert {RESNET50, VIT_L16} <= {m.spec for m in paper}  # the specs reproduce imagenet-d-table runs
     assert [m.spec for m in leaderboard.load_models("tiny:resnet, tiny:clip,tiny:resnet")] == ["tiny:resnet",

@@ -19,7 +19,7 @@ EXPECTED = {
     "configs": lambda: [f"configs/{p.name}" for p in sorted((ROOT / "configs").glob("*.yaml"))],
     "tables": lambda: [f"genbench:table-{i}" for i in range(1, 6)] + ["borji:recognition", "borji:vqa",
                                                                        "imagenet-d:top1", "failure-modes:figure-5"]
-    + [f"reproduce:{name}" for name in __import__("gensets.reproduce", fromlist=["TABLES"]).TABLES],
+    + [f"reproduce:{name}" for name in __import__("gensets.reproduce", fromlist=["tables"]).tables()],
 }
 
 

@@ -244,7 +244,7 @@ def test_wiles_published_rates_are_the_papers():
 
 def test_failure_modes_report_sets_a_builds_baseline_beside_figure5():
     """By hand: 200 baseline images of Persian cat, 30 misclassified, 4 of them as snow leopard."""
-    from gensets.evaluation.reports.failure_modes import published
+    from gensets.papers.wiles.report import published
 
     rep = {"baseline": {"Persian cat": {"n": 200, "failures": 30, "rate": 0.15, "confusions": [
         {"class": 289, "name": "snow leopard", "count": 4}, {"class": 281, "name": "tabby cat", "count": 26}]}}}
@@ -262,7 +262,7 @@ def test_genbench_gpu_price_defaults_to_the_papers_table5():
     """The generator's price per hour defaults to GenBench's (Table 5: 1.47 USD per hour of an Azure NC24ads
     A100 v4 at spot price; the paper's text, shared/papers/001), in a config that gives none and in
     configs/genbench.yaml, the paper-scale config."""
-    from gensets.builders.genbench.config import CostConfig
+    from gensets.papers.genbench.config import CostConfig
     from gensets.workspace import load_build_config
 
     paper = next(r for r in genbench_published()["tables"]["5"]["rows"] if r["data_type"] == "Generative")

@@ -97,7 +97,7 @@ def test_report_equals_sql_over_predictions(smoke, tmp_path):
                 "per_model_category.png"):
         assert (out / png).stat().st_size > 1000 and png in md
 
-    from gensets.evaluation.reports.recognition import compute
+    from gensets.papers.borji.recognition_report import compute
 
     rep = compute(db)
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(rep))
@@ -197,7 +197,7 @@ def test_torchvision_model_scores_the_smoke_set_through_eval(smoke, tmp_path):
 def test_per_category_and_per_image_means_differ_by_hand(tmp_path):
     """One model, 2 cat images (both right) and 4 dog images (1 right): over categories (Borji's averaging, the
     default) (2/2 + 1/4) / 2 = 0.625; over images 3/6 = 0.5."""
-    from gensets.evaluation.reports.recognition import compute
+    from gensets.papers.borji.recognition_report import compute
 
     _scored(tmp_path / "r.duckdb", [[1, 1, 1, 0, 0, 0]], [0, 0, 1, 1, 1, 1], ["cat", "dog"])
     (row,) = compute(tmp_path / "r.duckdb")["per_model"]
@@ -362,7 +362,7 @@ def test_report_counts_one_revision(tmp_path):
     import datetime as dt
 
     from gensets.evaluation import store
-    from gensets.evaluation.reports.recognition import compute
+    from gensets.papers.borji.recognition_report import compute
 
     db = tmp_path / "r.duckdb"
     con = store.connect(db)
@@ -409,7 +409,7 @@ def _scored(db, correct, targets, class_names, keys=None, correct5=None):
 
 
 def test_report_all_fail_all_succeed_by_hand(tmp_path):
-    from gensets.evaluation.reports.recognition import compute
+    from gensets.papers.borji.recognition_report import compute
 
     correct = [[1, 0, 0, 1, 1],
                [1, 0, 1, 1, 0],
@@ -435,7 +435,7 @@ def test_report_all_fail_all_succeed_by_hand(tmp_path):
 
 
 def test_report_all_fail_all_succeed_against_a_loop(tmp_path):
-    from gensets.evaluation.reports.recognition import compute
+    from gensets.papers.borji.recognition_report import compute
 
     rng = np.random.default_rng(13)
     correct = rng.random((4, 300)) < 0.7
@@ -577,8 +577,8 @@ def test_build_does_not_depend_on_where_its_files_lie(import_folder, tmp_path):
 
 
 def test_a_file_changed_after_planning_is_a_one_line_error(tmp_path):
-    from gensets.builders.recognition import Context, plan, run_unit
     from gensets.errors import DataError
+    from gensets.papers.borji.recognition import Context, plan, run_unit
     from gensets.workspace import load_build_config
 
     (tmp_path / "collected" / "clock").mkdir(parents=True)
@@ -603,7 +603,7 @@ def test_report_counts_runs_of_one_precision(tmp_path):
     its bf16 run on 1 of 2; counted together the report would say 4 images and 3/4."""
     from gensets.errors import GensetsError
     from gensets.evaluation import store
-    from gensets.evaluation.reports.recognition import compute
+    from gensets.papers.borji.recognition_report import compute
 
     db = tmp_path / "r.duckdb"
     con = store.connect(db)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gensets.evaluation.reports.imagenet_d import family
+from gensets.papers.imagenet_d.report import family
 
 from .conftest import ROOT, run_cli
 from .test_eval import query
@@ -58,7 +58,7 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
         "ResNet": 0.5502, "ViT-L/16": 0.594, "CLIP": 0.4605, "LLaVa": 0.2967, "MiniGPT-4": 0.1681}
     import numpy as np
 
-    from gensets.evaluation.reports.imagenet_d import NUISANCES, outcomes
+    from gensets.papers.imagenet_d.report import NUISANCES, outcomes
 
     db = out / "results.duckdb"
     for what, model in (("ResNet", "tiny:resnet"), ("ViT-L/16", "tiny:vit"), ("CLIP", "tiny:clip")):
@@ -140,8 +140,9 @@ def test_reproduce_refuses_what_it_cannot_run_in_one_line(tmp_path):
 
 def test_list_tables_names_every_reproducible_table():
     rows = json.loads(run_cli("list", "tables", "--json", check=0).stdout)
-    from gensets.reproduce import TABLES
+    from gensets.reproduce import tables
 
+    TABLES = tables()
     assert {r["name"] for r in rows if r["name"].startswith("reproduce:")} == {f"reproduce:{t}" for t in TABLES}
 
 
@@ -171,8 +172,9 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     from gensets.evaluation.data import Split
     from gensets.evaluation.protocols.base import Models
     from gensets.evaluation.runner import EvalConfig
+    from gensets.papers.imagenet_d.tables import imagenet_d_rows
     from gensets.registry import PROTOCOLS
-    from gensets.reproduce import imagenet_d_rows, markdown
+    from gensets.reproduce import markdown
 
     spec, db = "hf:llava-hf/llava-1.5-13b-hf", tmp_path / "results.duckdb"
     names = ["backpack", "mug"]
@@ -247,9 +249,9 @@ def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_n
     file; the 21k-pretrained AugReg checkpoint runs only as --variant vit-l16-augreg-in21k."""
     from torchvision.models import get_model_weights
 
-    from gensets.reproduce import TABLES, with_variants
+    from gensets.reproduce import tables, with_variants
 
-    table = TABLES["imagenet-d-table"]
+    table = tables()["imagenet-d-table"]
     models = {m: e for e in table.evaluations for m in e.models}
     vit = next(m for m in models if family(m, "imagenet") == "ViT-L/16")
     assert vit == "torchvision:vit_l_16@IMAGENET1K_V1" and models[vit].allow_pickle
@@ -265,7 +267,7 @@ def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_n
 def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_path):
     """Borji (2022) scored DALL-E 2 and Midjourney images: the paper config's SD 2.1 / SDXL images are labelled as
     such and get no difference; imports of the paper's two sources do."""
-    from gensets.reproduce import borji_rows, image_sources
+    from gensets.papers.borji.tables import borji_rows, image_sources
     from gensets.workspace import load_build_config
 
     _, cfg = load_build_config(ROOT / "configs" / "recognition.yaml")
@@ -291,8 +293,9 @@ def test_the_packaged_paper_configs_are_the_checkouts_configs_byte_for_byte():
     pyproject.toml's package data takes every one of them into an installed gensets."""
     import tomllib
 
-    from gensets.reproduce import TABLES
+    from gensets.reproduce import tables
 
+    TABLES = tables()
     files = sorted(p.relative_to(PACKAGED) for p in PACKAGED.rglob("*") if p.is_file())
     for rel in files:
         assert (PACKAGED / rel).read_bytes() == (ROOT / "configs" / rel).read_bytes(), \
@@ -401,7 +404,7 @@ def test_imagenet_d_intervals_pooled_over_images_and_per_subset_for_the_mean():
     resampling varies; one subset under two images has no mean interval."""
     import numpy as np
 
-    from gensets.evaluation.reports.imagenet_d import intervals
+    from gensets.papers.imagenet_d.report import intervals
 
     by = {"background": [True] * 4, "texture": [False] * 3, "material": [True] * 2}
     pooled = np.array(by["background"] + by["texture"] + by["material"], float)
@@ -422,7 +425,8 @@ def test_a_published_number_is_within_or_outside_the_closed_interval(published, 
 
 
 def test_over_seeds_is_the_range_of_each_rows_number_over_the_builds():
-    from gensets.reproduce import markdown, over_seeds
+    from gensets.papers.tables import over_seeds
+    from gensets.reproduce import markdown
 
     def res(a, b):
         common = {"protocol": "imagenet", "variant": "v", "difference": None}

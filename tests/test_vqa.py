@@ -26,7 +26,7 @@ def test_bad_answer_names_its_line(tmp_path):
 
 
 def test_generated_questions_are_balanced_and_no_swaps_within_a_family():
-    from gensets.builders.vqa import ATTRIBUTES, OBJECTS, PromptSpec, generated_questions
+    from gensets.papers.borji.vqa import ATTRIBUTES, OBJECTS, PromptSpec, generated_questions
 
     prompts = [PromptSpec("a red car next to a dog", ("car", "dog"), {"car": ("red",)}),
                PromptSpec("a cat sleeping on a wooden chair", ("cat", "chair"), {"chair": ("wooden",)}),
@@ -50,7 +50,7 @@ def test_generated_questions_are_balanced_and_no_swaps_within_a_family():
 
 def test_generated_no_questions_are_exactly_the_absent_words():
     """Fixed prompts and vocabularies leave one word to swap in: the questions are known exactly."""
-    from gensets.builders.vqa import PromptSpec, generated_questions
+    from gensets.papers.borji.vqa import PromptSpec, generated_questions
 
     objects = ("bench", "bus", "car", "dog")
     families = {"colour": ("red", "blue"), "material": ("metal", "wooden"), "size": ("small", "large")}
@@ -139,7 +139,7 @@ def test_imported_images_with_a_questions_file(tmp_path):
 
 
 def test_vqa_card_task_is_visual_question_answering():
-    from gensets.builders.vqa import VQABuilder
+    from gensets.papers.borji.vqa import VQABuilder
 
     assert list(VQABuilder.task_categories) == ["visual-question-answering"]
 
@@ -209,7 +209,7 @@ def test_vqa_report_averages_over_questions_and_over_images_by_hand(tmp_path):
     Over questions 3/4 = 0.75 (the default); over images (2/3 + 1/1) / 2 = 5/6; yes 2/2, no 1/2. OFA's published
     77.3% (Borji 2022's abstract) is shown beside, with its source."""
     from gensets.evaluation import store
-    from gensets.evaluation.reports.vqa import compute
+    from gensets.papers.borji.vqa_report import compute
 
     db = tmp_path / "r.duckdb"
     con = store.connect(db)

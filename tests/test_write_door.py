@@ -11,7 +11,7 @@ import pytest
 
 from gensets.output import MARKER, files
 from gensets.registry import REPORTS
-from gensets.reproduce import TABLES
+from gensets.reproduce import tables
 
 from .conftest import run_cli
 from .test_card import digest
@@ -53,7 +53,7 @@ def test_report_refuses_a_users_folder(kind, tmp_path):
     assert digest(home) == before
 
 
-@pytest.mark.parametrize("table", sorted(TABLES))
+@pytest.mark.parametrize("table", sorted(tables()))
 def test_reproduce_refuses_a_users_folder(table, tmp_path):
     home, before = _users_folder(tmp_path)
     r = run_cli("reproduce", table, "--smoke", "--out", home)

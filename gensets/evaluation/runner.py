@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..config import control_char
 from ..errors import GensetsError
-from ..registry import PROTOCOLS
+from ..registry import IDENTIFIERS, PROTOCOLS
 from . import store
 from .data import Source, Split, open_source
 from .loader import SplitBatches, default_workers
@@ -146,16 +146,10 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
 
 
 def _identified(sp: Split) -> str | None:
-    """The dataset a split is, told from what it is when its samples name no builder: ImageNet-D's class list
-    (its card's names, or its folder names, which then become the authors' names: "binder_closed" ->
-    "binder_(closed)") is ImageNet-D, evaluated by its authors' protocols."""
-    from ..labels.twoway import IMAGENET_D_BUILDER
-    from ..sources.packaged import imagenet_d_class_names, is_imagenet_d_class_list
-
-    if not is_imagenet_d_class_list(sp.class_names):
-        return None
-    sp.class_names = imagenet_d_class_names()
-    return IMAGENET_D_BUILDER
+    """The dataset a split is, told from what it is when its samples name no builder: the builder the first
+    registered identifier (registry.IDENTIFIERS, declared by the papers) names for it, which may also set its
+    class names (e.g. ImageNet-D's folder names -> its authors' names), so its paper's protocols apply."""
+    return next((b for _, identify in IDENTIFIERS.items() if (b := identify(sp)) is not None), None)
 
 
 def _rid(source: Source, sp: Split, spec: str, p: Protocol, cfg: EvalConfig) -> str:

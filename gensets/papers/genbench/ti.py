@@ -17,13 +17,13 @@ import json
 import os
 from pathlib import Path
 
+from ...builders.common import Unit
 from ...config import to_dict
 from ...errors import DataError, GensetsError
 from ...output import atomic_open
 from ...records import content_id, derive_seed, slug
 from ...safety import inside, read_regular, writable_inside
 from ...sources.classes import plain_name, source_name
-from ..common import Unit
 from .config import GenBenchConfig, selected
 from .references import reference_files
 from .strategies import compose

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from ...config import check_count
-from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from .prompts import MODE_TEMPLATES, TEMPLATES
 
 STAGES = ("baseline", "clusters", "regenerate")

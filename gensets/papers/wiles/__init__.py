@@ -10,7 +10,7 @@ A staged build; each stage's units are planned from the committed shards of the 
                   A unit is a chunk of one label's images.
 2. ``clusters``   per label, the misclassified images (named by key and image sha256 in the unit, so
                   the unit's id changes when they do) are embedded with ``embedder``, clustered (rule:
-                  gensets.curation.failure_modes), every member is captioned with ``captioner``; one
+                  gensets.papers.wiles.statistics), every member is captioned with ``captioner``; one
                   record per cluster (its medoid image) keeps the members, all captions, and the
                   medoid's caption as the mode's caption.
 3. ``regenerate`` per cluster of at least ``clustering.min_size`` images, ``images_per_mode`` images from

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import time
 
+from ...builders import base
+from ...builders.common import Unit
 from ...config import to_dict
 from ...errors import DataError
 from ...records import Sample, content_id, derive_seed, slug
 from ...registry import BUILDERS
 from ...sources.classes import source_name
 from ...timings import record_timing
-from .. import base
-from ..common import Unit
 from .card import card_body
 from .config import GenBenchConfig, config_name, prompts_per_class, selected
 from .references import Reference, load_references, reference_files, retrieved_references

@@ -37,11 +37,18 @@ from pathlib import Path
 
 from ...config import nonneg_float, positive_float, positive_int
 from ...errors import GensetsError
+from ...evaluation.reports.base import Report, verdict
 from ...output import files
 from ...registry import REPORTS
 from ...sources.images import Images, load_test_set, parse_tests
-from .base import Report, verdict
-from .genbench_analysis import chosen_cell, correlations, markdown_sections, plot_correlations, plot_shots
+from .analysis import (
+    chosen_cell,
+    correlations,
+    markdown_sections,
+    plot_correlations,
+    plot_shots,
+    strategy_order,
+)
 
 
 # ------------------------------------------------------------------ inputs
@@ -556,14 +563,6 @@ def published_section(rep: dict) -> list[str]:
 
 def _interval(ci) -> str:
     return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
-
-
-def strategy_order(name: str) -> tuple:
-    """Sort key of a strategy: the paper's table order of its first part, composed ones (NP+RD) after it."""
-    from ...registry import STRATEGIES
-
-    names, parts = STRATEGIES.names(), name.split("+")
-    return (names.index(parts[0]) if parts[0] in names else len(names), len(parts), name)
 
 
 def _strategies(rep: dict) -> list[str]:

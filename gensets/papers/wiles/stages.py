@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
+from ...builders import base
+from ...builders.common import Unit
 from ...config import to_dict
 from ...curation import surrogates
 from ...errors import DataError, GensetsError
 from ...records import Sample, content_id, derive_seed, provenance_of, slug
-from .. import base
-from ..common import Unit
 from . import prompts
 from .config import STAGES, FailureModesConfig, label_ids
 
@@ -199,8 +199,8 @@ def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """One label's misclassified images: embed, cluster, caption every member; a record per cluster."""
     import torch
 
-    from ...curation import failure_modes as fm
     from ...images import decode_image
+    from . import statistics as fm
 
     p = unit.payload
     cfg = ctx.cfg

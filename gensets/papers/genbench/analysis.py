@@ -16,9 +16,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...registry import STRATEGIES
+
 CORRELATED = (("cler", "CLER"), ("clip_score", "CLIP score"), ("fd", "FD"))
 TIMED = (("embed", "embedding"), ("cler", "CLER"), ("clip_score", "CLIP score"), ("fd", "FD (FID)"),
          ("linear_probe", "linear probe"))
+
+
+def strategy_order(name: str) -> tuple:
+    """Sort key of a strategy: the paper's table order of its first part, composed ones (NP+RD) after it."""
+    names, parts = STRATEGIES.names(), name.split("+")
+    return (names.index(parts[0]) if parts[0] in names else len(names), len(parts), name)
 
 
 def largest_k(rows: list[dict]) -> list[dict]:
@@ -87,8 +95,6 @@ def chosen_cell(r: dict) -> str:
 def markdown_sections(rep: dict, pct, probe_cell) -> list[str]:
     """The report.md sections of this module: equal K, correlations, evaluation time."""
     from ...cards.markdown import table
-    from .genbench import strategy_order
-
     rows = sorted(rep["rows"], key=lambda r: (r["dataset"], r["shots"], strategy_order(r["strategy"])))
     lines = ["", "## Data types at equal K", "",
              "Every data type and strategy of a dataset at the same K shots per class (chosen from its build as the "
@@ -160,8 +166,6 @@ def plot_shots(rep: dict, path: Path) -> None:
     """Per dataset: CLER against K shots per class, and against the cost of the set (log scale where every cost
     is positive), one line per strategy / data type (Fig. 3)."""
     from ...cards.figures import PALETTE, figure, save
-    from .genbench import strategy_order
-
     names = sorted({r["dataset"] for r in rep["rows"]})
     fig = figure(8.0, 2.8 * max(1, len(names)))
     for i, name in enumerate(names):

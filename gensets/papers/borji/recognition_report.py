@@ -19,10 +19,10 @@ from pathlib import Path
 
 from ...cards.markdown import table
 from ...errors import GensetsError
+from ...evaluation import store
+from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows
 from ...output import files
 from ...registry import REPORTS
-from .. import store
-from .base import Report, add_precision, pick_run_set, rows
 
 PROTOCOLS = {  # the word-set readings, as the report states them
     "wordset": "Borji 2022's rule: the category word is exactly one of the words of the predicted label's name "

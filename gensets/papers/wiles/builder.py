@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...builders import base
 from ...registry import BUILDERS
-from .. import base
 from . import prompts
 from .analysis import analyze
 from .config import CLUSTER_RULE, STAGES, FailureModesConfig

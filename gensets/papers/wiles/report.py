@@ -18,9 +18,9 @@ from pathlib import Path
 from ... import recordio
 from ...cards.markdown import table
 from ...errors import DataError, GensetsError
+from ...evaluation.reports.base import Report, add_precision
 from ...output import files
 from ...registry import REPORTS
-from .base import Report, add_precision
 
 PUBLISHED = ("Wiles et al. (2022) publish failure rates of a ResNet-50 on images generated with Imagen and described "
              "by their own captioner; neither model is available, so no gensets configuration is the paper's. Beside "
@@ -83,7 +83,7 @@ def transfer(db: str | Path, build: str, classifier: str, top_k: int = 1, precis
     """Per model and config of the finalized set: images, how many it fails (its label's class not in its
     top-``top_k``, the build's failure rule), the transfer rate; of the runs at ``precision`` (``gensets eval
     --precision``), so a model scored in fp32 and under autocast is not counted twice."""
-    from .. import store
+    from ...evaluation import store
 
     con = store.connect(db, read_only=True)
     try:

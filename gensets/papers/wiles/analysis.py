@@ -26,10 +26,10 @@ def analyze(ws) -> dict:
     """Every mode against its label's baseline; writes modes.json and the failure_* tables."""
     from collections import defaultdict
 
-    from ...curation import failure_modes as fm
     from ...curation import state
     from ...labels.imagenet import imagenet_names
     from ...shards import write_json_atomic
+    from . import statistics as fm
 
     _, cfg = ws.load()
     names = imagenet_names()

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from ..config import check_count, control_char, to_dict
-from ..curation import surrogates
-from ..curation.surrogates import SurrogateFilter
-from ..errors import did_you_mean
-from ..records import Sample, content_id, derive_seed, slug
-from ..registry import BUILDERS
-from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
-from . import base
-from .common import BuildFields, GeneratorConfig, ImageConfig, Unit, check_spec
+from ...builders import base
+from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, Unit, check_spec
+from ...config import check_count, control_char, to_dict
+from ...curation import surrogates
+from ...curation.surrogates import SurrogateFilter
+from ...errors import did_you_mean
+from ...records import Sample, content_id, derive_seed, slug
+from ...registry import BUILDERS
+from ...sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
 
 KINDS = ("background", "texture", "material")
 # the provenance fields ImageNet-D adds to the common provenance (records.schema)
@@ -223,7 +223,7 @@ class Context(base.Context):
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Generate a unit's images, encode them, score the decoded bytes with every surrogate."""
-    from ..images import decode_image
+    from ...images import decode_image
 
     p = unit.payload
     cfg = ctx.cfg
@@ -319,7 +319,7 @@ class ImageNetDBuilder(base.Builder):
 
     def card_body(self, cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section."""
-        from ..cards.markdown import code, table, text
+        from ...cards.markdown import code, table, text
 
         g = cfg.generator
         gen = samples[0].meta["generator"] if samples else {}

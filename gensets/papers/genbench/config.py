@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
+from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from ...config import check_count
 from ...errors import did_you_mean
 from ...sources.classes import DatasetInfo, dataset_info, plain_name, split_rev
 from ...sources.packaged import genbench_datasets, genbench_hub_copies
-from ..common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from . import strategies as S
 from .strategies import STRATEGY_NAMES, parts_of
 

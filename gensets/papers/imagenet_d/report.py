@@ -33,10 +33,10 @@ from pathlib import Path
 
 from ...cards.markdown import code, table
 from ...errors import GensetsError
+from ...evaluation import store
+from ...evaluation.reports.base import Report, add_precision, rows, verdict
 from ...output import files
 from ...registry import REPORTS
-from .. import store
-from .base import Report, add_precision, rows, verdict
 
 NUISANCES = ("background", "texture", "material")
 PROTOCOLS = ("imagenet", "zero-shot", "two-way")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from ...cards.markdown import table
 from ...errors import GensetsError
+from ...evaluation import store
+from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows
 from ...output import files
 from ...registry import REPORTS
-from .. import store
-from .base import Report, add_precision, pick_run_set, rows
 
 PROTOCOL = "vqa"
 PER_MODEL = """

@@ -1,0 +1,24 @@
+"""One folder per paper: its builder(s), report(s), paper-only statistics and ``gensets reproduce`` tables, declared
+by the folder's ``paper.py`` as a :class:`~gensets.papers.base.Paper` and listed here in
+:data:`~gensets.registry.PAPERS` (a ``"module:attr"`` target each, imported when first asked for). The engine
+(builders/, evaluation/) never imports a paper; ``gensets list`` and ``gensets reproduce`` read the registry.
+
+A paper outside gensets (a plugin package) is one entry point in the group ``gensets.papers``:
+``toy = "toy_paper.paper:PAPER"``.
+
+- ``imagenet_d``: ImageNet-D (Zhang et al. 2024), its builder, report and ``imagenet-d-table``.
+- ``genbench``: GenBench (Li et al. 2023), its builder, prompt strategies, baselines, TI stage, report and analysis,
+  ``genbench-table2``.
+- ``borji``: Borji (2022), the recognition and VQA builders and reports, ``borji-fig2`` and ``borji-vqa``.
+- ``wiles``: failure-mode discovery (Wiles et al. 2022), its staged builder, statistics (clustering, Fisher /
+  binomial) and report.
+"""
+
+from importlib.metadata import entry_points
+
+from ..registry import PAPERS
+
+for _name in ("imagenet_d", "genbench", "borji", "wiles"):
+    PAPERS.register(_name.replace("_", "-"), f"gensets.papers.{_name}.paper:PAPER")
+for _ep in entry_points(group="gensets.papers"):
+    PAPERS.register(_ep.name, _ep.value)
