@@ -8,7 +8,14 @@ and random models, image-quality metrics. Entries register themselves where they
 A registry imports the modules that define its entries the first time it is asked for one (``packages``:
 every module of those packages), so ``gensets --help`` stays fast and a new entry is one new file with one
 decorator; an entry registered anywhere else (a plugin, a test file) is found as soon as its module is
-imported.
+imported. An entry may also be declared as a ``"module:attr"`` target (``REG.register("toy", "pkg.toy:Toy")``),
+imported only when it is first asked for: a package declares its entries beside itself (its ``__init__``) and
+registries built with ``walk=False`` import only that ``__init__`` (model families, storage schemes).
+
+Installed packages extend every registry through the entry-point group :data:`PLUGIN_GROUP`
+(``[project.entry-points."gensets.plugins"] name = "pkg.module"`` or ``"pkg.module:register"``): the CLI and
+every Ray worker call :func:`load_plugins` once as they start; a plugin's module registers what it brings when
+imported (a callable target is then called with no argument).
 """
 
 from __future__ import annotations
@@ -18,26 +25,58 @@ import pkgutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
+PLUGIN_GROUP = "gensets.plugins"
+
+
+class Target(str):
+    """A ``"module:attr"`` entry not imported yet (:meth:`Registry.register` with a string)."""
+
+    def load(self) -> Any:
+        module, _, attr = self.partition(":")
+        obj = importlib.import_module(module)
+        for part in filter(None, attr.split(".")):
+            obj = getattr(obj, part)
+        return obj
+
 
 class Registry:
-    def __init__(self, kind: str, *packages: str):
+    def __init__(self, kind: str, *packages: str, walk: bool = True):
         self.kind = kind
         self._packages = packages
+        self._walk = walk  # False: import only each package's __init__ (which declares "module:attr" targets)
         self._entries: dict[str, Any] = {}
         self._discovered = not packages
 
     def register(self, name: str, obj: Any = None) -> Callable[[Any], Any] | Any:
-        """``@REG.register("name")`` above a class or function, or ``REG.register("name", obj)``."""
+        """``@REG.register("name")`` above a class or function, ``REG.register("name", obj)``, or
+        ``REG.register("name", "module:attr")``: a target imported when it is first asked for."""
 
         def add(o: Any) -> Any:
-            if name in self._entries and self._entries[name] is not o:
+            old = self._entries.get(name)
+            if old is not None and old is not o and not (isinstance(old, Target) and _loads_as(old, o)):
                 raise KeyError(f"{self.kind} '{name}' is registered twice")
             if isinstance(o, type) and not vars(o).get("name"):
                 o.name = name  # a registered class knows its name, a subclass of one too (builders, protocols, strategies, reports)
             self._entries[name] = o
             return o
 
+        if isinstance(obj, str):
+            if ":" not in obj:
+                raise ValueError(f"{self.kind} '{name}': a target is 'module:attr', not {obj!r}")
+            if name in self._entries and self._entries[name] != obj:
+                raise KeyError(f"{self.kind} '{name}' is registered twice")
+            self._entries.setdefault(name, Target(obj))
+            return obj
         return add if obj is None else add(obj)
+
+    def _resolve(self, name: str) -> Any:
+        entry = self._entries[name]
+        if isinstance(entry, Target):
+            obj = entry.load()  # its module may register it itself, with the decorator, as it is imported
+            if isinstance(self._entries.get(name), Target):
+                self.register(name, obj)
+            entry = self._entries[name]
+        return entry
 
     def unregister(self, name: str) -> None:
         self._entries.pop(name, None)
@@ -48,13 +87,15 @@ class Registry:
         self._discovered = True
         for package in self._packages:
             mod = importlib.import_module(package)
+            if not self._walk:
+                continue
             for info in pkgutil.walk_packages(getattr(mod, "__path__", ()), prefix=f"{package}."):
                 importlib.import_module(info.name)
 
     def get(self, name: str) -> Any:
         self._discover()
         try:
-            return self._entries[name]
+            return self._resolve(name)
         except KeyError:
             raise KeyError(f"unknown {self.kind} '{name}' (known: {', '.join(self)})") from None
 
@@ -65,7 +106,7 @@ class Registry:
 
     def items(self) -> list[tuple[str, Any]]:
         self._discover()
-        return list(self._entries.items())
+        return [(name, self._resolve(name)) for name in list(self._entries)]
 
     def __contains__(self, name: str) -> bool:
         self._discover()
@@ -75,6 +116,35 @@ class Registry:
         return iter(sorted(self.names()))
 
 
+def _loads_as(target: Target, obj: Any) -> bool:
+    module, _, attr = target.partition(":")
+    return getattr(obj, "__module__", None) == module and getattr(obj, "__qualname__", None) == attr
+
+
+_PLUGINS: dict[str, str] = {}  # entry point name -> its target, once loaded in this process
+
+
+def load_plugins() -> list[str]:
+    """Import every installed plugin (the entry points of :data:`PLUGIN_GROUP`) once per process; a target that
+    is a callable is called. The names loaded. A plugin that fails to load: GensetsError, one line naming it."""
+    from importlib.metadata import entry_points
+
+    from gensets.errors import GensetsError
+
+    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        if ep.name in _PLUGINS:
+            continue
+        _PLUGINS[ep.name] = ep.value
+        try:
+            obj = ep.load()
+            if callable(obj) and not isinstance(obj, type):
+                obj()
+        except Exception as e:  # noqa: BLE001 - a broken plugin: one line naming it, never a traceback
+            raise GensetsError(f"plugin {ep.name!r} ({ep.value}, entry point group {PLUGIN_GROUP}) cannot be "
+                               f"loaded: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    return sorted(_PLUGINS)
+
+
 BUILDERS = Registry("builder", "gensets.builders")
 STRATEGIES = Registry("prompt strategy", "gensets.builders.genbench")
 PROTOCOLS = Registry("protocol", "gensets.evaluation.protocols")
@@ -82,3 +152,5 @@ REPORTS = Registry("report", "gensets.evaluation.reports")
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
 RANDOM_MODELS = Registry("random model", "gensets.models.random")
 QUALITY_METRICS = Registry("quality metric", "gensets.quality")
+FAMILIES = Registry("model family", "gensets.models.families", walk=False)  # spec kinds: timm:, hf:, tiny:, ...
+STORES = Registry("storage scheme", "gensets.stores", walk=False)  # workspace URL schemes: s3://, gs://, ...

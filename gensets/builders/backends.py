@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import determinism
 from ..errors import GensetsError
+from ..registry import load_plugins
 from ..workspace import Workspace
 
 BACKENDS = ("local", "ray")
@@ -76,6 +77,7 @@ class UnitWorker:
     samples say was cut to the text encoder's window."""
 
     def __init__(self, builder, cfg, root: str, threads: int, rank: int, world: int, config_path: str):
+        load_plugins()  # a Ray worker is a process of its own: the plugins the driver's CLI loaded, here too
         self.builder, self.cfg, self.threads = builder, cfg, threads
         self.rank, self.world, self.config_path = rank, world, config_path
         self.ws = Workspace(root)  # created by the driver
