@@ -8,6 +8,8 @@ import json
 import os
 import textwrap
 
+import pytest
+
 from .conftest import ROOT, run_cli
 
 BUILDER = '''
@@ -27,6 +29,7 @@ from gensets.registry import BUILDERS
 class PlainConfig:
     builder: Literal["plain"]
     colours: tuple[str, ...] = ("red", "blue")
+    painter: str | None = None  # a model spec of the plugin's `flat:` family (plainplug/flat.py), loaded by workers
     name: str = "plain"
     pretty_name: str = "Plain colours"
     license: str = "cc0-1.0"
@@ -54,10 +57,38 @@ class PlainBuilder(base.Builder):
     def run_unit(self, unit, ctx, build_id):
         c = unit.payload["colour"]
         out = BytesIO()
-        Image.new("RGB", (8, 8), c).save(out, format="PNG")
+        image = Image.new("RGB", (8, 8), c)
+        if ctx.cfg.painter:  # a model family that only the other entry point registers: in this (worker) process too
+            from gensets.models import load_generator
+
+            image = load_generator(ctx.cfg.painter).paint(image)
+        image.save(out, format="PNG")
         meta = self.provenance(key=c, build=build_id, unit=unit.id, config="plain", label=c,
                                label_index=ctx.cfg.colours.index(c), prompt="", seed=0, colour=c, kept=True)
         return [Sample(c, out.getvalue(), "png", ctx.cfg.colours.index(c), meta)]
+'''
+
+
+FLAT = '''
+from gensets.models.family import ModelFamily
+from gensets.registry import FAMILIES
+
+
+class Flat:
+    def __init__(self, colour):
+        self.colour = colour
+
+    def paint(self, image):
+        image.paste(self.colour, (0, 0, 4, 4))
+        return image
+
+
+def load_flat(spec, **_):
+    return Flat(spec.name)
+
+
+def register():
+    FAMILIES.register("flat", type("FlatFamily", (ModelFamily,), {"loaders": {"generator": load_flat}}))
 '''
 
 
@@ -66,6 +97,7 @@ def _install(site, entry_points: str) -> None:
     (site / "plainplug").mkdir(parents=True)
     (site / "plainplug" / "__init__.py").write_text("")
     (site / "plainplug" / "builder.py").write_text(BUILDER)
+    (site / "plainplug" / "flat.py").write_text(FLAT)
     info = site / "plainplug-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plainplug\nVersion: 0.1\n")
@@ -105,3 +137,26 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path):
     r = run_cli("list", "builders", env=_env(site))
     assert r.returncode != 0 and r.stderr.count("\n") == 1, r.stderr
     assert "plugin 'broken' (plainplug.missing" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_ray_workers_load_the_plugins(tmp_path):
+    """A Ray worker is a process of its own: the model family that only the plugin's second entry point registers
+    (the builder's module does not import it) is known there, and the images are the local build's."""
+    import secrets
+
+    site = tmp_path / "site"
+    _install(site, """
+        [gensets.plugins]
+        plain = plainplug.builder
+        flat = plainplug.flat:register
+    """)
+    config = tmp_path / "plain.yaml"
+    config.write_text("builder: plain\ncolours: [red, blue]\npainter: 'flat:white'\n")
+    env = {**_env(site), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    run_cli("build", config, "--out", tmp_path / "local", "--quiet", env=env, check=0)
+    run_cli("build", config, "--out", tmp_path / "ray", "--quiet", "--backend", "ray", "--workers", "1", env=env,
+            check=0)
+    local, ray = (sorted((tmp_path / w / "candidates").glob("*.tar")) for w in ("local", "ray"))
+    assert len(local) == 2 and [p.read_bytes() for p in local] == [p.read_bytes() for p in ray]
