@@ -40,10 +40,24 @@ def load_toy(spec, *, device, **_):
                          label_names=spec.name.split("+"), model=torch.nn.Identity(), device=device)
 
 
+class ToyAnswers:
+    """A VQA model and a captioner: the first label, whatever it is asked."""
+
+    def __init__(self, spec):
+        self.spec, self.labels = spec.raw, spec.name.split("+")
+
+    def answer(self, images, questions):
+        return [self.labels[0] for _ in questions]
+
+
+def load_answers(spec, *, allow_pickle, trust_remote_code, device, **_):
+    return ToyAnswers(spec)
+
+
 class Toy(ModelFamily):
     """toy:<label>[+<label>...][@revision]: a classifier over those labels that always answers the first."""
 
-    loaders = {"classifier": load_toy}
+    loaders = {"classifier": load_toy, "vqa": load_answers, "caption": load_answers}
 
     @classmethod
     def parse(cls, raw, name):
@@ -70,6 +84,11 @@ def test_a_family_from_a_test_file_is_a_spec_and_a_loader(toy):
     from PIL import Image
 
     assert model.predict([Image.new("RGB", (4, 4))]).argmax(1).tolist() == [0]
+    from gensets.models import load_vqa
+    from gensets.models.captioner import load_captioner
+
+    for load in (load_vqa, load_captioner):  # the other roles of gensets' loaders, through the family too
+        assert load("toy:yes+no", device="cpu").answer([None], ["is it red?"]) == ["yes"]
     with pytest.raises(ModelError, match="not a classifier|is not an image generator"):
         from gensets.models import load_generator
 

@@ -8,7 +8,8 @@ a function). The roles are those of gensets' loaders: ``classifier`` (load_class
 ``labels, templates, allow_pickle, trust_remote_code, device`` as keywords, returning a
 :class:`gensets.models.classifier.Classifier`) and ``generator`` (load_generator: the spec and ``torch_dtype,
 attention, scheduler, compile, channels_last, allow_pickle, device``, returning a
-:class:`gensets.models.generator.Generator`).
+:class:`gensets.models.generator.Generator`), ``vqa`` (load_vqa) and ``caption`` (load_captioner): the spec and
+``allow_pickle, trust_remote_code, device``, returning what gensets.models.vlm / captioner's classes offer.
 """
 
 from __future__ import annotations
