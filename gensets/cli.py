@@ -1095,6 +1095,13 @@ def _interrupted(a) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .registry import load_plugins
+
+    try:
+        load_plugins()  # installed packages' builders, model families, storage schemes, reports (gensets.plugins)
+    except GensetsError as e:
+        print(f"gensets: error: {e}", file=sys.stderr)
+        return e.exit_code
     args = parser().parse_args(argv)
     if not (getattr(args, "quiet", False) or getattr(args, "json", False)):
         os.environ.setdefault("GENSETS_ANNOUNCE", "1")  # a line per model loaded, on a terminal

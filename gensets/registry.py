@@ -6,12 +6,20 @@ and random models, image-quality metrics. Entries register themselves where they
     class ImageNetDBuilder(Builder): ...
 
 A registry imports the modules that define its entries the first time it is asked for one (``packages``:
-every module of those packages; ``also``: the modules a function names, asked again each time, e.g. every
-registered paper's :attr:`~gensets.papers.base.Paper.modules`), so ``gensets --help`` stays fast and a new entry
-is one new file with one decorator; an entry registered anywhere else (a plugin, a test file) is found as soon as
-its module is imported. An entry may also be a ``"module:attr"`` target, imported when first asked for:
-:data:`PAPERS` holds the papers so (gensets/papers/__init__.py lists gensets' own, the entry-point group
-``gensets.papers`` an installed package's).
+every module of those packages), so ``gensets --help`` stays fast and a new entry is one new file with one
+decorator; an entry registered anywhere else (a plugin, a test file) is found as soon as its module is
+imported. An entry may also be declared as a ``"module:attr"`` target (``REG.register("toy", "pkg.toy:Toy")``),
+imported only when it is first asked for: a package declares its entries beside itself (its ``__init__``) and
+registries built with ``walk=False`` import only that ``__init__`` (model families, storage schemes, papers).
+``also``: the modules a function names, asked again each time (every registered paper's
+:attr:`~gensets.papers.base.Paper.modules`): :data:`PAPERS` holds the papers as targets (gensets/papers/__init__.py
+lists gensets' own, the entry-point group ``gensets.papers`` an installed package's), and the builders, reports,
+prompt strategies and dataset identifiers of each are found through it.
+
+Installed packages extend every registry through the entry-point group :data:`PLUGIN_GROUP`
+(``[project.entry-points."gensets.plugins"] name = "pkg.module"`` or ``"pkg.module:register"``): the CLI and
+every Ray worker call :func:`load_plugins` once as they start; a plugin's module registers what it brings when
+imported (a callable target is then called with no argument).
 """
 
 from __future__ import annotations
@@ -22,36 +30,61 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+PLUGIN_GROUP = "gensets.plugins"
 
-class _Target(str):
-    """A ``"module:attr"`` entry not imported yet."""
+
+class Target(str):
+    """A ``"module:attr"`` entry not imported yet (:meth:`Registry.register` with a string)."""
+
+    def load(self) -> Any:
+        module, _, attr = self.partition(":")
+        obj = importlib.import_module(module)
+        for part in filter(None, attr.split(".")):
+            obj = getattr(obj, part)
+        return obj
 
 
 class Registry:
-    def __init__(self, kind: str, *packages: str, walk: bool = True,
-                 also: Callable[[], list[str]] | None = None):
+    def __init__(self, kind: str, *packages: str, walk: bool = True, also: Callable[[], list[str]] | None = None):
         self.kind = kind
         self._packages = packages
-        self._walk = walk  # every module of the packages, else the packages alone
+        self._walk = walk  # False: import only each package's __init__ (which declares "module:attr" targets)
         self._also = also
         self._entries: dict[str, Any] = {}
         self._discovered = not packages
 
     def register(self, name: str, obj: Any = None) -> Callable[[Any], Any] | Any:
         """``@REG.register("name")`` above a class or function, ``REG.register("name", obj)``, or
-        ``REG.register("name", "module:attr")``: the target, imported when the entry is first asked for."""
+        ``REG.register("name", "module:attr")``: a target imported when it is first asked for."""
 
         def add(o: Any) -> Any:
-            if isinstance(o, str):
-                o = _Target(o)
-            if name in self._entries and self._entries[name] is not o and self._entries[name] != o:
+            old = self._entries.get(name)
+            if old is not None and old is not o and not (isinstance(old, Target) and _loads_as(old, o)):
                 raise KeyError(f"{self.kind} '{name}' is registered twice")
             if isinstance(o, type) and not vars(o).get("name"):
                 o.name = name  # a registered class knows its name, a subclass of one too (builders, protocols, strategies, reports)
             self._entries[name] = o
             return o
 
+        if isinstance(obj, str):
+            if ":" not in obj:
+                raise ValueError(f"{self.kind} '{name}': a target is 'module:attr', not {obj!r}")
+            if name in self._entries and self._entries[name] != obj:
+                raise KeyError(f"{self.kind} '{name}' is registered twice")
+            self._entries.setdefault(name, Target(obj))
+            return obj
         return add if obj is None else add(obj)
+
+    def _resolve(self, name: str) -> Any:
+        entry = self._entries[name]
+        if isinstance(entry, Target):
+            obj = entry.load()  # its module may register it itself, with the decorator, as it is imported
+            if isinstance(self._entries.get(name), Target):  # its module did not register it as it was imported
+                if isinstance(obj, type) and not vars(obj).get("name"):
+                    obj.name = name
+                self._entries[name] = obj
+            entry = self._entries[name]
+        return entry
 
     def unregister(self, name: str) -> None:
         self._entries.pop(name, None)
@@ -61,27 +94,20 @@ class Registry:
             self._discovered = True
             for package in self._packages:
                 mod = importlib.import_module(package)
-                for info in pkgutil.walk_packages(getattr(mod, "__path__", ()) if self._walk else (),
-                                                  prefix=f"{package}."):
+                if not self._walk:
+                    continue
+                for info in pkgutil.walk_packages(getattr(mod, "__path__", ()), prefix=f"{package}."):
                     importlib.import_module(info.name)
         for module in self._also() if self._also else ():  # asked each time: a paper registered since
             if module not in sys.modules:
                 importlib.import_module(module)
 
-    def _resolve(self, name: str) -> Any:
-        o = self._entries[name]
-        if isinstance(o, _Target):
-            module, _, attr = o.partition(":")
-            self._entries[name] = o = getattr(importlib.import_module(module), attr)
-            if isinstance(o, type) and not vars(o).get("name"):
-                o.name = name
-        return o
-
     def get(self, name: str) -> Any:
         self._discover()
-        if name not in self._entries:
-            raise KeyError(f"unknown {self.kind} '{name}' (known: {', '.join(self)})")
-        return self._resolve(name)
+        try:
+            return self._resolve(name)
+        except KeyError:
+            raise KeyError(f"unknown {self.kind} '{name}' (known: {', '.join(self)})") from None
 
     def names(self) -> list[str]:
         """Every registered name, in registration order (for strategies: the paper's table order)."""
@@ -90,7 +116,7 @@ class Registry:
 
     def items(self) -> list[tuple[str, Any]]:
         self._discover()
-        return [(n, self._resolve(n)) for n in list(self._entries)]
+        return [(name, self._resolve(name)) for name in list(self._entries)]
 
     def __contains__(self, name: str) -> bool:
         self._discover()
@@ -98,6 +124,35 @@ class Registry:
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self.names()))
+
+
+def _loads_as(target: Target, obj: Any) -> bool:
+    module, _, attr = target.partition(":")
+    return getattr(obj, "__module__", None) == module and getattr(obj, "__qualname__", None) == attr
+
+
+_PLUGINS: dict[str, str] = {}  # entry point name -> its target, once loaded in this process
+
+
+def load_plugins() -> list[str]:
+    """Import every installed plugin (the entry points of :data:`PLUGIN_GROUP`) once per process; a target that
+    is a callable is called. The names loaded. A plugin that fails to load: GensetsError, one line naming it."""
+    from importlib.metadata import entry_points
+
+    from gensets.errors import GensetsError
+
+    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        if ep.name in _PLUGINS:
+            continue
+        _PLUGINS[ep.name] = ep.value
+        try:
+            obj = ep.load()
+            if callable(obj) and not isinstance(obj, type):
+                obj()
+        except Exception as e:  # noqa: BLE001 - a broken plugin: one line naming it, never a traceback
+            raise GensetsError(f"plugin {ep.name!r} ({ep.value}, entry point group {PLUGIN_GROUP}) cannot be "
+                               f"loaded: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+    return sorted(_PLUGINS)
 
 
 # the papers (gensets.papers.base.Paper): gensets/papers/__init__.py registers each as a "module:attr" target
@@ -118,3 +173,5 @@ IDENTIFIERS = Registry("dataset identifier", also=paper_modules)
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
 RANDOM_MODELS = Registry("random model", "gensets.models.random")
 QUALITY_METRICS = Registry("quality metric", "gensets.quality")
+FAMILIES = Registry("model family", "gensets.models.families", walk=False)  # spec kinds: timm:, hf:, tiny:, ...
+STORES = Registry("storage scheme", "gensets.stores", walk=False)  # workspace URL schemes: s3://, gs://, ...

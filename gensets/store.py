@@ -20,6 +20,12 @@ The local cache (:func:`local_root`: under ``$GENSETS_CACHE/workspaces/``) holds
 ``candidates/manifest.jsonl`` rebuilt from the markers (a fresh driver on another machine starts from them), copies
 of the candidate shards read (each downloaded whole, once) and the dataset staged by finalize.
 
+One class per scheme (:class:`Store` here holds what every fsspec store shares, the lease included; a scheme's class,
+in gensets/stores/, what differs: S3's conditional writes, the client package to import, how a bucket is looked
+for), registered in :data:`gensets.registry.STORES` (the built-in schemes declared in gensets/stores/__init__.py):
+a new store is one file, ``@STORES.register("toy") class ToyStore(Store)``. ``Store(url)`` is the class of the
+URL's scheme.
+
 Credentials and endpoints come only from where the store's client library looks (``AWS_*`` variables and AWS config
 files, ``AWS_ENDPOINT_URL`` for S3-compatible stores, GCS's); nothing here writes them anywhere. fsspec and its
 backends are imported only when a URL is given.
@@ -38,11 +44,12 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from . import recordio
 from .errors import Busy, DataError, GensetsError, Unavailable
+from .registry import STORES
 
-SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "memory": None}
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 COMMITTED = "candidates/_committed"
 LOCK = "_lock.json"
@@ -64,9 +71,9 @@ def normalize(url: str) -> str:
         raise GensetsError(f"{url}: a Hugging Face Hub repo is not a workspace (every write is a commit, rate-limited, "
                            "with no create-only write for the lease); build into a folder or a bucket, then "
                            "`gensets publish WORKSPACE --repo ORG/NAME` puts the finalized dataset on the Hub")
-    if scheme not in SCHEMES:
+    if scheme not in STORES:
         raise GensetsError(f"{url}: unknown storage scheme {scheme + '://'!r} (known: "
-                           f"{', '.join(s + '://' for s in SCHEMES)}, or a local path)")
+                           f"{', '.join(s + '://' for s in STORES.names())}, or a local path)")
     rest = url[len(scheme) + 3:].strip("/")
     bucket = rest.split("/", 1)[0]
     if not bucket:
@@ -98,7 +105,18 @@ class Unreachable(Unavailable):
 
 
 class Store:
-    """The objects of one workspace URL, by path relative to it (``candidates/x.tar``)."""
+    """The objects of one workspace URL, by path relative to it (``candidates/x.tar``). ``Store(url)`` makes the
+    store of the URL's scheme (:data:`gensets.registry.STORES`); a scheme's class overrides what differs."""
+
+    package: ClassVar[str | None] = None  # the fsspec backend's package, imported first (a one-line error without it)
+    conditional: ClassVar[bool] = False  # see put_if: S3's If-Match; the lease relies on it where it is True
+
+    def __new__(cls, url: str):
+        if cls is Store:  # the class of the URL's scheme
+            scheme = url.split("://", 1)[0].lower()
+            if scheme in STORES:
+                cls = STORES.get(scheme)
+        return super().__new__(cls)
 
     def __init__(self, url: str):
         self.url = normalize(url)
@@ -106,16 +124,20 @@ class Store:
         self._fs = None
         self.base = ""
 
+    def filesystem(self):
+        """``(fsspec filesystem, the path of the workspace in it)``: by default fsspec's for the URL."""
+        import fsspec
+
+        return fsspec.core.url_to_fs(self.url)
+
     @property
     def fs(self):
         if self._fs is None:
-            package = SCHEMES[self.scheme]
+            package = self.package
             try:
-                import fsspec
-
                 if package:
                     __import__(package)
-                self._fs, self.base = fsspec.core.url_to_fs(self.url)
+                self._fs, self.base = self.filesystem()
             except ImportError as e:
                 raise GensetsError(f"{self.url}: needs {package or 'fsspec'} (pip install 'gensets[distributed]'): "
                                    f"{e}") from None
@@ -176,20 +198,13 @@ class Store:
 
     def check_bucket(self) -> None:
         """GensetsError naming the URL when its bucket does not exist (or cannot be reached)."""
-        if self.scheme == "memory":
-            return
         bucket = self.path("").split("/", 1)[0]
+        self._retry("", "looking for its bucket", lambda: self._look_for_bucket(bucket))
 
-        def look():
-            if self.conditional:  # S3: HEAD the bucket, so that missing or wrong credentials say so (exists() is False)
-                try:
-                    self.fs.call_s3("head_bucket", Bucket=bucket)
-                except FileNotFoundError:
-                    raise FileNotFoundError("the specified bucket does not exist") from None
-            elif not self.fs.exists(bucket):
-                raise FileNotFoundError("the specified bucket does not exist")
-
-        self._retry("", "looking for its bucket", look)
+    def _look_for_bucket(self, bucket: str) -> None:
+        """FileNotFoundError when ``bucket`` is not there (a scheme's class may ask its service more directly)."""
+        if not self.fs.exists(bucket):
+            raise FileNotFoundError("the specified bucket does not exist")
 
     def exists(self, rel: str) -> bool:
         return self._retry(rel, "looking for it", lambda: self.fs.exists(self.path(rel)))
@@ -256,55 +271,19 @@ class Store:
         return sorted(p[n:] for p in found
                       if p.startswith(self.base + "/") and not {"", ".", ".."} & set(p[n:].split("/")))
 
-    # conditional writes (S3's If-Match / If-None-Match), for the lease
-    @property
-    def conditional(self) -> bool:
-        """Whether the store replaces an object only if it is still the one of a given ETag (S3's If-Match): on
-        ``s3://``. gcsfs offers a create-only precondition (``ifGenerationMatch=0``, which :meth:`create` uses) but
-        no generation match through its public calls, and ``memory://`` none."""
-        return self.scheme in ("s3", "s3a")
-
+    # conditional writes (S3's If-Match / If-None-Match), for the lease: only where ``conditional`` (gensets/stores/s3.py)
     def put_if(self, rel: str, data: bytes, etag: str | None) -> str | None:
-        """S3: write ``rel`` only if it is still the object of ``etag`` (If-Match), or, ``etag`` None, only if there
-        is none (If-None-Match: *); the written object's ETag, or None when the condition failed (another writer's
-        object is there, or none is)."""
-        bucket, key, _ = self.fs.split_path(self.path(rel))
-        match = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-        with self._errors(rel, "writing it conditionally"):
-            try:
-                out = self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **match)
-            except Exception as e:  # noqa: BLE001 - told apart below; anything else is _errors' one line
-                if _condition_failed(e):
-                    return None
-                raise
-            finally:
-                self.fs.invalidate_cache(self.path(rel))
-        return out["ETag"]
+        """Write ``rel`` only if it is still the object of ``etag`` (or, None, only if there is none): the written
+        object's ETag, or None when the condition failed."""
+        raise NotImplementedError(f"{self.scheme}:// has no conditional writes")
 
     def etag(self, rel: str) -> str | None:
-        """S3: the ETag of the object ``rel`` now, or None when there is none."""
-        bucket, key, _ = self.fs.split_path(self.path(rel))
-        with self._errors(rel, "looking for it"):
-            try:
-                return self.fs.call_s3("head_object", Bucket=bucket, Key=key)["ETag"]
-            except FileNotFoundError as e:
-                if "bucket" in str(e).lower():
-                    raise
-                return None
+        """The ETag of the object ``rel`` now, or None when there is none."""
+        raise NotImplementedError(f"{self.scheme}:// has no ETags")
 
     def remove_if(self, rel: str, etag: str) -> bool:
-        """S3: remove ``rel`` only if it is still the object of ``etag`` (If-Match); False when it is not."""
-        bucket, key, _ = self.fs.split_path(self.path(rel))
-        with self._errors(rel, "removing it"):
-            try:
-                self.fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
-            except Exception as e:  # noqa: BLE001 - as in put_if
-                if _condition_failed(e):
-                    return False
-                raise
-            finally:
-                self.fs.invalidate_cache(self.path(rel))
-        return True
+        """Remove ``rel`` only if it is still the object of ``etag``; False when it is not."""
+        raise NotImplementedError(f"{self.scheme}:// has no conditional writes")
 
     # the lease: the workspace's lock on a store
     @contextlib.contextmanager
@@ -443,21 +422,6 @@ class _Lease:
             self.store.remove([LOCK])
         else:
             self.store.remove_if(LOCK, self.etag)
-
-
-def _condition_failed(e: BaseException) -> bool:
-    """Whether ``e`` (an s3fs error, the botocore one its cause) says a conditional write's condition failed: 412
-    (another object is there), 409 (a concurrent conditional write: S3 asks to look again), or the object of an
-    If-Match gone (404, not a bucket)."""
-    if isinstance(e, FileExistsError):  # s3fs: If-None-Match failed
-        return True
-    if isinstance(e, FileNotFoundError) and "bucket" not in str(e).lower():
-        return True
-    for x in (e, e.__cause__):
-        code = str((getattr(x, "response", None) or {}).get("Error", {}).get("Code", ""))
-        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey"):
-            return True
-    return False
 
 
 def _stale(holder: dict) -> bool:

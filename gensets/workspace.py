@@ -174,6 +174,35 @@ class Workspace:
         """The workspace as the user named it: its folder, or its URL."""
         return self.store.url if self.store else str(self.root)
 
+    # What differs between a folder and a store, asked of the workspace (the runner and the backends never ask
+    # which it is): on a folder, the methods below that only a store needs do nothing.
+    @property
+    def creates_folder(self) -> bool:
+        """A local workspace whose folder does not exist yet (a build that makes it may remove it on failure)."""
+        return self.store is None and not self.root.exists()
+
+    @property
+    def has_build(self) -> bool:
+        """Anything built: state.duckdb, or on a store the manifest rebuilt from the markers."""
+        return self.state_path.exists() or (self.store is not None and self.manifest_path.exists())
+
+    @property
+    def dataset_where(self) -> str:
+        """Where the finalized dataset is, as the user would name it: the folder, or ``<url>/dataset``."""
+        return self.store.url_of("dataset") if self.store else str(self.dataset)
+
+    @property
+    def marker_indexes(self):
+        """How ingest reads an uncached unit's samples: from its commit marker (:meth:`committed_indexes`) on a
+        store; None on a folder (from the shard)."""
+        return self.committed_indexes if self.store else None
+
+    def check_lease(self) -> None:
+        """Busy when the lease this process held on the store was taken over (:meth:`gensets.store.Store.check_lease`);
+        nothing on a folder (its lock is a file lock, held to the end)."""
+        if self.store:
+            self.store.check_lease()
+
     @classmethod
     def create(cls, root: str | Path, builder, cfg: Any) -> Workspace:
         """Freeze ``cfg`` into a new workspace, or check that an existing one holds the same build."""
@@ -201,6 +230,8 @@ class Workspace:
     def pull_config(self, fresh: bool = False) -> None:
         """A URL workspace: its config.yaml into the local cache (``fresh``: read again even if cached). A cache
         whose config is not the store's (the store's prefix was emptied, or holds another build now) is dropped."""
+        if self.store is None:  # a folder: nothing to do
+            return
         import shutil
 
         if not fresh and self.config_path.is_file():
@@ -219,6 +250,8 @@ class Workspace:
         """A URL workspace: the local manifest.jsonl made the store's commit markers' rows (a unit is done when its
         marker is there), and its environments copied; the number of committed units. A local manifest naming a
         unit without a marker is rebuilt from the markers, and state.duckdb with it."""
+        if self.store is None:  # a folder: nothing to do
+            return 0
         from .shards import Manifest
         from .store import COMMITTED
 
@@ -413,6 +446,8 @@ class Workspace:
         """A URL workspace: upload the unit's shard written at ``path`` (under its own name), then its commit
         marker (the manifest row and where each sample's members lie): written last, it makes the unit done. Not once
         the lease this process held was taken over by another driver (:meth:`gensets.store.Store.check_lease`)."""
+        if self.store is None:  # a folder: nothing to do
+            return
         from .shards import index_shard, iter_index
         from .shards.writer import canonical_json
         from .store import COMMITTED
@@ -432,7 +467,10 @@ class Workspace:
 
     def check_committed_shard(self, shard: str, path: Path) -> None:
         """A URL workspace: DataError unless the commit marker of ``shard`` says what the copy at ``path`` holds
-        (:func:`check_marker`): finalize checks each candidate shard it publishes from."""
+        (:func:`check_marker`): finalize checks each candidate shard it publishes from. A local folder: nothing (its
+        shards were read whole at ingest)."""
+        if not self.store:
+            return
         from .store import COMMITTED
 
         rel = f"{COMMITTED}/{shard[:-4]}.json"
@@ -499,6 +537,8 @@ class Workspace:
     def push_dataset(self) -> None:
         """A URL workspace: the local cache's dataset/ uploaded to ``<url>/dataset/``: every file, manifest.json
         last, then the objects of an older dataset that this one does not have removed."""
+        if self.store is None:  # a folder: nothing to do
+            return
         files = sorted(str(p.relative_to(self.dataset)) for p in self.dataset.rglob("*") if p.is_file())
         files.sort(key=lambda f: f == "manifest.json")
         for rel in files:
@@ -512,6 +552,8 @@ class Workspace:
         """A URL workspace: DataError, before the build says anything is done, when the store no longer holds its
         config.yaml or the commit marker of a unit the local manifest counts as committed (the prefix emptied while
         the build ran: a lifecycle rule, an ``rm``)."""
+        if self.store is None:  # a folder: nothing to do
+            return
         from .store import COMMITTED
 
         have = set(self.store.list(COMMITTED))
@@ -528,6 +570,8 @@ class Workspace:
     def remove_orphans(self) -> list[str]:
         """A URL workspace: remove the candidate shards that no commit marker names (a killed worker's, a plan's
         that changed); the removed objects."""
+        if self.store is None:  # a folder: nothing to do
+            return []
         from .store import COMMITTED
 
         objects = self.store.list("candidates")

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .. import determinism
 from ..errors import GensetsError
+from ..registry import load_plugins
 from ..workspace import Workspace
 from . import faults
 
@@ -64,6 +65,7 @@ class UnitWorker:
     samples say was cut to the text encoder's window."""
 
     def __init__(self, builder, cfg, root: str, threads: int, rank: int, world: int, config_path: str):
+        load_plugins()  # a Ray worker is a process of its own: the plugins the driver's CLI loaded, here too
         self.builder, self.cfg, self.threads = builder, cfg, threads
         self.rank, self.world, self.config_path = rank, world, config_path
         self.ws = Workspace(root)  # created by the driver
@@ -82,8 +84,7 @@ class UnitWorker:
         """torch and every model, once, when there is work: a missing model fails now, in one line."""
         if self.env is not None:
             return
-        if self.ws.store:
-            self.ws.pull_config()  # into this node's cache of the URL workspace
+        self.ws.pull_config()  # on a store: into this node's cache of the URL workspace
         if not self.ws.config_path.is_file():  # a Ray worker on a node that does not see the driver's folder
             import socket
 
@@ -141,8 +142,7 @@ class UnitWorker:
         row = {"unit": unit.id, "shard": name, "sha256": info.sha256, "n": info.n, "nbytes": info.nbytes,
                "kept": sum(bool(s.meta.get("kept")) for s in samples), "skipped": ctx.skipped,
                "rank": self.rank, "world": self.world, "env": self.env}
-        if self.ws.store:  # on a store: the shard uploaded under its own name, then its commit marker, last
-            self.ws.commit(self.ws.candidates / name, row)
+        self.ws.commit(self.ws.candidates / name, row)  # on a store: the shard uploaded, then its marker, last
         return {"row": row, "cut": cut}
 
 

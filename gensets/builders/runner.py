@@ -57,7 +57,7 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     if dist.rank == 0:  # before the lock creates anything in it: --out of the wrong folder is refused as it is
         ws.check_links()
         ws.refuse_foreign_folder()
-    made = dist.rank == 0 and not ws.store and not ws.root.exists()  # a folder this build creates
+    made = dist.rank == 0 and ws.creates_folder  # a folder this build creates
     try:
         # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
         with ws.lock("build") if dist.rank == 0 else contextlib.nullcontext():
@@ -85,7 +85,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
         clean_temp(ws.candidates)  # leftovers of a killed writer
     dist.barrier()
     ws = Workspace.create(out, builder, cfg)
-    if ws.store and dist.rank == 0:  # on a store, done = the commit markers (a fresh driver starts from them)
+    if dist.rank == 0:  # on a store, done = the commit markers (a fresh driver starts from them)
         ws.sync()
     dist.barrier()
     manifest = ws.manifest()
@@ -119,8 +119,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
             images, started = 0, time.monotonic()
             for result in bar:
                 row = result["row"]
-                if ws.store:  # a driver whose lease another took over appends nothing more (Busy, one line)
-                    ws.store.check_lease()
+                ws.check_lease()  # a driver whose lease another took over appends nothing more (Busy, one line)
                 manifest.append(row)
                 images += row["n"]
                 if backend != "local":  # the driver's view of the cluster: its rate, its workers, the retries
@@ -137,7 +136,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
         pool.close()
     if backend != "local":
         clean_temp(ws.candidates)  # what a worker killed mid-write left (no worker writes any more)
-    if ws.store and dist.rank == 0:
+    if dist.rank == 0:
         ws.check_committed()  # its objects still there (not removed meanwhile) before anything is reported done
         ws.remove_orphans()  # shards of attempts that never committed (every unit has its marker now)
     added = ingest(ws) if dist.rank == 0 else 0
@@ -167,8 +166,7 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
-    if ws.store:
-        ws.sync()
+    ws.sync()
     determinism.pin(_mode(cfg))
     rows = {r["unit"]: r for r in ws.manifest().iter_rows()}
     if not rows:
@@ -225,7 +223,7 @@ def ingest(ws: Workspace) -> int:
     try:
         added = state.ingest(con, ws.manifest().iter_rows(), ws.candidate,
                              builder.config_of, initial_status="pending" if builder.needs_review else "accepted",
-                             index_of=ws.committed_indexes if ws.store else None)
+                             index_of=ws.marker_indexes)
         state.index_images(con, ws.candidate)  # a database from before ``images``
         queue.ensure(con)
         return added
@@ -260,9 +258,8 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
     from ..shards import ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
 
     ws.clean_leftovers()
-    if ws.store:
-        ws.sync()  # state.duckdb (local) follows the commit markers; rebuilt from them when missing
-    if not (ws.state_path.exists() or ws.store and ws.manifest_path.exists()):
+    ws.sync()  # on a store, state.duckdb (local) follows the commit markers; rebuilt from them when missing
+    if not ws.has_build:
         raise GensetsError(f"{ws.where}: nothing built yet (no state.duckdb); run `gensets build` first")
     _check_complete(ws, builder, cfg)
     environments = _environments(ws)  # read (and checked) before anything is written
@@ -303,8 +300,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
                     raise DataError(f"{path}: not the bytes {ws.manifest_path} recorded (sha256 "
                                     f"{str(recorded.get(shard))[:16]}...); the candidate shard changed after it "
                                     "was built: restore it, or remove its manifest row and build again")
-                if ws.store:  # ingest read its provenance from its commit marker: the marker must say the shard
-                    ws.check_committed_shard(shard, path)
+                ws.check_committed_shard(shard, path)  # on a store, ingest read its marker: it must say the shard
                 checked.add(shard)
             return path
 
@@ -380,13 +376,12 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
         replace(ws.dataset, old)
     replace(tmp, ws.dataset)
     shutil.rmtree(old, ignore_errors=True)
-    if ws.store:
-        ws.push_dataset()
+    ws.push_dataset()
     if builder.needs_review and names:  # once the dataset is published: what it says of people
         print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names))}"
               + ((" (emails published: --publish-emails)" if publish_emails else " (emails as pseudonyms; "
                   "finalize --publish-emails publishes them)") if emails else ""), file=sys.stderr)
-    return {"dataset": ws.store.url_of("dataset") if ws.store else str(ws.dataset), "counts": counts, "funnel": funnel,
+    return {"dataset": ws.dataset_where, "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
 
 

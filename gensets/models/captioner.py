@@ -96,6 +96,9 @@ def load_captioner(spec: str, *, allow_pickle: bool = False, trust_remote_code: 
     or `tiny:vlm`, a chat model)."""
     s = parse_spec(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
+    own = None if s.is_built or s.kind == "hf" else s.family.loader("caption")  # another family's (gensets.models.family)
+    if own is not None:
+        return own(s, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
     loading.expect(s, "hf", "caption", "a captioning model")
     source = loading.resolve(s, allow_pickle)
     # always explicit: left unset, transformers asks on the terminal whether to run a repo's code

@@ -22,14 +22,13 @@ from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import ModelSpec, parse_spec
 from gensets.models.tiny import built_model, tiny_path
-from gensets.registry import TINY_MODELS
+from gensets.registry import FAMILIES, TINY_MODELS
 
 if TYPE_CHECKING:
     import torch
     from PIL import Image
 
 DEFAULT_TEMPLATES = ["a photo of a {}."]
-LOADERS = ("timm", "hf", "open_clip", "torchvision")  # the spec kinds, and the tiny models' loaders, that are classifiers
 NOT_A_CLASSIFIER = {  # what a model read by another loader is
     "text": "a text-to-text model (gensets.models.text.load_text2text)",
     "text-encoder": "a text encoder (gensets.models.text.load_text_encoder)",
@@ -358,7 +357,7 @@ def _timm_local_weights(path: Path) -> Path | None:
     return found or next((f for ext in _TIMM_LOCAL_EXTS for f in sorted(path.glob(f"*{ext}"))), None)
 
 
-def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
+def _load_timm(spec: ModelSpec, *, allow_pickle: bool, device: str, **_) -> Classifier:
     if not (spec.is_built or spec.name.startswith("local-dir:")):
         hub.start_probe()  # overlaps the probe with the slow import below
     import timm
@@ -408,7 +407,7 @@ def _load_timm(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
 
 
 # ---------------------------------------------------------------- transformers
-def _load_hf(spec: ModelSpec, labels, templates, allow_pickle: bool, trust_remote_code: bool, device: str):
+def _load_hf(spec: ModelSpec, *, labels, templates, allow_pickle: bool, trust_remote_code: bool, device: str, **_):
     source = loading.resolve(spec, allow_pickle)
     # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
     kwargs: dict = {"trust_remote_code": trust_remote_code, **source.hub_kwargs()}
@@ -453,7 +452,7 @@ def _torchvision_label_names(weights) -> list[str]:
     return categories
 
 
-def _load_torchvision(spec: ModelSpec, allow_pickle: bool, device: str) -> Classifier:
+def _load_torchvision(spec: ModelSpec, *, allow_pickle: bool, device: str, **_) -> Classifier:
     """`torchvision:<arch>@<WEIGHTS>` through torchvision.models.get_model(arch, weights=WEIGHTS) (the weights'
     own transforms and categories), its checkpoint found in the torch hub cache first (offline and absent: one
     line) and read with weights_only=True before torchvision loads it. A tiny stand-in (`stands_for` a
@@ -491,7 +490,7 @@ def _load_torchvision(spec: ModelSpec, allow_pickle: bool, device: str) -> Class
 
 
 # ---------------------------------------------------------------- open_clip
-def _load_open_clip(spec: ModelSpec, labels, templates, allow_pickle: bool, device: str) -> Classifier:
+def _load_open_clip(spec: ModelSpec, *, labels, templates, allow_pickle: bool, device: str, **_) -> Classifier:
     if not (spec.is_built or spec.name.startswith("local-dir:")):
         hub.start_probe()  # overlaps the probe with the slow import below
     import open_clip
@@ -592,13 +591,10 @@ def load_classifier(
     kind = s.kind
     if s.is_built:  # read by the first of its loaders that is a classifier, else it is not one
         loaders = built_model(s.kind, s.name).loaders
-        kind = next((k for k in loaders if k in LOADERS), loaders[0] if loaders else "")
-    if kind == "timm":
-        return _load_timm(s, allow_pickle, device)
-    if kind == "hf":
-        return _load_hf(s, labels, templates, allow_pickle, trust_remote_code, device)
-    if kind == "open_clip":
-        return _load_open_clip(s, labels, templates, allow_pickle, device)
-    if kind == "torchvision":
-        return _load_torchvision(s, allow_pickle, device)
+        kind = next((k for k in loaders if k in FAMILIES and FAMILIES.get(k).loader("classifier")),
+                    loaders[0] if loaders else "")
+    load = FAMILIES.get(kind).loader("classifier") if kind in FAMILIES else None  # the family's (gensets.models.family)
+    if load is not None:
+        return load(s, labels=labels, templates=templates, allow_pickle=allow_pickle,
+                    trust_remote_code=trust_remote_code, device=device)
     raise ModelError(f"model {spec!r} is {NOT_A_CLASSIFIER.get(kind, 'another kind of model')}, not a classifier")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gensets.errors import ModelError
 from gensets.models import hub, loading
 from gensets.models.spec import parse_spec
+from gensets.registry import FAMILIES
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -221,19 +222,28 @@ def load_generator(
     applied is the generator's `settings`, which every sample's provenance records.
     """
     s = parse_spec(spec)
-    loading.expect(s, "diffusers", "diffusers", "an image generator")
+    if s.is_built or s.family.loader("generator") is None:  # a built model read by diffusers, else a generator family
+        loading.expect(s, "diffusers", "diffusers", "an image generator")
     if torch_dtype not in DTYPES:
         raise ModelError(
             f"model {spec!r}: unknown torch_dtype {torch_dtype!r} (expected one of {', '.join(DTYPES)})"
         )
     if attention not in ATTENTION:
         raise ModelError(f"model {spec!r}: unknown attention {attention!r} (expected one of {', '.join(ATTENTION)})")
+    load = (FAMILIES.get("diffusers") if s.is_built else s.family).loader("generator")  # gensets.models.family
+    return load(s, scheduler=scheduler, torch_dtype=torch_dtype, device=device, allow_pickle=allow_pickle,
+                attention=attention, compile=compile, channels_last=channels_last)
+
+
+def _load_diffusers(s, *, scheduler, torch_dtype, device, allow_pickle, attention, compile, channels_last,
+                    **_) -> Generator:
+    """A diffusers pipeline (diffusers:<repo or path>, tiny:sd): the diffusers family's generator loader."""
     source = loading.resolve(s, allow_pickle)
 
     import diffusers
     import torch
 
-    scheduler_cls = scheduler_class(scheduler, f"model {spec!r}") if scheduler is not None else None
+    scheduler_cls = scheduler_class(scheduler, f"model {s.raw!r}") if scheduler is not None else None
     kwargs: dict = dict(dtype=getattr(torch, torch_dtype), **source.hub_kwargs())
     if not allow_pickle:
         kwargs["use_safetensors"] = True

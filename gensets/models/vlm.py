@@ -162,7 +162,7 @@ def _parse(spec: str) -> ModelSpec:
             )
         return ModelSpec(kind="tiny", name=name.strip(), revision=None, raw=spec)
     s = parse_spec(spec)
-    if s.kind != "hf":
+    if s.kind != "hf" and s.family.loader("vqa") is None:
         raise ModelError(
             f"model {spec!r} is not a visual question answering model: use hf:<repo or path> or"
             f" tiny:<{' | '.join(tiny_kinds('vqa'))}>"
@@ -192,6 +192,9 @@ def load_vqa(
     """Load the VQA model named by `spec` (see the module docstring)."""
     s = _parse(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
+    if not s.is_built and s.kind != "hf":  # another family's VQA loader (gensets.models.family)
+        return s.family.loader("vqa")(s, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
+                                      device=device)
     source = loading.resolve(s, allow_pickle)
     # always explicit: left unset, transformers asks on the terminal whether to run a repo's code
     kwargs: dict = {"trust_remote_code": trust_remote_code, **source.hub_kwargs()}
