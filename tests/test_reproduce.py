@@ -278,14 +278,17 @@ def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_pat
     (tmp_path / "config.yaml").write_text((ROOT / "configs" / "recognition.yaml").read_text())
     sources = image_sources(tmp_path)
     assert sources == tuple(g.name for g in cfg.generate) == ("stable-diffusion-2-1", "sdxl")
-    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7}],
+    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7, "top1_interval": [0.4, 0.55]}],
            "published": {"numbers": [{"what": "top-1", "metric": "top1", "value": 0.6, "approximate": True}],
-                         "source": "Borji (2022)", "checked": "From the abstract."}}
+                         "source": "Borji (2022)", "checked": "From the abstract."}, "interval": "over images"}
     ours = borji_rows(rep, sources)
     assert ours["rows"][0]["difference"] is None and ours["rows"][0]["gensets"] == 0.5
     assert "not the paper's DALL-E 2 / Midjourney" in ours["rows"][0]["variant"] and "imports" in ours["note"]
+    assert ours["rows"][0]["interval"] == [0.4, 0.55] and ours["rows"][0]["verdict"] is None  # not the paper's images
     paper = borji_rows(rep, ("dall-e-2", "midjourney"))
     assert paper["rows"][0]["difference"] == pytest.approx(-0.1) and paper["rows"][0]["variant"] == "wordset"
+    assert paper["rows"][0]["verdict"] == "outside" and paper["rows"][0]["interval_kind"] == "images"
+    assert paper["interval"] == "over images"
 
 
 PACKAGED = ROOT / "gensets" / "data" / "configs"
