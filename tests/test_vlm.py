@@ -364,6 +364,10 @@ def test_a_llava_model_pads_to_square_and_names_how_it_ran():
     assert pad.answer([wide], q, max_new_tokens=6) == crop.answer([padded], q, max_new_tokens=6)
     half = load_vqa("tiny:vlm-chair", device="cpu", dtype="fp16")
     assert half.variant == "fp16, pad-square" and str(half.model.dtype) == "torch.float16"
+    assert half.answer([wide], q) == ["chair"]  # the pixels reach the fp16 model as fp16
+    from gensets.quality.metrics import vqa_inputs  # VQAScore's inputs too
+
+    assert vqa_inputs(half, [wide], q)["pixel_values"].dtype == half.model.dtype
     assert _vqa("vilt-vqa").variant == ""
     with pytest.raises(ModelError, match="LLaVA models' settings"):
         load_vqa("tiny:vilt-vqa", device="cpu", aspect="crop")
