@@ -178,7 +178,7 @@ def test_the_published_numbers_add_up_and_name_the_packaged_datasets():
     assert set(t["3"]["columns"]) < packaged
     assert t["2"]["shots"] == 20 and "20-shot" in t["2"]["caption"]
     for key, table in t.items():
-        assert table["source"] == {"file": f"shared/papers/{PAPER}", "table": f"Table {key}"}
+        assert table["source"] == {"cite": "arXiv:2307.13697", "table": f"Table {key}"}
     # the labelling price the issue asks for: original data, 1.20e-2 USD per image (Tables 1 and 5)
     assert t["1"]["rows"][2]["cost_per_image"] == t["5"]["rows"][2]["cost_per_image"] == 0.012
 
@@ -232,7 +232,7 @@ def test_wiles_published_rates_are_the_papers():
             assert copy in summary.splitlines()
             texts.append(summary)
     pub = wiles_published()
-    assert pub["file"] == f"shared/papers/{WILES}" and len(pub["figure5"]) == 4
+    assert pub["cite"] == "Figure 5's caption (as a summary of the paper gives it)" and len(pub["figure5"]) == 4
     for row in pub["figure5"]:
         assert all(row["text"] in t for t in texts), row
         percent = float(re.search(r"([\d.]+)%", row["text"]).group(1))
@@ -284,3 +284,18 @@ def test_genbench_gpu_price_defaults_to_the_papers_table5():
     assert CostConfig().price_per_hour == paper["price_per_hour"] and "NC24ads A100 v4" in CostConfig().hardware
     _, cfg = load_build_config(ROOT / "configs" / "genbench.yaml")
     assert cfg.cost.price_per_hour == paper["price_per_hour"] and "Table 5" in cfg.cost.hardware
+
+
+def test_published_numbers_cite_the_paper_never_a_local_file():
+    """What the reports copy into report.json / report.md (the packaged published numbers and the report's own
+    strings) names the paper (arXiv id, table, figure), never a path of the project's texts."""
+    from gensets.evaluation.reports import genbench as genbench_report
+    from gensets.sources import packaged
+
+    for pub in (packaged.genbench_published(), packaged.imagenet_d_published(), packaged.wiles_published(),
+                packaged.borji_published()):
+        text = json.dumps(pub)
+        assert "shared/papers" not in text and "/work/" not in text and ".txt" not in text, text[:200]
+    assert "arXiv:2307.13697" in json.dumps(packaged.genbench_published()["tables"]["2"]["source"])
+    assert "arXiv:2307.13697" in json.dumps(genbench_report.VARIANTS)
+    assert "shared/papers" not in json.dumps(genbench_report.VARIANTS)

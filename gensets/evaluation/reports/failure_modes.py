@@ -62,7 +62,7 @@ def published(rep: dict) -> dict:
                      "gensets_caption": mode["caption"] if value is not None else None,
                      "difference": None if value is None else value - p["value"],
                      "baseline": _rate(b, p), "baseline_images": b.get("n") if b else None})
-    return {"paper": pub["paper"], "file": pub["file"], "checked": pub["checked"], "note": PUBLISHED,
+    return {"paper": pub["paper"], "cite": pub["cite"], "checked": pub["checked"], "note": PUBLISHED,
             "numbers": rows}
 
 # an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
@@ -291,7 +291,7 @@ def _write(rep: dict, out: Path, staged) -> Path:
     md += ["## Published numbers (Wiles et al. 2022, Figure 5)", "", pub["note"], "",
            table(["published (Figure 5)", "metric", "paper", "gensets, same caption", "difference",
                   "gensets baseline (no caption, context)"], rows), "",
-           f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", "",
+           f"Source: {pub['paper']} ({pub['cite']}). {pub['checked']}", "",
            "Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
            "`failure_modes`, `failure_mode_targets`, `failure_mode_members`, `failure_mode_images` of "
            "`state.duckdb`."]
