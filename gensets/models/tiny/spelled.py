@@ -29,7 +29,7 @@ _SCALE = 20.0
 
 @TINY_MODELS.register("vlm-chair")
 class TinyLlavaChair(TinyModel):
-    loaders = ("vqa", "caption")
+    loaders = ("vqa",)
     quiet = ("transformers",)
 
     @staticmethod
