@@ -338,6 +338,23 @@ def bootstrap_ci(values: Any, statistic: Callable[[np.ndarray], Any] = np.mean, 
     return float(ci.low), float(ci.high)
 
 
+def mean_of_groups_ci(groups: Sequence[Any], n_resamples: int = 1000, confidence: float = 0.95,
+                      seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of the groups' means (e.g. each category's accuracy, then their
+    mean), each group resampled on its own: ``scipy.stats.bootstrap`` with one sample per group,
+    ``method="percentile"``, ``rng=np.random.default_rng(seed)`` (ImageNet-D's mean-of-subsets reading calls scipy
+    the same way). None unless every group has two or more values (scipy refuses fewer)."""
+    from scipy.stats import bootstrap
+
+    arrays = [np.asarray(g, float) for g in groups]
+    if not arrays or any(a.ndim != 1 or len(a) < 2 for a in arrays):
+        return None
+    ci = bootstrap(arrays, lambda *g: np.mean([x.mean() for x in g]), n_resamples=n_resamples,
+                   confidence_level=confidence, method="percentile", vectorized=False,
+                   rng=np.random.default_rng(seed)).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
 # ------------------------------------------------------------------ agreement between two raters
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     """Cohen's kappa of two raters' labels for the same items, ``(p_o - p_e) / (1 - p_e)``:

@@ -403,7 +403,8 @@ def test_two_way_protocol_through_eval(reference, tmp_path):
         res = json.loads(run_cli("eval", reference, "--model", "tiny:vlm", "--protocol", protocol, "--clip",
                                  "tiny:clip", "--config", "texture", "--db", db, "--json", check=0).stdout)[0]
         assert res["protocol"] == protocol and res["n"] == 12
-        assert query(db, "SELECT protocol FROM runs") == [{"protocol": f"{protocol} (tiny:clip)"}]
+        # tiny:vlm is a LLaVA: how it ran (fp32 on this CPU, images padded to a square) is part of the protocol
+        assert query(db, "SELECT protocol FROM runs") == [{"protocol": f"{protocol} (tiny:clip; fp32 on cpu, pad-square)"}]
         m = res["metrics"]
         parsed = query(db, "SELECT count(*) AS n FROM predictions WHERE len(top5) = 1")[0]["n"]
         assert m["unparseable"] == pytest.approx(1 - parsed / 12)

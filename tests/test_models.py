@@ -211,11 +211,12 @@ def test_tiny_kinds_and_their_loaders_come_from_the_registry():
     from gensets.models.tiny import tiny_kinds
 
     assert tiny_kinds() == ["aesthetic-head", "bert", "blip-caption", "blip-vqa", "clip", "hf-clip", "inception",
-                            "lpips", "resnet", "sd", "t5", "torchvision-googlenet", "vilt-vqa", "vit", "vlm"]
+                            "lpips", "resnet", "sd", "t5", "torchvision-googlenet", "vilt-vqa", "vit", "vlm",
+                            "vlm-chair"]
     assert {loader: tiny_kinds(loader) for loader in ("timm", "hf", "open_clip", "torchvision", "diffusers", "vqa",
                                                        "caption", "text", "text-encoder")} == {
         "timm": ["resnet"], "hf": ["hf-clip", "vit"], "open_clip": ["clip"], "torchvision": ["torchvision-googlenet"],
-        "diffusers": ["sd"], "vqa": ["blip-vqa", "vilt-vqa", "vlm"], "caption": ["blip-caption", "vlm"],
+        "diffusers": ["sd"], "vqa": ["blip-vqa", "vilt-vqa", "vlm", "vlm-chair"], "caption": ["blip-caption", "vlm"],
         "text": ["t5"], "text-encoder": ["bert"]}
     # a loader asked for a tiny model it does not read says what the model is, or what it takes instead
     for spec, what in [("tiny:t5", "a text-to-text model (gensets.models.text.load_text2text)"),

@@ -178,7 +178,7 @@ def test_the_published_numbers_add_up_and_name_the_packaged_datasets():
     assert set(t["3"]["columns"]) < packaged
     assert t["2"]["shots"] == 20 and "20-shot" in t["2"]["caption"]
     for key, table in t.items():
-        assert table["source"] == {"file": f"shared/papers/{PAPER}", "table": f"Table {key}"}
+        assert table["source"] == {"cite": "arXiv:2307.13697", "table": f"Table {key}"}
     # the labelling price the issue asks for: original data, 1.20e-2 USD per image (Tables 1 and 5)
     assert t["1"]["rows"][2]["cost_per_image"] == t["5"]["rows"][2]["cost_per_image"] == 0.012
 
@@ -232,7 +232,7 @@ def test_wiles_published_rates_are_the_papers():
             assert copy in summary.splitlines()
             texts.append(summary)
     pub = wiles_published()
-    assert pub["file"] == f"shared/papers/{WILES}" and len(pub["figure5"]) == 4
+    assert pub["cite"] == "Figure 5's caption (as a summary of the paper gives it)" and len(pub["figure5"]) == 4
     for row in pub["figure5"]:
         assert all(row["text"] in t for t in texts), row
         percent = float(re.search(r"([\d.]+)%", row["text"]).group(1))
@@ -242,20 +242,34 @@ def test_wiles_published_rates_are_the_papers():
     assert 12 < rates["increases twelve-fold to 8.15%"] / rates["(from 0.64%)"] < 13
 
 
-def test_failure_modes_report_sets_a_builds_baseline_beside_figure5():
-    """By hand: 200 baseline images of Persian cat, 30 misclassified, 4 of them as snow leopard."""
+def test_failure_modes_report_compares_figure5_with_the_same_caption_only():
+    """By hand: 200 baseline images of Persian cat, 30 misclassified, 4 of them as snow leopard; a mode of Persian
+    cat captioned "... it is walking in the snow." regenerated as 50 images, 10 failed, 3 as snow leopard. The
+    paper's rates of that caption get the mode's rates and a difference; the automatically found caption's ("the
+    background is green.") have no images in this build: no number, no difference. The baseline (no caption) is
+    beside every row, never differenced."""
     from gensets.papers.wiles.report import published
 
-    rep = {"baseline": {"Persian cat": {"n": 200, "failures": 30, "rate": 0.15, "confusions": [
-        {"class": 289, "name": "snow leopard", "count": 4}, {"class": 281, "name": "tabby cat", "count": 26}]}}}
-    got = {(r["metric"], r["value"]): r for r in published(rep)["numbers"]}
-    assert got[("failure_rate", 0.0815)]["gensets"] == pytest.approx(0.15)
-    assert got[("failure_rate", 0.0815)]["difference"] == pytest.approx(0.15 - 0.0815)
-    assert got[("target_rate", 0.00016)]["gensets"] == pytest.approx(0.02)
-    assert got[("target_rate", 0.000032)]["difference"] == pytest.approx(0.02 - 0.000032)
-    assert all(r["gensets_images"] == 200 for r in got.values())
+    baseline = {"Persian cat": {"n": 200, "failures": 30, "rate": 0.15, "confusions": [
+        {"class": 289, "name": "snow leopard", "count": 4}, {"class": 281, "name": "tabby cat", "count": 26}]}}
+    snow = {"label": "Persian cat", "caption": "A realistic photograph of a Persian cat. It is walking in the snow.",
+            "n": 50, "failures": 10, "confused": 3, "confusion_name": "snow leopard"}
+    other = {"label": "Persian cat", "caption": "a persian cat. the background is green.", "n": None}  # not regenerated
+    got = {(r["metric"], r["value"]): r for r in published({"baseline": baseline, "modes": [other, snow]})["numbers"]}
+    assert got[("failure_rate", 0.0815)]["gensets"] == pytest.approx(10 / 50)
+    assert got[("failure_rate", 0.0815)]["difference"] == pytest.approx(10 / 50 - 0.0815)
+    assert got[("target_rate", 0.00016)]["gensets"] == pytest.approx(3 / 50)
+    assert got[("target_rate", 0.00016)]["gensets_caption"] == snow["caption"]
+    for auto in (got[("failure_rate", 0.0064)], got[("target_rate", 0.000032)]):
+        assert auto["gensets"] is None and auto["difference"] is None and auto["gensets_images"] is None
+    assert got[("failure_rate", 0.0064)]["baseline"] == pytest.approx(0.15)
+    assert got[("target_rate", 0.000032)]["baseline"] == pytest.approx(4 / 200)
+    assert all(r["baseline_images"] == 200 for r in got.values())
+    # a baseline alone (the old reading's inputs) gives no difference at all
+    alone = published({"baseline": baseline})["numbers"]
+    assert all(r["difference"] is None and r["baseline"] is not None for r in alone)
     none = published({"baseline": {"tench": {"n": 10, "failures": 1, "confusions": []}}})
-    assert all(r["gensets"] is None and r["difference"] is None for r in none["numbers"])
+    assert all(r["gensets"] is None and r["difference"] is None and r["baseline"] is None for r in none["numbers"])
 
 
 def test_genbench_gpu_price_defaults_to_the_papers_table5():
@@ -270,3 +284,18 @@ def test_genbench_gpu_price_defaults_to_the_papers_table5():
     assert CostConfig().price_per_hour == paper["price_per_hour"] and "NC24ads A100 v4" in CostConfig().hardware
     _, cfg = load_build_config(ROOT / "configs" / "genbench.yaml")
     assert cfg.cost.price_per_hour == paper["price_per_hour"] and "Table 5" in cfg.cost.hardware
+
+
+def test_published_numbers_cite_the_paper_never_a_local_file():
+    """What the reports copy into report.json / report.md (the packaged published numbers and the report's own
+    strings) names the paper (arXiv id, table, figure), never a path of the project's texts."""
+    from gensets.evaluation.reports import genbench as genbench_report
+    from gensets.sources import packaged
+
+    for pub in (packaged.genbench_published(), packaged.imagenet_d_published(), packaged.wiles_published(),
+                packaged.borji_published()):
+        text = json.dumps(pub)
+        assert "shared/papers" not in text and "/work/" not in text and ".txt" not in text, text[:200]
+    assert "arXiv:2307.13697" in json.dumps(packaged.genbench_published()["tables"]["2"]["source"])
+    assert "arXiv:2307.13697" in json.dumps(genbench_report.VARIANTS)
+    assert "shared/papers" not in json.dumps(genbench_report.VARIANTS)

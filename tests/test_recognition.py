@@ -205,6 +205,30 @@ def test_per_category_and_per_image_means_differ_by_hand(tmp_path):
     assert row["top1"] == pytest.approx(0.625) and row["top1_images"] == pytest.approx(0.5)
     cells = {r["category"]: (r["n"], r["hits1"], r["top1"]) for r in compute(tmp_path / "r.duckdb")["per_model_category"]}
     assert cells == {"cat": (2, 2, 1.0), "dog": (4, 1, 0.25)}
+    # the 95% interval over images of the mean over categories: each category resampled on its own; cat's two
+    # images are both right, so every resample's mean is (1 + dog's resampled accuracy) / 2: between 0.5 and 1
+    from gensets import metrics as M
+
+    assert row["top1_interval"] == pytest.approx(M.mean_of_groups_ci([[1, 1], [1, 0, 0, 0]]), abs=1e-12)
+    lo, hi = row["top1_interval"]
+    assert 0.5 <= lo <= 0.625 <= hi <= 1.0 and lo < hi
+    assert row["top5_interval"] == pytest.approx(M.mean_of_groups_ci([[1, 1], [1, 0, 0, 0]]), abs=1e-12)
+    # one image in a category: no interval (scipy resamples two or more)
+    _scored(tmp_path / "one.duckdb", [[1, 0, 1]], [0, 1, 1], ["cat", "dog"])
+    (one,) = compute(tmp_path / "one.duckdb")["per_model"]
+    assert one["top1_interval"] is None and one["top5_interval"] is None
+
+
+def test_mean_of_groups_interval_is_imagenet_ds_mean_of_subsets_reading():
+    """gensets.metrics.mean_of_groups_ci calls scipy as ImageNet-D's mean-of-subsets interval does: the same
+    interval for the same groups; constant groups give the mean at both ends."""
+    from gensets import metrics as M
+    from gensets.papers.imagenet_d.report import intervals
+
+    by = {"background": [True, False, True, True], "texture": [False, False, True], "material": [True, False]}
+    assert M.mean_of_groups_ci(list(by.values())) == pytest.approx(intervals(by)["mean"], abs=0)
+    assert M.mean_of_groups_ci([[1, 1], [0, 0, 0]]) == pytest.approx((0.5, 0.5))
+    assert M.mean_of_groups_ci([[1, 1], [0]]) is None and M.mean_of_groups_ci([]) is None
 
 
 @pytest.mark.slow

@@ -238,10 +238,13 @@ def test_two_way_takes_the_wrong_option_from_the_questions_csv(tmp_path):
     db = tmp_path / "r.duckdb"
     res = json.loads(run_cli("eval", folder, "--model", "tiny:vlm", "--protocol", "two-way", "--config",
                              "background", "--db", db, "--json", check=0).stdout)
-    assert [(r["variant"], r["n"]) for r in res] == [("two-way (wrong_option=released-csv)", 6)]
+    # a LLaVA model's dtype and image aspect are part of the variant (fp32 here: no CUDA; the authors ran fp16)
+    assert [(r["variant"], r["n"]) for r in res] == [("two-way (wrong_option=released-csv; fp32 on cpu, pad-square)",
+                                                      6)]
     res = json.loads(run_cli("eval", folder, "--model", "tiny:vlm", "--protocol", "two-way", "--clip", "tiny:clip",
                              "--decoding", "greedy", "--config", "background", "--db", db, "--json", check=0).stdout)
-    assert [r["variant"] for r in res] == ["two-way (wrong_option=clip tiny:clip; decoding=greedy)"]
+    assert [r["variant"] for r in res] == ["two-way (wrong_option=clip tiny:clip; decoding=greedy; fp32 on cpu, "
+                                           "pad-square)"]
     # texture has no questions CSV: --clip is needed, in one line
     r = run_cli("eval", folder, "--model", "tiny:vlm", "--protocol", "two-way", "--config", "texture", "--db", db,
                 "--quiet")

@@ -39,7 +39,7 @@ def test_a_run_is_compared_with_the_paper_family_of_its_protocol_and_spec(model,
 def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_path):
     """The smoke run (the build resumed from a copy of the session's smoke build: nothing left to generate)
     scores the tiny stand-ins of the paper's families (tiny:resnet for ResNet, tiny:vit for ViT-L/16 under
-    imagenet, tiny:clip for CLIP under zero-shot, tiny:vlm for LLaVa under two-way) and prints each family beside
+    imagenet, tiny:clip for CLIP under zero-shot, tiny:vlm-chair for LLaVa under two-way) and prints each family beside
     its stand-in: the value is every image's top-1 pooled over the three nuisances, recomputed here from the stored
     predictions, with the written-out bootstrap of those outcomes as its interval and the published number
     within or outside it; the difference is gensets - published. MiniGPT-4 alone has no runnable model."""
@@ -74,16 +74,22 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
         assert row["interval"] == pytest.approx(ci, abs=1e-12) and row["interval_kind"] == "images"
         assert row["verdict"] == ("within" if ci[0] <= row["published"] <= ci[1] else "outside")
     assert rows["CLIP"]["variant"] == "zero-shot (imagenet-d official); stand-in for CLIP"
-    # LLaVa: tiny:vlm under two-way; its number is TRUE / (TRUE + FALSE) of the stored answers, none where no
-    # answer names one option (the random tiny VLM's), said in the row
+    # LLaVa: tiny:vlm-chair under two-way answers "chair" to every question: TRUE on each chair image (the true
+    # class is an option), FALSE where CLIP offered chair as the wrong class, left out otherwise; the row is the
+    # authors' TRUE / (TRUE + FALSE), counted here by hand
     llava = rows["LLaVa"]
-    assert llava["model"] == "tiny:vlm" and "stand-in for LLaVa" in llava["variant"]
-    answers = query(db, "SELECT p.* FROM predictions p JOIN runs r USING (run_id) WHERE r.model = 'tiny:vlm'")
-    counted = outcomes("two-way", answers)
-    if counted:
-        assert llava["gensets"] == pytest.approx(np.mean(counted)) and llava["verdict"] in ("within", "outside")
-    else:
-        assert llava["gensets"] is None and f"0 of {len(answers)} answers name one option" in llava["variant"]
+    assert llava["model"] == "tiny:vlm-chair" and "stand-in for LLaVa" in llava["variant"]
+    assert "fp32 on cpu, pad-square" in llava["variant"]  # not the authors' fp16 (CUDA only), named
+    answers = query(db, "SELECT p.*, r.class_names FROM predictions p JOIN runs r USING (run_id) "
+                        "WHERE r.model = 'tiny:vlm-chair'")
+    chair = json.loads(answers[0]["class_names"]).index("chair")
+    assert all(list(a["top5"] or []) in ([], [chair]) for a in answers)  # it only ever names chair
+    n_true = sum(a["target"] == chair for a in answers)
+    n_false = sum(list(a["top5"] or []) == [chair] and a["target"] != chair for a in answers)
+    assert n_true > 0 and n_true + n_false < len(answers)  # some answers name neither option: left out
+    assert llava["gensets"] == pytest.approx(n_true / (n_true + n_false))
+    assert llava["gensets"] == pytest.approx(np.mean(outcomes("two-way", answers)))
+    assert llava["verdict"] in ("within", "outside") and len(llava["interval"]) == 2
     # the family no gensets model runs is shown as not run, never estimated
     assert rows["MiniGPT-4"]["model"] is None and rows["MiniGPT-4"]["gensets"] is None
     # the full report: per nuisance, and its JSON agrees with the table
@@ -274,14 +280,17 @@ def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_pat
     (tmp_path / "config.yaml").write_text((ROOT / "configs" / "recognition.yaml").read_text())
     sources = image_sources(tmp_path)
     assert sources == tuple(g.name for g in cfg.generate) == ("stable-diffusion-2-1", "sdxl")
-    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7}],
+    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7, "top1_interval": [0.4, 0.55]}],
            "published": {"numbers": [{"what": "top-1", "metric": "top1", "value": 0.6, "approximate": True}],
-                         "source": "Borji (2022)", "checked": "From the abstract."}}
+                         "source": "Borji (2022)", "checked": "From the abstract."}, "interval": "over images"}
     ours = borji_rows(rep, sources)
     assert ours["rows"][0]["difference"] is None and ours["rows"][0]["gensets"] == 0.5
     assert "not the paper's DALL-E 2 / Midjourney" in ours["rows"][0]["variant"] and "imports" in ours["note"]
+    assert ours["rows"][0]["interval"] == [0.4, 0.55] and ours["rows"][0]["verdict"] is None  # not the paper's images
     paper = borji_rows(rep, ("dall-e-2", "midjourney"))
     assert paper["rows"][0]["difference"] == pytest.approx(-0.1) and paper["rows"][0]["variant"] == "wordset"
+    assert paper["rows"][0]["verdict"] == "outside" and paper["rows"][0]["interval_kind"] == "images"
+    assert paper["interval"] == "over images"
 
 
 PACKAGED = ROOT / "gensets" / "data" / "configs"

@@ -250,6 +250,25 @@ def test_score_two_way_official(fixed, expected):
     assert (r["n_correct"], r["n_unparseable"]) == expected
 
 
+@pytest.mark.parametrize("decoding", ["greedy", "authors"])
+def test_the_spelling_tiny_vlm_gives_the_authors_accuracy_a_hand_count(decoding):
+    """tiny:vlm-chair (the smoke stand-in for LLaVa) answers "chair" through the real loader and generate, under
+    either decoding: TRUE on a chair image, FALSE where chair is the wrong option, left out otherwise."""
+    classes = ["backpack", "chair", "mug"]
+    targets = [1, 1, 0, 2, 0, 2]
+    wrong = [0, 2, 1, 1, 2, 0]  # TRUE, TRUE, FALSE, FALSE, neither, neither
+    r = score_two_way(_vqa("vlm-chair"), None, _images(6), targets, classes, batch_size=4, wrong=wrong,
+                      decoding=decoding)
+    assert [i["answer"] for i in r["items"]] == ["chair"] * 6
+    assert [i["choice"] for i in r["items"]] == [0, 0, 1, 1, None, None]
+    assert (r["n_correct"], r["n_unparseable"]) == (2, 2)
+    from gensets.labels.twoway import two_way_outcomes
+
+    rows = [{"correct1": i["choice"] == i["correct"], "top5": [] if i["chosen"] is None else [i["chosen"]]}
+            for i in r["items"]]
+    assert two_way_outcomes(rows) == [True, True, False, False]  # 2 / (2 + 2), the authors' accuracy
+
+
 class _Recorder(_Scripted):
     """Answers "no idea" and keeps how it was asked to decode."""
 
@@ -306,3 +325,51 @@ def test_the_authors_decoding_on_a_llava_model_by_hand():
         new = out[:, inputs["input_ids"].shape[1]:]
         assert answer == vlm.processor.batch_decode(new, skip_special_tokens=True)[0].strip()
     assert got != vlm.answer(images, [q, q], 512, temperature=0.2, seeds=[13, 14], prompt="llava_v1")
+
+
+# ---------------------------------------------------------------- LLaVA as the ImageNet-D authors ran it
+def test_expand2square_centres_the_image_on_the_given_colour():
+    from PIL import Image
+
+    from gensets.models.vlm import expand2square
+
+    wide = Image.new("RGB", (6, 3), (255, 0, 0))
+    sq = expand2square(wide, (1, 2, 3))
+    assert sq.size == (6, 6)
+    assert [sq.getpixel((0, y)) for y in range(6)] == [(1, 2, 3), (255, 0, 0), (255, 0, 0), (255, 0, 0),
+                                                       (1, 2, 3), (1, 2, 3)]  # offset (6 - 3) // 2 = 1
+    tall = expand2square(Image.new("RGB", (2, 5), (0, 9, 0)), (7, 7, 7))
+    assert tall.size == (5, 5)
+    assert [tall.getpixel((x, 0)) for x in range(5)] == [(7, 7, 7), (0, 9, 0), (0, 9, 0), (7, 7, 7), (7, 7, 7)]
+    assert expand2square(sq, (0, 0, 0)) is sq
+
+
+def test_a_llava_model_pads_to_square_and_names_how_it_ran():
+    """pad-square (the default for LLaVA models) answers about a wide image as crop answers about that image
+    padded with the processor's mean; the dtype and aspect are the model's variant; other models have none."""
+    from PIL import Image
+
+    from gensets.models.vlm import expand2square
+
+    pad = load_vqa("tiny:vlm", device="cpu")
+    crop = load_vqa("tiny:vlm", device="cpu", aspect="crop")
+    assert (pad.variant, crop.variant) == ("fp32 on cpu, pad-square", "fp32 on cpu, crop")
+    wide = Image.new("RGB", (96, 32), (250, 10, 10))
+    wide.paste(Image.new("RGB", (32, 32), (10, 10, 250)), (64, 0))  # the right third blue: cropped away
+    mean = tuple(int(x * 255) for x in crop.processor.image_processor.image_mean)
+    padded = expand2square(wide, mean)
+    ip = crop.processor.image_processor
+    assert not (ip(wide, return_tensors="pt")["pixel_values"] == ip(padded, return_tensors="pt")["pixel_values"]).all()
+    q = ["What is this?"]
+    assert pad.answer([wide], q, max_new_tokens=6) == crop.answer([padded], q, max_new_tokens=6)
+    half = load_vqa("tiny:vlm-chair", device="cpu", dtype="fp16")
+    assert half.variant == "fp16, pad-square" and str(half.model.dtype) == "torch.float16"
+    assert half.answer([wide], q) == ["chair"]  # the pixels reach the fp16 model as fp16
+    from gensets.quality.metrics import vqa_inputs  # VQAScore's inputs too
+
+    assert vqa_inputs(half, [wide], q)["pixel_values"].dtype == half.model.dtype
+    assert _vqa("vilt-vqa").variant == ""
+    with pytest.raises(ModelError, match="LLaVA models' settings"):
+        load_vqa("tiny:vilt-vqa", device="cpu", aspect="crop")
+    with pytest.raises(ModelError, match="unknown dtype"):
+        load_vqa("tiny:vlm", dtype="bf8")

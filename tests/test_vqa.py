@@ -233,3 +233,14 @@ def test_vqa_report_averages_over_questions_and_over_images_by_hand(tmp_path):
     assert "Sec. 3, VQA" in md and "77.27%" in md
     assert "issue" not in md.lower()
     assert json.loads((tmp_path / "rep" / "report.json").read_text())["published"]["numbers"][0]["value"] == 0.773
+    # the 95% interval over images: an image resampled with all its questions, written out (image a: 2 of 3
+    # right, image b: 1 of 1), and the published number within or outside it
+    import numpy as np
+
+    right, asked = np.array([2.0, 1.0]), np.array([3.0, 1.0])
+    rng = np.random.default_rng(0)
+    stats = [right[i].sum() / asked[i].sum() for i in (rng.integers(0, 2, size=2) for _ in range(1000))]
+    ci = [float(np.quantile(stats, 0.025)), float(np.quantile(stats, 0.975))]
+    assert row["accuracy_interval"] == pytest.approx(ci, abs=1e-12)
+    verdict = "within" if ci[0] <= 0.773 <= ci[1] else "outside"
+    assert f"| -2.3 | [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}] | {verdict} |" in md and "over images" in md

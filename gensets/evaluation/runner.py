@@ -158,12 +158,13 @@ def _rid(source: Source, sp: Split, spec: str, p: Protocol, cfg: EvalConfig) -> 
 
 def _settings(sp: Split, p: Protocol, cfg: EvalConfig) -> str:
     """What changes a run's results besides its identity (run_id): the zero-shot templates, the model's
-    revision, its label space and classes, two-way's CLIP, seed and decoding. A complete run with other settings is
-    scored again."""
+    revision, its label space and classes, two-way's CLIP, seed and decoding, a LLaVA model's dtype and image aspect
+    (gensets.models.vlm). A complete run with other settings is scored again."""
     from ..records import content_id
 
     return content_id([list(getattr(sp, "templates", None) or []), p.model.revision, p.label_space, p.class_names,
-                       cfg.clip, cfg.seed, *([cfg.decoding] if p.name.startswith("two-way") else [])])
+                       cfg.clip, cfg.seed, *([cfg.decoding] if p.name.startswith("two-way") else []),
+                       *([v] if (v := getattr(p.model, "variant", "")) else [])])  # a LLaVA model's dtype, aspect
 
 
 def _bind(cfg: EvalConfig, models: Models, spec: str, sp: Split, first: dict) -> Protocol:

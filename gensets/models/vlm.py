@@ -4,6 +4,19 @@
     BLIP question answering   generate + decode
     image-text-to-text        (LLaVA, Idefics3/SmolVLM, PaliGemma, Qwen2-VL, ...) the processor's chat
                               template with one image and the question, greedy decoding, new text only
+LLaVA models (config model_type ``llava``) run as the ImageNet-D authors ran LLaVA-1.5 (chenshuang-zhang/imagenet_d,
+``LLaVA/llava/serve/eval_imagenet_d.py``: ``load_pretrained_model`` in fp16 and ``process_images`` then
+``image_tensor.to(model.device, dtype=torch.float16)``), unless told otherwise (``load_vqa(dtype=, aspect=)``):
+
+- dtype: fp16 on CUDA; on any other device fp32 (fp16 matmuls on CPU are slow or missing), named in
+  :attr:`VQAModel.variant` as ``fp32 on cpu``;
+- images padded to a square (LLaVA's ``expand2square``, haotian-liu/LLaVA ``llava/mm_utils.py``: ``process_images``
+  with ``image_aspect_ratio: pad``, LLaVA-1.5's setting, fills the short side with the image processor's mean,
+  ``tuple(int(x * 255) for x in image_processor.image_mean)``, and centres the image) before the processor resizes
+  it; ``aspect="crop"`` keeps the Hugging Face processor's resize-and-centre-crop (gensets' earlier reading).
+
+Both are part of the variant the run row records (``pad-square`` / ``crop``, the dtype). Other VQA models keep
+fp32 and their processor's preprocessing; their variant is empty.
 Specs: `hf:<repo or local path>[@rev]` (the kind is read from the config's architectures / model_type)
 or `tiny:vilt-vqa`, `tiny:blip-vqa`, `tiny:vlm` (gensets.models.tiny.vqa). Hub repos go through
 gensets.models.loading: offline and not cached fails at once in one ModelError line. Weights are
@@ -31,13 +44,25 @@ class VQAModel:
 
     kind: str = ""
 
-    def __init__(self, *, spec: str, model_id: str, revision: str | None, model, processor, device: str):
+    def __init__(self, *, spec: str, model_id: str, revision: str | None, model, processor, device: str,
+                 aspect: str = "processor"):
         self.spec = spec
         self.model_id = model_id
         self.revision = revision
         self.model = model.to(device).eval()
         self.processor = processor
         self.device = device
+        self.aspect = aspect  # "pad-square" (LLaVA's expand2square), "crop" or "processor" (not a LLaVA model)
+
+    @property
+    def variant(self) -> str:
+        """How a LLaVA model runs, for the run row (``fp16, pad-square``; ``fp32 on cpu, pad-square``; ``fp32,
+        crop``); empty for other models (see the module docstring)."""
+        if self.aspect == "processor":
+            return ""
+        dtype = str(self.model.dtype).removeprefix("torch.").replace("float", "fp")
+        on = "" if dtype == "fp16" or str(self.device).startswith("cuda") else f" on {self.device}"
+        return f"{dtype}{on}, {self.aspect}"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(spec={self.spec!r}, kind={self.kind!r})"
@@ -113,10 +138,14 @@ class ChatVQA(VQAModel):
             self.pad_token_id = tok.pad_token_id
 
     def _answer(self, images, questions, max_new_tokens, sampling, prompt):
+        if self.aspect == "pad-square":
+            mean = getattr(self.processor.image_processor, "image_mean", None) or (0.0, 0.0, 0.0)
+            images = [expand2square(im, tuple(int(x * 255) for x in mean)) for im in images]
         if prompt == "llava_v1" and self.model.config.model_type == "llava":
             token = getattr(self.processor, "image_token", "<image>")
             inputs = self.processor(images=images, text=[llava_v1_prompt(q, token) for q in questions],
-                                    padding=True, padding_side="left", return_tensors="pt").to(self.device)
+                                    padding=True, padding_side="left", return_tensors="pt"
+                                    ).to(self.device, dtype=self.model.dtype)
         else:
             conversations = [
                 [{"role": "user", "content": [{"type": "image", "image": im}, {"type": "text", "text": q}]}]
@@ -129,7 +158,7 @@ class ChatVQA(VQAModel):
                 return_dict=True,
                 return_tensors="pt",
                 processor_kwargs={"padding": True, "padding_side": "left"},
-            ).to(self.device)
+            ).to(self.device, dtype=self.model.dtype)  # floating tensors only: the pixels
         out = self.model.generate(
             **inputs,
             max_new_tokens=max_new_tokens,
@@ -145,6 +174,20 @@ class ChatVQA(VQAModel):
 # ImageNet-D authors' eval_imagenet_d.py uses it for LLaVA-1.5: system, then "USER: <image>\n{q} ASSISTANT:"
 LLAVA_V1_SYSTEM = ("A chat between a curious human and an artificial intelligence assistant. The assistant gives "
                    "helpful, detailed, and polite answers to the human's questions.")
+
+
+def expand2square(image: Image.Image, background: tuple[int, ...]) -> Image.Image:
+    """LLaVA's ``expand2square`` (haotian-liu/LLaVA, ``llava/mm_utils.py``): the image centred on a square of
+    ``background`` whose side is its longer side (the offset of the short side rounded down)."""
+    from PIL import Image
+
+    width, height = image.size
+    if width == height:
+        return image
+    side = max(width, height)
+    out = Image.new(image.mode, (side, side), background)
+    out.paste(image, ((side - width) // 2, (side - height) // 2))
+    return out
 
 
 def llava_v1_prompt(question: str, image_token: str = "<image>") -> str:
@@ -186,10 +229,20 @@ def _vqa_kind(spec: ModelSpec, config) -> str:
     )
 
 
+ASPECTS = ("pad-square", "crop")  # a LLaVA model's preprocessing; the first is the authors'
+
+
 def load_vqa(
-    spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False, device: str | None = None
+    spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False, device: str | None = None,
+    dtype: str | None = None, aspect: str | None = None,
 ) -> VQAModel:
-    """Load the VQA model named by `spec` (see the module docstring)."""
+    """Load the VQA model named by `spec` (see the module docstring). For a LLaVA model: ``dtype`` ``fp16`` or
+    ``fp32`` (None: fp16 on CUDA, else fp32) and ``aspect`` (:data:`ASPECTS`; None: ``pad-square``); other models
+    refuse them."""
+    if dtype not in (None, "fp16", "fp32"):
+        raise ModelError(f"model {spec!r}: unknown dtype {dtype!r} (fp16 or fp32)")
+    if aspect not in (None, *ASPECTS):
+        raise ModelError(f"model {spec!r}: unknown image aspect {aspect!r} ({' or '.join(ASPECTS)})")
     s = _parse(spec)
     device = device or default_device()  # after the spec's grammar is checked; None: this process's GPU under accelerate, else cuda/cpu
     if not s.is_built and s.kind != "hf":  # another family's VQA loader (gensets.models.family)
@@ -213,7 +266,16 @@ def load_vqa(
         processor = AutoProcessor.from_pretrained(src, **kwargs)
         if kind == "image-text-to-text" and not getattr(processor, "chat_template", None):
             raise ModelError(f"model {s.raw!r}: its processor has no chat template")
+        llava = config.model_type == "llava"
+        if not llava and (dtype, aspect) != (None, None):
+            raise ModelError(f"model {s.raw!r}: dtype and aspect are LLaVA models' settings (this is "
+                             f"{config.model_type!r})")
+        half = dtype == "fp16" or (dtype is None and llava and str(device).startswith("cuda"))
+        if half:
+            import torch
+
+            kwargs["dtype"] = torch.float16
         model = model_cls.from_pretrained(src, use_safetensors=None if allow_pickle else True, **kwargs)
     cls = {"vilt": ViltVQA, "blip": BlipVQA, "image-text-to-text": ChatVQA}[kind]
     return cls(spec=s.raw, model_id=source.model_id, revision=source.commit(config), model=model,
-               processor=processor, device=device)
+               processor=processor, device=device, aspect=(aspect or ASPECTS[0]) if llava else "processor")

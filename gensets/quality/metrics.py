@@ -298,7 +298,8 @@ def vqa_inputs(vlm, images: list, questions: list[str]):
                      for im, q in zip(images, questions, strict=True)]
     return vlm.processor.apply_chat_template(conversations, add_generation_prompt=True, tokenize=True,
                                              return_dict=True, return_tensors="pt",
-                                             processor_kwargs={"padding": True, "padding_side": "left"}).to(vlm.device)
+                                             processor_kwargs={"padding": True, "padding_side": "left"}
+                                             ).to(vlm.device, dtype=vlm.model.dtype)  # a LLaVA-1.5 runs fp16 on CUDA
 
 
 class _PairMetric(Metric):

@@ -70,16 +70,16 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
 @cache
 def genbench_published() -> dict:
     """GenBench's published numbers (Li et al.: Tables 1-5 of shared/papers/001_f04b4de81b95e690.txt): {"paper",
-    "file", "note", "tables": {"1": costs per image, "2": CLER of 20-shot GLIDE / SD sets per dataset x strategy,
-    "3": Textual Inversion, "4": the datasets, "5": the cost breakdown}}, each table with its ``source`` (file,
-    table); dataset columns by gensets' packaged dataset ids."""
+    "cite", "note", "tables": {"1": costs per image, "2": CLER of 20-shot GLIDE / SD sets per dataset x strategy,
+    "3": Textual Inversion, "4": the datasets, "5": the cost breakdown}}, each table with its ``source`` (cite:
+    the arXiv id; table); dataset columns by gensets' packaged dataset ids."""
     return json.loads(_data_text("genbench", "published.json"))
 
 
 @cache
 def imagenet_d_published() -> dict:
     """ImageNet-D's published accuracies (Zhang et al. 2024, from the summary shared/papers/004_bd0ce56ed9367d6b.txt):
-    {"paper", "file", "checked", "top1": [{"model", "value", "protocol", "text"}], "drop_up_to"}; ``text`` is the
+    {"paper", "cite", "checked", "top1": [{"model", "value", "protocol", "text"}], "drop_up_to"}; ``text`` is the
     phrase each number was read from (tests/test_published.py finds it in the paper's text)."""
     return json.loads(_data_text("imagenet_d", "published.json"))
 
@@ -87,7 +87,7 @@ def imagenet_d_published() -> dict:
 @cache
 def wiles_published() -> dict:
     """Wiles et al. (2022)'s published failure rates (Figure 5's caption, from the summary
-    shared/papers/002_c8f194d3454d00cb.txt): {"paper", "file", "checked", "figure5": [{"what", "label", "target",
+    shared/papers/002_c8f194d3454d00cb.txt): {"paper", "cite", "checked", "figure5": [{"what", "label", "target",
     "metric" (target_rate | failure_rate), "value", "text"}]}; ``text`` is the phrase each was read from."""
     return json.loads(_data_text("failure_modes", "published.json"))
 

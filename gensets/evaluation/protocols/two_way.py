@@ -16,7 +16,9 @@ unless ``--clip`` is given; then no CLIP model runs.
 
 The run row's protocol names the variant and where the wrong option came from: ``two-way (SPEC)``,
 ``two-way-shuffled (SPEC)`` (CLIP ``SPEC``'s), ``two-way (wrong_option=released-csv)`` (the dataset's questions) and,
-on such a dataset with ``--clip``, ``two-way (wrong_option=clip SPEC)``.
+on such a dataset with ``--clip``, ``two-way (wrong_option=clip SPEC)``; a LLaVA model adds how it ran (fp16 on CUDA
+as the authors, else ``fp32 on cpu``; its images padded to a square as LLaVA's ``expand2square``, the authors'
+preprocessing: :mod:`gensets.models.vlm`).
 """
 
 from __future__ import annotations
@@ -57,9 +59,13 @@ class TwoWay(VQAProtocol):
 
     @property
     def run_protocol(self) -> str:
-        """The protocol with its variant: where the wrong option came from and, when it is not the authors'
-        (:data:`gensets.labels.twoway.DECODING`), the decoding: ``two-way (tiny:clip; decoding=greedy)``."""
+        """The protocol with its variant: where the wrong option came from, when it is not the authors'
+        (:data:`gensets.labels.twoway.DECODING`) the decoding, and a LLaVA model's dtype and image aspect
+        (:attr:`gensets.models.vlm.VQAModel.variant`): ``two-way (tiny:clip; decoding=greedy; fp32 on cpu,
+        pad-square)``; on CUDA the authors' ``fp16, pad-square``."""
         decoding = "" if self.cfg.decoding == "authors" else f"; decoding={self.cfg.decoding}"
+        llava = getattr(self.model, "variant", "")  # a LLaVA model's dtype and image aspect (gensets.models.vlm)
+        decoding += f"; {llava}" if llava else ""
         if self.from_dataset:
             return f"{self.name} (wrong_option=released-csv{decoding})"
         if self.split.wrong_options is not None:

@@ -2,7 +2,7 @@
 (a torchvision stand-in as the torch hub checkpoint of the weights it stands for: torchvision's own format).
 
 Every kind is a class in one module of this package (classifiers.py, diffusion.py, vqa.py, caption.py,
-text.py), registered where it is defined::
+text.py, quality.py, spelled.py), registered where it is defined::
 
     @TINY_MODELS.register("resnet")
     class TinyResnet(TinyModel):

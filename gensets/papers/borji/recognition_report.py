@@ -20,7 +20,7 @@ from pathlib import Path
 from ...cards.markdown import table
 from ...errors import GensetsError
 from ...evaluation import store
-from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows
+from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows, verdict
 from ...output import files
 from ...registry import REPORTS
 
@@ -35,6 +35,16 @@ PROTOCOLS = {  # the word-set readings, as the report states them
 AVERAGES = ("`top1` / `top5`: each category's accuracy, then the mean over categories (Borji 2022's "
             "averaging, the default); `top1_images` / `top5_images`: the mean over images")
 
+INTERVAL = ("95% percentile bootstrap over images (1000 resamples, seed 0): each category's images resampled on "
+            "their own, the statistic the mean over categories (gensets.metrics.mean_of_groups_ci); none where a "
+            "category has fewer than two images")
+OUTCOMES = """
+SELECT r.model, r.config, p.target, p.correct1, p.correct5
+FROM predictions p JOIN runs r USING (run_id)
+WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
+  AND coalesce(r.precision, 'fp32') = ?
+ORDER BY r.model, r.config, p.target, p.key
+"""
 PER_MODEL_CATEGORY = """
 SELECT r.model, r.config, p.target, count(*) AS n, sum(p.correct1::INT)::INT AS hits1,
        sum(p.correct5::INT)::INT AS hits5, avg(p.correct1::INT) AS top1, avg(p.correct5::INT) AS top5
@@ -90,8 +100,10 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
         per_model_category = rows(con, PER_MODEL_CATEGORY, args)
         per_cat_model = rows(con, PER_CATEGORY_MODEL, args)
         fails = rows(con, ALL_FAIL, args)
+        outcomes = rows(con, OUTCOMES, args)
     finally:
         con.close()
+    _intervals(per_model, outcomes)
 
     def name(t):
         return names[t] if names and t is not None and 0 <= t < len(names) else str(t)
@@ -110,10 +122,25 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
         raise GensetsError(f"{db}: no {precision} runs of dataset {dataset!r} with protocol {protocol!r} "
                            "(another --precision?)")
     return {"dataset": dataset, "revision": revision, "protocol": protocol, "precision": precision,
-            "protocol_rule": PROTOCOLS.get(protocol, protocol), "averages": AVERAGES, "per_model": per_model,
+            "protocol_rule": PROTOCOLS.get(protocol, protocol), "averages": AVERAGES, "interval": INTERVAL,
+            "per_model": per_model,
             "per_category": per_category, "per_model_category": per_model_category,
             "published": {"source": published["source"], "url": published["url"], "checked": published["checked"],
                           "numbers": published["recognition"]}}
+
+
+def _intervals(per_model: list[dict], outcomes: list[dict]) -> None:
+    """Each model's ``top1_interval`` / ``top5_interval`` (:data:`INTERVAL`) from its per-image outcomes."""
+    from ... import metrics as M
+
+    groups: dict = {}
+    for o in outcomes:
+        groups.setdefault((o["model"], o["config"]), {}).setdefault(o["target"], []).append(o)
+    for r in per_model:
+        cats = groups.get((r["model"], r["config"]), {}).values()
+        for k in ("top1", "top5"):
+            ci = M.mean_of_groups_ci([[bool(o[f"correct{k[-1]}"]) for o in c] for c in cats])
+            r[f"{k}_interval"] = None if ci is None else list(ci)
 
 
 def _pct(v) -> str:
@@ -146,10 +173,15 @@ def _published(rep: dict) -> list[str]:
         here = (f"{_pct(best[m])} (mean over categories, `{best['model']}` on `{best['config']}`); "
                 f"{_pct(max(r[f'{m}_images'] for r in rep['per_model']))} (best mean over images)") if best else "-"
         diff = "-" if not best or best[m] is None else f"{100 * (best[m] - p['value']):+.1f}"
-        lines.append([p["what"], m, ("about " if p["approximate"] else "") + _pct(p["value"]), here, diff, p["note"]])
+        ci = best.get(f"{m}_interval") if best else None
+        lines.append([p["what"], m, ("about " if p["approximate"] else "") + _pct(p["value"]), here, diff,
+                      "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]",
+                      verdict(p["value"], ci) or "-", p["note"]])
     return [table(["published", "metric", "Borji 2022", f"gensets (protocol {rep['protocol']})",
-                   "difference (mean over categories - published, points)", "note"], lines),
-            "", f"Source: {pub['source']} ({pub['url']}). {pub['checked']}", ""]
+                   "difference (mean over categories - published, points)", "95% interval (images)",
+                   "published is", "note"], lines),
+            "", f"Interval: {rep.get('interval', INTERVAL)}.", "",
+            f"Source: {pub['source']} ({pub['url']}). {pub['checked']}", ""]
 
 
 def _plots(rep: dict, out) -> list[str]:

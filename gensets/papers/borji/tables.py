@@ -41,7 +41,10 @@ def image_sources(ws: Path) -> tuple[str, ...]:
 def borji_rows(rep: dict, sources: tuple[str, ...] | None) -> dict:
     """A Borji report's best model per published number. ``sources``: the images' makers (recognition); unless
     they are the paper's (:data:`PAPER_IMAGES`) the row says so and has no difference: another generator's images
-    are not the paper's measurement."""
+    are not the paper's measurement. Each row carries its model's 95% interval over images (the report's
+    ``interval``) and the published number's verdict against it (none on images other than the paper's)."""
+    from ...evaluation.reports.base import verdict
+
     other = sources is not None and not (sources and set(sources) <= set(PAPER_IMAGES))
     images = f"; images: {', '.join(sources)}, not the paper's DALL-E 2 / Midjourney" if other else ""
     rows = []
@@ -53,14 +56,14 @@ def borji_rows(rep: dict, sources: tuple[str, ...] | None) -> dict:
                      + (" (approximate)" if p.get("approximate") else ""),
                      "published": p["value"], "model": best["model"], "variant": rep["protocol"] + images,
                      "gensets": value, "difference": None if value is None or other else value - p["value"],
-                     "interval": None, "interval_kind": None, "verdict": None})
+                     "interval": (ci := best.get(f"{metric}_interval")), "interval_kind": "images" if ci else None,
+                     "verdict": None if other else verdict(p["value"], ci)})
     note = rep["published"]["checked"]
     if other:
         note += (f" No difference is printed: these are {', '.join(sources)} images, the paper scored DALL-E 2 and "
                  "Midjourney images (bring them as configs/recognition.yaml's imports, sources dall-e-2 and "
                  "midjourney, and leave out its generate sources).")
-    return {"rows": rows, "source": rep["published"]["source"], "note": note,
-            "interval": "none yet: Borji's reports average categories and hold no per-image interval"}
+    return {"rows": rows, "source": rep["published"]["source"], "note": note, "interval": rep["interval"]}
 
 
 def _recognition_models(run: Run) -> tuple[str, ...]:

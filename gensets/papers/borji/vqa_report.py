@@ -16,7 +16,7 @@ from pathlib import Path
 from ...cards.markdown import table
 from ...errors import GensetsError
 from ...evaluation import store
-from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows
+from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows, verdict
 from ...output import files
 from ...registry import REPORTS
 
@@ -35,6 +35,16 @@ SELECT q.model, q.config, count(*)::INT AS questions, count(DISTINCT q.image)::I
        avg(q.correct1::INT) FILTER (WHERE q.target = 0) AS no_accuracy
 FROM q GROUP BY ALL ORDER BY q.config, accuracy DESC, q.model
 """
+PER_IMAGE = """
+SELECT r.model, r.config, regexp_replace(p.key, '/q[0-9]+$', '') AS image, sum(p.correct1::INT)::INT AS right,
+       count(*)::INT AS questions
+FROM predictions p JOIN runs r USING (run_id)
+WHERE r.dataset = ? AND r.protocol = ? AND r.dataset_revision IS NOT DISTINCT FROM ?
+  AND coalesce(r.precision, 'fp32') = ?
+GROUP BY ALL ORDER BY r.model, r.config, image
+"""
+INTERVAL = ("95% percentile bootstrap over images (1000 resamples, seed 0): images resampled with all their "
+            "questions, the statistic the fraction of questions answered right (gensets.metrics.bootstrap_ci)")
 COLUMNS = ("`accuracy`: the fraction of questions answered right (the default); `accuracy_images`: each image's "
            "fraction, then the mean over images; `yes_accuracy` / `no_accuracy`: on the questions answered yes / no")
 
@@ -48,16 +58,30 @@ def compute(db: str | Path, dataset: str | None = None, revision: str | None = N
     try:
         dataset, revision = pick_run_set(con, db, dataset, PROTOCOL, revision)
         per_model = rows(con, PER_MODEL, [dataset, PROTOCOL, revision, precision])
+        per_image = rows(con, PER_IMAGE, [dataset, PROTOCOL, revision, precision])
     finally:
         con.close()
     if not per_model:
         raise GensetsError(f"{db}: no {precision} runs of dataset {dataset!r} with protocol {PROTOCOL!r} "
                            "(another --precision?)")
+    import numpy as np
+
+    from ... import metrics as M
+
+    for r in per_model:  # accuracy_interval: INTERVAL
+        counts = np.array([[i["right"], i["questions"]] for i in per_image
+                           if (i["model"], i["config"]) == (r["model"], r["config"])], float)
+        r["accuracy_interval"] = list(M.bootstrap_ci(counts, lambda c: c[:, 0].sum() / c[:, 1].sum()))
     published = borji_published()
     return {"dataset": dataset, "revision": revision, "protocol": PROTOCOL, "precision": precision, "columns": COLUMNS,
+            "interval": INTERVAL,
             "per_model": per_model,
             "published": {"source": published["source"], "url": published["url"], "checked": published["checked"],
                           "numbers": published["vqa"]}}
+
+
+def _interval(ci) -> str:
+    return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
 def _pct(v) -> str:
@@ -71,7 +95,8 @@ def write(rep: dict, out: str | Path) -> Path:
     published = [[p["what"], f"{p['questions']} questions, {p['images']} images", _pct(p["value"]),
                   f"{_pct(best['accuracy'])} / {_pct(best['accuracy_images'])} (`{best['model']}` on "
                   f"`{best['config']}`, {best['questions']} questions, {best['images']} images)",
-                  f"{100 * (best['accuracy'] - p['value']):+.1f}", p["note"]]
+                  f"{100 * (best['accuracy'] - p['value']):+.1f}", _interval(best.get("accuracy_interval")),
+                  verdict(p["value"], best.get("accuracy_interval")) or "-", p["note"]]
                  for p in pub["numbers"]]
     md = [f"# VQA report: {rep['dataset']}", "",
           f"Revision `{rep['revision']}`, protocol `{rep['protocol']}` (binary questions, answers normalised to "
@@ -79,8 +104,9 @@ def write(rep: dict, out: str | Path) -> Path:
           "## Per model", "", table(cols, [[r[c] for c in cols] for r in rep["per_model"]], _pct), "",
           "## Published numbers (Borji 2022)", "",
           table(["published", "set", "Borji 2022", "gensets, best here: accuracy / accuracy_images",
-                 "difference (accuracy - published, points)", "note"],
+                 "difference (accuracy - published, points)", "95% interval (images)", "published is", "note"],
                 published), "",
+          f"Interval: {rep.get('interval', INTERVAL)}.", "",
           f"Source: {pub['source']} ({pub['url']}). {pub['checked']}"]
     with files(out, "gensets report vqa") as staged:
         staged.write("report.json", json.dumps(rep, indent=1, sort_keys=True) + "\n")

@@ -103,11 +103,11 @@ VARIANTS = {
         "normalised": "class centres = mean of the normalised CLIP image features, re-normalised (the authors' code: "
                       "Luodian/GenBench evaluation_utils.py, zeroshot_metric)",
         "mean": "class centres = mean of the normalised CLIP image features, not re-normalised (the paper's "
-                "Eq. 1 and Algorithm 1: shared/papers/001_f04b4de81b95e690.txt, Sec. 3)"},
+                "Eq. 1 and Algorithm 1: arXiv:2307.13697, Sec. 3)"},
     "cler_ensemble": {
         "code": "ensemble centre = normalise(centre + text embedding) (the authors' code, zeroshot_metric)",
         "paper": "ensemble = argmax of (test . centre + test . text embedding) / 2, plain dot products (the paper, "
-                 "shared/papers/001_f04b4de81b95e690.txt: Sec. 3 below Eq. 1 and Algorithm 1; with centres mean, "
+                 "arXiv:2307.13697: Sec. 3 below Eq. 1 and Algorithm 1; with centres mean, "
                  "Algorithm 1 exactly)",
         "softmax-mean": "ensemble = mean of the CLER and CLIP zero-shot (logit scale 100) probability matrices "
                         "(gensets' earlier reading; neither the paper nor the code says it)"},
@@ -277,7 +277,7 @@ def published_table2(rows: list[dict], datasets: dict) -> dict:
                     "gensets": r["cler"], "difference": _minus(r["cler"], value), "note": "; ".join(notes),
                     **({"interval": r["cler_interval"], "verdict": verdict(value, r["cler_interval"])}
                        if "cler_interval" in r else {})})
-    return {"table": "Table 2", "paper": pub["paper"], "file": t2["source"]["file"], "shots": t2["shots"],
+    return {"table": "Table 2", "paper": pub["paper"], "cite": f"{t2['source']['cite']}, {t2['source']['table']}", "shots": t2["shots"],
             "strategy_note": t2["strategy_note"], "rows": out}
 
 
@@ -558,7 +558,7 @@ def published_section(rep: dict) -> list[str]:
             + (f" Interval: {CLER_INTERVAL}; published: within or outside it." if ci else ""), "",
             table(["dataset", "strategy", "paper row", "K", "generator", "published", "gensets", "difference",
                    *(["95% interval (test images)", "published is"] if ci else []), "note"], rows), "",
-            f"Source: {pub['paper']} ({pub['file']}).", ""]
+            f"Source: {pub['paper']} ({pub['cite']}).", ""]
 
 
 def _interval(ci) -> str:

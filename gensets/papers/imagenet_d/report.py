@@ -182,7 +182,7 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32",
                              "n": m["n"], "counted": m["counted"]})
     return {"dataset": dataset, "revision": revision, "precision": precision, "overall": overall,
             "interval": INTERVAL, "per_model": per_model,
-            "published": {"paper": pub["paper"], "file": pub["file"], "checked": pub["checked"], "rows": compared}}
+            "published": {"paper": pub["paper"], "cite": pub["cite"], "checked": pub["checked"], "rows": compared}}
 
 
 def _pct(v) -> str:
@@ -213,7 +213,7 @@ def published_markdown(rep: dict) -> list[str]:
             f"interval: {INTERVAL}; published: within or outside it.",
             "",
             table(["family", "protocol", "published", "gensets model", "gensets variant", "gensets", "difference",
-                   "95% interval (images)", "published is"], side), "", f"Source: {pub['paper']} ({pub['file']}). {pub['checked']}", ""]
+                   "95% interval (images)", "published is"], side), "", f"Source: {pub['paper']} ({pub['cite']}). {pub['checked']}", ""]
 
 
 def _images(m: dict) -> str:
