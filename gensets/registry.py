@@ -13,7 +13,7 @@ imported only when it is first asked for: a package declares its entries beside 
 registries built with ``walk=False`` import only that ``__init__`` (model families, storage schemes, papers).
 ``also``: the modules a function names, asked again each time (every registered paper's
 :attr:`~gensets.papers.base.Paper.modules`): :data:`PAPERS` holds the papers as targets (gensets/papers/__init__.py
-lists gensets' own, the entry-point group ``gensets.papers`` an installed package's), and the builders, reports,
+lists gensets' own; a plugin's module registers its own), and the builders, reports,
 prompt strategies and dataset identifiers of each are found through it.
 
 Installed packages extend every registry through the entry-point group :data:`PLUGIN_GROUP`

@@ -1,6 +1,6 @@
 """A paper is one folder and one registration: a toy paper (builder, report, one published number, a reproduce
-table) written here into a temporary folder, outside gensets, and registered through the entry-point group
-``gensets.papers``, shows up in `gensets list tables|builders|reports` and `gensets reproduce --help`, and runs."""
+table) written here into a temporary folder, outside gensets, and registered through gensets' one entry-point group
+``gensets.plugins`` (its module registers the paper as it is imported), shows up in `gensets list tables|builders|reports` and `gensets reproduce --help`, and runs."""
 
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ TOY = {
 
         from gensets.papers.base import Paper
         from gensets.papers.tables import Table
+        from gensets.registry import PAPERS
 
 
         def published():
@@ -87,6 +88,7 @@ TOY = {
                       tables=(Table("toy-table", "Toy et al. (2031)", "the toy paper's one number", "nothing",
                                     run_table, options={"--dataset": "the toy's reading of --dataset"}),),
                       published=rows)
+        PAPERS.register("toy", PAPER)  # imported as a plugin (gensets.plugins): the paper is registered
         ''',
 }
 
@@ -102,7 +104,7 @@ def toy_paper(tmp_path):
     info = tmp_path / "site" / "toy_paper-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-paper\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[gensets.papers]\ntoy = toy_paper.paper:PAPER\n")
+    (info / "entry_points.txt").write_text("[gensets.plugins]\ntoy = toy_paper.paper\n")
     return tmp_path / "site"
 
 

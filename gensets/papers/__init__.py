@@ -3,8 +3,8 @@ by the folder's ``paper.py`` as a :class:`~gensets.papers.base.Paper` and listed
 :data:`~gensets.registry.PAPERS` (a ``"module:attr"`` target each, imported when first asked for). The engine
 (builders/, evaluation/) never imports a paper; ``gensets list`` and ``gensets reproduce`` read the registry.
 
-A paper outside gensets (a plugin package) is one entry point in the group ``gensets.papers``:
-``toy = "toy_paper.paper:PAPER"``.
+A paper outside gensets is a plugin package (the entry-point group ``gensets.plugins``, :func:`gensets.registry.load_plugins`)
+whose module registers it as it is imported: ``PAPERS.register("toy", PAPER)``.
 
 - ``imagenet_d``: ImageNet-D (Zhang et al. 2024), its builder, report and ``imagenet-d-table``.
 - ``genbench``: GenBench (Li et al. 2023), its builder, prompt strategies, baselines, TI stage, report and analysis,
@@ -14,11 +14,7 @@ A paper outside gensets (a plugin package) is one entry point in the group ``gen
   binomial) and report.
 """
 
-from importlib.metadata import entry_points
-
 from ..registry import PAPERS
 
 for _name in ("imagenet_d", "genbench", "borji", "wiles"):
     PAPERS.register(_name.replace("_", "-"), f"gensets.papers.{_name}.paper:PAPER")
-for _ep in entry_points(group="gensets.papers"):
-    PAPERS.register(_ep.name, _ep.value)
