@@ -840,7 +840,8 @@ def parser() -> argparse.ArgumentParser:
                          "s several objects, z undo, + zoom, arrows or j/k move, n/p page, ? every key; shift-click "
                          "a range and accept or reject it at once. Each decision is saved in state.duckdb at "
                          "once; the server gives it up whenever another gensets process asks, so review commands, "
-                         "finalize and other servers work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
+                         "finalize and other servers work beside it. Every page needs a link, on loopback too: serve prints "
+                         "yours (a secret for this run); others get theirs from gensets review invite.")
     rs.add_argument("workspace")
     rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
     rs.add_argument("--port", type=port, default=8765, help="default 8765; 0 picks a free port")

@@ -392,24 +392,25 @@ def test_half_sent_requests_are_closed_and_hold_no_thread(reference, tmp_path, s
     assert s.get("/api/counts")["total"] == 42
 
 
-def test_serving_beyond_loopback_needs_invited_reviewers(reference, tmp_path):
+def test_serving_beyond_loopback_needs_links(reference, tmp_path):
+    """Beyond loopback as on it: without a link nothing of the page (401); the owner's link, printed at start-up,
+    and an invited reviewer's work."""
     ws = _workspace(reference, tmp_path)
-    r = run_cli("review", "serve", ws, "--port", "0", "--host", "0.0.0.0")
-    assert r.returncode == 2 and "invite" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     link = run_cli("review", "invite", ws, "ana", check=0).stdout.strip()
     proc = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0",
                              "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
-        assert "review page: http://0.0.0.0:" in line and "invited reviewers only" in line
-        port = re.search(r":(\d+)/", line).group(1)
+        assert "review page: http://0.0.0.0:" in line and "1 invited reviewer(s)" in line
+        port, owner = re.search(r":(\d+)/\?token=([\w-]+) ", line).groups()
         with pytest.raises(urllib.error.HTTPError) as e:  # no link: nothing of the page
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/counts", timeout=HTTP_WAIT)
         assert e.value.code == 401
-        token = link.split("?token=")[1]
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts", headers={"Cookie": f"gensets-{port}={token}"})
-        with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
-            assert json.loads(got.read())["total"] == 42
+        for token in (link.split("?token=")[1], owner):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts",
+                                         headers={"Cookie": f"gensets-{port}={token}"})
+            with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
+                assert json.loads(got.read())["total"] == 42
     finally:
         err = stop_server(proc)
     warning = err.splitlines()[0]
