@@ -11,8 +11,8 @@ through :func:`review.decide`, so ``reviews`` and ``review_log`` change together
 Every request needs a link's token, on loopback too (another user of the machine reaches loopback): the
 owner's, a secret the server makes for its run and prints in its start-up address (as Jupyter does), or an invited
 reviewer's (:mod:`gensets.curation.reviewers`: their name, role and expiry); its ``?token=`` becomes a cookie.
-An invited reviewer is who their link says, never a name typed on the page; the owner is ``--reviewer`` (else the
-name typed on the page) and may adjudicate. Inviting someone changes nothing for a page already open. Without a
+An invited reviewer is who their link says, never a name typed on the page; the owner reviews under the name in
+the page's Reviewer field (``--reviewer`` its default), as on one's own machine, and may adjudicate. Inviting someone changes nothing for a page already open. Without a
 valid token: 401 (a small HTML page saying how to get a link; JSON under /api/). In double review only an
 adjudicator (or the owner) may decide an image two others already decided (:meth:`ReviewState.adjudicated`).
 Every POST carries the session's CSRF token (an HMAC of the token's digest under a secret of the server's,
@@ -269,8 +269,8 @@ class ReviewState:
 
     # ---------------------------------------------------------------- who
     def identity(self, token: str | None) -> tuple[str | None, str] | None:
-        """``(reviewer, role)`` of the link carrying ``token``: the owner's (``--reviewer``, else None: the name
-        typed on the page; role ``owner``) or an invited reviewer's; None for no token, or one unknown, expired or
+        """``(reviewer, role)`` of the link carrying ``token``: the owner's (None: the name in the page's Reviewer
+        field, ``--reviewer`` its default; role ``owner``) or an invited reviewer's; None for no token, or one unknown, expired or
         revoked. The invitations are read whenever this process opens the database (while it holds it, nobody
         changes them); an expiry is checked at every request."""
         import hmac
@@ -281,7 +281,7 @@ class ReviewState:
             return None
         d = reviewers.digest(token[:200])  # looked up by digest: no token is compared
         if hmac.compare_digest(d, self.owner_digest):
-            return (self.reviewer or None, "owner")
+            return (None, "owner")
         if self.con is None:
             with self._held():
                 pass
@@ -289,8 +289,7 @@ class ReviewState:
         return (entry[0], entry[1]) if reviewers.valid(entry) else None
 
     def reviewer_of(self, token: str | None) -> str | None:
-        """The reviewer whose link carries ``token`` (see :meth:`identity`); None when none (or the owner's link
-        names nobody)."""
+        """The invited reviewer whose link carries ``token`` (see :meth:`identity`); None for none or the owner's."""
         who = self.identity(token)
         return None if who is None else who[0]
 
@@ -738,8 +737,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
 
 
 def _identify(rs: ReviewState, request, g):
-    """Who sends ``request``, into ``g`` (``reviewer``: the link's reviewer, None for the owner's link naming
-    nobody; ``role``; ``csrf``: the session's CSRF token); a response when it is refused. A link's ``?token=``
+    """Who sends ``request``, into ``g`` (``reviewer``: the invited reviewer, None for the owner, who
+    reviews under the name the request gives; ``role``; ``csrf``: the session's CSRF token); a response when it is refused. A link's ``?token=``
     becomes a cookie (HttpOnly, SameSite=Lax; for an invitation that expires, until then) and the browser goes on
     to the same address without it (out of its history and of the page's links). A request without a valid token
     is refused (401), on loopback too."""
