@@ -12,9 +12,10 @@ Every request needs a link's token, on loopback too (another user of the machine
 owner's, a secret the server makes for its run and prints in its start-up address (as Jupyter does), or an invited
 reviewer's (:mod:`gensets.curation.reviewers`: their name, role and expiry); its ``?token=`` becomes a cookie.
 An invited reviewer is who their link says, never a name typed on the page; the owner reviews under the name in
-the page's Reviewer field (``--reviewer`` its default), as on one's own machine, and may adjudicate. Inviting someone changes nothing for a page already open. Without a
-valid token: 401 (a small HTML page saying how to get a link; JSON under /api/). In double review only an
-adjudicator (or the owner) may decide an image two others already decided (:meth:`ReviewState.adjudicated`).
+the page's Reviewer field (``--reviewer`` its default), as on one's own machine, and may adjudicate. Inviting
+someone changes nothing for a page already open. Without a valid token: 401 (a small HTML page saying how to get
+a link; JSON under /api/). In double review only an adjudicator (or the owner) may decide an image two others
+already decided (:meth:`ReviewState.adjudicated`).
 Every POST carries the session's CSRF token (an HMAC of the token's digest under a secret of the server's,
 embedded in the page).
 
@@ -270,9 +271,9 @@ class ReviewState:
     # ---------------------------------------------------------------- who
     def identity(self, token: str | None) -> tuple[str | None, str] | None:
         """``(reviewer, role)`` of the link carrying ``token``: the owner's (None: the name in the page's Reviewer
-        field, ``--reviewer`` its default; role ``owner``) or an invited reviewer's; None for no token, or one unknown, expired or
-        revoked. The invitations are read whenever this process opens the database (while it holds it, nobody
-        changes them); an expiry is checked at every request."""
+        field, ``--reviewer`` its default; role ``owner``) or an invited reviewer's; None for no token, or one
+        unknown, expired or revoked. The invitations are read whenever this process opens the database (while it
+        holds it, nobody changes them); an expiry is checked at every request."""
         import hmac
 
         from . import reviewers
@@ -315,8 +316,9 @@ class ReviewState:
         if not self.double or not keys:
             return []
         with self._held() as con:
-            rows = con.execute(f"SELECT key, reviewer FROM ({queue.LATEST.format(where='WHERE list_contains(?, l.key)')}) "
-                               "WHERE status <> 'pending' ORDER BY key, first_seq", [keys]).fetchall()
+            latest = queue.LATEST.format(where="WHERE list_contains(?, l.key)")
+            rows = con.execute(f"SELECT key, reviewer FROM ({latest}) WHERE status <> 'pending' "
+                               "ORDER BY key, first_seq", [keys]).fetchall()
         first: dict[str, list] = {}
         for key, who in rows:
             first.setdefault(key, []).append(who)
@@ -645,7 +647,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             "review.html", p=p, reviewer=reviewer, double=rs.double, class_names=rs.class_names,
             filters={"class": a.get("class") or "", "config": a.get("config") or "", "status": status,
                      "sort": q["sort"]},
-            title=rs.cfg.pretty_name, workspace=str(rs.ws.root), csrf=g.csrf, signed_in=g.reviewer is not None, role=g.role,
+            title=rs.cfg.pretty_name, workspace=str(rs.ws.root), csrf=g.csrf, signed_in=g.reviewer is not None,
+            role=g.role,
             statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"],
             sorts={"page": "page order", "failures": "most surrogates fail", "confidence": "most confident surrogate"},
             instructions=rs.instructions,
@@ -738,9 +741,9 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
 
 def _identify(rs: ReviewState, request, g):
     """Who sends ``request``, into ``g`` (``reviewer``: the invited reviewer, None for the owner, who
-    reviews under the name the request gives; ``role``; ``csrf``: the session's CSRF token); a response when it is refused. A link's ``?token=``
-    becomes a cookie (HttpOnly, SameSite=Lax; for an invitation that expires, until then) and the browser goes on
-    to the same address without it (out of its history and of the page's links). A request without a valid token
+    reviews under the name the request gives; ``role``; ``csrf``: the session's CSRF token); a response when it
+    is refused. A link's ``?token=`` becomes a cookie (HttpOnly, SameSite=Lax; for an invitation that expires,
+    until then) and the browser goes on to the same address without it (out of its history and of the page's links). A request without a valid token
     is refused (401), on loopback too."""
     from urllib.parse import quote, urlencode
 
