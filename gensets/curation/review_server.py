@@ -743,8 +743,8 @@ def _identify(rs: ReviewState, request, g):
     """Who sends ``request``, into ``g`` (``reviewer``: the invited reviewer, None for the owner, who
     reviews under the name the request gives; ``role``; ``csrf``: the session's CSRF token); a response when it
     is refused. A link's ``?token=`` becomes a cookie (HttpOnly, SameSite=Lax; for an invitation that expires,
-    until then) and the browser goes on to the same address without it (out of its history and of the page's links). A request without a valid token
-    is refused (401), on loopback too."""
+    until then) and the browser goes on to the same address without it (out of its history and of the page's
+    links). A request without a valid token is refused (401), on loopback too."""
     from urllib.parse import quote, urlencode
 
     from flask import redirect
