@@ -202,3 +202,33 @@ def test_invitations_expire_and_are_listed_and_revoked(reference, tmp_path):
         assert client.get(f"/?token={rs.owner_token}").status_code == 303  # the owner's, for this run
     finally:
         rs.close()
+
+
+def test_the_owners_open_page_in_chromium_keeps_deciding_after_an_invitation(reference, tmp_path, server_factory):
+    """The issue's scenario in a browser: ana's page is open; right after ``review invite WS ben`` her next key press
+    was refused and a reload gave 401. Now both save, and the page shows her role."""
+    from .test_review_web import _browser, _playwright
+
+    sync_api = _playwright()
+    ws = _workspace(reference, tmp_path)
+    s = server_factory(ws, "--reviewer", "ana")
+    with sync_api.sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(s.link("config=texture"))
+        assert "token" not in page.url and page.locator("#role").inner_text() == "owner"
+        cards = page.locator(".card")
+        keys = [cards.nth(i).get_attribute("data-key") for i in range(2)]
+        cards.nth(0).click()
+        page.keyboard.press("a")
+        page.wait_for_selector(f'.card[data-key="{keys[0]}"].status-accepted', timeout=10_000)
+        run_cli("review", "invite", ws, "ben", check=0)
+        page.keyboard.press("r")  # the next image, right after the invitation
+        page.wait_for_selector(f'.card[data-key="{keys[1]}"].status-rejected', timeout=10_000)
+        assert page.reload().status == 200 and page.locator("#role").inner_text() == "owner"
+        other = browser.new_page()  # another browser session without the link: refused, told how to get one
+        response = other.goto(s.url)
+        assert response.status == 401 and "gensets review invite" in other.content()
+        browser.close()
+    outcomes = _outcomes(ws)
+    assert outcomes[keys[0]] == ("accepted", "ana") and outcomes[keys[1]] == ("rejected", "ana")
