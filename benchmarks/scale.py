@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -88,7 +89,11 @@ def _client(ws: Path):
     from gensets.curation.review_server import ReviewState, create_app
 
     rs = ReviewState(ws, reviewer="bench")
-    return rs, create_app(rs, allowed_hosts={"localhost"}).test_client()
+    client = create_app(rs, allowed_hosts={"localhost"}).test_client()
+    # the owner's link (what `review serve` prints): its cookie, and the page's CSRF token on every request
+    page = client.get(f"/?token={rs.owner_token}", follow_redirects=True).get_data(as_text=True)
+    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+    return rs, client
 
 
 def _timed(fn) -> float:

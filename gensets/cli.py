@@ -411,29 +411,49 @@ def _review_serve(a) -> int:
 
 
 def _review_invite(a) -> int:
-    """A personal link to the review page for reviewer NAME (its token stored hashed), or their links revoked."""
+    """A personal link to the review page for reviewer NAME (its token stored hashed), their links revoked
+    (``review revoke``, ``invite --revoke``), or every link listed (``invite --list``: never a secret)."""
     from .curation import reviewers, shared, state
     from .workspace import Workspace
 
+    action = a.action if a.action == "revoke" else "revoke" if a.revoke else "list" if a.list else "invite"
+    name = a.revoke or a.name
+    if action == "invite" and not name:
+        raise GensetsError("review invite: give the reviewer's NAME (or --list, or --revoke NAME)")
+    if action != "invite" and a.action != "revoke" and (a.name or a.role or a.expires or a.url):
+        raise GensetsError("review invite: --list and --revoke take no NAME, --role, --expires or --url")
+    expires = reviewers.duration(a.expires) if getattr(a, "expires", None) else None
     ws = Workspace(a.workspace)
     ws.load()
     ws.require_state()
     con = state.connect(ws.state_path)
     try:
-        if a.action == "revoke":
-            n = reviewers.revoke(con, a.name)
+        if action == "revoke":
+            n = reviewers.revoke(con, name)
+        elif action == "list":
+            rows = reviewers.listing(con)
         else:
-            token = reviewers.invite(con, a.name)
+            token = reviewers.invite(con, name, role=a.role or "reviewer", expires=expires)
     finally:
         con.close()
-    if a.action == "revoke":
-        print(f"{a.name}: {n} link(s) revoked (a running review page refuses them from now on)")
+    if action == "revoke":
+        print(f"{name}: {n} link(s) revoked (a running review page refuses them from now on)")
+        return 0
+    if action == "list":
+        print("reviewer\trole\tcreated\texpires\tstate")
+        for r in rows:
+            print(f"{r['reviewer']}\t{r['role']}\t{r['created']}\t{r['expires'] or 'never'}\t{r['state']}"
+                  + (f" {r['revoked']}" if r["revoked"] else ""))
+        if not rows:
+            print(f"nobody invited (gensets review invite {a.workspace} NAME)", file=sys.stderr)
         return 0
     running = [s["url"] for s in shared.servers(ws.root)]
     base = a.url or (running[0] if running else "http://127.0.0.1:8765/")
     print(f"{base.rstrip('/')}/?token={token}")
-    print(f"the link above is {a.name}'s alone: whoever opens it reviews as {a.name}; "
-          f"`gensets review revoke {a.workspace} {a.name}` ends it", file=sys.stderr)
+    until = f", valid for {a.expires}" if expires else ""
+    print(f"the link above is {name}'s alone ({a.role or 'reviewer'}{until}): whoever opens it reviews as {name}; "
+          f"`gensets review invite {a.workspace} --revoke {name}` ends it; pages already open are unaffected",
+          file=sys.stderr)
     return 0
 
 
@@ -824,7 +844,8 @@ def parser() -> argparse.ArgumentParser:
                          "s several objects, z undo, + zoom, arrows or j/k move, n/p page, ? every key; shift-click "
                          "a range and accept or reject it at once. Each decision is saved in state.duckdb at "
                          "once; the server gives it up whenever another gensets process asks, so review commands, "
-                         "finalize and other servers work beside it. Beyond loopback (--host), reviewers need links (gensets review invite).")
+                         "finalize and other servers work beside it. Every page needs a link, on loopback too: serve prints "
+                         "yours (a secret for this run); others get theirs from gensets review invite.")
     rs.add_argument("workspace")
     rs.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (loopback only)")
     rs.add_argument("--port", type=port, default=8765, help="default 8765; 0 picks a free port")
@@ -837,18 +858,25 @@ def parser() -> argparse.ArgumentParser:
     rs.set_defaults(func=_review_serve)
     iv = rsub.add_parser("invite", help="a personal link to the review page for a reviewer",
                          description="Print a link with a secret token for reviewer NAME (state.duckdb keeps only "
-                         "its sha256). Once anyone is invited, the review page admits only such links, and the "
-                         "reviewer is the link's, never a name typed on the page; a page served beyond loopback "
-                         "needs them.")
+                         "its sha256). Whoever opens it reviews as NAME (never a name typed on the page), in "
+                         "NAME's role; pages already open, the owner's included, are unaffected. --list says who "
+                         "holds which link (never a secret), --revoke NAME ends NAME's links.")
     iv.add_argument("workspace")
-    iv.add_argument("name", metavar="NAME")
+    iv.add_argument("name", metavar="NAME", nargs="?")
+    iv.add_argument("--role", choices=["reviewer", "adjudicator"], help="reviewer (default) or adjudicator: in "
+                    "double review only an adjudicator settles an image two reviewers disagree on")
+    iv.add_argument("--expires", metavar="DURATION", help="the link ends after DURATION: 30m, 8h, 2d (default: "
+                    "when revoked)")
     iv.add_argument("--url", type=_http_url, help="the page's address as reviewers reach it (default: the running "
                     "server's, else http://127.0.0.1:8765/)")
-    iv.set_defaults(func=_review_invite)
-    rv = rsub.add_parser("revoke", help="end every personal link of a reviewer")
+    iv.add_argument("--list", action="store_true", help="list every link made: reviewer, role, created, expires, "
+                    "state (valid, expired, revoked)")
+    iv.add_argument("--revoke", metavar="NAME", help="end every link of reviewer NAME")
+    iv.set_defaults(func=_review_invite, action="invite")
+    rv = rsub.add_parser("revoke", help="end every personal link of a reviewer (as review invite --revoke)")
     rv.add_argument("workspace")
     rv.add_argument("name", metavar="NAME")
-    rv.set_defaults(func=_review_invite)
+    rv.set_defaults(func=_review_invite, action="revoke", revoke=None, list=False, role=None, expires=None, url=None)
     md = rsub.add_parser("mode", help="show or switch single / double review (decisions kept)",
                          description="Without MODE: the workspace's review mode. single: each image's latest "
                          "decision counts again (whoever made it); double: two reviewers per image (as serve "

@@ -181,6 +181,16 @@ def server_factory():
         s.stop()
 
 
+def owner_session(client, rs):
+    """A Flask test client of the review page signed in as its owner (the link ``review serve`` prints: its
+    ``?token=`` becomes the session cookie), sending the page's CSRF token with every request."""
+    import re
+
+    page = client.get(f"/?token={rs.owner_token}", follow_redirects=True).get_data(as_text=True)
+    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+    return client
+
+
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory):
     """One uninterrupted build of the smoke config, finalized with pending images."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from .conftest import HTTP_WAIT, ROOT, SMOKE, run_cli, stop_server
+from .conftest import HTTP_WAIT, ROOT, SMOKE, owner_session, run_cli, stop_server
 from .test_card import digest, make_results_db
 
 
@@ -385,9 +385,8 @@ def _app(reference, tmp_path):
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
     rs = ReviewState(ws, reviewer="ana", keep_open=True)
-    client = create_app(rs, allowed_hosts={"localhost"}).test_client()
-    page = client.get("/").get_data(as_text=True)  # the page's session cookie and CSRF token, sent with every POST
-    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+    # the owner's link: the session cookie and CSRF token, sent with every request
+    client = owner_session(create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
     return rs, client
 
 
@@ -424,7 +423,6 @@ def test_review_page_bounds_requests_and_sends_security_headers(reference, tmp_p
 
 
 def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
-    import re
     import urllib.error
     import urllib.request
 

@@ -243,10 +243,11 @@ def test_review_serve_over_every_hostile_workspace(corpus, item):
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()  # the page's address, or "" when it refused and ended
-        m = re.search(r"review page: (http://[^/]+/)", first)
+        m = re.search(r"review page: (http://[^/]+/\?token=[\w-]+)", first)  # the owner's link
         if m:
             try:
-                with urllib.request.urlopen(m.group(1), timeout=60) as page:
+                opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # its cookie kept
+                with opener.open(m.group(1), timeout=60) as page:
                     assert page.status == 200
             except urllib.error.HTTPError as e:  # refused by the page: its own short answer, not a crash
                 assert e.code < 500 or b"Traceback" not in e.read()

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from .conftest import run_cli
+from .conftest import owner_session, run_cli
 
 EXPORTS = Path(os.environ.get("GENSETS_LS_EXPORTS", "/work/shared/data/label_studio"))
 pytestmark = pytest.mark.skipif(not (EXPORTS / "export-json.json").exists(), reason="no Label Studio exports")
@@ -326,7 +326,7 @@ def test_images_by_url_or_local_files(ws, tmp_path):
     originals = {d["__key__"]: d["jpg"] for s in (ws / "candidates").glob("*.tar") for d in iter_shard(s)}
     rs = ReviewState(ws)
     try:
-        client = create_app(rs).test_client()
+        client = owner_session(create_app(rs).test_client(), rs)
         for t in tasks[:3]:
             url = t["data"]["image"]
             assert url == f"http://127.0.0.1:8765/image/{t['data']['key']}"

@@ -6,6 +6,7 @@ the resolved identity, an email a pseudonym unless finalize --publish-emails; st
 import json
 import shutil
 import threading
+import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -236,7 +237,9 @@ class _Origin(BaseHTTPRequestHandler):
 
 def test_url_mode_images_are_served_to_another_origin(reference, tmp_path, server_factory):
     """A browser on Label Studio's origin loads a URL-mode task's image by XHR (before: blocked, no
-    Access-Control-Allow-Origin); the preflight is answered; no other route answers another origin."""
+    Access-Control-Allow-Origin); the preflight is answered; no other route answers another origin. The image's
+    address carries the export's images-only link (the server asks every request for one, and Label Studio's
+    editor sends no cookie): without it the image is 401, and that link opens no page."""
     from gensets.shards import iter_shard
 
     from .test_review_web import _browser, _playwright
@@ -249,6 +252,13 @@ def test_url_mode_images_are_served_to_another_origin(reference, tmp_path, serve
             s.url, check=0)
     task = json.loads(f.read_text())[0]
     url = task["data"]["image"]
+    bare, _, token = url.partition("?token=")
+    assert token and "/image/" in bare
+    for refused_url, code in ((bare, 401), (s.url.split("?")[0] + "?token=" + token, 403)):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(urllib.request.Request(refused_url, headers={"Origin": "http://ls.example"}),
+                                   timeout=HTTP_WAIT)
+        assert e.value.code == code, refused_url
     original = next(d["jpg"] for sh in (ws / "candidates").glob("*.tar") for d in iter_shard(sh)
                     if d["__key__"] == task["data"]["key"])
     origin = ThreadingHTTPServer(("127.0.0.1", 0), _Origin)
@@ -262,9 +272,10 @@ def test_url_mode_images_are_served_to_another_origin(reference, tmp_path, serve
             assert r.headers["Access-Control-Allow-Methods"] == "GET"
         with urllib.request.urlopen(urllib.request.Request(url, headers={"Origin": ls}), timeout=HTTP_WAIT) as r:
             assert r.read() == original and r.headers["Access-Control-Allow-Origin"] == "*"
-        with urllib.request.urlopen(urllib.request.Request(s.url + "api/counts", headers={"Origin": ls}),
-                                    timeout=HTTP_WAIT) as r:
-            assert r.headers.get("Access-Control-Allow-Origin") is None
+        with pytest.raises(urllib.error.HTTPError) as e:  # no link: refused, and no CORS header either
+            urllib.request.urlopen(urllib.request.Request(s.url.split("?")[0] + "api/counts", headers={"Origin": ls}),
+                                   timeout=HTTP_WAIT)
+        assert e.value.code == 401 and e.value.headers.get("Access-Control-Allow-Origin") is None
         sync_api = _playwright()
         with sync_api.sync_playwright() as p:
             browser = _browser(p)

@@ -46,6 +46,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -208,6 +209,10 @@ def _serve(line: str, shell: Shell) -> str | None:
                 with urllib.request.urlopen(url, timeout=2) as r:
                     if r.status == 200:
                         return None
+            except urllib.error.HTTPError as e:  # without the owner's link (its secret): refused, but served
+                if e.code == 401:
+                    return None
+                time.sleep(0.5)
             except OSError:
                 time.sleep(0.5)
         return f"{url} did not answer in {HANG} s"

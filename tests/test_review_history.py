@@ -117,7 +117,7 @@ def test_comment_and_history_in_chromium(reference, tmp_path, server_factory):
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("dialog", lambda d: d.accept("handle cut off"))  # the comment prompt
-        page.goto(s.url + "?config=texture")
+        page.goto(s.link("config=texture"))
         key = page.locator(".card").nth(0).get_attribute("data-key")
         page.locator(".card").nth(0).click()
         page.keyboard.press("a")

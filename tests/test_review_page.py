@@ -102,7 +102,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
             return [cards.nth(i).get_attribute("data-key") for i in range(cards.count())]
 
         # sort, validated by the server, and the page keys n / p in that order
-        page.goto(s.url + "?status=all")
+        page.goto(s.link("status=all"))
         assert keys_shown() == orders["page"][:PAGE]
         for sort in ("failures", "confidence"):
             with page.expect_navigation():
@@ -119,7 +119,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
             page.keyboard.press("p")
         assert keys_shown() == orders["confidence"][PAGE:2 * PAGE]
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(s.url + "api/items?sort=random", timeout=HTTP_WAIT)
+            s.opener.open(s.url + "api/items?sort=random", timeout=HTTP_WAIT)
         assert e.value.code == 400 and "random" in json.loads(e.value.read())["error"]
 
         # each tile: how many surrogates fail, the most confident one's first guess and score
@@ -147,7 +147,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
                           round(box["y"] + box["height"]))).resize((64, 64), Image.BOX)
 
         def image(key):
-            with urllib.request.urlopen(s.url + f"image/{key}", timeout=HTTP_WAIT) as r:
+            with s.opener.open(s.url + f"image/{key}", timeout=HTTP_WAIT) as r:
                 return Image.open(io.BytesIO(r.read())).convert("RGB").resize((64, 64), Image.BOX)
 
         def distance(a, b):  # mean absolute difference of the pixel values

@@ -84,16 +84,16 @@ def _busy_loops(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def _start(ws, *args: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen, int]:
-    """``gensets review serve WS --port 0 ARGS``, and the port it listens on."""
+def _start(ws, *args: str, sigint_ignored: bool = False) -> tuple[subprocess.Popen, int, str]:
+    """``gensets review serve WS --port 0 ARGS``, the port it listens on and the owner's token it printed."""
     cli = ["-c", SIGINT_IGNORED] if sigint_ignored else ["-m", "gensets.cli"]
     proc = subprocess.Popen([sys.executable, *cli, "review", "serve", str(ws), "--port", "0", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    m = re.search(r"review page: http://[^:]+:(\d+)/", proc.stdout.readline())
+    m = re.search(r"review page: http://[^:]+:(\d+)/\?token=([\w-]+)", proc.stdout.readline())
     if not m:
         proc.kill()
         raise AssertionError(f"no address; stderr: {proc.communicate()[1]}")
-    return proc, int(m.group(1))
+    return proc, int(m.group(1)), m.group(2)
 
 
 def _round(ws, i: int, keys: list[str]) -> tuple[float, list[str]]:
@@ -102,8 +102,8 @@ def _round(ws, i: int, keys: list[str]) -> tuple[float, list[str]]:
     host = "0.0.0.0" if i % 2 else "127.0.0.1"
     sig = signal.SIGTERM if i % 3 == 2 else signal.SIGINT
     names = [f"s{i}-{k}" for k in range(2)]
-    tokens = _invite(ws, names)  # beyond loopback, invited reviewers only (and then on loopback too)
-    proc, port = _start(ws, "--host", host, sigint_ignored=i % 4 >= 2)
+    tokens = _invite(ws, names)  # each poster reviews through its own link
+    proc, port, _ = _start(ws, "--host", host, sigint_ignored=i % 4 >= 2)
     idle = half = None
     try:
         idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)  # answered, then left open
@@ -217,9 +217,9 @@ def test_review_serve_stops_at_once_under_load_and_keeps_every_answered_decision
 def test_a_second_signal_ends_the_server_at_once_and_keeps_the_answered_decisions(reference, tmp_path):
     ws = shutil.copytree(reference, tmp_path / "ws")
     keys = _keys(ws)
-    proc, port = _start(ws)
+    proc, port, owner = _start(ws)
     try:
-        poster = Poster(port, keys, "twice", keep_alive=True)
+        poster = Poster(port, keys, "twice", keep_alive=True, token=owner)
         poster.start()
         poster.first.wait(30)  # a hang guard only
         # stopped, the process gets both signals before it runs again: the first asks the server to stop, the

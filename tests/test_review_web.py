@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import HTTP_WAIT, ROOT, run_cli, stop_server
+from .conftest import HTTP_WAIT, ROOT, owner_session, run_cli, stop_server
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))  # as .ci/run
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -32,7 +32,8 @@ def _workspace(reference, tmp_path) -> Path:
 
 class Server:
     """``gensets review serve`` in a subprocess on a free loopback port, stopped with Ctrl-C. Its requests keep the
-    page's cookies (a reviewer's link, ``token``: the reviewer's) and POSTs carry the page's CSRF token."""
+    page's cookies (a link's: ``token``, a reviewer's, else the owner's, from the address the server printed) and
+    POSTs carry the page's CSRF token."""
 
     def __init__(self, ws: Path, *args: str, token: str | None = None):
         import http.cookiejar
@@ -42,18 +43,22 @@ class Server:
             [sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0", *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # the server prints its address once it listens
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        m = re.search(r"(http://127\.0\.0\.1:(\d+)/)\?token=([\w-]+) ", line)
         if not m:
             self.proc.kill()
             raise AssertionError(f"no address in {line!r}; stderr: {self.proc.stderr.read()}")
-        self.url = m.group(0)
+        self.url, self.owner_token = m.group(1), m.group(3)
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-        self.csrf = self.session(token)
+        self.csrf = self.session(token or self.owner_token)
 
     def session(self, token: str | None = None) -> str:
         """Open the page (through a reviewer's link when ``token``): the page's CSRF token."""
         with self.opener.open(self.url + (f"?token={token}" if token else ""), timeout=HTTP_WAIT) as r:
             return re.search(r'<meta name="csrf-token" content="([0-9a-f]+)">', r.read().decode()).group(1)
+
+    def link(self, query: str = "") -> str:
+        """The owner's link (as the server printed it), with more of a query: what a browser opens first."""
+        return f"{self.url}?token={self.owner_token}" + (f"&{query}" if query else "")
 
     def get(self, path: str):
         with self.opener.open(self.url + path.lstrip("/"), timeout=HTTP_WAIT) as r:
@@ -119,7 +124,7 @@ def test_review_in_headless_chromium(reference, tmp_path, server_factory):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(s.url + "?config=texture")
+        page.goto(s.link("config=texture"))
         cards = page.locator(".card")
         assert cards.count() == 12
         keys = [cards.nth(i).get_attribute("data-key") for i in range(3)]
@@ -208,7 +213,7 @@ def test_double_review_page_is_blind_in_chromium(reference, tmp_path, server_fac
         page.add_init_script("localStorage.setItem('gensets-reviewer', 'ben')")
         responses = []
         page.on("response", lambda r: responses.append(r) if "/api/agreement" in r.url else None)
-        page.goto(s.url)  # no ?reviewer=: rendered as ana, then reloaded as ben
+        page.goto(s.link())  # no ?reviewer=: rendered as ana, then reloaded as ben
         page.wait_for_url("**reviewer=ben**")
         page.wait_for_load_state("networkidle")
         assert page.locator("#reviewer").input_value() == "ben"
@@ -287,21 +292,21 @@ def test_page_guards_and_errors(reference, tmp_path, server_factory):
     assert s.get("/api/counts")["flagged"] == 0  # the string "false" did not set the flag
     for query in ("after=%C2%B2", "before=abc", "after=-1"):  # "²".isdigit() is true, int("²") fails
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(s.url + f"api/items?{query}", timeout=HTTP_WAIT)
+            s.opener.open(s.url + f"api/items?{query}", timeout=HTTP_WAIT)
         assert e.value.code == 400 and "cursor" in json.loads(e.value.read())["error"]
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(s.url + "api/items?status=maybe", timeout=HTTP_WAIT)
+        s.opener.open(s.url + "api/items?status=maybe", timeout=HTTP_WAIT)
     assert e.value.code == 400 and "maybe" in json.loads(e.value.read())["error"]
-    with urllib.request.urlopen(s.url + f"image/{key}", timeout=HTTP_WAIT) as r:
+    with s.opener.open(s.url + f"image/{key}", timeout=HTTP_WAIT) as r:
         data = r.read()
         assert r.headers["Content-Type"] == "image/jpeg" and data[:2] == b"\xff\xd8"
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(s.url + "image/nope", timeout=HTTP_WAIT)
+        s.opener.open(s.url + "image/nope", timeout=HTTP_WAIT)
     assert e.value.code == 404
     for path in ("static/review.js", "static/review.css"):
-        with urllib.request.urlopen(s.url + path, timeout=HTTP_WAIT) as r:
+        with s.opener.open(s.url + path, timeout=HTTP_WAIT) as r:
             assert r.status == 200
-    page = urllib.request.urlopen(s.url, timeout=HTTP_WAIT).read().decode()
+    page = s.opener.open(s.url, timeout=HTTP_WAIT).read().decode()
     assert "http://" not in page.replace(s.url, "") and "https://" not in page  # nothing from a CDN
     # a POST without the page's CSRF token is refused, and so is one from another site
     assert s.post({"key": key, "action": "accept"}, csrf=False)[0] == 403
@@ -387,24 +392,25 @@ def test_half_sent_requests_are_closed_and_hold_no_thread(reference, tmp_path, s
     assert s.get("/api/counts")["total"] == 42
 
 
-def test_serving_beyond_loopback_needs_invited_reviewers(reference, tmp_path):
+def test_serving_beyond_loopback_needs_links(reference, tmp_path):
+    """Beyond loopback as on it: without a link nothing of the page (401); the owner's link, printed at start-up,
+    and an invited reviewer's work."""
     ws = _workspace(reference, tmp_path)
-    r = run_cli("review", "serve", ws, "--port", "0", "--host", "0.0.0.0")
-    assert r.returncode == 2 and "invite" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     link = run_cli("review", "invite", ws, "ana", check=0).stdout.strip()
     proc = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0",
                              "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
-        assert "review page: http://0.0.0.0:" in line and "invited reviewers only" in line
-        port = re.search(r":(\d+)/", line).group(1)
+        assert "review page: http://0.0.0.0:" in line and "1 invited reviewer(s)" in line
+        port, owner = re.search(r":(\d+)/\?token=([\w-]+) ", line).groups()
         with pytest.raises(urllib.error.HTTPError) as e:  # no link: nothing of the page
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/counts", timeout=HTTP_WAIT)
         assert e.value.code == 401
-        token = link.split("?token=")[1]
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts", headers={"Cookie": f"gensets-{port}={token}"})
-        with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
-            assert json.loads(got.read())["total"] == 42
+        for token in (link.split("?token=")[1], owner):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts",
+                                         headers={"Cookie": f"gensets-{port}={token}"})
+            with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
+                assert json.loads(got.read())["total"] == 42
     finally:
         err = stop_server(proc)
     warning = err.splitlines()[0]
@@ -433,7 +439,7 @@ def test_double_review_agreement(reference, tmp_path, server_factory):
     assert s.post({"key": keys[0], "action": "flag", "flagged": True, "reviewer": "ben"})[0] == 200
     assert s.get("/api/counts?reviewer=ana")["double_reviewed"] == 10
     expected = cohen_kappa_score([a[:3] for a in ana], [b[:3] for b in ben])
-    with urllib.request.urlopen(s.url + "api/agreement", timeout=HTTP_WAIT) as r:
+    with s.opener.open(s.url + "api/agreement", timeout=HTTP_WAIT) as r:
         body = r.read().decode()
     a = json.loads(body)  # the page's agreement: counts and kappa, not who decided what
     assert a == {"items": 10, "reviewed_once": 0, "kappa": a["kappa"], "observed_agreement": 0.7}
@@ -693,9 +699,7 @@ def test_pages_and_filters_in_process(reference, tmp_path, monkeypatch):
     con.close()
     rs = review_server.ReviewState(ws, reviewer="ana")
     try:
-        client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
-        csrf = re.search(r'name="csrf-token" content="(\w+)"', client.get("/").get_data(as_text=True)).group(1)
-        client.environ_base["HTTP_X_CSRF_TOKEN"] = csrf
+        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
         # every key once, in page order (config, class, key), over 5 pages of 10, 10, 10, 10, 2
         pages, cursor = [], ""
         while cursor is not None:

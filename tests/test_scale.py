@@ -11,7 +11,6 @@ card and review never import torch.
 import importlib.util
 import json
 import random
-import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from .conftest import HANG, ROOT, SMOKE
+from .conftest import HANG, ROOT, SMOKE, owner_session
 
 ROW_GROUP = 122_880  # DuckDB's rows per row group
 
@@ -256,9 +255,8 @@ def test_a_page_and_a_decision_cost_the_same_at_any_size(reference, tmp_path, ca
     for name, ws in (("small", small), ("big", big)):
         rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
         try:
-            client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
-            page = client.get("/").get_data(as_text=True)  # the session's CSRF token, sent with the POST
-            client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+            # the owner's session and its CSRF token, sent with the POST
+            client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
             after = client.get("/api/counts").get_json()["total"] // 2  # a page in the middle of the queue
             key = client.get("/api/items").get_json()["items"][0]["key"]
             page = _profiled(capfd, rs, lambda: client.get(f"/api/items?status=all&after={after}"))  # noqa: B023
@@ -287,7 +285,7 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     shutil.move(ws / "candidates", away)
     rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
-        client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
+        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
         html = client.get("/?status=all").get_data(as_text=True)
         assert html.count('class="card ') == 42 and "a photo of a" in html
         key = client.get("/api/items").get_json()["items"][0]["key"]
@@ -308,7 +306,7 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     con.close()
     rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
-        client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
+        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
         assert client.get("/api/counts").get_json()["pending"] == 42
         assert client.get(f"/image/{key}").data == want
     finally:

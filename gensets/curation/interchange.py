@@ -157,6 +157,7 @@ class Images:
     mode: str = "base64"
     base_url: str | None = None
     root: Path | None = None
+    token: str | None = None  # url: the images-only link's token (reviewers.images_link), in every address
 
     FOLDER = "gensets-images"
 
@@ -177,7 +178,8 @@ class Images:
         from .review_server import MIME
 
         if self.mode == "url":
-            return f"{self.base_url.rstrip('/')}/image/{quote(key, safe='')}"
+            link = f"?token={quote(self.token, safe='')}" if self.token else ""
+            return f"{self.base_url.rstrip('/')}/image/{quote(key, safe='')}{link}"
         if self.mode == "local-files":
             if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", key):
                 raise GensetsError(f"sample key {key[:100]!r} is not a plain file name: export it with --images url")
@@ -214,6 +216,12 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
 
     server, pid = project_of(project) if project else (None, None)
     export_id = secrets.token_hex(8)
+    if images.mode == "url" and images.token is None:  # the review server asks every request for a link
+        from dataclasses import replace
+
+        from .reviewers import images_link
+
+        images = replace(images, token=images_link(con))
 
     rows = _queue(con, status)
     keys = [r["key"] for r in rows]

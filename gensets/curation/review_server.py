@@ -8,11 +8,16 @@ review commands, ``finalize``, another server on the same workspace) or after :d
 recorded in ``.review-server.json`` while it runs. Every decision goes
 through :func:`review.decide`, so ``reviews`` and ``review_log`` change together with the reviewer and the time.
 
-Reviewers are who their links say (:mod:`gensets.curation.reviewers`): once anyone was invited, or when the
-server listens beyond loopback, every request needs a valid link's token (a cookie set from its ``?token=``),
-and the reviewer name comes from it, never from the page. Every POST carries the session's CSRF token (an HMAC
-of the session under a secret of the server's, embedded in the page). On loopback with nobody invited, the page
-works as on one's own machine: the reviewer is the name typed on it.
+Every request needs a link's token, on loopback too (another user of the machine reaches loopback): the
+owner's, a secret the server makes for its run and prints in its start-up address (as Jupyter does), or an invited
+reviewer's (:mod:`gensets.curation.reviewers`: their name, role and expiry); its ``?token=`` becomes a cookie.
+An invited reviewer is who their link says, never a name typed on the page; the owner reviews under the name in
+the page's Reviewer field (``--reviewer`` its default), as on one's own machine, and may adjudicate. Inviting
+someone changes nothing for a page already open. Without a valid token: 401 (a small HTML page saying how to get
+a link; JSON under /api/). In double review only an adjudicator (or the owner) may decide an image two others
+already decided (:meth:`ReviewState.adjudicated`).
+Every POST carries the session's CSRF token (an HMAC of the token's digest under a secret of the server's,
+embedded in the page).
 
 Besides one decision at a time the page sends a range of images decided alike (``/api/bulk``: at most
 :data:`BULK_MAX` keys, all or none in one transaction, each a decision of the reviewer) and undos
@@ -83,6 +88,11 @@ CONNECTIONS = 500  # connections open at once (below the usual limit of 1024 ope
 TIMEOUT_S = 15  # a connection that sends nothing for this long (a half-sent request, an idle keep-alive) is closed
 CLEANUP_S = 2  # how often the server looks for such connections
 CSRF_HEADER = "X-CSRF-Token"  # every POST carries the page's token in it (review.js)
+COOKIE_S = 30 * 86400  # the longest a link's cookie lives (an expiring invitation's: until it expires)
+ADJUDICATORS = ("owner", "adjudicator")  # the roles that may settle a double review's disagreement
+REFUSAL = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title></head>"
+           "<body style=\"font-family: sans-serif; max-width: 40em; margin: 3em auto\"><h1>{title}</h1><p>{why}</p>"
+           "</body></html>\n")  # a refusal as a browser shows it (401: how to get a link)
 # the page loads only its own script, style and images, and no other site may frame it (clickjacking)
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -143,6 +153,7 @@ class ReviewState:
 
         from ..labels.imagenet import imagenet_names
         from ..workspace import Workspace
+        from . import reviewers
 
         self.ws = Workspace(workspace)
         self.builder, self.cfg = self.ws.load()
@@ -169,10 +180,13 @@ class ReviewState:
         self.leases = leases.Leases()  # the images of each reviewer's "to review" page, handed out to them
         self.secret = secrets.token_bytes(32)  # CSRF tokens are HMACs of the session under it
         self.release_key = secrets.token_urlsafe(24)  # what a process asking for the database shows (shared.py)
-        self.loopback = True  # serve() says: beyond loopback, every request needs a reviewer's link
+        self.loopback = True  # serve() says whether it listens on loopback only
         self.cookie = "gensets"  # serve() names it after the port: servers on one host keep their sessions apart
-        self.tokens: dict[str, str] = {}  # digest -> reviewer (reviewers.active), read whenever the database opens
-        self.by_invitation = False  # someone was invited: links only (reviewers.ever_invited)
+        self.owner_token = reviewers.new_token()  # the owner's link, for this run only (never stored)
+        self.owner_digest = reviewers.digest(self.owner_token)
+        # digest -> (reviewer, role, expires) (reviewers.active), read whenever the database opens
+        self.tokens: dict[str, tuple] = {}
+        self.by_invitation = False  # someone was invited (reviewers.ever_invited): the start-up line says so
         # --double: recorded by keep_mode(), once serving; from then on the workspace's mode, read whenever the
         # database opens (gensets review mode switches it)
         self.double_asked, self.mode_kept = double, False
@@ -274,22 +288,60 @@ class ReviewState:
             self._close()
 
     # ---------------------------------------------------------------- who
-    def reviewer_of(self, token: str | None) -> str | None:
-        """The invited reviewer whose link carries ``token``; None for no token, or one unknown or revoked. The
-        invitations are read whenever this process opens the database (while it holds it, nobody changes them)."""
+    def identity(self, token: str | None) -> tuple[str | None, str] | None:
+        """``(reviewer, role)`` of the link carrying ``token``: the owner's (None: the name in the page's Reviewer
+        field, ``--reviewer`` its default; role ``owner``) or an invited reviewer's; None for no token, or one
+        unknown, expired or revoked. The invitations are read whenever this process opens the database (while it
+        holds it, nobody changes them); an expiry is checked at every request."""
+        import hmac
+
         from . import reviewers
 
+        if not token:
+            return None
+        d = reviewers.digest(token[:200])  # looked up by digest: no token is compared
+        if hmac.compare_digest(d, self.owner_digest):
+            return (None, "owner")
         if self.con is None:
             with self._held():
                 pass
-        if not token:
-            return None
-        return self.tokens.get(reviewers.digest(token[:200]))  # looked up by digest: no token is compared
+        entry = self.tokens.get(d)
+        return (entry[0], entry[1]) if reviewers.valid(entry) else None
+
+    def reviewer_of(self, token: str | None) -> str | None:
+        """The invited reviewer whose link carries ``token`` (see :meth:`identity`); None for none or the owner's."""
+        who = self.identity(token)
+        return None if who is None else who[0]
 
     def invited(self) -> bool:
-        """Someone was invited (a link revoked since counts): the page then requires a link (also on loopback)."""
-        self.reviewer_of(None)
+        """Someone was invited (a link revoked since counts)."""
+        if self.con is None:
+            with self._held():
+                pass
         return self.by_invitation
+
+    def expires(self, token: str) -> float | None:
+        """Seconds until the link of ``token`` expires (its cookie's lifetime); None: it does not."""
+        from . import reviewers
+
+        entry = self.tokens.get(reviewers.digest(token[:200]))
+        if entry is None or entry[2] is None:
+            return None
+        return max((entry[2] - reviewers.now()).total_seconds(), 1.0)
+
+    def adjudicated(self, keys: list, reviewer: str) -> list[str]:
+        """Of ``keys``, in double review, the images that two reviewers other than ``reviewer`` already decided:
+        deciding them is adjudicating (:func:`review.verdicts`), for an adjudicator only."""
+        if not self.double or not keys:
+            return []
+        with self._held() as con:
+            latest = queue.LATEST.format(where="WHERE list_contains(?, l.key)")
+            rows = con.execute(f"SELECT key, reviewer FROM ({latest}) WHERE status <> 'pending' "
+                               "ORDER BY key, first_seq", [keys]).fetchall()
+        first: dict[str, list] = {}
+        for key, who in rows:
+            first.setdefault(key, []).append(who)
+        return [k for k, who in first.items() if len(who) >= 2 and reviewer not in who[:2]]
 
     def csrf(self, session: str) -> str:
         """The CSRF token of a session (a reviewer's token digest, or a session cookie): every POST carries it."""
@@ -644,8 +696,8 @@ def host_allowed(host: str, allowed: set[str]) -> bool:
 def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
     """The Flask app over a ReviewState. ``allowed_hosts`` (host:port, see :func:`host_allowed`) guards against
     DNS rebinding; a POST must be JSON from the page's own origin, of at most :data:`MAX_BODY` bytes, and carry
-    the session's CSRF token (:data:`CSRF_HEADER`). Once someone is invited, or beyond loopback, every request but
-    the page's script and style needs a reviewer's link (:func:`_identify`)."""
+    the session's CSRF token (:data:`CSRF_HEADER`). Every request but the page's script and style needs a link's
+    token (:func:`_identify`); the owner's is ``rs.owner_token``."""
     from urllib.parse import urlencode
 
     from flask import Flask, Response, abort, g, jsonify, render_template, request
@@ -678,6 +730,8 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             return refused
         if request.method == "POST" and not _csrf_ok(request.headers.get(CSRF_HEADER), g.csrf):
             return _refusal(request, 403, "this request lacks the page's CSRF token: reload the review page")
+        if request.method == "POST":
+            return _adjudicating(rs, request, g)
         return None
 
     @app.after_request
@@ -688,8 +742,6 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
         response.headers["Referrer-Policy"] = "no-referrer"
         if request.path.startswith("/image/"):  # Label Studio's editor (another origin) reads it by XHR
             response.headers["Access-Control-Allow-Origin"] = "*"
-        if g.get("new_session"):
-            response.set_cookie(f"{rs.cookie}-session", g.new_session, httponly=True, samesite="Strict")
         return response
 
     @app.errorhandler(Stale)
@@ -732,6 +784,7 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
             filters={"class": a.get("class") or "", "config": a.get("config") or "", "status": status,
                      "sort": q["sort"]},
             title=rs.cfg.pretty_name, workspace=str(rs.ws.root), csrf=g.csrf, signed_in=g.reviewer is not None,
+            role=g.role,
             statuses=["todo", "pending", "accepted", "rejected", "relabeled", "flagged", "all"],
             sorts={"page": "page order", "failures": "most surrogates fail", "confidence": "most confident surrogate"},
             instructions=rs.instructions,
@@ -831,12 +884,11 @@ def create_app(rs: ReviewState, *, allowed_hosts: set[str] | None = None):
 
 
 def _identify(rs: ReviewState, request, g):
-    """Who sends ``request``, into ``g`` (``reviewer``: the invited reviewer or None; ``csrf``: the session's CSRF
-    token); a response when it is refused. A link's ``?token=`` becomes a cookie (HttpOnly, SameSite=Lax) and the
-    browser goes on to the same address without it (out of its history and of the page's links). Once anyone is
-    invited, or beyond loopback, a request without a valid token is refused (401); otherwise the page works as
-    on one's own machine, its session a random cookie."""
-    import secrets
+    """Who sends ``request``, into ``g`` (``reviewer``: the invited reviewer, None for the owner, who
+    reviews under the name the request gives; ``role``; ``csrf``: the session's CSRF token); a response when it
+    is refused. A link's ``?token=`` becomes a cookie (HttpOnly, SameSite=Lax; for an invitation that expires,
+    until then) and the browser goes on to the same address without it (out of its history and of the page's
+    links). A request without a valid token is refused (401), on loopback too."""
     from urllib.parse import quote, urlencode
 
     from flask import redirect
@@ -844,29 +896,61 @@ def _identify(rs: ReviewState, request, g):
     from . import reviewers
 
     link = request.args.get("token") if request.method == "GET" else None
+    image = request.path.startswith("/image/")
     if link is not None:
-        if rs.reviewer_of(link) is None:
-            return _refusal(request, 401, "this review link is unknown or revoked: ask for a new one "
-                            "(gensets review invite WORKSPACE NAME)")
+        who = rs.identity(link)
+        if who is None:
+            return _refusal(request, 401, "this review link is unknown, expired or revoked: ask whoever runs the "
+                            "review for a new one (gensets review invite WORKSPACE NAME)")
+        if image:  # an image read by another origin's page (Label Studio's editor): no cookie, no redirect
+            g.reviewer, g.role = who
+            g.csrf = None
+            return None
+        if who[1] == reviewers.IMAGES:
+            return _refusal(request, 403, "this link opens images only (a Label Studio export's): the review page "
+                            "needs the address `gensets review serve` printed, or a personal link")
         rest = urlencode([(k, v) for k, v in request.args.items(multi=True) if k != "token"])
         # a path of this server, never another site's address: every byte but letters, digits and "/" escaped
         # (a browser drops a tab or newline and reads "\\" as "/": "/\t/evil.example" is "//evil.example" to it),
         # and one leading "/" ("//host/..." is an address)
         response = redirect("/" + quote(request.path, safe="/").lstrip("/") + (f"?{rest}" if rest else ""), code=303)
-        response.set_cookie(rs.cookie, link, max_age=30 * 86400, httponly=True, samesite="Lax")
+        lifetime = rs.expires(link)
+        response.set_cookie(rs.cookie, link, max_age=int(min(lifetime or COOKIE_S, COOKIE_S)), httponly=True,
+                            samesite="Lax")
         return response
     token = request.cookies.get(rs.cookie)
-    g.reviewer = rs.reviewer_of(token)
-    if g.reviewer is not None:
-        g.csrf = rs.csrf("t:" + reviewers.digest(token))
+    who = rs.identity(token)
+    if who is None:
+        return _refusal(request, 401, "this review page needs a link: the address `gensets review serve` printed "
+                        "(it ends in ?token=...), or a personal link from whoever runs the review "
+                        "(gensets review invite WORKSPACE NAME)")
+    if who[1] == reviewers.IMAGES and not image:
+        return _refusal(request, 403, "this link opens images only (a Label Studio export's)")
+    g.reviewer, g.role = who
+    g.csrf = rs.csrf("t:" + reviewers.digest(token))
+    return None
+
+
+def _adjudicating(rs: ReviewState, request, g):
+    """In double review, a decision (``/api/decide``, ``/api/bulk``) on an image two other reviewers already
+    decided settles it (:func:`review.verdicts`): refused (403) unless the request's role may adjudicate."""
+    if not rs.double or g.role in ADJUDICATORS or request.path not in ("/api/decide", "/api/bulk"):
         return None
-    if rs.invited() or not rs.loopback:
-        return _refusal(request, 401, "this review page needs your personal link (gensets review invite "
-                        "WORKSPACE NAME gives one)")
-    session = request.cookies.get(f"{rs.cookie}-session") or ""
-    if not (20 <= len(session) <= 64):
-        session = g.new_session = secrets.token_urlsafe(24)
-    g.csrf = rs.csrf("s:" + session)
+    try:
+        d = json.loads(request.get_data(cache=True))  # kept for the route (over the body limit: 413)
+    except (ValueError, RecursionError):
+        return None  # the route says what is wrong with it
+    if not isinstance(d, dict):
+        return None
+    keys = [d.get("key")] if request.path == "/api/decide" else d.get("keys")
+    reviewer = g.reviewer or d.get("reviewer")
+    if not isinstance(keys, list) or not isinstance(reviewer, str) \
+            or not all(isinstance(k, str) and 0 < len(k) <= MAX_KEY for k in keys[:BULK_MAX]):
+        return None
+    settled = rs.adjudicated(keys[:BULK_MAX], reviewer.strip())
+    if settled:
+        return _refusal(request, 403, f"'{settled[0]}' was already decided by two other reviewers: only an "
+                        "adjudicator settles it (gensets review invite WORKSPACE NAME --role adjudicator)")
     return None
 
 
@@ -901,15 +985,16 @@ def _csrf_ok(sent: str | None, expected: str) -> bool:
 
 
 def _refusal(request, code: int, why: str):
-    """A refusal in one line: JSON ``{"error": why}`` for the page's script, plain text for a browser."""
-    from flask import jsonify
+    """A refusal in one line: JSON ``{"error": why}`` for the page's script, a small HTML page for a browser."""
+    from html import escape
+
+    from flask import Response, jsonify
 
     if request.path.startswith("/api/"):
         response = jsonify(error=why)
     else:
-        from flask import Response
-
-        response = Response(why + "\n", mimetype="text/plain")
+        title = "This review page needs a link" if code == 401 else "Refused"
+        response = Response(REFUSAL.format(title=title, why=escape(why)), mimetype="text/html")
     response.status_code = code
     return response
 
@@ -958,11 +1043,6 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
     rs = ReviewState(workspace, reviewer=reviewer, double=double, page_size=page_size)
     logging.getLogger("waitress").setLevel(logging.ERROR)  # no line per queued task or full connection table
     loopback = rs.loopback = host in ("127.0.0.1", "localhost", "::1")
-    rs.invited()  # reads the invitations
-    if not loopback and not rs.tokens:
-        rs.close()
-        raise GensetsError(f"{host} is not loopback: the review page then needs reviewers' links, and nobody holds "
-                           f"one (gensets review invite {rs.ws.root} NAME)")
     allowed: set[str] = set()  # filled once the port is known (--port 0 picks a free one)
     try:
         server = create_server(create_app(rs, allowed_hosts=allowed), host="127.0.0.1" if host == "localhost" else host,
@@ -992,10 +1072,12 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
         url = f"http://{shown}:{port}/"
         shared.register(rs.ws.root, url, rs.release_key)
         registered = True
-        who = (f"invited reviewers only ({len(set(rs.tokens.values()))})" if rs.invited()
-               else f"reviewer {rs.reviewer}" if rs.reviewer else "reviewer: the name typed on the page")
-        announce(f"review page: {url}  ({rs.counts(rs.reviewer)['total']} images, {mode}, {who}; "
-                 "Ctrl-C to stop)", flush=True)
+        invited = len({r for r, _, _ in rs.tokens.values()}) if rs.invited() else 0
+        who = (f"you: {rs.reviewer}" if rs.reviewer else "you: the name typed on the page") \
+            + (f"; {invited} invited reviewer(s)" if invited else "")
+        # the owner's own link: whoever opens it is the owner, so it is printed here only
+        announce(f"review page: {url}?token={rs.owner_token}  ({rs.counts(rs.reviewer)['total']} images, {mode}, "
+                 f"{who}; Ctrl-C to stop)", flush=True)
         stop.serving = True  # from here on a signal raises nothing (one just before: the finally below)
         while not stop.asked:  # one turn of the event loop at least every 0.1 s, to see a stop asked
             wasyncore.loop(timeout=0.1, map=server._map, use_poll=True, count=1)
