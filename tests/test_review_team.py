@@ -19,7 +19,8 @@ def _client(rs, reviewer: str):
     from gensets.curation import review_server
 
     client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
-    html = client.get(f"/?reviewer={reviewer}").get_data(as_text=True)
+    # the owner's link (each client its own cookie), reviewing under the name the requests give
+    html = client.get(f"/?token={rs.owner_token}&reviewer={reviewer}", follow_redirects=True).get_data(as_text=True)
     client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', html).group(1)
     return client
 
