@@ -464,7 +464,7 @@ def test_review_imports_of_broken_files_name_file_and_line(reference, tmp_path):
     ls = tmp_path / "ls.json"
     ls.write_text(json.dumps([{"id": 5, "data": {"key": "k1"}, "annotations": 5}]))
     one_line_error(run_cli("review", "import", ws, "--format", "label-studio", "--file", ls), "task 5 (k1)",
-                   "annotations")
+                   "annotations", code=1)  # a task not of the shape gensets writes (its schema): a data error
     ls.write_text(json.dumps([{"id": 6, "data": {"key": "k1"}, "annotations": [{"result": [
         {"type": "choices", "from_name": "verdict", "value": {"choices": "accept"}}]}]}]))
     one_line_error(run_cli("review", "import", ws, "--format", "label-studio", "--file", ls), "task 6 (k1)", "choices")

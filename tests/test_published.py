@@ -289,7 +289,7 @@ def test_genbench_gpu_price_defaults_to_the_papers_table5():
 def test_published_numbers_cite_the_paper_never_a_local_file():
     """What the reports copy into report.json / report.md (the packaged published numbers and the report's own
     strings) names the paper (arXiv id, table, figure), never a path of the project's texts."""
-    from gensets.evaluation.reports import genbench as genbench_report
+    from gensets.papers.genbench import report as genbench_report
     from gensets.sources import packaged
 
     for pub in (packaged.genbench_published(), packaged.imagenet_d_published(), packaged.wiles_published(),

@@ -545,7 +545,7 @@ def _read_label_studio(path: Path, default_reviewer: str, users: dict[str, str] 
                 continue
             raise GensetsError(f"{path}: {name}: no data.key (was it exported by gensets?)")
         where = f"{path}: {name} ({data['key'][:100]})"
-        recordio.check(task, "LabelStudioTask", f"{path}: {name}")  # the task's shape, its strings, its numbers
+        recordio.check(task, "LabelStudioTask", where)  # the task's shape, its strings, its numbers
         project = str(task["project"]) if _user_id(task.get("project")) else None
         if project:
             read.projects.add(project)
