@@ -1149,6 +1149,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"gensets: error: {e}", file=sys.stderr)
         return 1
+    finally:
+        from .models.device import close_distributed
+
+        close_distributed()
 
 
 if __name__ == "__main__":

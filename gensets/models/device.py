@@ -84,3 +84,14 @@ def distributed() -> Dist:
 
     state = PartialState(cpu=not torch.cuda.is_available())
     return Dist(state.process_index, state.num_processes, state)
+
+
+def close_distributed() -> None:
+    """End this process's part of the process group that ``accelerate launch`` made (torch.distributed), if any,
+    before the interpreter exits: a gloo group left to the interpreter's teardown can abort the process after its
+    work is done ("terminate called without an active exception", SIGABRT: seen once on CPU under two processes)."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
