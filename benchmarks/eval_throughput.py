@@ -138,14 +138,8 @@ def bare_loop(model_dir: Path, data: Path, batch_size: int, n: int):
     return run
 
 
-def spec_loop(spec: str, images: list[bytes], batch_size: int, precision: str):
-    """`spec`'s model, loaded from its folder by its own library (no gensets code in the loop), over tensors
-    decoded, transformed and on the device already. Returns (run, flops of one image)."""
-    import io
-
-    import torch
-    from PIL import Image
-
+def _model_folder(spec: str):
+    """(folder, the library that loads it) of `spec`: a model in a local folder (tiny:, random:, local-dir:)."""
     from gensets.models import loading
     from gensets.models.spec import parse_spec
 
@@ -153,14 +147,21 @@ def spec_loop(spec: str, images: list[bytes], batch_size: int, precision: str):
     folder = loading.resolve(s).path
     if folder is None:
         raise SystemExit(f"--model {spec}: (e) needs a model in a local folder (tiny:, random:, local-dir:)")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    loaders = s.kind if not s.is_built else next(k for k in ("open_clip", "timm") if k in _loaders(s))
-    if loaders == "open_clip":
+    return folder, s.kind if not s.is_built else next(k for k in ("open_clip", "timm") if k in _loaders(s))
+
+
+def _bare_model(folder, kind: str, device: str, amp):
+    """The model loaded from its folder by its own library (open_clip.create_model_and_transforms /
+    timm.create_model), no gensets code: (its transform, forward(batch) -> predicted classes). Zero-shot: the
+    class texts are encoded here, under ``amp``."""
+    import torch
+
+    if kind == "open_clip":
         import open_clip
 
         model, _, tf = open_clip.create_model_and_transforms(f"local-dir:{folder}", device=device)
         tok = open_clip.get_tokenizer(f"local-dir:{folder}")
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
             text = model.encode_text(tok([TEMPLATE.format(c=c) for c in CLASSES]).to(device))
             text = text / text.norm(dim=-1, keepdim=True)
 
@@ -177,9 +178,29 @@ def spec_loop(spec: str, images: list[bytes], batch_size: int, precision: str):
         def forward(b):
             return model(b).argmax(1)
     model.eval()
+    return tf, forward
+
+
+def _amp(precision: str):
+    import torch
+
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def spec_loop(spec: str, images: list[bytes], batch_size: int, precision: str):
+    """`spec`'s model, loaded from its folder by its own library (no gensets code in the loop), over tensors
+    decoded, transformed and on the device already. Returns (run, flops of one image)."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    folder, kind = _model_folder(spec)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    amp = _amp(precision)
+    tf, forward = _bare_model(folder, kind, device, None)  # the class texts in fp32, as this side always did
     x = torch.stack([tf(Image.open(io.BytesIO(b)).convert("RGB")) for b in images]).to(device)
     batches = list(x.split(batch_size))
-    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
     def run():
         with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
@@ -204,38 +225,12 @@ def spec_e2e(spec: str, data: Path, batch_size: int, precision: str, n: int):
     import torch
     from PIL import Image
 
-    from gensets.models import loading
-    from gensets.models.spec import parse_spec
-
-    s = parse_spec(spec)
-    folder = loading.resolve(s).path
+    folder, kind = _model_folder(spec)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    kind = s.kind if not s.is_built else next(k for k in ("open_clip", "timm") if k in _loaders(s))
-    amp = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    amp = _amp(precision)
 
     def run():
-        if kind == "open_clip":
-            import open_clip
-
-            model, _, tf = open_clip.create_model_and_transforms(f"local-dir:{folder}", device=device)
-            tok = open_clip.get_tokenizer(f"local-dir:{folder}")
-            with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
-                text = model.encode_text(tok([TEMPLATE.format(c=c) for c in CLASSES]).to(device))
-                text = text / text.norm(dim=-1, keepdim=True)
-
-            def forward(b):
-                f = model.encode_image(b)
-                return ((f / f.norm(dim=-1, keepdim=True)) @ text.T).argmax(1)
-        else:
-            import timm
-            from timm.data import create_transform, resolve_model_data_config
-
-            model = timm.create_model(f"local-dir:{folder}", pretrained=True).to(device)
-            tf = create_transform(**resolve_model_data_config(model), is_training=False)
-
-            def forward(b):
-                return model(b).argmax(1)
-        model.eval()
+        tf, forward = _bare_model(folder, kind, device, amp)
         done = 0
         with torch.inference_mode(), torch.autocast(device, dtype=amp, enabled=amp is not None):
             for tar in sorted(Path(data).rglob("*.tar")):
