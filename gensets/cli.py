@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, notices
 from .config import nonneg_float, nonneg_int, page_size, port, positive_int
 from .errors import GensetsError
 from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
@@ -1125,6 +1125,7 @@ def _interrupted(a) -> str:
 def main(argv: list[str] | None = None) -> int:
     from .registry import load_plugins
 
+    notices.to_stderr()  # the library's notices (gensets.notices), each its bare line on stderr
     try:
         load_plugins()  # installed packages' builders, model families, storage schemes, reports (gensets.plugins)
     except GensetsError as e:

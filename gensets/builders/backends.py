@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import determinism
+from .. import determinism, notices
 from ..errors import GensetsError
 from ..registry import load_plugins
 from ..workspace import Workspace
@@ -66,6 +66,7 @@ class UnitWorker:
 
     def __init__(self, builder, cfg, root: str, threads: int, rank: int, world: int, config_path: str):
         load_plugins()  # a Ray worker is a process of its own: the plugins the driver's CLI loaded, here too
+        notices.inherit()  # and its notices on stderr (which Ray forwards to the driver) when the driver prints its own
         self.builder, self.cfg, self.threads = builder, cfg, threads
         self.rank, self.world, self.config_path = rank, world, config_path
         self.ws = Workspace(root)  # created by the driver
@@ -288,6 +289,8 @@ class RayPool:
         for hook in (faults.FAULT, faults.GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
+        if notices.shown():  # the driver prints its notices (the CLI): the workers print theirs
+            env[notices.SHOWN] = "stderr"
         # workers at the node's priority, not Ray's 15 steps below it (NICENESS)
         env[NICENESS] = os.environ.get(NICENESS, "0")
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none

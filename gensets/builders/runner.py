@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import determinism
+from .. import determinism, notices
 from ..errors import GensetsError
 from ..models.device import Dist, default_device, distributed
 from ..output import replace
@@ -129,7 +129,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
                     cut[k] += result["cut"][k]
                 cut["windows"].update(result["cut"]["windows"])
                 for skip in row["skipped"]:
-                    print(f"skipped {skip['path']}: {skip['reason']}", file=sys.stderr)
+                    notices.notice(f"skipped {skip['path']}: {skip['reason']}")
                 written += row["n"]
             dist.barrier()
     finally:
@@ -278,9 +278,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
         disputed = sum(v[0] == "disputed" for v in verdicts.values())
         held = sum(v[0] == "held" for v in verdicts.values())
         if double:
-            print(f"double review: {disputed} image(s) held back because their two reviewers disagree "
-                  "(`gensets review agreement` lists them; agreeing decisions under other names settle one), "
-                  f"{held} rejected by their one reviewer so far", file=sys.stderr)
+            notices.notice(f"double review: {disputed} image(s) held back because their two reviewers disagree "
+                           "(`gensets review agreement` lists them; agreeing decisions under other names settle "
+                           f"one), {held} rejected by their one reviewer so far")
         statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
         tmp = ws.root / f".dataset.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -378,9 +378,9 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
     shutil.rmtree(old, ignore_errors=True)
     ws.push_dataset()
     if builder.needs_review and names:  # once the dataset is published: what it says of people
-        print(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names))}"
-              + ((" (emails published: --publish-emails)" if publish_emails else " (emails as pseudonyms; "
-                  "finalize --publish-emails publishes them)") if emails else ""), file=sys.stderr)
+        notices.notice(f"reviewer names published in each sample's json.review.reviewer: {', '.join(sorted(names))}"
+                       + ((" (emails published: --publish-emails)" if publish_emails else " (emails as pseudonyms; "
+                           "finalize --publish-emails publishes them)") if emails else ""))
     return {"dataset": ws.dataset_where, "counts": counts, "funnel": funnel,
             "shards": len(shards), "include_pending": include_pending, "disputed": disputed}
 
@@ -408,8 +408,7 @@ def _check_complete(ws: Workspace, builder, cfg) -> None:
         units = [u.id for stage in builder.stages or (None,)
                  for u in (builder.plan(cfg) if stage is None else builder.plan(cfg, stage=stage, workspace=ws))]
     except GensetsError as e:  # the plan reads inputs (a folder of reference images) this machine may not have
-        print(f"finalize: the build's plan cannot be made here ({e}); its units' completeness is not checked",
-              file=sys.stderr)
+        notices.warn(f"finalize: the build's plan cannot be made here ({e}); its units' completeness is not checked")
         return
     missing = [u for u in units if u not in done]
     if missing:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import notices
 from ..config import to_dict
 from ..records import QUALITY, features
 from .markdown import table
@@ -223,12 +224,13 @@ def _leaderboard_md(board) -> str:
     return table(head, out)
 
 
-def warn_stderr(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+def licence_warning(message: str) -> None:
+    """A conflict between the dataset's licence and a generator's, as a warning (:mod:`gensets.notices`)."""
+    notices.warn(f"warning: {message}")
 
 
 def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None,
-          scores=None, warn=warn_stderr, progress: bool = False) -> list[str]:
+          scores=None, warn=licence_warning, progress: bool = False) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
     ``samples`` is re-iterable (:class:`gensets.shards.ShardSamples`: each pass reads the provenance again,
@@ -237,7 +239,7 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
     build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
     (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``.
-    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: stderr).
+    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: :func:`licence_warning`).
     ``progress``: a bar over the pass through the samples' provenance, on a terminal (millions at paper scale)."""
     from tqdm.auto import tqdm
 

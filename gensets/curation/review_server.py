@@ -57,11 +57,11 @@ import ipaddress
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
 
+from .. import notices
 from ..errors import Busy, GensetsError
 from . import leases, queue, review, shared, state
 from .queue import FLAG, comment_of, has_flag, with_comment, with_flag, with_override
@@ -1066,9 +1066,8 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
             allowed.add(f"*:{port}")
         mode = "double review" if rs.double else "single review"
         if not loopback:
-            print(f"warning: {shown}:{port} is not loopback and serves plain HTTP: reviewers' links and images "
-                  "cross the network unencrypted (a TLS proxy in front of it keeps them private)",
-                  file=sys.stderr, flush=True)
+            notices.warn(f"warning: {shown}:{port} is not loopback and serves plain HTTP: reviewers' links and images "
+                         "cross the network unencrypted (a TLS proxy in front of it keeps them private)")
         url = f"http://{shown}:{port}/"
         shared.register(rs.ws.root, url, rs.release_key)
         registered = True

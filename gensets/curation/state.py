@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import notices
 from ..db import transaction
 
 BELOW_QUALITY = "below-quality"  # the review status of a kept image below a quality: threshold
@@ -73,17 +74,11 @@ RETRY_S = 0.01  # between two tries
 ASK_S = 1.0  # between two requests to a review server holding it (shared.ask_release)
 
 
-def _stderr(line: str) -> None:
-    import sys
-
-    print(line, file=sys.stderr, flush=True)
-
-
 def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: float | None = None,
-            notice=_stderr, cancelled=None):
+            notice=notices.notice, cancelled=None):
     """A connection to state.duckdb. Another process holding it (a review server, a command, finalize) is waited
     for, a review server asked to give it up (:func:`shared.ask_release`), up to ``wait`` seconds (:data:`WAIT_S`); once the wait passes :data:`NOTICE_S`, ``notice`` (default: a
-    line on stderr; None to say nothing) gets one line naming the holder (:func:`shared.describe`); after it,
+    notice, :mod:`gensets.notices`; None to say nothing) gets one line naming the holder (:func:`shared.describe`); after it,
     :class:`~gensets.errors.Busy` in one line. ``cancelled()`` true ends the wait early (a stopping server).
     ``schema``: create missing tables (a process that opens it again and again does it once)."""
     import time

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import notices
 from ..config import control_char
 from ..errors import GensetsError
 from ..registry import IDENTIFIERS, PROTOCOLS
@@ -209,8 +209,8 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
         for spec in done:
             del bound[spec]
             if dist.rank == 0:  # a note, not progress: printed under --quiet too
-                print(f"skipped {spec} on {sp.config}/{sp.split} [{done[spec]['variant']}]: complete in {cfg.db} "
-                      "(--force to score it again)", file=sys.stderr)
+                notices.notice(f"skipped {spec} on {sp.config}/{sp.split} [{done[spec]['variant']}]: complete in "
+                               f"{cfg.db} (--force to score it again)")
         out = list(done.values()) if dist.rank == 0 else []
         if not bound:
             return out
