@@ -40,7 +40,7 @@ def _build(a) -> int:
 
 
 def _finalize(a) -> int:
-    from .builders.runner import finalize
+    from .builders.finalize import finalize
 
     r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
                  publish_emails=a.publish_emails)

@@ -94,8 +94,8 @@ def config_path(table: Table, run: Run) -> Path:
 
 def build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = (), finalize: bool = True) -> Path:
     """Build (resume) the table's config into ``workspace`` and, if asked, finalize it with pending images."""
+    from ..builders.finalize import finalize as finalize_ws
     from ..builders.runner import build as build_ws
-    from ..builders.runner import finalize as finalize_ws
 
     config = config_path(table, run)
     run.log(f"building {workspace} from {config.name}" + (f" ({', '.join(overrides)})" if overrides else ""))
