@@ -53,6 +53,11 @@ LIBRARIES = ("torch", "torchvision", "diffusers", "transformers", "tokenizers", 
              "accelerate", "safetensors", "numpy", "pillow", "scipy", "scikit-learn", "webdataset")
 
 
+def mode_of(cfg) -> str:
+    """A build config's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
+    return getattr(cfg, "reproducible", "strict")
+
+
 def _x86() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 

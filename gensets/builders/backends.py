@@ -21,11 +21,12 @@ import os
 import sys
 from pathlib import Path
 
-from .. import determinism, notices
+from .. import notices
 from ..errors import GensetsError
 from ..registry import load_plugins
 from ..workspace import Workspace
 from . import faults
+from .environment import BuildEnvironment
 
 BACKENDS = ("local", "ray")
 TASK_RETRIES = 3  # a unit whose worker died is run again at most this many times (then the build stops, naming it)
@@ -54,20 +55,16 @@ def naming(config_path: str, unit):
         raise GensetsError(f"{config_path}: unit {unit_name(unit)}: {e}") from None
 
 
-def mode_of(cfg) -> str:
-    """The build's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
-    return getattr(cfg, "reproducible", "strict")
-
-
 class UnitWorker:
     """One process's share of a build: the builder's context (models loaded once, at the first unit), and the
     units it is given, each written as its candidate shard; ``run`` returns the manifest row and what the unit's
     samples say was cut to the text encoder's window."""
 
-    def __init__(self, builder, cfg, root: str, threads: int, rank: int, world: int, config_path: str):
+    def __init__(self, builder, cfg, root: str, environment: BuildEnvironment, rank: int, world: int,
+                 config_path: str):
         load_plugins()  # a Ray worker is a process of its own: the plugins the driver's CLI loaded, here too
         notices.inherit()  # and its notices on stderr (which Ray forwards to the driver) when the driver prints its own
-        self.builder, self.cfg, self.threads = builder, cfg, threads
+        self.builder, self.cfg, self.environment = builder, cfg, environment
         self.rank, self.world, self.config_path = rank, world, config_path
         self.ws = Workspace(root)  # created by the driver
         self.ctx = builder.Context(cfg)
@@ -77,7 +74,7 @@ class UnitWorker:
             from ..quality.thresholds import QualityFilter
 
             self.quality = QualityFilter(cfg.quality)
-        self.env = None  # the environment's id in the workspace (gensets.determinism.describe), once loaded
+        self.env = None  # the recorded environment's id in the workspace (BuildEnvironment.record), once loaded
         self.build_id = None
         self.faults = faults.injected()  # the tests' fault hooks (gensets.builders.faults), None in a real build
 
@@ -93,18 +90,11 @@ class UnitWorker:
                                "runs: the workspace must be a path every node of the cluster can write (a shared "
                                "filesystem)")
         self.build_id = self.ws.fingerprint
-        determinism.pin(mode_of(self.cfg))  # a fresh worker process: before torch first runs
-        import torch
-
-        from ..models.device import default_device
-
-        if not torch.cuda.is_available():
-            torch.set_num_threads(self.threads)
-        determinism.switch(mode_of(self.cfg))
+        self.environment.start()  # a fresh worker process: pinned before torch first runs, its threads, switches
         self.ctx.load()
         if self.quality:
             self.quality.load()
-        self.env = self.ws.record_environment(determinism.describe(mode_of(self.cfg), default_device()))
+        self.env = self.ws.record_environment(self.environment.record())
 
     def ping(self) -> bool:
         """A restarted Ray worker's first answer (it loads its context at its next unit)."""
@@ -284,8 +274,9 @@ class RayPool:
         if self.gpus and have.get("GPU", 0) < self.gpus:
             raise GensetsError(f"--gpus-per-worker {self.gpus:g}: the Ray cluster has {have.get('GPU', 0):g} GPUs")
         n = self.workers or (int(have["GPU"] / self.gpus) if self.gpus else max(1, int(have.get("CPU", 1))))
+        builder, cfg, root, environment, _rank, _world, config_path = self.args
         # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
-        env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
+        env = environment.pins()
         for hook in (faults.FAULT, faults.GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
@@ -296,9 +287,8 @@ class RayPool:
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
         self.cpus = self.cpus or cpu_share(ray.nodes(), self.gpus)
         actor = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
-        builder, cfg, root, threads, _rank, _world, config_path = self.args
         self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
-            builder, cfg, root, threads, i, n, config_path) for i in range(n)]
+            builder, cfg, root, environment, i, n, config_path) for i in range(n)]
         self.size = n
 
     def alive(self) -> int:

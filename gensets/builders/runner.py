@@ -18,9 +18,10 @@ from pathlib import Path
 
 from .. import determinism, notices
 from ..errors import GensetsError
-from ..models.device import Dist, default_device, distributed
+from ..models.device import Dist, distributed
 from ..workspace import Workspace, load_build_config
 from . import backends
+from .environment import BuildEnvironment
 from .ingest import ingest
 
 
@@ -47,7 +48,8 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
             if value is not None:
                 raise GensetsError(f"{flag} is an option of --backend ray")
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
-    determinism.pin(_mode(cfg))  # before torch first runs (distributed() may import it)
+    environment = BuildEnvironment.of(cfg, threads)  # how every process of the build computes, decided once
+    environment.pin()  # before torch first runs (distributed() may import it)
     dist = distributed()
     if backend == "ray" and dist.world > 1:
         raise GensetsError("--backend ray starts its own workers: run it as one process, not under accelerate launch")
@@ -59,7 +61,7 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     try:
         # one build per workspace at a time (its rank 0 holds the lock; the other ranks are its own processes)
         with ws.lock("build") if dist.rank == 0 else contextlib.nullcontext():
-            return _build(builder, cfg, out, dist, quiet, threads, str(config_path),
+            return _build(builder, cfg, out, dist, quiet, environment, str(config_path),
                           {"backend": backend, "workers": workers, "address": address,
                            "gpus_per_worker": gpus_per_worker})
     except BaseException:
@@ -69,11 +71,10 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
         raise
 
 
-_mode = backends.mode_of
 _unit_name = backends.unit_name
 
 
-def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int, config_path: str,
+def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, environment: BuildEnvironment, config_path: str,
            where: dict) -> dict:
     from ..shards import clean_temp
 
@@ -90,7 +91,7 @@ def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, threads: int,
     backend = where["backend"]
     # where the units run (gensets.builders.backends): here, or on Ray workers that write their shards and
     # return the rows, which only this process appends to the manifest
-    pool = backends.pool(backend, (builder, cfg, ws.where, threads, dist.rank, dist.world, config_path),
+    pool = backends.pool(backend, (builder, cfg, ws.where, environment, dist.rank, dist.world, config_path),
                          workers=where["workers"], address=where["address"],
                          gpus_per_worker=where.get("gpus_per_worker"), quiet=quiet)
     # A staged builder (``stages``) is planned stage by stage: stage s is planned from the committed
@@ -165,7 +166,8 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
     ws = Workspace(workspace)
     builder, cfg = ws.load()
     ws.sync()
-    determinism.pin(_mode(cfg))
+    environment = BuildEnvironment.of(cfg)  # its threads: the recorded ones, once the units are chosen
+    environment.pin()
     rows = {r["unit"]: r for r in ws.manifest().iter_rows()}
     if not rows:
         raise GensetsError(f"{ws.root}: no committed unit to rebuild; run `gensets build` first")
@@ -176,14 +178,12 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
             if u.id in rows:
                 units[u.id] = u
     chosen = set(random.Random(seed).sample(sorted(units), min(n, len(units))))
-    import torch
-
     threads = {envs.get(rows[u].get("env"), {}).get("threads") for u in chosen} - {None}
     if len(threads) > 1:  # pragma: no cover - a workspace resumed with another --threads
         raise GensetsError(f"{ws.root}: the chosen units were built with different thread counts {sorted(threads)}")
-    if not torch.cuda.is_available():  # never more threads than this machine's cores (the record may be another's)
-        torch.set_num_threads(min(threads.pop() if threads else 1, determinism.cores()))
-    determinism.switch(_mode(cfg))
+    # never more threads than this machine's cores (the record may be another's)
+    environment = environment.with_threads(min(threads.pop() if threads else 1, determinism.cores()))
+    environment.start()
     ctx = builder.Context(cfg)
     ctx.workspace = ws
     ctx.load()
@@ -193,7 +193,7 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
 
         quality = QualityFilter(cfg.quality)
         quality.load()
-    now = determinism.describe(_mode(cfg), default_device())
+    now = environment.record()
     out = []
     with tempfile.TemporaryDirectory(prefix="gensets-rebuild-") as tmp:
         todo = [u for u in units.values() if u.id in chosen]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import notices
+from .. import determinism, notices
 from ..config import to_dict
 from ..records import QUALITY, features
 from .markdown import table
@@ -164,7 +164,7 @@ def prompt_lengths_md(builder, samples) -> str:
 def reproducibility_md(cfg, manifest: dict) -> str:
     """What a rebuild gives, how to check one, and the environment(s) that built the images (between HTML
     comments, so that tools comparing cards across machines can set the machine's part aside)."""
-    mode = getattr(cfg, "reproducible", "strict")
+    mode = determinism.mode_of(cfg)
     promise = ("the CPU kernels were pinned (`reproducible: strict`), so a CPU rebuild with the same library "
                "versions gives the same bytes on any x86-64 CPU of the same vendor (between Intel and AMD a few images may "
                "differ: torch's elementwise math runs other kernels on each); on GPUs, the same GPU model, driver and "
