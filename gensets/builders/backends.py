@@ -23,9 +23,12 @@ from pathlib import Path
 
 from .. import notices
 from ..errors import GensetsError
+from ..quality.thresholds import QualityFilter
 from ..registry import load_plugins
+from ..shards import write_shard
 from ..workspace import Workspace
 from . import faults
+from .base import PromptTooLong
 from .environment import BuildEnvironment
 
 BACKENDS = ("local", "ray")
@@ -47,8 +50,6 @@ def unit_name(unit) -> str:
 @contextlib.contextmanager
 def naming(config_path: str, unit):
     """A prompt too long (``long_prompts: error``) as one line naming the config file and the unit."""
-    from .base import PromptTooLong
-
     try:
         yield
     except PromptTooLong as e:
@@ -71,8 +72,6 @@ class UnitWorker:
         self.ctx.workspace = self.ws  # staged builders read the shards of earlier stages
         self.quality = None  # the config's quality: thresholds (gensets.quality.thresholds), scored after each unit
         if getattr(cfg, "quality", None):
-            from ..quality.thresholds import QualityFilter
-
             self.quality = QualityFilter(cfg.quality)
         self.env = None  # the recorded environment's id in the workspace (BuildEnvironment.record), once loaded
         self.build_id = None
@@ -109,8 +108,6 @@ class UnitWorker:
                 self.builder.check_prompts(unit, self.ctx)
 
     def run(self, unit) -> dict:
-        from ..shards import write_shard
-
         self.load()
         if self.faults:
             self.faults.before_unit(self.rank)

@@ -19,6 +19,9 @@ from pathlib import Path
 from .. import determinism, notices
 from ..errors import GensetsError
 from ..models.device import Dist, distributed
+from ..progress import bar as stage_bar
+from ..quality.thresholds import QualityFilter
+from ..shards import clean_temp, write_shard
 from ..workspace import Workspace, load_build_config
 from . import backends
 from .environment import BuildEnvironment
@@ -26,9 +29,7 @@ from .ingest import ingest
 
 
 def progress(iterable, total: int, desc: str, disable: bool = False):
-    from ..progress import bar
-
-    return bar(iterable, total=total, desc=desc, unit="unit", disable=disable)
+    return stage_bar(iterable, total=total, desc=desc, unit="unit", disable=disable)
 
 
 def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, threads: int = 1,
@@ -76,8 +77,6 @@ _unit_name = backends.unit_name
 
 def _build(builder, cfg, out: str | Path, dist: Dist, quiet: bool, environment: BuildEnvironment, config_path: str,
            where: dict) -> dict:
-    from ..shards import clean_temp
-
     if dist.rank == 0:
         ws = Workspace.create(out, builder, cfg)
         ws.clean_leftovers()
@@ -161,8 +160,6 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
     import random
     import tempfile
 
-    from ..shards import write_shard
-
     ws = Workspace(workspace)
     builder, cfg = ws.load()
     ws.sync()
@@ -189,8 +186,6 @@ def rebuild(workspace: str | Path, n: int, *, seed: int, quiet: bool = False) ->
     ctx.load()
     quality = None
     if getattr(cfg, "quality", None):
-        from ..quality.thresholds import QualityFilter
-
         quality = QualityFilter(cfg.quality)
         quality.load()
     now = environment.record()
