@@ -20,11 +20,13 @@ The local cache (:func:`local_root`: under ``$GENSETS_CACHE/workspaces/``) holds
 ``candidates/manifest.jsonl`` rebuilt from the markers (a fresh driver on another machine starts from them), copies
 of the candidate shards read (each downloaded whole, once) and the dataset staged by finalize.
 
-One class per scheme (:class:`Store` here holds what every fsspec store shares, the lease included; a scheme's class,
-in gensets/stores/, what differs: S3's conditional writes, the client package to import, how a bucket is looked
-for), registered in :data:`gensets.registry.STORES` (the built-in schemes declared in gensets/stores/__init__.py):
-a new store is one file, ``@STORES.register("toy") class ToyStore(Store)``. ``Store(url)`` is the class of the
-URL's scheme.
+A workspace's storage is one protocol, :class:`WorkspaceStore` (here): a local folder (gensets/stores/local.py) and
+every object store implement it, and the workspace asks it whatever differs. :class:`Store` here is the object stores'
+side, for every scheme (the workspace on objects: commit markers, sync, mirror, the dataset pushed and pulled, the
+lease of gensets/lease.py); a scheme's class, in gensets/stores/, gives what differs (S3's conditional writes, the
+client package to import, how a bucket is looked for), registered in :data:`gensets.registry.STORES` (the built-in
+schemes declared in gensets/stores/__init__.py): a new store is one file, ``@STORES.register("toy") class
+ToyStore(Store)``. ``Store(url)`` is the class of the URL's scheme.
 
 Credentials and endpoints come only from where the store's client library looks (``AWS_*`` variables and AWS config
 files, ``AWS_ENDPOINT_URL`` for S3-compatible stores, GCS's); nothing here writes them anywhere. fsspec and its
