@@ -149,8 +149,9 @@ class WorkspaceStore(abc.ABC):
         """The frozen config, written at :attr:`root`, made the workspace's: False when another one was, meanwhile."""
 
     @abc.abstractmethod
-    def share_environment(self, rel: str, data: bytes) -> None:
-        """An environment record, written at :attr:`root`, made the workspace's (before any unit it built is)."""
+    def share_environment(self, ws, rel: str) -> None:
+        """The environment record ``rel``, written at :attr:`root`, made the workspace's (before any unit it built
+        is)."""
 
     @abc.abstractmethod
     def lock(self, ws, what: str):
