@@ -293,7 +293,7 @@ def rerender(workspace, *, leaderboard=None, scores=None, progress: bool = False
 
     ws = Workspace(workspace)
     builder, cfg = ws.load()
-    if ws.store:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
+    if ws.store.remote:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
         with ws.lock("card"):
             ws.pull_dataset()
             files = rerender(ws.root, leaderboard=leaderboard, scores=scores, progress=progress)

@@ -226,7 +226,7 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
     (:func:`gensets.shards.iter_index`: the images are skipped), and where each image lies (shard, byte
     offset, size) goes into ``images`` for the review page. ``index_of(shards)``, if given, yields for each shard
     in turn what iter_index would give, or None to read the shard (a workspace on object storage reads its
-    commit markers: :meth:`gensets.workspace.Workspace.committed_indexes`). ``config_of(meta)`` names the published config
+    commit markers: :meth:`gensets.store.Store.committed_indexes`). ``config_of(meta)`` names the published config
     a sample belongs to. Kept samples enter the review queue as ``initial_status`` (``pending``;
     ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of whole
     units (about :data:`BATCH` samples), one transaction each, so memory does not grow with the number of
