@@ -35,6 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import __version__
 from .errors import GensetsError
 
 MODES = ("strict", "fast")
@@ -186,8 +187,6 @@ def describe(mode: str, device: str, threads: int | None = None) -> dict:
     from importlib import metadata
 
     import torch
-
-    from . import __version__
 
     def version(name):
         try:

@@ -12,8 +12,17 @@ import yaml
 
 from .. import determinism, notices
 from ..config import to_dict
-from ..records import QUALITY, features
-from .markdown import table
+from ..errors import GensetsError
+from ..labels.imagenet import imagenet_names
+from ..models.spec import parse_spec
+from ..output import files
+from ..records import FIELD_DOCS, QUALITY, features, schema
+from ..safety import inside
+from ..shards import ShardSamples, read_dataset_manifest
+from ..workspace import Workspace
+from . import figures, licensing
+from . import quality as q
+from .markdown import table, text
 
 
 class _Dumper(yaml.SafeDumper):
@@ -117,8 +126,6 @@ SAMPLES_PER_CONFIG = 4  # images of each config in the sample grid
 def models_md(builder, cfg, samples) -> str:
     """Every model the build used (``builder.models``), with its id and revision (pinned in the spec, or
     recorded: the generator's, in the samples' provenance)."""
-    from ..models.spec import parse_spec
-
     def line(role: str, m: str, recorded: dict | None = None) -> str:
         spec = parse_spec(m)
         rev = (recorded or {}).get("revision") or spec.revision
@@ -243,10 +250,6 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     ``progress``: a bar over the pass through the samples' provenance, on a terminal (millions at paper scale)."""
     from tqdm.auto import tqdm
 
-    from ..output import files
-    from . import figures, licensing
-    from . import quality as q
-
     folder = Path(folder)
     configs = [c for c, n in manifest["counts"].items() if n]
     counts = {c: Counter() for c in configs}
@@ -287,10 +290,6 @@ def rerender(workspace, *, leaderboard=None, scores=None, progress: bool = False
     """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder (``progress``: a
     bar over its samples, on a terminal)."""
 
-    from ..errors import GensetsError
-    from ..shards import ShardSamples
-    from ..workspace import Workspace
-
     ws = Workspace(workspace)
     builder, cfg = ws.load()
     if ws.store.remote:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
@@ -302,13 +301,11 @@ def rerender(workspace, *, leaderboard=None, scores=None, progress: bool = False
     mpath = ws.dataset / "manifest.json"
     if not mpath.exists():
         raise GensetsError(f"{ws.root}: no dataset/manifest.json; run `gensets finalize {ws.root}` first")
-    from ..shards import read_dataset_manifest
 
     manifest = read_dataset_manifest(mpath)
     counts = manifest["counts"]  # manifest.json has sorted keys: back to the builder's config order
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}
-    from ..safety import inside
 
     samples = ShardSamples([inside(ws.dataset, sh["path"], str(mpath)) for sh in manifest["shards"]],
                            n=sum(sh["n"] for sh in manifest["shards"]))
@@ -373,8 +370,6 @@ def _dtype(dtype) -> str:
 def field_rows(builder, cfg) -> list[list[str]]:
     """(field, type, meaning) of every feature and every key of ``json`` (nested keys as dotted paths, a list's
     items as ``name[]``), from the provenance schema the builder declares and the docs beside it."""
-    from ..records import FIELD_DOCS, schema
-
     docs = {**FIELD_DOCS, **builder.field_docs}
     fmt = cfg.image.format
     rows = [["`__key__`", "string", "the sample's key (its file name in the shard, without the extension)"],
@@ -402,8 +397,6 @@ def field_rows(builder, cfg) -> list[list[str]]:
 
 def structure_md(builder, cfg, manifest: dict, stats: dict) -> str:
     """Dataset Structure: configs and splits, the default config, every field, and what the class ids name."""
-    from .markdown import text
-
     default = default_config(builder, cfg, manifest)
     configs = [c for c, n in manifest["counts"].items() if n]
     out = [f"One WebDataset shard folder per config ({', '.join(f'`{c}`' for c in configs) or 'none'}), each with a "
@@ -413,8 +406,6 @@ def structure_md(builder, cfg, manifest: dict, stats: dict) -> str:
            "Class ids: `cls` and `json.label_index` index the class names of the `cls` feature in the header above "
            f"({len(builder.class_names(cfg))} classes)."]
     if stats["imagenet_ids"] or builder.selected_against(cfg):
-        from ..labels.imagenet import imagenet_names
-
         names = imagenet_names()
         out[-1] += (" `json.imagenet_ids` and `json.surrogates[].top5` are indices into the ImageNet-1k class list "
                     f"(the order of torchvision and timm: 0 = {names[0]}, 999 = {names[999]}).")
@@ -454,8 +445,6 @@ def uses_md(builder, cfg) -> str:
 
 def bias_md(builder, cfg, stats: dict) -> str:
     """Bias, Risks, and Limitations: the selection bias of a surrogate filter, and generated-image caveats."""
-    from ..models.spec import parse_spec
-
     out = []
     against = builder.selected_against(cfg)
     if against:
@@ -503,8 +492,6 @@ def personal_md(manifest: dict) -> str:
 
 def annotation_md(builder, manifest: dict, stats: dict) -> str:
     """Annotations: who labelled the images and how (the review summary finalize recorded in the manifest)."""
-    from .markdown import text
-
     if not builder.needs_review:
         return ("#### Annotation process\n\nNo person annotated the images: each label is the class its prompt (or "
                 "an import's folder) named, machine-generated.\n\n#### Who are the annotators?\n\nNone (the labels "
@@ -588,8 +575,6 @@ def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
     ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
     ``(columns, rows)`` of a leaderboard, shown when given; ``stats``: :func:`collect` of the samples.
     """
-    from . import licensing
-
     stats = stats if stats is not None else collect(builder, samples)
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]

@@ -14,6 +14,10 @@ from pathlib import Path
 
 from .. import notices
 from ..db import transaction
+from ..errors import Busy, DataError
+from ..images import IMAGE_EXTS
+from ..shards import iter_index
+from . import shared
 
 BELOW_QUALITY = "below-quality"  # the review status of a kept image below a quality: threshold
 
@@ -84,9 +88,6 @@ def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: f
     import time
 
     import duckdb
-
-    from ..errors import Busy, DataError
-    from . import shared
 
     wait = WAIT_S if wait is None else wait
     start, said, asked = time.monotonic(), False, {}
@@ -208,9 +209,6 @@ def _insert(con, name: str, rows: list[dict]) -> None:
 
 
 def _image_row(d: dict, shard: str) -> dict:
-    from ..errors import DataError
-    from ..images import IMAGE_EXTS
-
     ext = next((e for e in IMAGE_EXTS if e in d["__members__"]), None)
     if ext is None:
         raise DataError(f"{shard}: {d['__key__']}: no image member")
@@ -252,8 +250,6 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
 
 def _meta(d: dict, shard: str) -> dict:
     """A sample's json member as a dict; DataError naming the shard and key otherwise."""
-    from ..errors import DataError
-
     try:
         m = json.loads(d["json"])
     except (KeyError, ValueError, RecursionError) as e:
@@ -265,8 +261,6 @@ def _meta(d: dict, shard: str) -> dict:
 
 def _cls(d: dict, shard: str) -> int:
     """A sample's cls member as a class index; DataError naming the shard and key otherwise."""
-    from ..errors import DataError
-
     try:
         v = int(d["cls"].decode("ascii"))
     except (KeyError, ValueError, UnicodeDecodeError):
@@ -277,8 +271,6 @@ def _cls(d: dict, shard: str) -> int:
 
 
 def _ingest(con, todo: dict, shard_path, config_of, initial_status: str, index_of=None) -> int:
-    from ..shards import iter_index
-
     added = 0
     batch: dict[str, list[dict]] = {name: [] for name in _SCHEMAS}
 
@@ -328,8 +320,6 @@ def _ingest(con, todo: dict, shard_path, config_of, initial_status: str, index_o
 def index_images(con, shard_path) -> int:
     """Record where the images of every ingested unit lie, for units ingested before ``images`` existed (once:
     then the setting :data:`INDEXED` says so). Reads tar headers only. Returns the number of shards indexed."""
-    from ..shards import iter_index
-
     if setting(con, INDEXED) == "1":
         return 0
     shards = [r[0] for r in con.execute(
@@ -346,8 +336,6 @@ def images_of(con, keys: list[str], shard_path) -> dict[str, tuple[Path, int, in
     """key -> (shard file, byte offset, size, ext) of the images of ``keys``, from ``images`` (indexed by key).
     A sample ingested before ``images`` existed is found in its shard's tar headers (not recorded: a read-only
     connection may ask; ``gensets finalize`` or the next build records them all)."""
-    from ..shards import iter_index
-
     found = {k: (shard_path(sh), o, n, e) for k, sh, o, n, e in con.execute(
         "SELECT key, shard, byte_offset, nbytes, ext FROM images WHERE list_contains(?, key)", [keys]).fetchall()}
     missing = [k for k in keys if k not in found]

@@ -8,13 +8,12 @@ import os
 from dataclasses import dataclass
 
 from .. import notices
+from ..errors import GensetsError
 
 
 def world_size() -> int:
     """``WORLD_SIZE`` of ``accelerate launch`` / ``torchrun`` (1 when unset); GensetsError naming it when it is
     not a whole number of at least 1 (``WORLD_SIZE=two``)."""
-    from ..errors import GensetsError
-
     text = os.environ.get("WORLD_SIZE", "").strip() or "1"
     try:
         n = int(text)
