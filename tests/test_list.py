@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from gensets.cli import LISTS
+from gensets.catalog import LISTS
 from gensets.models.tiny import built_kinds
 from gensets.registry import BUILDERS, PROTOCOLS, QUALITY_METRICS, REPORTS
 

@@ -30,7 +30,7 @@ ALLOWED = {
     ("gensets/models/tiny/classifiers.py", "write_text"): "a tiny model's files, in that private folder",
     ("gensets/models/tiny/quality.py", "write_text"): "a tiny model's files, in that private folder",
     ("gensets/models/random/__init__.py", "write_text"): "a random-weight model's files, in a private folder as above",
-    ("gensets/cli.py", "os.open"): "/dev/null over stdout once its reader went away (a broken pipe)",
+    ("gensets/cli/common.py", "os.open"): "/dev/null over stdout once its reader went away (a broken pipe)",
     ("gensets/builders/faults.py", "write_text"): "the tests' fault hooks (GENSETS_TEST_*): injected only by a test",
     ("gensets/builders/faults.py", "write_bytes"): "the tests' fault hooks (GENSETS_TEST_*): injected only by a test",
     ("gensets/builders/faults.py", "open"): "the tests' fault hooks (GENSETS_TEST_*): injected only by a test",
