@@ -115,7 +115,7 @@ def retrieved_references(cfg: GenBenchConfig, ranked: dict[str, dict]) -> dict[s
     sha256 its pool entry was planned with."""
     import hashlib
 
-    from .baselines import pool_entries, pool_images, pool_item
+    from .pool import pool_entries, pool_images, pool_item
 
     entries = pool_entries(cfg)
     out = {}

@@ -49,6 +49,7 @@ from .analysis import (
     plot_shots,
     strategy_order,
 )
+from .fields import shot_of
 
 
 # ------------------------------------------------------------------ inputs
@@ -279,11 +280,6 @@ def published_table2(rows: list[dict], datasets: dict) -> dict:
                        if "cler_interval" in r else {})})
     return {"table": "Table 2", "paper": pub["paper"], "cite": f"{t2['source']['cite']}, {t2['source']['table']}", "shots": t2["shots"],
             "strategy_note": t2["strategy_note"], "rows": out}
-
-
-def shot_of(key: str) -> int:
-    """A GenBench sample's shot index: the last part of its key (``st_0000_airplane_0003`` -> 3)."""
-    return int(key.rsplit("_", 1)[1])
 
 
 def selection_scores(samples, chooser, names: list[str], local: dict, batch_size: int):

@@ -26,12 +26,10 @@ from ...safety import inside, read_regular, writable_inside
 from ...sources.classes import plain_name, source_name
 from .config import GenBenchConfig, selected
 from .references import reference_files
+from .strategies import TI_VARIANTS as VARIANTS
 from .strategies import compose
 
 STAGE = "ti"
-# the training's loss, as the card and each class's ti/<class>.json name it (see gensets.models.textual_inversion)
-VARIANTS = {"clip": "authors' trainer: noise MSE + lambda x CLIP text-similarity loss (--clip_guidance text_sim)",
-            "mse": "plain textual inversion: noise MSE only (no CLIP loss)"}
 
 
 def uses_ti(cfg: GenBenchConfig) -> bool:
@@ -60,7 +58,7 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
     ref = {"source": source_name(cfg.reference.source), "split": cfg.reference.split,
            "hf_config": cfg.reference.hf_config, "per_class": cfg.reference.per_class}
     if cfg.reference.source == "retrieval":  # as RA's units: the pool's identity (settings and content) in the id
-        from .baselines import pool_identity
+        from .pool import pool_identity
 
         pool = pool_identity(cfg)
         ref, files = {**ref, "source": f"retrieval:{pool['pool']}", "retrieval": pool}, None

@@ -139,11 +139,3 @@ def _canonical_labels(labels) -> list[str]:
             raise ValueError(f"labels: labels[{i}] {label!r} is not an ImageNet class name{hint}")
         out.append(name)
     return out
-
-
-def label_ids(cfg: FailureModesConfig) -> dict[str, int]:
-    """Each label -> its ImageNet-1k index."""
-    from ...labels.imagenet import imagenet_names
-
-    index = {n: i for i, n in enumerate(imagenet_names())}
-    return {label: index[label] for label in cfg.labels}

@@ -38,10 +38,17 @@ def description(caption: str, prompt: str | None = None) -> str:
     return f"{text}." if text else ""
 
 
+def label_ids(cfg) -> dict[str, int]:
+    """Each label -> its ImageNet-1k index."""
+    from ...labels.imagenet import imagenet_names
+
+    index = {n: i for i, n in enumerate(imagenet_names())}
+    return {label: index[label] for label in cfg.labels}
+
+
 def superclass(cfg, label: str) -> str:
     """The label's superclass: the config's ``superclasses`` entry, else WordNet 3.0's (packaged)."""
     from ...sources.packaged import imagenet_superclasses
-    from .config import label_ids
 
     return cfg.superclasses.get(label) or imagenet_superclasses()[label_ids(cfg)[label]]
 

@@ -11,7 +11,8 @@ from ...curation import surrogates
 from ...errors import DataError, GensetsError
 from ...records import Sample, content_id, derive_seed, provenance_of, slug
 from . import prompts
-from .config import STAGES, FailureModesConfig, label_ids
+from .config import STAGES, FailureModesConfig
+from .prompts import label_ids
 
 NAME = "failure-modes"
 # a cluster of misclassified images, its captions (the medoid's is the mode's caption), and on regenerated
