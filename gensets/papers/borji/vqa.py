@@ -26,9 +26,11 @@ from ...builders import base
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, Unit
 from ...config import check_count, to_dict
 from ...errors import ConfigError, DataError
+from ...images import is_image_file
+from ...labels.wordset import wordset_hit
 from ...records import Sample, content_id, derive_seed, slug
 from ...registry import BUILDERS
-from ...sources.imports import check_max_pixels
+from ...sources.imports import Skip, check_max_pixels, file_digest, load_checked
 from .recognition import BORJI_2022
 
 # swap vocabularies for the "no" questions (COCO-like everyday objects); an attribute is swapped only for
@@ -75,8 +77,6 @@ class PromptSpec:
 def _mentions(text: str, phrase: str) -> bool:
     """``phrase`` is among the words of ``text``, by the word-set rules with plurals (case, plural "s" / "es":
     a prompt about "buses" mentions a bus; gensets' question generation, not a score of the paper)."""
-    from ...labels.wordset import wordset_hit
-
     return wordset_hit(phrase, [text], plural=True)
 
 
@@ -231,8 +231,6 @@ def generated_key(prompts: Sequence[PromptSpec], key: str) -> bool:
 def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, Path]:
     """Every imported image's key -> its file (the generated images' keys: :func:`generated_key`). Two files with
     one key (``a.jpg`` and ``a.png``), or a file named like a generated image, are a ConfigError naming both."""
-    from ...images import is_image_file
-
     keys: dict[str, Path] = {}
     files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
     for f in files:
@@ -247,8 +245,6 @@ def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, 
 
 
 def plan(cfg: VQAConfig) -> list[Unit]:
-    from ...sources.imports import file_digest
-
     units = []
     base = {"builder": "vqa", "seed": cfg.seed, "image": to_dict(cfg.image)}
     for i, p in enumerate(cfg.prompts):
@@ -284,8 +280,6 @@ class Context(base.Context):
 
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ...sources.imports import Skip, load_checked
-
     p = unit.payload
     cfg = ctx.cfg
     out = []

@@ -27,8 +27,10 @@ from pathlib import Path
 
 from ...errors import DataError, GensetsError
 from ...images import decode_image, encode_image, is_image_file
+from ...models import load_classifier
 from ...records import Sample, derive_seed
 from ...registry import STRATEGIES
+from ...shards import sha256_file
 from ...sources.classes import class_folders, match_classes, report_match, source_name
 from ...sources.images import hf_split
 from ...timings import record_timing
@@ -126,8 +128,6 @@ class OriginalData(DataStrategy):
         seed = derive_seed(cfg.seed, source_name(cfg.dataset), "original", name)
         drawn = original_order(ids, seed)[: cfg.shots]
         if src.startswith("folder:"):
-            from ...shards import sha256_file
-
             root = cfg.base_dir / src[len("folder:"):]
             drawn = [[f, sha256_file(root / f)] for f in drawn]
         else:
@@ -181,8 +181,6 @@ def retrieve(cfg, names: list[str]) -> dict[str, dict]:
     """For each class of ``names``: its ranked hits ``[(pool index, score, query)]`` and the measured query seconds
     (its queries embedded, compared with the pool, ranked; embedding the pool is an index built once, not counted)."""
     import torch
-
-    from ...models import load_classifier
 
     r = cfg.retrieval
     entries = pool_entries(cfg)

@@ -9,10 +9,13 @@ from ...builders import base
 from ...builders.common import Unit
 from ...config import to_dict
 from ...errors import DataError
+from ...models.text import load_text2text
 from ...records import Sample, content_id, derive_seed
 from ...registry import BUILDERS
+from ...safety import inside, read_regular
 from ...sources.classes import source_name
 from ...timings import record_timing
+from .baselines import retrieve
 from .card import card_body
 from .config import GenBenchConfig, config_name, prompts_per_class, selected
 from .fields import FIELD_DOCS, FIELDS, NAME, PROMPTING, key_of
@@ -111,8 +114,6 @@ class Context(base.Context):
     @property
     def text(self):
         if self._text is None:
-            from ...models.text import load_text2text
-
             self._text = load_text2text(self.cfg.expansion.model)
         return self._text
 
@@ -127,8 +128,6 @@ class Context(base.Context):
     def retrieval(self) -> dict[str, dict]:
         """The retrieval baseline's ranked pool items per selected class, and each class's query seconds."""
         if self._retrieval is None:
-            from .baselines import retrieve
-
             self._retrieval = retrieve(self.cfg, [n for _, n in selected(self.cfg)])
         return self._retrieval
 
@@ -139,8 +138,6 @@ class Context(base.Context):
 
         if ti["token"] in self._tokens:
             return
-        from ...safety import inside, read_regular
-
         path = inside(self.workspace.root, ti["embedding"])  # no symlink out of the workspace
         if not os.path.lexists(path) or hashlib.sha256(read_regular(path)).hexdigest() != ti["embedding_sha256"]:
             raise DataError(f"{path}: the TI embedding of {ti['token']!r} changed or is missing since the build was "

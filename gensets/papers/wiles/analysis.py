@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 
+from ...curation import state
 from ...db import transaction
+from ...labels.imagenet import imagenet_names
+from ...shards import write_json_atomic
 from . import prompts
+from . import statistics as fm
 from .config import CLUSTER_RULE
 from .stages import top1
 
@@ -25,11 +29,6 @@ def tally(metas: list[dict]) -> dict:
 def analyze(ws) -> dict:
     """Every mode against its label's baseline; writes modes.json and the failure_* tables."""
     from collections import defaultdict
-
-    from ...curation import state
-    from ...labels.imagenet import imagenet_names
-    from ...shards import write_json_atomic
-    from . import statistics as fm
 
     _, cfg = ws.load()
     names = imagenet_names()

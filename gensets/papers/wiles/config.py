@@ -9,6 +9,7 @@ from typing import Literal
 
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from ...config import check_count
+from ...labels.imagenet import imagenet_names
 from .prompts import MODE_TEMPLATES, TEMPLATES
 
 STAGES = ("baseline", "clusters", "regenerate")
@@ -126,8 +127,6 @@ class FailureModesConfig(BuildFields):
 def _canonical_labels(labels) -> list[str]:
     """Each label as spelled in imagenet_names() (case-insensitive); ValueError naming a bad one."""
     import difflib
-
-    from ...labels.imagenet import imagenet_names
 
     by_lower = {n.lower(): n for n in imagenet_names()}
     out = []
