@@ -27,9 +27,10 @@ from ...cards.markdown import code, table, text
 from ...config import check_count, to_dict
 from ...errors import DataError
 from ...labels.wordset import BORJI_CATEGORIES, SYNONYMS, imagenet_label_words, wordset_targets
-from ...records import Sample, content_id, derive_seed, slug
+from ...records import Sample, derive_seed, slug
 from ...registry import BUILDERS
-from ...sources.imports import Skip, check_max_pixels, file_digest, list_items, load_checked
+from ...sources.imports import check_max_pixels, file_digest, list_items
+from .common import chunked_units, load_or_skip
 
 BORJI_2022 = """
 @article{borji2022generated,
@@ -188,10 +189,9 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
         rows = [(c, i) for c in cfg.categories for i in range(src.images_per_category)]
         owner.update({_generated_key(src.config_name, c, i): (f"generator config {src.config_name}", None)
                       for c, i in rows})
-        for start in range(0, len(rows), cfg.unit_size):
-            payload = {**base, "kind": "generate", "config": src.config_name, "generator": to_dict(src.generator),
-                       "template": src.template, "images": rows[start : start + cfg.unit_size]}
-            units.append(Unit(content_id(payload), payload))
+        units += chunked_units({**base, "kind": "generate", "config": src.config_name,
+                                "generator": to_dict(src.generator), "template": src.template},
+                               "images", rows, cfg.unit_size)
     for src in cfg.imports:
         rows = []
         # a file is known by its import (the unit's config), its index in the import's listing and its path
@@ -211,9 +211,7 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
                 elif not sha.startswith("unreadable:"):  # skipped when read; its key stays free
                     owner[key] = (where, sha)
             rows.append(row)
-        for start in range(0, len(rows), cfg.unit_size):
-            payload = {**base, "kind": "import", "config": src.config_name, "items": rows[start : start + cfg.unit_size]}
-            units.append(Unit(content_id(payload), payload))
+        units += chunked_units({**base, "kind": "import", "config": src.config_name}, "items", rows, cfg.unit_size)
     return units
 
 
@@ -294,14 +292,11 @@ def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             raise DataError(f"import {src.path}: its files changed since the build was planned "
                             f"({it['rel']} is not where it was); run the build again")
         item, where = found
-        try:
-            if it["skip"]:  # known at planning: outside a category folder, unknown category, duplicate
-                raise Skip(it["skip"])
-            data, rgb = load_checked(item.path, cfg.max_pixels, cfg.image.format, cfg.image.quality,
-                                     sha256=it["sha256"], name=where)
-        except Skip as e:
-            ctx.skipped.append({"path": where, "reason": str(e)})
+        # it["skip"]: known at planning (outside a category folder, unknown category, duplicate)
+        got = load_or_skip(ctx, item.path, it["sha256"], where, it["skip"])
+        if got is None:
             continue
+        data, rgb = got
         meta = _meta(ctx, unit, build_id, it["key"], it["category"], nuisance_kind=p["config"],
                      width=rgb.width, height=rgb.height, source=it["source"], original_path=it["rel"],
                      original_sha256=it["sha256"])
