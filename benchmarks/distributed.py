@@ -80,13 +80,13 @@ def side(config: Path, root, backend: str, workers: int | None, gpus: float | No
     """One side: a fresh workspace (a folder, or a URL), its pool started and warmed up (one unit per worker), the
     rest timed."""
     from gensets.builders import backends
-    from gensets.builders.runner import load_build_config
-    from gensets.workspace import Workspace
+    from gensets.builders.environment import BuildEnvironment
+    from gensets.workspace import Workspace, load_build_config
 
     builder, cfg = load_build_config(str(config), ())
     ws = Workspace.create(root if isinstance(root, str) else Path(root), builder, cfg)
     units = builder.plan(cfg)
-    pool = backends.pool(backend, (builder, cfg, ws.where, threads, 0, 1, str(config)), workers=workers,
+    pool = backends.pool(backend, (builder, cfg, ws.where, BuildEnvironment.of(cfg, threads), 0, 1, str(config)), workers=workers,
                          quiet=True, gpus_per_worker=gpus, cpus_per_worker=cpus)
     probe = Load()  # how busy the machine is before this side (Ray's workers are other processes: not during it)
     time.sleep(1.0)

@@ -106,7 +106,7 @@ def measure(step: str, ws: Path, work: Path) -> dict:
     """Run one step on workspace ``ws``; its seconds (and what else it reports)."""
     t0 = time.perf_counter()
     if step == "ingest":
-        from gensets.builders.runner import ingest
+        from gensets.builders.ingest import ingest
         from gensets.workspace import Workspace
 
         return {"seconds": _timed(lambda: ingest(Workspace(ws))), "images": None}
@@ -137,7 +137,7 @@ def measure(step: str, ws: Path, work: Path) -> dict:
         rs.close()
         return {"seconds": statistics.median(times[1:])}
     if step == "finalize":
-        from gensets.builders.runner import finalize
+        from gensets.builders.finalize import finalize
 
         return {"seconds": _timed(lambda: finalize(ws, include_pending=True))}
     if step == "card":

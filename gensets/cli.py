@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, notices
 from .config import nonneg_float, nonneg_int, page_size, port, positive_int
 from .errors import GensetsError
 from .registry import PROTOCOLS, QUALITY_METRICS, REPORTS
@@ -40,7 +40,7 @@ def _build(a) -> int:
 
 
 def _finalize(a) -> int:
-    from .builders.runner import finalize
+    from .builders.finalize import finalize
 
     r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
                  publish_emails=a.publish_emails)
@@ -1125,6 +1125,7 @@ def _interrupted(a) -> str:
 def main(argv: list[str] | None = None) -> int:
     from .registry import load_plugins
 
+    notices.to_stderr()  # the library's notices (gensets.notices), each its bare line on stderr
     try:
         load_plugins()  # installed packages' builders, model families, storage schemes, reports (gensets.plugins)
     except GensetsError as e:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from .errors import TimedOut
+
 
 @contextmanager
 def transaction(con):
@@ -24,8 +26,6 @@ def interruptible(con, sql: str, timeout: float | None = None) -> tuple[list[str
     ``timeout`` seconds (None or 0: no limit) stop it with ``con.interrupt()``; then KeyboardInterrupt is raised
     again, or :class:`~gensets.errors.TimedOut`. Other errors of the query are raised as they are."""
     import threading
-
-    from .errors import TimedOut
 
     done, out = threading.Event(), {}
 

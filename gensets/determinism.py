@@ -35,6 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import __version__
 from .errors import GensetsError
 
 MODES = ("strict", "fast")
@@ -51,6 +52,11 @@ GPU_PINS = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}  # cuBLAS's deterministic work
 # what the bytes depend on beyond the config: the libraries in the generation and filtering path
 LIBRARIES = ("torch", "torchvision", "diffusers", "transformers", "tokenizers", "timm", "open_clip_torch",
              "accelerate", "safetensors", "numpy", "pillow", "scipy", "scikit-learn", "webdataset")
+
+
+def mode_of(cfg) -> str:
+    """A build config's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
+    return getattr(cfg, "reproducible", "strict")
 
 
 def _x86() -> bool:
@@ -181,8 +187,6 @@ def describe(mode: str, device: str, threads: int | None = None) -> dict:
     from importlib import metadata
 
     import torch
-
-    from . import __version__
 
     def version(name):
         try:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 __all__ = [
     "accuracy", "average_precision_11pt", "bootstrap_ci", "cler_bootstrap_ci", "cohen_kappa", "mean_average_precision_11pt",
@@ -224,6 +223,8 @@ def mean_average_precision_11pt(scores: Any, targets: Any) -> float:
 
 def _binary_auc(scores: np.ndarray, pos: np.ndarray) -> float:
     """Mann-Whitney U / (n_pos * n_neg) with average ranks for ties (a tie counts 1/2)."""
+    from scipy.stats import rankdata
+
     n_pos = int(pos.sum())
     n_neg = pos.size - n_pos
     ranks = rankdata(scores)  # 'average' method

@@ -26,18 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import DataError
-from .safety import inside, parts_of, read_regular, writable_inside
+from .safety import file_kind, inside, parts_of, read_regular, writable_inside
 
 MARKER = ".gensets-output"  # in a folder gensets made for a command's output: the command that made it
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -81,7 +72,7 @@ def atomic_open(path):
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):  # a device (O_TRUNC left it alone): not ours to remove
         os.close(fd)
-        raise DataError(f"{tmp}: {_kind(mode)}, not a regular file; refusing to write it")
+        raise DataError(f"{tmp}: {file_kind(mode)}, not a regular file; refusing to write it")
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -104,7 +95,7 @@ def _target(path: Path, what: str) -> Path:
     if stat.S_ISLNK(mode):
         raise DataError(f"{path}: {what} is a symlink (to {os.readlink(path)!r}); refusing to follow or replace it")
     if not stat.S_ISREG(mode):
-        raise DataError(f"{path}: {what} is {_kind(mode)}, not a regular file; refusing to write over it")
+        raise DataError(f"{path}: {what} is {file_kind(mode)}, not a regular file; refusing to write over it")
     return path
 
 

@@ -31,9 +31,13 @@ from pathlib import Path
 from typing import Protocol
 
 from . import recordio
+from .cards.card import for_repo
 from .errors import DataError, GensetsError, Unavailable
-from .safety import check_regular, inside, read_regular, writable_inside
+from .evaluation import leaderboard
+from .safety import check_regular, inside, no_symlink, read_regular, writable_inside
 from .shards import read_dataset_manifest, sha256_file
+from .store import is_url
+from .workspace import Workspace
 
 MAX_COMMIT_BYTES = 5 * 1024**3  # shards per commit: at most this many bytes ...
 MAX_COMMIT_FILES = 500  # ... and files
@@ -229,12 +233,7 @@ def _human(n: int) -> str:
 
 def dataset_folder(path) -> Path:
     """The publishable folder: WORKSPACE/dataset, or a dataset folder itself."""
-    from .safety import no_symlink
-    from .store import is_url
-
     if is_url(path):  # a workspace on a store: its dataset/ read once into the local cache
-        from .workspace import Workspace
-
         return Workspace(path).pull_dataset()
     path = Path(path)
     folder = no_symlink(path / "dataset", "the workspace's dataset folder") if (path / "config.yaml").exists() \
@@ -404,8 +403,6 @@ def stage_card(folder: Path, files: list[str], staged: Path, repo: str, revision
     """The last commit's files copied into ``staged``, the card as published: its load snippet and Repository
     line name ``repo`` (a ``file://`` repo: its folder) and ``revision`` (the tag, else the branch), so a reader of
     the repo copies a working ``load_dataset`` call. The local card stays as finalize wrote it."""
-    from .cards.card import for_repo
-
     for rel in files:
         dst = staged / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -467,8 +464,6 @@ def publish_results(db, repo: str, *, target: Target | None = None, revision: st
     """The leaderboard rows of a results database as ``results/leaderboard.parquet`` (and .csv, .html, .md) in
     the repo: datasets named without local paths, surrogate models marked (:mod:`gensets.evaluation.leaderboard`)."""
     import tempfile
-
-    from .evaluation import leaderboard
 
     rows = leaderboard.public_rows(db)
     if not rows:

@@ -85,7 +85,7 @@ def schema_of(schema):
     """A schema class, or its name in :mod:`gensets.schemas` (imported on first use: pydantic and the models take
     ~0.5 s, which ``gensets --help`` does not pay)."""
     if isinstance(schema, str):
-        from . import schemas
+        from . import schemas  # lazy: pydantic and the models, which `gensets --help` does not pay for
 
         return getattr(schemas, schema)
     return schema

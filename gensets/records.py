@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from . import __version__
 from .images import IMAGE_EXTS
 
 # name -> datasets dtype, in the order of the card. Nested: ("struct", [...]) and ("list", inner).
@@ -173,8 +174,6 @@ def library_versions() -> dict[str, str]:
         _VERSIONS = {}
         for name in LIBRARIES:
             if name == "gensets":
-                from . import __version__
-
                 _VERSIONS[name] = __version__
                 continue
             try:

@@ -30,6 +30,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gensets.errors import GensetsError
+
 PLUGIN_GROUP = "gensets.plugins"
 
 
@@ -138,8 +140,6 @@ def load_plugins() -> list[str]:
     """Import every installed plugin (the entry points of :data:`PLUGIN_GROUP`) once per process; a target that
     is a callable is called. The names loaded. A plugin that fails to load: GensetsError, one line naming it."""
     from importlib.metadata import entry_points
-
-    from gensets.errors import GensetsError
 
     for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         if ep.name in _PLUGINS:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from .cards.markdown import code, table
 from .errors import GensetsError
 from .output import claim, claimable, files
 from .papers.tables import CONFIGS, Run, Table, evaluations
@@ -114,8 +115,6 @@ def _interval(ci, kind: str | None) -> str:
 
 
 def markdown(result: dict) -> str:
-    from .cards.markdown import code, table
-
     seeds = next((r["seeds"]["n"] for r in result["rows"] if "seeds" in r), 0)
     rows = [[r["what"], r["protocol"], _pct(r["published"]), _pct(r["gensets"]),
              "-" if r["difference"] is None else f"{100 * r['difference']:+.2f}",

@@ -25,7 +25,8 @@ from pathlib import Path, PurePosixPath
 from .errors import DataError
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, by its ``st_mode``, as an error names it ("a FIFO", ...)."""
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symlink")):
@@ -99,7 +100,7 @@ def check_regular(path, where: str | None = None) -> Path:
     except OSError as e:
         raise DataError(f"{os.fspath(path)}{_at(where)}: cannot read ({e.strerror or e})") from None
     if not stat.S_ISREG(st.st_mode):
-        raise DataError(f"{os.fspath(path)}{_at(where)}: {_kind(st.st_mode)}, not a regular file; refusing to "
+        raise DataError(f"{os.fspath(path)}{_at(where)}: {file_kind(st.st_mode)}, not a regular file; refusing to "
                         "read it")
     return Path(path)
 
@@ -116,7 +117,7 @@ def open_regular(path, where: str | None = None):
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise DataError(f"{os.fspath(path)}{_at(where)}: {_kind(mode)}, not a regular file; refusing to "
+            raise DataError(f"{os.fspath(path)}{_at(where)}: {file_kind(mode)}, not a regular file; refusing to "
                             "read it")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")

@@ -20,11 +20,13 @@ The local cache (:func:`local_root`: under ``$GENSETS_CACHE/workspaces/``) holds
 ``candidates/manifest.jsonl`` rebuilt from the markers (a fresh driver on another machine starts from them), copies
 of the candidate shards read (each downloaded whole, once) and the dataset staged by finalize.
 
-One class per scheme (:class:`Store` here holds what every fsspec store shares, the lease included; a scheme's class,
-in gensets/stores/, what differs: S3's conditional writes, the client package to import, how a bucket is looked
-for), registered in :data:`gensets.registry.STORES` (the built-in schemes declared in gensets/stores/__init__.py):
-a new store is one file, ``@STORES.register("toy") class ToyStore(Store)``. ``Store(url)`` is the class of the
-URL's scheme.
+A workspace's storage is one protocol, :class:`WorkspaceStore` (here): a local folder (gensets/stores/local.py) and
+every object store implement it, and the workspace asks it whatever differs. :class:`Store` here is the object stores'
+side, for every scheme (the workspace on objects: commit markers, sync, mirror, the dataset pushed and pulled, the
+lease of gensets/lease.py); a scheme's class, in gensets/stores/, gives what differs (S3's conditional writes, the
+client package to import, how a bucket is looked for), registered in :data:`gensets.registry.STORES` (the built-in
+schemes declared in gensets/stores/__init__.py): a new store is one file, ``@STORES.register("toy") class
+ToyStore(Store)``. ``Store(url)`` is the class of the URL's scheme.
 
 Credentials and endpoints come only from where the store's client library looks (``AWS_*`` variables and AWS config
 files, ``AWS_ENDPOINT_URL`` for S3-compatible stores, GCS's); nothing here writes them anywhere. fsspec and its
@@ -33,28 +35,28 @@ backends are imported only when a URL is given.
 
 from __future__ import annotations
 
+import abc
 import contextlib
+import functools
 import hashlib
-import json
 import logging
 import os
 import re
-import secrets
-import socket
-import threading
+import shutil
 import time
 from pathlib import Path
 from typing import ClassVar
 
-from . import recordio
-from .errors import Busy, DataError, GensetsError, Unavailable
+from .cache import cache_root
+from .errors import DataError, GensetsError, Unavailable
+from .lease import LEASE_RENEW, LEASE_TTL, LOCK, check, hold  # noqa: F401 - LEASE_*: the lease's, named here too
+from .output import replace, write_inside
 from .registry import STORES
+from .shards import Manifest
+from .shards.markers import check_marker, marker, marker_index, read_marker
 
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 COMMITTED = "candidates/_committed"
-LOCK = "_lock.json"
-LEASE_TTL = 300.0  # a lease not renewed for this long (its holder gone) may be taken over
-LEASE_RENEW = 60.0
 RETRIES = (1.0, 2.0, 4.0)  # seconds before each new try of a read or write that did not reach the store (an outage)
 log = logging.getLogger(__name__)
 
@@ -89,8 +91,6 @@ def normalize(url: str) -> str:
 def local_root(url: str) -> Path:
     """The local cache folder of the workspace at ``url`` (its state.duckdb, manifest, shard copies): derived from
     the URL and the S3 endpoint (never from credentials)."""
-    from .cache import cache_root
-
     key = hashlib.sha256(f"{url}\n{os.environ.get('AWS_ENDPOINT_URL', '')}".encode()).hexdigest()[:20]
     tail = re.sub(r"[^A-Za-z0-9._-]+", "-", url.split("://", 1)[1])[-60:].strip("-.")
     return cache_root() / "workspaces" / f"{tail}-{key}"
@@ -104,10 +104,116 @@ class Unreachable(Unavailable):
     """The store did not answer (a connection refused or cut, a timeout): worth trying again."""
 
 
-class Store:
+class WorkspaceStore(abc.ABC):
+    """Where a workspace's files are kept, and all that differs between the places it may be: one class per kind of
+    place (gensets/stores/local.py: :class:`~gensets.stores.local.LocalFolder`, a folder, the workspace itself;
+    :class:`Store` here: any object store, one subclass per URL scheme in gensets/stores/). A
+    :class:`~gensets.workspace.Workspace` holds one and calls it; neither the workspace, the runner nor the backends
+    ask which it is. ``ws`` below is the workspace (its paths: ``ws.config_path``, ``ws.candidates``, ...).
+
+    On a folder the methods that only a store needs do nothing: the folder is the truth, written in place."""
+
+    remote: ClassVar[bool] = False
+    """Whether the truth is elsewhere (a URL): :attr:`root` is then only its local cache."""
+    root: Path
+    """The local folder the workspace's files are read from and written to first: the workspace, or a store's cache
+    (:func:`local_root`)."""
+
+    @abc.abstractmethod
+    def url_of(self, rel: str) -> str:
+        """The file or object ``rel`` of the workspace as the user would name it (``rel`` empty: the workspace)."""
+
+    @abc.abstractmethod
+    def is_new(self) -> bool:
+        """Whether the workspace's folder does not exist yet (a build that makes it may remove it on failure)."""
+
+    @abc.abstractmethod
+    def has_build(self, ws) -> bool:
+        """Anything built: state.duckdb, or on a store the manifest rebuilt from the markers."""
+
+    @abc.abstractmethod
+    def check_bucket(self) -> None:
+        """GensetsError naming the workspace when the place that holds it (a bucket) is not there."""
+
+    @abc.abstractmethod
+    def refuse_foreign(self, ws) -> None:
+        """GensetsError when the workspace is not new, not empty and not a workspace (``build --out`` of the wrong
+        folder or prefix)."""
+
+    @abc.abstractmethod
+    def pull_config(self, ws, fresh: bool = False) -> None:
+        """The workspace's config.yaml into :attr:`root` (``fresh``: read again even if there)."""
+
+    @abc.abstractmethod
+    def publish_config(self, data: bytes) -> bool:
+        """The frozen config, written at :attr:`root`, made the workspace's: False when another one was, meanwhile."""
+
+    @abc.abstractmethod
+    def share_environment(self, ws, rel: str) -> None:
+        """The environment record ``rel``, written at :attr:`root`, made the workspace's (before any unit it built
+        is)."""
+
+    @abc.abstractmethod
+    def lock(self, ws, what: str):
+        """A context manager holding the workspace's lock while ``what`` runs; Busy, in one line, while another
+        command holds it."""
+
+    @abc.abstractmethod
+    def holder(self, ws) -> str | None:
+        """Who holds the workspace's lock now (``build (pid N)``), or None: nobody, or not asked."""
+
+    @abc.abstractmethod
+    def check_lease(self) -> None:
+        """Busy when the lock this process held was taken over by another command, before anything more is
+        committed."""
+
+    @abc.abstractmethod
+    def sync(self, ws) -> int:
+        """The local manifest made the workspace's committed units; their number (0: the folder is the truth)."""
+
+    @abc.abstractmethod
+    def fetch_candidate(self, shard: str, path: Path) -> None:
+        """The committed candidate shard ``shard`` made a file at ``path`` (``candidates/<shard>`` of :attr:`root`)."""
+
+    @abc.abstractmethod
+    def commit(self, path: Path, row: dict) -> None:
+        """A unit's shard, written at ``path``, and its manifest row ``row`` made the workspace's: the unit is done."""
+
+    @abc.abstractmethod
+    def check_committed_shard(self, shard: str, path: Path) -> None:
+        """DataError unless what the workspace committed of ``shard`` is what the copy at ``path`` holds."""
+
+    @abc.abstractmethod
+    def marker_indexes(self, ws):
+        """How ingest reads an uncached unit's samples (``f(shards)`` yielding for each its samples, or None: from
+        the shard), or None: always from the shard."""
+
+    @abc.abstractmethod
+    def check_committed(self, ws) -> None:
+        """DataError, before a build says anything is done, when the workspace lost what it committed."""
+
+    @abc.abstractmethod
+    def remove_orphans(self) -> list[str]:
+        """Remove what attempts that never committed left; what was removed."""
+
+    @abc.abstractmethod
+    def mirror(self, dest: Path) -> None:
+        """The workspace copied into the folder ``dest`` as a folder workspace has it (``gensets verify``)."""
+
+    @abc.abstractmethod
+    def pull_dataset(self, ws) -> Path:
+        """The finalized dataset as a local folder; GensetsError when there is none."""
+
+    @abc.abstractmethod
+    def push_dataset(self, ws) -> None:
+        """The dataset finalize wrote at :attr:`root` made the workspace's."""
+
+
+class Store(WorkspaceStore):
     """The objects of one workspace URL, by path relative to it (``candidates/x.tar``). ``Store(url)`` makes the
     store of the URL's scheme (:data:`gensets.registry.STORES`); a scheme's class overrides what differs."""
 
+    remote = True
     package: ClassVar[str | None] = None  # the fsspec backend's package, imported first (a one-line error without it)
     conditional: ClassVar[bool] = False  # see put_if: S3's If-Match; the lease relies on it where it is True
 
@@ -285,155 +391,187 @@ class Store:
         """Remove ``rel`` only if it is still the object of ``etag``; False when it is not."""
         raise NotImplementedError(f"{self.scheme}:// has no conditional writes")
 
-    # the lease: the workspace's lock on a store
-    @contextlib.contextmanager
+    # the lease: the workspace's lock on a store (gensets/lease.py)
     def lease(self, what: str):
-        """Hold the workspace's lease (:data:`LOCK`) while ``what`` runs: created with a conditional PUT, renewed
-        every :data:`LEASE_RENEW` s, removed at the end. Another holder's live lease: Busy, in one line naming it.
-        A lease of a process that is gone (same host, pid not running) or not renewed for :data:`LEASE_TTL` s is
-        taken over.
-
-        Where the store has conditional writes (:attr:`conditional`: S3), every write of the lease is conditional on
-        the ETag of the object this holder read or last wrote: a takeover replaces only the stale lease it judged
-        stale (of two drivers taking over one stale lease, one wins; the other finds the winner's live lease: Busy),
-        and a renewal only this holder's own lease. A holder that stalled past :data:`LEASE_TTL` (its lease taken
-        over meanwhile) finds its renewal refused (412): it stops renewing, leaves the new holder's lease alone, and
-        the next commit of this process (:meth:`check_lease`: a unit's marker, the driver's manifest row,
-        finalize's dataset) fails with Busy, in one line naming the new holder (Ray workers, processes of their
-        own, may still commit the unit each is running, the bytes any attempt writes; the driver stops at the next
-        result). On a store without them (gs://,
-        memory://) renewal overwrites the lease and a takeover removes the stale one, the conditional create
-        deciding between takers, as ever: a holder stalled past :data:`LEASE_TTL` may then write on beside the new
-        one."""
-        held = _Lease(self, what)
-        held.acquire()
-        _HELD[self.url] = held
-        stop = threading.Event()
-
-        def renew():
-            while not stop.wait(LEASE_RENEW):
-                with contextlib.suppress(GensetsError):  # the store out of reach: tried again at the next period
-                    held.renew()
-
-        t = threading.Thread(target=renew, daemon=True, name="gensets-lease")
-        t.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            t.join()
-            if _HELD.get(self.url) is held:
-                del _HELD[self.url]
-            with contextlib.suppress(GensetsError):
-                held.release()
+        """A context manager holding the workspace's lease while ``what`` runs (:func:`gensets.lease.hold`)."""
+        return hold(self, what)
 
     def check_lease(self) -> None:
         """Busy, in one line naming the new holder, when the lease this process held on the workspace (:meth:`lease`)
-        was taken over by another driver: before anything more is committed. Nothing without a lease held here."""
-        held = _HELD.get(self.url)
-        if held is not None:
-            held.check()
+        was taken over by another driver: before anything more is committed (:func:`gensets.lease.check`)."""
+        check(self.url)
 
+    # the workspace on the store (WorkspaceStore): the store is the truth, root its local cache
+    @functools.cached_property
+    def root(self) -> Path:
+        return local_root(self.url)
 
-_HELD: dict = {}  # URL -> the _Lease this process holds on it (Store.check_lease: any Store of that URL)
+    def is_new(self) -> bool:
+        return False
 
+    def has_build(self, ws) -> bool:
+        return ws.state_path.exists() or ws.manifest_path.exists()
 
-class _Lease:
-    """One holder's lease on a store: the ETag of the lease object it last wrote (conditional stores), when it last
-    wrote it, and, once another holder's lease replaced it, the line that says so."""
+    def refuse_foreign(self, ws) -> None:
+        self.check_bucket()
+        if not self.exists("config.yaml"):
+            others = [p for p in self.list() if p != LOCK]
+            if others:
+                raise GensetsError(f"{self.url}: a prefix that is not a gensets workspace and not empty "
+                                   f"(it holds {others[0]!r}{' and more' if len(others) > 1 else ''}); "
+                                   "--out names a new or empty prefix, or a workspace")
 
-    def __init__(self, store: Store, what: str):
-        self.store, self.what = store, what
-        self.me = {"what": what, "pid": os.getpid(), "host": socket.gethostname(), "lease": secrets.token_hex(8)}
-        self.etag: str | None = None
-        self.written = 0.0  # time.time() of the last write of the lease
-        self.lost: str | None = None
-        self.lock = threading.Lock()  # the renewal thread and check(): one write at a time, each with the last ETag
-
-    def body(self) -> bytes:
-        return json.dumps({**self.me, "time": time.time()}, sort_keys=True).encode()
-
-    def acquire(self) -> None:
-        s = self.store
-        for _ in range(3):
-            if s.conditional:
-                self.etag = s.put_if(LOCK, self.body(), None)
-                if self.etag:
-                    break
-                seen = s.etag(LOCK)  # before the body: a takeover replaces only the object read after it
-            elif s.create(LOCK, self.body()):
-                break
-            holder = self.holder()
-            if holder and not _stale(holder):
-                raise Busy(f"{s.url}: another gensets {holder.get('what', 'command')} (pid {holder.get('pid')} "
-                           f"on {holder.get('host')}) is running on this workspace; wait for it to end (or stop "
-                           "it), then run this again")
-            if s.conditional:
-                if seen:  # a dead holder's lease, replaced only if it is still that one: one taker of two wins
-                    self.etag = s.put_if(LOCK, self.body(), seen)
-                    if self.etag:
-                        break
-            else:
-                s.remove([LOCK])  # a dead holder's lease; the conditional create decides between takers
-        else:
-            raise Busy(f"{s.url}: could not take the workspace's lease ({s.url_of(LOCK)}); run this again")
-        self.written = time.time()
-
-    def holder(self) -> dict:
-        try:
-            return recordio.parse(self.store.read(LOCK), "Lease", self.store.url_of(LOCK))
-        except DataError:
-            return {}  # removed meanwhile, or not ours: try again / treat as stale
-
-    def renew(self) -> None:
-        with self.lock:
-            if self.lost:
-                return
-            if self.etag is None:  # no conditional writes: overwritten
-                self.store.write(LOCK, self.body())
-            else:
-                etag = self.store.put_if(LOCK, self.body(), self.etag)
-                if etag is None:
-                    etag, h = self.store.etag(LOCK), self.holder()  # the ETag first: it is of this body or older
-                    if h.get("lease") != self.me["lease"]:  # (else our own write, its answer lost and retried)
-                        who = (f"another gensets {h.get('what', 'command')} (pid {h.get('pid')} on {h.get('host')})"
-                               if h else "another process")
-                        self.lost = (f"{self.store.url}: this {self.what} lost the workspace's lease to {who} while "
-                                     f"it did not renew it (for over {LEASE_TTL:g} s: stalled, or cut off from the "
-                                     "store); it stopped before committing more: run the same command again once "
-                                     "that one ends")
-                        return
-                self.etag = etag
-            self.written = time.time()
-
-    def check(self) -> None:
-        """Busy once the lease is lost; a lease not renewed for half its time to live (this process stalled, or the
-        store out of reach) is renewed first, here: a holder does not write on a lease it may have lost."""
-        if self.etag is not None and not self.lost and time.time() - self.written > LEASE_TTL / 2:
-            self.renew()
-        if self.lost:
-            raise Busy(self.lost)
-
-    def release(self) -> None:
-        """Remove the lease, unless it is another holder's now (on S3: only the object this holder last wrote)."""
-        if self.lost:
+    def pull_config(self, ws, fresh: bool = False) -> None:
+        """The store's config.yaml into the local cache (``fresh``: read again even if cached). A cache whose config
+        is not the store's (the store's prefix was emptied, or holds another build now) is dropped."""
+        if not fresh and ws.config_path.is_file():
             return
-        if self.etag is None:
-            self.store.remove([LOCK])
-        else:
-            self.store.remove_if(LOCK, self.etag)
+        if not self.exists("config.yaml"):
+            if ws.config_path.exists():
+                shutil.rmtree(ws.root)  # a cache of what the store no longer holds
+            return
+        text = self.read("config.yaml")
+        if ws.config_path.is_file() and ws.config_path.read_bytes() != text:
+            shutil.rmtree(ws.root)
+        ws.candidates.mkdir(parents=True, exist_ok=True)
+        write_inside(ws.root, "config.yaml", text)
 
+    def publish_config(self, data: bytes) -> bool:
+        return self.create("config.yaml", data)  # conditionally: False when another driver's is there
 
-def _stale(holder: dict) -> bool:
-    """A lease not renewed for :data:`LEASE_TTL` s, whoever wrote it (a live pid on "this host" proves nothing: a
-    restarted container runs its driver under the same hostname and pid); sooner, one of a pid of this host that is
-    not running."""
-    if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
-        try:
-            os.kill(holder["pid"], 0)
-        except ProcessLookupError:
-            return True
-        except (PermissionError, OverflowError, ValueError):
-            pass
-    t = holder.get("time")
-    return not isinstance(t, (int, float)) or time.time() - t > LEASE_TTL
+    def share_environment(self, ws, rel: str) -> None:
+        self.create(rel, (ws.root / rel).read_bytes())
+
+    def lock(self, ws, what: str):
+        return self.lease(what)
+
+    def holder(self, ws) -> str | None:
+        return None  # a store's lease is not asked
+
+    def sync(self, ws) -> int:
+        """The local manifest.jsonl made the store's commit markers' rows (a unit is done when its marker is there),
+        and its environments copied; the number of committed units. A local manifest naming a unit without a marker
+        is rebuilt from the markers, and state.duckdb with it."""
+        names = [p for p in self.list(COMMITTED) if p.endswith(".json") and p.count("/") == 2]
+        units = {p.rsplit("/", 1)[1][:-5]: p for p in names}
+        local = Manifest(ws.manifest_path).done("unit") if ws.manifest_path.is_file() else set()
+        if local - set(units):
+            for p in (ws.manifest_path, ws.state_path, Path(f"{ws.state_path}.wal")):
+                p.unlink(missing_ok=True)
+            local = set()
+        todo = sorted(set(units) - local)
+        manifest = Manifest(ws.manifest_path)
+        for rel, data in self.read_batches([units[u] for u in todo]):  # todo is sorted: so are the markers
+            manifest.append(read_marker(data, self.url_of(rel), rel.rsplit("/", 1)[1][:-5])["row"])
+        have = {p.name for p in ws.environments_path.glob("*.json")} if ws.environments_path.is_dir() else set()
+        envs = [p for p in self.list("environments") if p.endswith(".json") and p.count("/") == 1]
+        for rel, data in self.read_many([p for p in envs if p.split("/")[1] not in have]).items():
+            write_inside(ws.root, rel, data, self.url_of(rel))
+        return len(units)
+
+    def fetch_candidate(self, shard: str, path: Path) -> None:
+        if not path.is_file():  # a copy of the committed object, downloaded whole, once
+            self.get(f"candidates/{shard}", path)
+
+    def commit(self, path: Path, row: dict) -> None:
+        """Upload the unit's shard written at ``path`` (under its own name), then its commit marker
+        (:func:`gensets.shards.markers.marker`): written last, it makes the unit done. Not once the lease this
+        process held was taken over by another driver (:meth:`check_lease`)."""
+        self.put(path, f"candidates/{row['shard']}")
+        body = marker(path, row)
+        self.check_lease()  # a driver whose lease another took over commits nothing more (Busy)
+        self.write(f"{COMMITTED}/{row['unit']}.json", body)
+
+    def check_committed_shard(self, shard: str, path: Path) -> None:
+        """DataError unless the commit marker of ``shard`` says what the copy at ``path`` holds
+        (:func:`~gensets.shards.markers.check_marker`): finalize checks each candidate shard it publishes from."""
+        rel = f"{COMMITTED}/{shard[:-4]}.json"
+        check_marker(read_marker(self.read(rel), self.url_of(rel), shard[:-4]), path, self.url_of(rel))
+
+    def marker_indexes(self, ws):
+        return lambda shards: self.committed_indexes(ws, shards)
+
+    def committed_indexes(self, ws, shards: list[str], batch: int = 256):
+        """For each of ``shards`` in turn, its samples as :func:`gensets.shards.iter_index` gives them (key, where
+        each member lies, the json and cls members), read from the unit's commit marker, so that ingesting a build
+        made on other machines downloads kilobytes per unit, not its shard; None for a shard already in the local
+        cache (read there) or whose marker lists no ``meta`` (a marker from before it: the shard is read). Markers
+        are read ``batch`` at a time, concurrently (:meth:`read_many`). A marker that is not what a worker writes is
+        a DataError naming it."""
+        for i in range(0, len(shards), batch):
+            chunk = shards[i:i + batch]
+            want = {s: f"{COMMITTED}/{s[:-4]}.json" for s in chunk if isinstance(s, str) and s.endswith(".tar")
+                    and "/" not in s and "\\" not in s and not (ws.candidates / s).is_file()}
+            got = self.read_many(list(want.values()))
+            for s in chunk:
+                yield marker_index(got[want[s]], self.url_of(want[s]), s) if s in want else None
+
+    def check_committed(self, ws) -> None:
+        """DataError, before the build says anything is done, when the store no longer holds its config.yaml or the
+        commit marker of a unit the local manifest counts as committed (the prefix emptied while the build ran: a
+        lifecycle rule, an ``rm``)."""
+        have = set(self.list(COMMITTED))
+        units = [r["unit"] for r in ws.manifest().iter_rows()]
+        gone = [u for u in units if f"{COMMITTED}/{u}.json" not in have]
+        config = self.exists("config.yaml")
+        if gone or not config:
+            lost = ([] if config else ["config.yaml"]) + ([f"{len(gone)} of {len(units)} committed units' markers "
+                                                           f"(first {gone[0]})"] if gone else [])
+            raise DataError(f"{self.url}: the store lost {' and '.join(lost)} while the build ran (the prefix "
+                            "emptied by a lifecycle rule or an rm?); nothing is done there: build into a new prefix, "
+                            "or empty this one and build again")
+
+    def remove_orphans(self) -> list[str]:
+        """Remove the candidate shards that no commit marker names (a killed worker's, a plan's that changed); the
+        removed objects."""
+        objects = self.list("candidates")
+        committed = {p.rsplit("/", 1)[1][:-5] for p in objects if p.startswith(f"{COMMITTED}/")}
+        orphans = [p for p in objects if p.count("/") == 1 and p.endswith(".tar") and p[11:-4] not in committed]
+        self.remove(orphans)
+        return orphans
+
+    def mirror(self, dest: Path) -> None:
+        """The workspace copied into the folder ``dest`` as the local layout has it, for ``gensets verify``: the
+        config, environments, the candidate shards the commit markers name with a manifest.jsonl of their rows, and
+        dataset/; each object read whole, once. Orphan shards (no marker) are not read: nothing trusts them."""
+        objects = self.list()
+        markers = [p for p in objects if p.startswith(f"{COMMITTED}/") and p.endswith(".json")]
+        manifest = Manifest(dest / "candidates" / "manifest.jsonl")
+        (dest / "candidates").mkdir(parents=True, exist_ok=True)
+        read = {}
+        for rel, data in self.read_batches(sorted(markers)):
+            m = read_marker(data, self.url_of(rel), rel.rsplit("/", 1)[1][:-5])
+            manifest.append(m["row"])
+            read[f"candidates/{m['row']['shard']}"] = (m, self.url_of(rel))
+        for rel in objects:
+            if rel in read or rel.startswith(("dataset/", "environments/")) or rel == "config.yaml":
+                self.get(rel, dest / rel)
+            if rel in read:  # what verify then reads of the unit is what its marker says (provenance included)
+                check_marker(*read[rel][:1], dest / rel, read[rel][1])
+
+    def pull_dataset(self, ws) -> Path:
+        """``<url>/dataset/`` copied into the local cache's dataset/ (each object read whole, once; a file the
+        store's dataset does not have is removed); the local folder. GensetsError when there is none."""
+        objects = self.list("dataset")
+        if "dataset/manifest.json" not in objects:
+            raise GensetsError(f"{self.url}: no dataset/manifest.json; run `gensets finalize {self.url}` first")
+        tmp = ws.root / f".dataset.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for rel in objects:
+            self.get(rel, tmp / rel[len("dataset/"):])
+        if ws.dataset.exists():
+            shutil.rmtree(ws.dataset)
+        replace(tmp, ws.dataset)
+        return ws.dataset
+
+    def push_dataset(self, ws) -> None:
+        """The local cache's dataset/ uploaded to ``<url>/dataset/``: every file, manifest.json last, then the
+        objects of an older dataset that this one does not have removed."""
+        files = sorted(str(p.relative_to(ws.dataset)) for p in ws.dataset.rglob("*") if p.is_file())
+        files.sort(key=lambda f: f == "manifest.json")
+        for rel in files:
+            if rel == "manifest.json":
+                self.check_lease()  # finalize's commit: not once another took the lease over (Busy)
+            self.put(ws.dataset / rel, f"dataset/{rel}")
+        keep = {f"dataset/{rel}" for rel in files}
+        self.remove([p for p in self.list("dataset") if p not in keep])

@@ -181,7 +181,7 @@ def test_card_verify_and_finalize_show_a_bar_on_a_terminal_only(small, tmp_path,
     import io
     import sys
 
-    from gensets.builders.runner import finalize
+    from gensets.builders.finalize import finalize
     from gensets.cards.card import rerender
     from gensets.shards.verify import verify
 

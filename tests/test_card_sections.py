@@ -2,6 +2,7 @@
 non-empty, the surrogate-bias paragraph, the licence check, the default config, the repo filled in by publish."""
 
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_every_builder_documents_its_fields():
             assert FIELD_DOCS.get(field) or b.field_docs.get(field), (name, field)
 
 
-def test_licence_conflict_in_the_card_and_on_stderr(small, tmp_path, capsys):
+def test_licence_conflict_in_the_card_and_on_stderr(small, tmp_path, caplog):
     """An OpenRAIL generator (Stable Diffusion 2.1) with `license: mit`: the card warns, stderr gets one line per
     generator; `openrail++` is fine; an unknown model asks to check its licence."""
     from gensets.cards import card, licensing
@@ -109,14 +110,16 @@ def test_licence_conflict_in_the_card_and_on_stderr(small, tmp_path, capsys):
     lic = sections(text.split("\n---\n", 1)[1])["## Licensing"]
     assert "**Warning:**" in lic and "CreativeML Open RAIL++-M" in lic and "**conflicts**" in lic
 
-    # finalize and `gensets card` write through card.write: its default prints each conflict on stderr, one line
+    # finalize and `gensets card` write through card.write: its default warns of each conflict, one line (a notice:
+    # gensets.notices, which the CLI prints on stderr)
+    caplog.set_level(logging.INFO, logger="gensets")
     real = card.collect
     card.collect = lambda *a: {**real(*a), "generators": [(sd21, "stabilityai/stable-diffusion-2-1")]}
     try:
         card.write(out, builder, cfg, manifest, samples, "b")
     finally:
         card.collect = real
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [r.getMessage() for r in caplog.records if r.name == "gensets"]
     assert len(err) == 1 and err[0].startswith("warning: dataset licence 'mit' conflicts") and "openrail++" in err[0]
     assert "**Warning:**" in (out / "README.md").read_text()
     r = run_cli("card", small, check=0)  # tiny:sd carries no licence: no warning

@@ -451,3 +451,12 @@ def test_a_ray_build_and_the_review_server_listen_and_talk_on_loopback_only(tmp_
         stop_server(serve)
     assert any(b.endswith(":0") for a, b in served) and any(not b.endswith(":0") for a, b in served), served
     assert all(_loopback(a) and _loopback(b) for a, b in served), served
+
+
+def test_a_ray_workers_notices_reach_the_drivers_stderr(tmp_path):
+    """A worker's notices (gensets.notices: here the line of each model it loads) go to its stderr, which Ray forwards
+    to the driver's, when the driver prints its own (the CLI): the worker process has no CLI of its own."""
+    r = run_cli("build", SMOKE, "--out", tmp_path / "ws", *SMALL, "--backend", "ray", "--workers", "1",
+                env={"GENSETS_ANNOUNCE": "always"}, check=0)
+    forwarded = [line for line in r.stderr.splitlines() if "pid=" in line and "loading tiny:" in line]
+    assert forwarded, r.stderr

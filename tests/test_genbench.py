@@ -190,12 +190,18 @@ def test_any_hf_dataset_or_folder_gives_the_classes(tmp_path):
     assert cfg.class_names == ("ship", "tabby cat") and cfg.dataset_name == "classes"
 
 
-def test_hf_classes_match_by_position_when_as_many_else_by_name(tmp_path, capfd):
+def test_hf_classes_match_by_position_when_as_many_else_by_name(tmp_path, caplog):
+    import logging
+
     from gensets.errors import GensetsError
     from gensets.sources.images import load_test_set
 
-    def said():  # our lines on stderr (not the datasets library's progress bars)
-        return [line for line in capfd.readouterr().err.splitlines() if line.startswith("gensets:")]
+    caplog.set_level(logging.INFO, logger="gensets")
+
+    def said():  # our notices since the last call (gensets.notices: the CLI prints them on stderr)
+        lines = [r.getMessage() for r in caplog.records if r.name == "gensets"]
+        caplog.clear()
+        return lines
 
     # the Hub's ImageNet spells classes otherwise than GenBench's CLIP names; as many names: by position
     hub = _hf_folder(tmp_path / "hub", ["tench, Tinca tinca", "missile", "projectile, missile"])

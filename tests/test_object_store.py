@@ -426,14 +426,14 @@ def test_a_lease_taken_over_is_left_alone_and_its_old_holders_next_commit_fails(
     other's lease object written over it): its renewal (If-Match on the ETag it last wrote) is refused (412) and
     leaves the new holder's lease as it is, and its next commit fails with Busy (exit 4), in one line naming the new
     holder, before the unit's marker is written; at its end it removes nothing."""
-    from gensets import store
+    from gensets import lease
     from gensets.errors import Busy
     from gensets.shards import write_shard
     from gensets.workspace import Workspace
 
     s3 = moto_s3
 
-    monkeypatch.setattr(store, "LEASE_RENEW", 0.05)
+    monkeypatch.setattr(lease, "LEASE_RENEW", 0.05)
     prefix = "taken"
     ws = Workspace(f"s3://{BUCKET}/{prefix}")
     info = write_shard(tmp_path / "u.tar", [{"__key__": "a", "json": {"k": 1}}])

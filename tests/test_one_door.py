@@ -20,7 +20,7 @@ ALLOWED = {
     ("gensets/publish.py", "write_text"): "the card rewritten for the repo, inside a private temporary folder",
     ("gensets/publish.py", "os.open"): "the LocalTarget's append-only log, O_NOFOLLOW",
     ("gensets/publish.py", "open"): "the LocalTarget's append-only log, on the descriptor above (os.fdopen)",
-    ("gensets/workspace.py", "os.open"): "the workspace lock file (fcntl), O_NOFOLLOW, checked regular",
+    ("gensets/stores/local.py", "os.open"): "the workspace lock file (fcntl), O_NOFOLLOW, checked regular",
     ("gensets/curation/shared.py", "os.open"): ".review-server.json, updated under fcntl, O_NOFOLLOW",
     ("gensets/shards/manifest.py", "os.open"): "manifest.jsonl, append-only (a row is one write), O_NOFOLLOW",
     ("gensets/store.py", "os.replace"): "an object store's file fetched into the local cache (temp + rename)",

@@ -278,7 +278,7 @@ ALLOWED = {
     ("gensets/curation/state.py", "json.loads"): "a sample's json member at ingest, as above",
     ("gensets/curation/review_server.py", "json.loads"): "provenance from state.duckdb (ingested), and a POST "
         "body under the server's size limit",
-    ("gensets/builders/runner.py", "json.loads"): "provenance from state.duckdb (ingested from checked shards "
+    ("gensets/builders/finalize.py", "json.loads"): "provenance from state.duckdb (ingested from checked shards "
         "or commit markers checked against their shard)",
     ("gensets/papers/wiles/analysis.py", "json.loads"): "provenance from state.duckdb, as above",
     ("gensets/evaluation/leaderboard.py", "json.loads"): "JSON columns of the results database gensets wrote",

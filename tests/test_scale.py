@@ -325,7 +325,7 @@ def test_ingest_rows_equal_a_plain_read_of_the_shards_in_any_batch_size(referenc
     from every sample of every shard read whole (iter_shard + Sample.from_wds), batch size 5 or the default;
     each recorded image offset holds the image's bytes. (Rows compare as sets: DuckDB's INSERT OR IGNORE does
     not keep the order of its input, in one batch or many.)"""
-    from gensets.builders.runner import ingest
+    from gensets.builders.ingest import ingest
     from gensets.curation import state
     from gensets.records import Sample
     from gensets.shards import Manifest
@@ -398,7 +398,8 @@ def _scale():
 def test_finalize_holds_one_shard_of_images(reference, tmp_path):
     """Finalize over 1,500 images takes no more Python memory at its peak than over 300 (tracemalloc), though the
     1,200 more images alone weigh several MB: one output shard (16) of them is in memory at a time."""
-    from gensets.builders.runner import finalize, ingest
+    from gensets.builders.finalize import finalize
+    from gensets.builders.ingest import ingest
     from gensets.workspace import Workspace
 
     scale = _scale()

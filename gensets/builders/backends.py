@@ -21,11 +21,15 @@ import os
 import sys
 from pathlib import Path
 
-from .. import determinism
+from .. import notices
 from ..errors import GensetsError
+from ..quality.thresholds import QualityFilter
 from ..registry import load_plugins
+from ..shards import write_shard
 from ..workspace import Workspace
 from . import faults
+from .base import PromptTooLong
+from .environment import BuildEnvironment
 
 BACKENDS = ("local", "ray")
 TASK_RETRIES = 3  # a unit whose worker died is run again at most this many times (then the build stops, naming it)
@@ -46,17 +50,10 @@ def unit_name(unit) -> str:
 @contextlib.contextmanager
 def naming(config_path: str, unit):
     """A prompt too long (``long_prompts: error``) as one line naming the config file and the unit."""
-    from .base import PromptTooLong
-
     try:
         yield
     except PromptTooLong as e:
         raise GensetsError(f"{config_path}: unit {unit_name(unit)}: {e}") from None
-
-
-def mode_of(cfg) -> str:
-    """The build's ``reproducible`` mode: a plugin's Config that does not derive from BuildFields builds strict."""
-    return getattr(cfg, "reproducible", "strict")
 
 
 class UnitWorker:
@@ -64,19 +61,19 @@ class UnitWorker:
     units it is given, each written as its candidate shard; ``run`` returns the manifest row and what the unit's
     samples say was cut to the text encoder's window."""
 
-    def __init__(self, builder, cfg, root: str, threads: int, rank: int, world: int, config_path: str):
+    def __init__(self, builder, cfg, root: str, environment: BuildEnvironment, rank: int, world: int,
+                 config_path: str):
         load_plugins()  # a Ray worker is a process of its own: the plugins the driver's CLI loaded, here too
-        self.builder, self.cfg, self.threads = builder, cfg, threads
+        notices.inherit()  # and its notices on stderr (which Ray forwards to the driver) when the driver prints its own
+        self.builder, self.cfg, self.environment = builder, cfg, environment
         self.rank, self.world, self.config_path = rank, world, config_path
         self.ws = Workspace(root)  # created by the driver
         self.ctx = builder.Context(cfg)
         self.ctx.workspace = self.ws  # staged builders read the shards of earlier stages
         self.quality = None  # the config's quality: thresholds (gensets.quality.thresholds), scored after each unit
         if getattr(cfg, "quality", None):
-            from ..quality.thresholds import QualityFilter
-
             self.quality = QualityFilter(cfg.quality)
-        self.env = None  # the environment's id in the workspace (gensets.determinism.describe), once loaded
+        self.env = None  # the recorded environment's id in the workspace (BuildEnvironment.record), once loaded
         self.build_id = None
         self.faults = faults.injected()  # the tests' fault hooks (gensets.builders.faults), None in a real build
 
@@ -92,18 +89,11 @@ class UnitWorker:
                                "runs: the workspace must be a path every node of the cluster can write (a shared "
                                "filesystem)")
         self.build_id = self.ws.fingerprint
-        determinism.pin(mode_of(self.cfg))  # a fresh worker process: before torch first runs
-        import torch
-
-        from ..models.device import default_device
-
-        if not torch.cuda.is_available():
-            torch.set_num_threads(self.threads)
-        determinism.switch(mode_of(self.cfg))
+        self.environment.start()  # a fresh worker process: pinned before torch first runs, its threads, switches
         self.ctx.load()
         if self.quality:
             self.quality.load()
-        self.env = self.ws.record_environment(determinism.describe(mode_of(self.cfg), default_device()))
+        self.env = self.ws.record_environment(self.environment.record())
 
     def ping(self) -> bool:
         """A restarted Ray worker's first answer (it loads its context at its next unit)."""
@@ -118,8 +108,6 @@ class UnitWorker:
                 self.builder.check_prompts(unit, self.ctx)
 
     def run(self, unit) -> dict:
-        from ..shards import write_shard
-
         self.load()
         if self.faults:
             self.faults.before_unit(self.rank)
@@ -283,19 +271,21 @@ class RayPool:
         if self.gpus and have.get("GPU", 0) < self.gpus:
             raise GensetsError(f"--gpus-per-worker {self.gpus:g}: the Ray cluster has {have.get('GPU', 0):g} GPUs")
         n = self.workers or (int(have["GPU"] / self.gpus) if self.gpus else max(1, int(have.get("CPU", 1))))
+        builder, cfg, root, environment, _rank, _world, config_path = self.args
         # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
-        env = {**determinism.CPU_PINS, **determinism.GPU_PINS} if mode_of(self.args[1]) == "strict" else {}
+        env = environment.pins()
         for hook in (faults.FAULT, faults.GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
+        if notices.shown():  # the driver prints its notices (the CLI): the workers print theirs
+            env[notices.SHOWN] = "stderr"
         # workers at the node's priority, not Ray's 15 steps below it (NICENESS)
         env[NICENESS] = os.environ.get(NICENESS, "0")
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
         self.cpus = self.cpus or cpu_share(ray.nodes(), self.gpus)
         actor = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
-        builder, cfg, root, threads, _rank, _world, config_path = self.args
         self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
-            builder, cfg, root, threads, i, n, config_path) for i in range(n)]
+            builder, cfg, root, environment, i, n, config_path) for i in range(n)]
         self.size = n
 
     def alive(self) -> int:

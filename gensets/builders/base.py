@@ -23,6 +23,7 @@ import time
 from typing import Any, ClassVar
 
 from ..errors import GensetsError
+from ..images import encode_image
 from ..records import Sample, provenance_of
 from .common import GeneratorConfig, ImageConfig, Unit
 
@@ -193,8 +194,6 @@ def generate_encoded(generator, g: GeneratorConfig, image: ImageConfig, prompts:
     resized to ``resize`` x ``resize`` (bicubic, as PIL's ``Image.resize`` by default) before encoding.
     Third, image ``i``'s prompt provenance (:func:`prompt_texts`, measured before the first call: under
     ``long_prompts: error`` a prompt too long stops the unit before any image): pass it as ``**texts[i]``."""
-    from ..images import encode_image
-
     n = len(prompts)
     negatives = negative_prompts if negative_prompts is not None else [g.negative_prompt] * n
     texts = prompt_texts(generator, g, prompts, negatives)

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ..config import check_count
+from ..models import load_generator
+from ..models.spec import parse_spec
 from ..quality.thresholds import QualityFields
 
 
 def check_spec(spec: str, key: str) -> None:
     """A config value that must be a model spec: a bad one is a ValueError naming ``key`` (the config
     loader adds the file and line)."""
-    from ..models.spec import parse_spec
-
     try:
         parse_spec(spec)
     except Exception as e:  # ModelError: name the key
@@ -115,8 +115,6 @@ class GeneratorConfig:
 
     def load(self):
         """The generator this config names (``gensets.models.Generator``)."""
-        from ..models import load_generator
-
         return load_generator(self.model, scheduler=self.scheduler, torch_dtype=self.dtype, attention=self.attention,
                               compile=self.compile, channels_last=self.channels_last)
 

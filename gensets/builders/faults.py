@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..shards.writer import temp_name
+
 FAULT = "GENSETS_TEST_EXIT_UNIT"
 """``<unit id>:<file>``: the first attempt at that unit (the file does not exist yet: it is created) leaves a
 temporary shard cut short and ends its process with ``os._exit``, as a worker killed mid-write does; on a URL
@@ -51,10 +53,8 @@ class Faults:
             open(self.marker, "x").close()  # the first attempt only
         except FileExistsError:
             return
-        from ..shards.writer import temp_name
-
         temp_name(path).write_bytes(b"cut short")  # what a writer killed mid-shard leaves
-        if store:
+        if store is not None and store.remote:  # an object store: the object a cut upload leaves
             store.write(f"candidates/{path.name}", b"cut short")
         os._exit(70)
 

@@ -10,9 +10,19 @@ from pathlib import Path
 
 import yaml
 
+from .. import determinism, notices
 from ..config import to_dict
-from ..records import QUALITY, features
-from .markdown import table
+from ..errors import GensetsError
+from ..labels.imagenet import imagenet_names
+from ..models.spec import parse_spec
+from ..output import files
+from ..records import FIELD_DOCS, QUALITY, features, schema
+from ..safety import inside
+from ..shards import ShardSamples, read_dataset_manifest
+from ..workspace import Workspace
+from . import figures, licensing
+from . import quality as q
+from .markdown import table, text
 
 
 class _Dumper(yaml.SafeDumper):
@@ -116,8 +126,6 @@ SAMPLES_PER_CONFIG = 4  # images of each config in the sample grid
 def models_md(builder, cfg, samples) -> str:
     """Every model the build used (``builder.models``), with its id and revision (pinned in the spec, or
     recorded: the generator's, in the samples' provenance)."""
-    from ..models.spec import parse_spec
-
     def line(role: str, m: str, recorded: dict | None = None) -> str:
         spec = parse_spec(m)
         rev = (recorded or {}).get("revision") or spec.revision
@@ -163,7 +171,7 @@ def prompt_lengths_md(builder, samples) -> str:
 def reproducibility_md(cfg, manifest: dict) -> str:
     """What a rebuild gives, how to check one, and the environment(s) that built the images (between HTML
     comments, so that tools comparing cards across machines can set the machine's part aside)."""
-    mode = getattr(cfg, "reproducible", "strict")
+    mode = determinism.mode_of(cfg)
     promise = ("the CPU kernels were pinned (`reproducible: strict`), so a CPU rebuild with the same library "
                "versions gives the same bytes on any x86-64 CPU of the same vendor (between Intel and AMD a few images may "
                "differ: torch's elementwise math runs other kernels on each); on GPUs, the same GPU model, driver and "
@@ -223,12 +231,13 @@ def _leaderboard_md(board) -> str:
     return table(head, out)
 
 
-def warn_stderr(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+def licence_warning(message: str) -> None:
+    """A conflict between the dataset's licence and a generator's, as a warning (:mod:`gensets.notices`)."""
+    notices.warn(f"warning: {message}")
 
 
 def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leaderboard=None,
-          scores=None, warn=warn_stderr, progress: bool = False) -> list[str]:
+          scores=None, warn=licence_warning, progress: bool = False) -> list[str]:
     """Write the card (README.md) and its figures (figures/) into ``folder``; returns the paths.
 
     ``samples`` is re-iterable (:class:`gensets.shards.ShardSamples`: each pass reads the provenance again,
@@ -237,13 +246,9 @@ def write(folder, builder, cfg, manifest: dict, samples, build_id: str, *, leade
     passes :func:`gensets.evaluation.store.build_leaderboard` of a results database). ``scores(configs,
     build_id) -> [{config, key, metric, value, generator}]``, when given, are the per-image quality scores shown
     (the CLI passes :func:`gensets.evaluation.scoring.build_scores`); else the samples' own ``json.quality``.
-    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: stderr).
+    ``warn(line)`` gets each conflict between the dataset's licence and a generator's (default: :func:`licence_warning`).
     ``progress``: a bar over the pass through the samples' provenance, on a terminal (millions at paper scale)."""
     from tqdm.auto import tqdm
-
-    from ..output import files
-    from . import figures, licensing
-    from . import quality as q
 
     folder = Path(folder)
     configs = [c for c, n in manifest["counts"].items() if n]
@@ -285,13 +290,9 @@ def rerender(workspace, *, leaderboard=None, scores=None, progress: bool = False
     """``gensets card``: the card and figures of a finalized workspace, from its dataset/ folder (``progress``: a
     bar over its samples, on a terminal)."""
 
-    from ..errors import GensetsError
-    from ..shards import ShardSamples
-    from ..workspace import Workspace
-
     ws = Workspace(workspace)
     builder, cfg = ws.load()
-    if ws.store:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
+    if ws.store.remote:  # rendered from a copy of <url>/dataset/, the files it changed uploaded back
         with ws.lock("card"):
             ws.pull_dataset()
             files = rerender(ws.root, leaderboard=leaderboard, scores=scores, progress=progress)
@@ -300,13 +301,11 @@ def rerender(workspace, *, leaderboard=None, scores=None, progress: bool = False
     mpath = ws.dataset / "manifest.json"
     if not mpath.exists():
         raise GensetsError(f"{ws.root}: no dataset/manifest.json; run `gensets finalize {ws.root}` first")
-    from ..shards import read_dataset_manifest
 
     manifest = read_dataset_manifest(mpath)
     counts = manifest["counts"]  # manifest.json has sorted keys: back to the builder's config order
     order = [c for c in builder.config_names(cfg) if c in counts] + sorted(set(counts) - set(builder.config_names(cfg)))
     manifest["counts"] = {c: counts[c] for c in order}
-    from ..safety import inside
 
     samples = ShardSamples([inside(ws.dataset, sh["path"], str(mpath)) for sh in manifest["shards"]],
                            n=sum(sh["n"] for sh in manifest["shards"]))
@@ -371,8 +370,6 @@ def _dtype(dtype) -> str:
 def field_rows(builder, cfg) -> list[list[str]]:
     """(field, type, meaning) of every feature and every key of ``json`` (nested keys as dotted paths, a list's
     items as ``name[]``), from the provenance schema the builder declares and the docs beside it."""
-    from ..records import FIELD_DOCS, schema
-
     docs = {**FIELD_DOCS, **builder.field_docs}
     fmt = cfg.image.format
     rows = [["`__key__`", "string", "the sample's key (its file name in the shard, without the extension)"],
@@ -400,8 +397,6 @@ def field_rows(builder, cfg) -> list[list[str]]:
 
 def structure_md(builder, cfg, manifest: dict, stats: dict) -> str:
     """Dataset Structure: configs and splits, the default config, every field, and what the class ids name."""
-    from .markdown import text
-
     default = default_config(builder, cfg, manifest)
     configs = [c for c, n in manifest["counts"].items() if n]
     out = [f"One WebDataset shard folder per config ({', '.join(f'`{c}`' for c in configs) or 'none'}), each with a "
@@ -411,8 +406,6 @@ def structure_md(builder, cfg, manifest: dict, stats: dict) -> str:
            "Class ids: `cls` and `json.label_index` index the class names of the `cls` feature in the header above "
            f"({len(builder.class_names(cfg))} classes)."]
     if stats["imagenet_ids"] or builder.selected_against(cfg):
-        from ..labels.imagenet import imagenet_names
-
         names = imagenet_names()
         out[-1] += (" `json.imagenet_ids` and `json.surrogates[].top5` are indices into the ImageNet-1k class list "
                     f"(the order of torchvision and timm: 0 = {names[0]}, 999 = {names[999]}).")
@@ -452,8 +445,6 @@ def uses_md(builder, cfg) -> str:
 
 def bias_md(builder, cfg, stats: dict) -> str:
     """Bias, Risks, and Limitations: the selection bias of a surrogate filter, and generated-image caveats."""
-    from ..models.spec import parse_spec
-
     out = []
     against = builder.selected_against(cfg)
     if against:
@@ -501,8 +492,6 @@ def personal_md(manifest: dict) -> str:
 
 def annotation_md(builder, manifest: dict, stats: dict) -> str:
     """Annotations: who labelled the images and how (the review summary finalize recorded in the manifest)."""
-    from .markdown import text
-
     if not builder.needs_review:
         return ("#### Annotation process\n\nNo person annotated the images: each label is the class its prompt (or "
                 "an import's folder) named, machine-generated.\n\n#### Who are the annotators?\n\nNone (the labels "
@@ -586,8 +575,6 @@ def render(builder, cfg, manifest: dict, samples, build_id: str, *, figures=(),
     ``figures`` lists the figure files written beside it (see :func:`write`); ``leaderboard`` is
     ``(columns, rows)`` of a leaderboard, shown when given; ``stats``: :func:`collect` of the samples.
     """
-    from . import licensing
-
     stats = stats if stats is not None else collect(builder, samples)
     head = dump(header(builder, cfg, manifest))
     funnel = manifest["funnel"]

@@ -10,6 +10,8 @@ import io
 from collections import Counter
 from pathlib import Path
 
+from ..errors import DataError
+
 DPI = 100
 PALETTE = ["#3b5bdb", "#e67700", "#2b8a3e", "#c2255c", "#1098ad", "#7048e8", "#868e96"]
 
@@ -119,8 +121,6 @@ def sample_grid(picks: dict[str, list], path: Path) -> None:
                 with Image.open(io.BytesIO(s.image)) as im:
                     img = im.convert("RGB")
             except Exception as e:  # noqa: BLE001 - any decoder failure: one line naming the shard and the key
-                from ..errors import DataError
-
                 shard = (getattr(s, "where", None) or ("-",))[0]
                 why = f"cannot decode image ({' '.join(f'{type(e).__name__}: {e}'.split())})"
                 err = DataError(f"{shard}: {s.key}.{s.ext}: {why}")

@@ -8,13 +8,13 @@ carry them (``license: mit``) conflicts: the card says so and ``gensets finalize
 
 from __future__ import annotations
 
+from ..models.spec import parse_spec
+from ..sources.packaged import model_licences
 from .markdown import code, table
 
 
 def licence_of(model_id: str | None) -> dict | None:
     """``{id, name, url, use_restrictions, compatible}`` of a known model id, else None."""
-    from ..sources.packaged import model_licences
-
     known = model_licences()
     lid = known["models"].get(model_id or "")
     return {"id": lid, **known["licences"][lid]} if lid else None
@@ -22,8 +22,6 @@ def licence_of(model_id: str | None) -> dict | None:
 
 def check(dataset_licence: str, generators: list[tuple[str, str | None]]) -> tuple[list[list[str]], list[str]]:
     """Per generator ``(spec, resolved id)``: a table row (spec, licence, verdict), and the one-line conflicts."""
-    from ..models.spec import parse_spec
-
     rows, conflicts = [], []
     for spec, model_id in generators:
         parsed = parse_spec(spec)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..records import generator_label
+from . import figures
 from .markdown import table
 
 PREFIX = "figures/quality_"
@@ -29,8 +30,6 @@ def rows_of_samples(samples: list, config_of) -> list[dict]:
 def write_figures(staged, rows: list[dict], configs: list[str], thresholds=None) -> list[str]:
     """``figures/quality_<config>.png`` for each config with scores, staged in ``staged`` (a
     :class:`gensets.output.Files`; old ones removed); the paths written."""
-    from . import figures
-
     for old in sorted((staged.root / "figures").glob("quality_*.png")):
         staged.remove(old.relative_to(staged.root).as_posix())
     written = []

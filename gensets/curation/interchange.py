@@ -57,10 +57,15 @@ from xml.sax.saxutils import quoteattr
 from .. import recordio
 from ..db import transaction
 from ..errors import DataError, GensetsError, did_you_mean
+from ..labels.imagenet import imagenet_names
 from ..output import atomic_open
 from ..safety import no_symlink, writable_inside
+from ..shards import read_at
+from ..workspace import Workspace
 from . import queue, review, state
 from .queue import FLAG, comment_of, has_flag, with_flag
+from .review_server import MIME
+from .reviewers import images_link
 
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
@@ -175,8 +180,6 @@ class Images:
         """The task's ``data.image`` for an image; ``read()`` gives its bytes."""
         from urllib.parse import quote
 
-        from .review_server import MIME
-
         if self.mode == "url":
             link = f"?token={quote(self.token, safe='')}" if self.token else ""
             return f"{self.base_url.rstrip('/')}/image/{quote(key, safe='')}{link}"
@@ -211,15 +214,10 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
     are for, else the project of their first import: an import of them from another project is refused."""
     import secrets
 
-    from ..labels.imagenet import imagenet_names
-    from ..shards import read_at
-
     server, pid = project_of(project) if project else (None, None)
     export_id = secrets.token_hex(8)
     if images.mode == "url" and images.token is None:  # the review server asks every request for a link
         from dataclasses import replace
-
-        from .reviewers import images_link
 
         images = replace(images, token=images_link(con))
 
@@ -773,8 +771,6 @@ def _remember(con, decisions: list[Decision], withdrawn: list[Decision]) -> None
 
 
 def _open(workspace, read_only: bool):
-    from ..workspace import Workspace
-
     ws = Workspace(workspace)
     builder, cfg = ws.load()
     ws.require_state()

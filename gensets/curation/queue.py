@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..db import transaction
+from ..errors import GensetsError
 from . import state
 
 VERSION = "2"  # 2: the surrogates' columns and the sort orders
@@ -106,8 +107,6 @@ def comment_of(note: str | None) -> str:
 def with_comment(note: str | None, text) -> str | None:
     """The note with its comment replaced by ``text`` (one line, at most :data:`COMMENT_MAX` characters; empty:
     none); the flag is kept."""
-    from ..errors import GensetsError
-
     if not isinstance(text, str) or len(text) > COMMENT_MAX or not text.replace("\n", " ").isprintable():
         raise GensetsError(f"a comment is text of at most {COMMENT_MAX} printable characters")
     text = " ".join(text.split())

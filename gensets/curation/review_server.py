@@ -57,13 +57,19 @@ import ipaddress
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
 
+from .. import notices
 from ..errors import Busy, GensetsError
-from . import leases, queue, review, shared, state
+from ..images import is_image_file
+from ..labels.imagenet import imagenet_names
+from ..metrics import cohen_kappa
+from ..safety import inside, open_regular
+from ..shards import read_at
+from ..workspace import Workspace
+from . import leases, queue, review, reviewers, shared, state
 from .queue import FLAG, comment_of, has_flag, with_comment, with_flag, with_override
 
 __all__ = ["FLAG", "has_flag", "with_flag", "ReviewState", "Stopped", "create_app", "serve", "agreement"]
@@ -100,8 +106,6 @@ CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inlin
 
 def agreement(con) -> dict:
     """Agreement of the first two reviewers of every image decided by at least two (Cohen's kappa)."""
-    from ..metrics import cohen_kappa
-
     by_key = {key: [(reviewer, review.category(status, label)) for reviewer, status, label, _ in ds]
               for key, ds in review.decisions(con).items()}
     pairs = {k: v[:2] for k, v in by_key.items() if len(v) >= 2}
@@ -150,10 +154,6 @@ class ReviewState:
         """``keep_open``: never give state.duckdb up between requests (a caller alone with the workspace: a test, a
         profile); the server keeps it open while it is in use and gives it up when asked (:meth:`release`)."""
         import secrets
-
-        from ..labels.imagenet import imagenet_names
-        from ..workspace import Workspace
-        from . import reviewers
 
         self.ws = Workspace(workspace)
         self.builder, self.cfg = self.ws.load()
@@ -204,8 +204,6 @@ class ReviewState:
     def _opened(self, con) -> None:
         """What another process may have changed while this one did not hold the database: the invitations (a
         revoked link stops here) and the page's tables (a build since)."""
-        from . import reviewers
-
         queue.ensure(con)
         self.double = (self.double_asked and not self.mode_kept) or review.is_double(con)
         self.tokens, self.by_invitation = reviewers.active(con), reviewers.ever_invited(con)
@@ -295,8 +293,6 @@ class ReviewState:
         holds it, nobody changes them); an expiry is checked at every request."""
         import hmac
 
-        from . import reviewers
-
         if not token:
             return None
         d = reviewers.digest(token[:200])  # looked up by digest: no token is compared
@@ -322,8 +318,6 @@ class ReviewState:
 
     def expires(self, token: str) -> float | None:
         """Seconds until the link of ``token`` expires (its cookie's lifetime); None: it does not."""
-        from . import reviewers
-
         entry = self.tokens.get(reviewers.digest(token[:200]))
         if entry is None or entry[2] is None:
             return None
@@ -600,9 +594,6 @@ class ReviewState:
     def references(self, label: str) -> list:
         """The first :data:`REFERENCES` image files of ``label``'s folder under ``review.references`` (named as the
         class, or with ``_`` for its spaces); none without such a folder. ``label`` must be a class."""
-        from ..images import is_image_file
-        from ..safety import inside
-
         if self.reference_root is None:
             return []
         if label not in self.class_names:
@@ -623,8 +614,6 @@ class ReviewState:
 
     def _contained(self, path: Path) -> bool:
         """``path`` lies in the reference folder (a symlink leading out of it is passed over)."""
-        from ..safety import inside
-
         try:
             inside(self.reference_root, path.relative_to(self.reference_root))
         except (GensetsError, ValueError):
@@ -634,8 +623,6 @@ class ReviewState:
     def reference(self, label: str, i: int) -> tuple[bytes, str]:
         """The ``i``-th reference image of ``label``: bytes and type; IndexError when there is none."""
         import mimetypes
-
-        from ..safety import open_regular
 
         path = self.references(label)[i]
         with open_regular(path) as f:
@@ -651,8 +638,6 @@ class ReviewState:
     def image(self, key: str) -> tuple[bytes, str]:
         """An image's bytes, read at its offset in its candidate shard; KeyError if the key has none. An image of
         a page shown is found without the database."""
-        from ..shards import read_at
-
         if key in self.where:
             shard, offset, size, ext = self.where[key]
             where = (self.ws.candidate(shard), offset, size, ext)
@@ -893,8 +878,6 @@ def _identify(rs: ReviewState, request, g):
 
     from flask import redirect
 
-    from . import reviewers
-
     link = request.args.get("token") if request.method == "GET" else None
     image = request.path.startswith("/image/")
     if link is not None:
@@ -1066,9 +1049,8 @@ def serve(workspace, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str
             allowed.add(f"*:{port}")
         mode = "double review" if rs.double else "single review"
         if not loopback:
-            print(f"warning: {shown}:{port} is not loopback and serves plain HTTP: reviewers' links and images "
-                  "cross the network unencrypted (a TLS proxy in front of it keeps them private)",
-                  file=sys.stderr, flush=True)
+            notices.warn(f"warning: {shown}:{port} is not loopback and serves plain HTTP: reviewers' links and images "
+                         "cross the network unencrypted (a TLS proxy in front of it keeps them private)")
         url = f"http://{shown}:{port}/"
         shared.register(rs.ws.root, url, rs.release_key)
         registered = True

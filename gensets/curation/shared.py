@@ -19,10 +19,9 @@ import contextlib
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
-from .. import recordio
+from .. import notices, recordio
 from ..errors import DataError
 
 RECORD = ".review-server.json"  # the running review servers of a workspace: [{pid, url, started, release}]
@@ -89,8 +88,8 @@ def _read(fd, root: Path) -> list[dict]:
             kept.append(r)
         elif (r["pid"], str(r.get("url"))) not in _noted:
             _noted.add((r["pid"], str(r.get("url"))))
-            print(f"note: {root / RECORD}: ignored the entry of pid {r['pid']} ({str(r.get('url'))[:80]!r}): {why}",
-                  file=sys.stderr, flush=True)
+            notices.notice(f"note: {root / RECORD}: ignored the entry of pid {r['pid']} "
+                           f"({str(r.get('url'))[:80]!r}): {why}")
     return kept
 
 

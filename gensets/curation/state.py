@@ -12,7 +12,12 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import notices
 from ..db import transaction
+from ..errors import Busy, DataError
+from ..images import IMAGE_EXTS
+from ..shards import iter_index
+from . import shared
 
 BELOW_QUALITY = "below-quality"  # the review status of a kept image below a quality: threshold
 
@@ -73,25 +78,16 @@ RETRY_S = 0.01  # between two tries
 ASK_S = 1.0  # between two requests to a review server holding it (shared.ask_release)
 
 
-def _stderr(line: str) -> None:
-    import sys
-
-    print(line, file=sys.stderr, flush=True)
-
-
 def connect(path: Path, read_only: bool = False, *, schema: bool = True, wait: float | None = None,
-            notice=_stderr, cancelled=None):
+            notice=notices.notice, cancelled=None):
     """A connection to state.duckdb. Another process holding it (a review server, a command, finalize) is waited
     for, a review server asked to give it up (:func:`shared.ask_release`), up to ``wait`` seconds (:data:`WAIT_S`); once the wait passes :data:`NOTICE_S`, ``notice`` (default: a
-    line on stderr; None to say nothing) gets one line naming the holder (:func:`shared.describe`); after it,
+    notice, :mod:`gensets.notices`; None to say nothing) gets one line naming the holder (:func:`shared.describe`); after it,
     :class:`~gensets.errors.Busy` in one line. ``cancelled()`` true ends the wait early (a stopping server).
     ``schema``: create missing tables (a process that opens it again and again does it once)."""
     import time
 
     import duckdb
-
-    from ..errors import Busy, DataError
-    from . import shared
 
     wait = WAIT_S if wait is None else wait
     start, said, asked = time.monotonic(), False, {}
@@ -213,9 +209,6 @@ def _insert(con, name: str, rows: list[dict]) -> None:
 
 
 def _image_row(d: dict, shard: str) -> dict:
-    from ..errors import DataError
-    from ..images import IMAGE_EXTS
-
     ext = next((e for e in IMAGE_EXTS if e in d["__members__"]), None)
     if ext is None:
         raise DataError(f"{shard}: {d['__key__']}: no image member")
@@ -231,7 +224,7 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
     (:func:`gensets.shards.iter_index`: the images are skipped), and where each image lies (shard, byte
     offset, size) goes into ``images`` for the review page. ``index_of(shards)``, if given, yields for each shard
     in turn what iter_index would give, or None to read the shard (a workspace on object storage reads its
-    commit markers: :meth:`gensets.workspace.Workspace.committed_indexes`). ``config_of(meta)`` names the published config
+    commit markers: :meth:`gensets.store.Store.committed_indexes`). ``config_of(meta)`` names the published config
     a sample belongs to. Kept samples enter the review queue as ``initial_status`` (``pending``;
     ``accepted`` for builders without a human review step). Rows reach DuckDB in Arrow batches of whole
     units (about :data:`BATCH` samples), one transaction each, so memory does not grow with the number of
@@ -257,8 +250,6 @@ def ingest(con, manifest_rows: Iterable[dict], shard_path, config_of, initial_st
 
 def _meta(d: dict, shard: str) -> dict:
     """A sample's json member as a dict; DataError naming the shard and key otherwise."""
-    from ..errors import DataError
-
     try:
         m = json.loads(d["json"])
     except (KeyError, ValueError, RecursionError) as e:
@@ -270,8 +261,6 @@ def _meta(d: dict, shard: str) -> dict:
 
 def _cls(d: dict, shard: str) -> int:
     """A sample's cls member as a class index; DataError naming the shard and key otherwise."""
-    from ..errors import DataError
-
     try:
         v = int(d["cls"].decode("ascii"))
     except (KeyError, ValueError, UnicodeDecodeError):
@@ -282,8 +271,6 @@ def _cls(d: dict, shard: str) -> int:
 
 
 def _ingest(con, todo: dict, shard_path, config_of, initial_status: str, index_of=None) -> int:
-    from ..shards import iter_index
-
     added = 0
     batch: dict[str, list[dict]] = {name: [] for name in _SCHEMAS}
 
@@ -333,8 +320,6 @@ def _ingest(con, todo: dict, shard_path, config_of, initial_status: str, index_o
 def index_images(con, shard_path) -> int:
     """Record where the images of every ingested unit lie, for units ingested before ``images`` existed (once:
     then the setting :data:`INDEXED` says so). Reads tar headers only. Returns the number of shards indexed."""
-    from ..shards import iter_index
-
     if setting(con, INDEXED) == "1":
         return 0
     shards = [r[0] for r in con.execute(
@@ -351,8 +336,6 @@ def images_of(con, keys: list[str], shard_path) -> dict[str, tuple[Path, int, in
     """key -> (shard file, byte offset, size, ext) of the images of ``keys``, from ``images`` (indexed by key).
     A sample ingested before ``images`` existed is found in its shard's tar headers (not recorded: a read-only
     connection may ask; ``gensets finalize`` or the next build records them all)."""
-    from ..shards import iter_index
-
     found = {k: (shard_path(sh), o, n, e) for k, sh, o, n, e in con.execute(
         "SELECT key, shard, byte_offset, nbytes, ext FROM images WHERE list_contains(?, key)", [keys]).fetchall()}
     missing = [k for k in keys if k not in found]

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import ModelError
 from ..labels.hits import hit
+from ..labels.imagenet import imagenet_names
+from ..models import load_classifier
 
 # what the filter adds to a sample's provenance (records dtypes)
 FIELDS = (("surrogate_top_k", "int64"),
@@ -58,16 +61,11 @@ class SurrogateFilter:
     @property
     def models(self):
         if self._models is None:
-            from ..labels.imagenet import imagenet_names
-            from ..models import load_classifier
-
             names = imagenet_names()
             self._models = []
             for spec in self.specs:
                 m = load_classifier(spec, labels=names, templates=self.templates, device=self.device)
                 if len(m.label_names) != 1000:
-                    from ..errors import ModelError
-
                     raise ModelError(f"surrogate '{spec}' predicts {len(m.label_names)} classes, "
                                      "not the 1000 ImageNet classes the filter needs")
                 self._models.append(m)

@@ -17,43 +17,20 @@ import glob
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import recordio
-from ..config import control_char
+from ..config import control_char, safe_load
 from ..errors import DataError, GensetsError, Unavailable
 from ..images import IMAGE_EXTS, decode_image
 from ..safety import check_regular, inside, no_symlink, parts_of, read_text
+from ..shards import index_shard, iter_shard, read_members
+from ..store import is_url
+from ..workspace import Workspace
+from . import released
+from .splits import Source, Split
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
-
-
-@dataclass
-class Split:
-    config: str
-    split: str
-    class_names: list[str] | None
-    records: Callable[[], Iterator[dict]]
-    templates: list[str] | None = None
-    n: int | None = None  # when known up front (for the progress bar)
-    builder: str | None = None  # the gensets builder that wrote it (its samples' provenance), when known
-    shards: list[Path] | None = None  # tar shards: indexed, batches read by any process
-    # two-way's wrong option of each image (key -> class index) where the dataset gives it: the released
-    # ImageNet-D's questions CSV (gensets.evaluation.released), named by ``questions``
-    wrong_options: dict[str, int] | None = None
-    questions: str | None = None
-    # a split of image files rather than shards (the released ImageNet-D): ``entries`` its samples in ``records()``
-    # order, ``read`` (a module-level function: worker processes call it) any slice of them -> their records
-    entries: list | None = None
-    read: Callable[[list], list[dict]] | None = None
-
-
-@dataclass
-class Source:
-    id: str  # what the user named: a path, a hub id or a glob
-    revision: str | None  # hub revision, the build fingerprint of a local gensets folder, or a released folder's digest
-    splits: list[Split] = field(default_factory=list)
 
 
 def _meta_and_class(path: Path, d: dict) -> tuple[dict, int | None]:
@@ -87,8 +64,6 @@ def _record(path: Path, d: dict) -> dict | None:
 
 def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
     def records() -> Iterator[dict]:
-        from ..shards import iter_shard
-
         for path in paths:
             for d in iter_shard(path):
                 if (r := _record(path, d)) is not None:
@@ -99,15 +74,11 @@ def _tar_records(paths: list[Path]) -> Callable[[], Iterator[dict]]:
 
 def index_split(split: Split) -> list[tuple[Path, dict]]:
     """(shard, index entry) of every sample with an image of a split of tar shards, in ``records()`` order."""
-    from ..shards import index_shard
-
     return [(path, e) for path in split.shards for e in index_shard(path) if any(x in e for x in IMAGE_EXTS)]
 
 
 def read_records(entries: list[tuple[Path, dict]]) -> list[dict]:
     """The records of these index entries (:func:`index_split`), read and decoded in this process."""
-    from ..shards import read_members
-
     return [_record(path, read_members(path, e)) for path, e in entries]
 
 
@@ -119,8 +90,6 @@ def _card_header(folder: Path) -> dict:
     if not text.startswith("---"):
         return {}
     import yaml
-
-    from ..config import safe_load
 
     try:
         header = safe_load(text.split("---", 2)[1]) or {}
@@ -292,12 +261,7 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
     A name that does not exist here is a Hub id only when it has the shape ``org/name[@rev]`` and ``org`` is not a
     folder here (``out/nope`` beside ``out/`` is a mistyped path: GensetsError, exit 2, no Hub call); ``hf:`` always
     means the Hub. Anything else that does not exist (``./x``, ``/x``, ``~/x``, ``a/b/c``) is a GensetsError too."""
-    from ..store import is_url
-    from . import released
-
     if is_url(dataset):  # a workspace on a store: its dataset/ read once into the local cache, named by its URL
-        from ..workspace import Workspace
-
         src = local_folder(Workspace(dataset).pull_dataset(), config, split)
         src.id = dataset
         return src

@@ -20,7 +20,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cards.markdown import table as markdown_table
+from ..config import load_config
+from ..curation.interchange import csv_cell
 from ..errors import GensetsError
+from ..output import claimable
+from ..output import files as staged_files
+from ..store import is_url
+from . import store
+from .data import open_source
+from .runner import EvalConfig, evaluate
 
 # the model lists shipped with gensets: --models NAME
 SHIPPED = {"imagenet-d": "imagenet_d.yaml", "smoke": "smoke.yaml"}
@@ -68,8 +77,6 @@ class Plan:
 
 def load_models(arg: str) -> tuple[Entry, ...]:
     """The model list ``arg`` names: a YAML file, a shipped list's name, or specs separated by commas."""
-    from ..config import load_config
-
     if arg in SHIPPED:
         from importlib import resources
 
@@ -96,8 +103,6 @@ def dataset_arg(arg: str) -> tuple[str | None, str]:
 
 def is_local(dataset: str) -> bool:
     """Whether a run's dataset id is a path of this machine (a workspace, a folder, a shard glob)."""
-    from ..store import is_url
-
     if is_url(dataset):
         return False
     p = Path(dataset).expanduser()
@@ -131,11 +136,6 @@ def run(plan: Plan, log=lambda line: None) -> dict:
     """Score every model of the plan on every dataset (finished runs skipped), then write the files.
 
     Returns ``{rows, files, scored, resumed}``."""
-    from ..output import claimable
-    from . import store
-    from .data import open_source
-    from .runner import EvalConfig, evaluate
-
     claimable(plan.out, "gensets leaderboard")  # a user's folder is refused before an hour of scoring
     done, scored, resumed = set(), 0, 0
     groups: dict[tuple, list[str]] = {}
@@ -171,8 +171,6 @@ def public_rows(db, only: set | None = None) -> list[dict]:
     """The leaderboard rows of a results database as the files hold them (:data:`COLUMNS`): datasets by public
     name, surrogates marked; ``only``: these runs' identities (dataset, revision, config, split, model, protocol)."""
     import duckdb
-
-    from . import store
 
     con = store.connect(db, read_only=True)
     try:
@@ -216,10 +214,8 @@ ABOUT = ("Accuracy in percent; the interval is a seeded percentile bootstrap ove
 
 
 def markdown(rows: list[dict]) -> str:
-    from ..cards.markdown import table
-
-    lines = ["# Leaderboard", "", ABOUT, "", table(SHOWN, [_cells(r) for r in rows],
-                                                   lambda v: str(v).replace("|", "\\|")).rstrip("\n")]
+    lines = ["# Leaderboard", "", ABOUT, "", markdown_table(SHOWN, [_cells(r) for r in rows],
+                                                            lambda v: str(v).replace("|", "\\|")).rstrip("\n")]
     if any(r["surrogate"] for r in rows):
         lines += ["", FOOTNOTE]
     return "\n".join(lines) + "\n"
@@ -261,9 +257,6 @@ def write(rows: list[dict], out: str | Path) -> list[Path]:
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from ..curation.interchange import csv_cell
-    from ..output import files as staged_files
 
     out = Path(out)
     text = io.StringIO()

@@ -47,8 +47,12 @@ from pathlib import Path
 
 from ..errors import DataError, GensetsError, Unavailable, did_you_mean
 from ..images import IMAGE_SUFFIXES, decode_image
+from ..labels.twoway import IMAGENET_D_BUILDER, official_name
+from ..models.hub import hub_endpoint, offline_env, reachable
+from ..records import content_id
 from ..safety import check_regular, inside, read_regular, read_text
-from .data import Source, Split
+from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes
+from .splits import Source, Split
 
 RELEASED_REPO = "zcs15/ImageNet-D"  # the authors' Hub dataset
 NUISANCES = ("background", "texture", "material")
@@ -65,8 +69,6 @@ def is_released_id(dataset: str) -> bool:
 
 def looks_released(folder: Path) -> bool:
     """Whether ``folder`` is in the released layout: a nuisance folder holding an ImageNet-D class folder."""
-    from ..sources.packaged import imagenet_d_classes
-
     classes = imagenet_d_classes()
     for kind in NUISANCES:
         try:
@@ -81,8 +83,6 @@ def looks_released(folder: Path) -> bool:
 def _entries(root: Path, base: str, kind: str) -> list[tuple[str, str, Path]]:
     """(key, class folder, path) of every image of one nuisance folder, sorted by key; DataError naming a
     class folder that is not one of the 113 or a symlink out of ``root``."""
-    from ..sources.packaged import imagenet_d_classes
-
     classes = imagenet_d_classes()
     kind_dir = inside(root, f"{base}{kind}")
     out = []
@@ -106,9 +106,6 @@ def _entries(root: Path, base: str, kind: str) -> list[tuple[str, str, Path]]:
 def read_questions(path: Path, text: str, keys: dict[str, str]) -> dict[str, int]:
     """A questions CSV (the module's layout) -> {image key: class index of its wrong option}; ``keys`` maps the
     folder's image keys to their class folders. DataError naming ``file:line`` and the value otherwise."""
-    from ..labels.twoway import official_name
-    from ..sources.packaged import imagenet_d_classes
-
     classes = imagenet_d_classes()
     index = {official_name(c["name"]): c["index"] for c in classes.values()}
     text = text.removeprefix("\ufeff")  # a byte-order mark, as a spreadsheet writes it
@@ -151,8 +148,6 @@ def read_entries(entries: list[tuple]) -> list[dict]:
     """The records of these entries ``(root, base, key, class folder, nuisance, wrong option or None)``, each
     image read inside ``root`` again and decoded by gensets (its pixel limit): a module-level function, so that
     the loader's worker processes read batches of a released split as they read shards."""
-    from ..sources.packaged import imagenet_d_classes
-
     classes = imagenet_d_classes()
     out = []
     for root, base, key, name, kind, wrong in entries:
@@ -183,10 +178,6 @@ def released_folder(folder: Path, config: str | None, split: str | None, *, root
                     revision: str | None = None) -> Source:
     """The released ImageNet-D in ``folder`` (the module's layout); every path read stays inside ``root``
     (default: ``folder``; a Hub snapshot's is its repo cache folder, whose ``blobs/`` its files link to)."""
-    from ..labels.twoway import IMAGENET_D_BUILDER
-    from ..records import content_id
-    from ..sources.packaged import imagenet_d_class_names
-
     root = Path(root or folder)
     base = folder.relative_to(root).as_posix() + "/" if Path(folder) != root else ""
     kinds = [k for k in NUISANCES if (folder / k).is_dir()]
@@ -220,8 +211,6 @@ def released_folder(folder: Path, config: str | None, split: str | None, *, root
 def hub_released(dataset: str, config: str | None, split: str | None) -> Source:
     """``hf:zcs15/ImageNet-D[@rev]``: the Hub's snapshot (the local cache first; offline and not cached, or the
     Hub unreachable: one ``Unavailable`` line at once, exit 3), read as :func:`released_folder`."""
-    from ..models.hub import hub_endpoint, offline_env, reachable
-
     revision = dataset.partition("@")[2] or None
     kw = {"repo_id": RELEASED_REPO, "repo_type": "dataset", "revision": revision, "allow_patterns": _ALLOW}
     from huggingface_hub import snapshot_download

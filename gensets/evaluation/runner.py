@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import notices
 from ..config import control_char
 from ..errors import GensetsError
+from ..models.device import default_device, distributed
+from ..progress import bar as progress
+from ..records import content_id, library_versions
 from ..registry import IDENTIFIERS, PROTOCOLS
 from . import store
 from .data import Source, Split, open_source
@@ -104,9 +107,6 @@ def _cut(limit: int | None, images: int, size: int | None = None) -> int | None:
 def evaluate(cfg: EvalConfig) -> list[dict]:
     """Score every model on every (config, split) of ``cfg.dataset``; returns one summary per run (on every
     process but process 0 of an ``accelerate launch``: nothing)."""
-    from ..models.device import default_device, distributed
-    from ..records import library_versions
-
     if cfg.protocol is not None and cfg.protocol not in PROTOCOLS:
         raise GensetsError(f"unknown protocol '{cfg.protocol}' (known: {', '.join(PROTOCOLS)})")
     if cfg.precision not in PRECISIONS:
@@ -160,8 +160,6 @@ def _settings(sp: Split, p: Protocol, cfg: EvalConfig) -> str:
     """What changes a run's results besides its identity (run_id): the zero-shot templates, the model's
     revision, its label space and classes, two-way's CLIP, seed and decoding, a LLaVA model's dtype and image aspect
     (gensets.models.vlm). A complete run with other settings is scored again."""
-    from ..records import content_id
-
     return content_id([list(getattr(sp, "templates", None) or []), p.model.revision, p.label_space, p.class_names,
                        cfg.clip, cfg.seed, *([cfg.decoding] if p.name.startswith("two-way") else []),
                        *([v] if (v := getattr(p.model, "variant", "")) else [])])  # a LLaVA model's dtype, aspect
@@ -188,8 +186,6 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
                     device: str) -> list[dict]:
     import torch
 
-    from ..progress import bar as progress
-
     data = SplitBatches(sp, cfg.batch_size, cfg.limit)
     first = data.first()  # read before the models are bound: it tells the protocol
     if first is None:
@@ -209,8 +205,8 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
         for spec in done:
             del bound[spec]
             if dist.rank == 0:  # a note, not progress: printed under --quiet too
-                print(f"skipped {spec} on {sp.config}/{sp.split} [{done[spec]['variant']}]: complete in {cfg.db} "
-                      "(--force to score it again)", file=sys.stderr)
+                notices.notice(f"skipped {spec} on {sp.config}/{sp.split} [{done[spec]['variant']}]: complete in "
+                               f"{cfg.db} (--force to score it again)")
         out = list(done.values()) if dist.rank == 0 else []
         if not bound:
             return out

@@ -23,27 +23,22 @@ from pathlib import Path
 
 from ..db import transaction
 from ..errors import DataError, GensetsError
+from ..images import decode_image, is_image_file
 from ..progress import bar as progress
+from ..quality.metrics import Models
+from ..records import generator_label
 from ..registry import QUALITY_METRICS
+from ..safety import inside, read_regular
+from . import store
 from .data import open_source
+from .store import SCORES_SCHEMA as SCHEMA
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS scores (
-    dataset VARCHAR, revision VARCHAR, config VARCHAR, split VARCHAR, key VARCHAR, generator VARCHAR,
-    metric VARCHAR, variant VARCHAR, models JSON, commits JSON, value DOUBLE);
-CREATE TABLE IF NOT EXISTS score_summaries (
-    dataset VARCHAR, revision VARCHAR, config VARCHAR, split VARCHAR, metric VARCHAR, name VARCHAR, level VARCHAR,
-    variant VARCHAR, models JSON, commits JSON, reference VARCHAR, generators JSON, n INTEGER, value DOUBLE,
-    lo DOUBLE, hi DOUBLE, higher_is_better BOOLEAN, details JSON, scored TIMESTAMP);
-"""
 SUMMARY_COLUMNS = ["dataset", "revision", "config", "split", "metric", "name", "level", "variant", "models", "commits",
                    "reference", "generators", "n", "value", "lo", "hi", "higher_is_better", "details", "scored"]
 
 
 def connect(path, read_only: bool = False):
     """The results database with the score tables (gensets.evaluation.store.connect)."""
-    from . import store
-
     con = store.connect(path, read_only=read_only)
     if not read_only:
         con.execute(SCHEMA)
@@ -99,8 +94,6 @@ def _batches(records, size: int, limit: int | None):
 
 def _reference_batches(ref: str, size: int):
     """Batches of the reference images: every image file under a plain folder, else every image of a source."""
-    from ..images import decode_image, is_image_file
-
     path = Path(ref)
     if path.is_dir() and not (path / "config.yaml").exists() and not (path / "README.md").exists() \
             and not any(path.rglob("*.tar")):
@@ -123,9 +116,6 @@ def _reference_batches(ref: str, size: int):
 
 def _pair(pairs: Path, meta: dict, key: str):
     """The init image of a sample (RA / img2img), checked against its recorded sha256; None when it has none."""
-    from ..images import decode_image
-    from ..safety import inside, read_regular
-
     p = meta.get("prompting") or {}
     name = p.get("init_image") or meta.get("init_image")
     if not name:
@@ -145,9 +135,7 @@ def score(cfg: ScoreConfig) -> list[dict]:
     """Score every metric on every (config, split) of ``cfg.dataset``; write the rows; return the summaries."""
     import numpy as np
 
-    from .. import metrics as M
-    from ..quality.metrics import Models
-    from ..records import generator_label
+    from .. import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     unknown = [m for m in cfg.metrics if m not in QUALITY_METRICS]
     if unknown or not cfg.metrics:

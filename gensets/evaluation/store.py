@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 
 from ..db import transaction
+from ..errors import GensetsError, did_you_mean
+from ..records import content_id
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -40,13 +42,22 @@ SEALED = {"enable_external_access": False, "autoinstall_known_extensions": False
           "autoload_known_extensions": False, "allow_community_extensions": False,
           "allow_unsigned_extensions": False, "lock_configuration": True}
 
+# the tables of `gensets score` (gensets.evaluation.scoring)
+SCORES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS scores (
+    dataset VARCHAR, revision VARCHAR, config VARCHAR, split VARCHAR, key VARCHAR, generator VARCHAR,
+    metric VARCHAR, variant VARCHAR, models JSON, commits JSON, value DOUBLE);
+CREATE TABLE IF NOT EXISTS score_summaries (
+    dataset VARCHAR, revision VARCHAR, config VARCHAR, split VARCHAR, metric VARCHAR, name VARCHAR, level VARCHAR,
+    variant VARCHAR, models JSON, commits JSON, reference VARCHAR, generators JSON, n INTEGER, value DOUBLE,
+    lo DOUBLE, hi DOUBLE, higher_is_better BOOLEAN, details JSON, scored TIMESTAMP);
+"""
+
 
 def connect(path: str | Path, read_only: bool = False):
     """The results database; ``read_only``: a :data:`SEALED` connection (read-only, no file system, no
     extensions). A file that is not a DuckDB database, or one another process writes, is a GensetsError."""
     import duckdb
-
-    from ..errors import GensetsError
 
     if read_only and not Path(path).is_file():
         raise GensetsError(f"{path}: no results database")
@@ -66,8 +77,6 @@ def connect(path: str | Path, read_only: bool = False):
 
 def run_id(dataset: str, revision: str | None, config: str, split: str, model: str, protocol: str,
            precision: str | None = None) -> str:
-    from ..records import content_id
-
     extra = [precision] if precision not in (None, "fp32") else []
     return content_id([dataset, revision, config, split, model, protocol, *extra])
 
@@ -86,8 +95,6 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
                  run["protocol"], run.get("precision"))
     old = con.execute("SELECT n, sample_limit FROM runs WHERE run_id = ?", [rid]).fetchone()
     if old and old[1] is None and run.get("sample_limit") is not None and run["n"] < old[0]:
-        from ..errors import GensetsError
-
         raise GensetsError(
             f"{run['model']} on {run['dataset']} {run['config']}/{run['split']} ({run['protocol']}): "
             f"--limit {run['sample_limit']} ({run['n']} samples) would replace the complete run of {old[0]}; "
@@ -161,8 +168,6 @@ def leaderboard(con, dataset: str | None = None, config: str | None = None, spli
 def unmatched(con, dataset: str | None = None, config: str | None = None, split: str | None = None) -> str | None:
     """Why :func:`leaderboard` with these filters has no row: the first filter that no run matches, with the
     values the runs have (None: every filter matches, or none was given)."""
-    from ..errors import did_you_mean
-
     where, args = "TRUE", []
     for column, flag, value in (("dataset", "--dataset", dataset), ("config", "--config", config),
                                 ("split", "--split", split)):
@@ -181,8 +186,6 @@ def pivot(cols: list[str], rows: list, metric: str = "top1") -> tuple[list[str],
     ``metric`` in each cell (None where that model has no run), plus the mean over the cells it has. Rows in
     order of that mean, best first."""
     if metric not in cols:
-        from ..errors import GensetsError
-
         raise GensetsError(f"--metric {metric!r}: not a leaderboard column (one of {', '.join(cols[7:])})")
     at = {c: i for i, c in enumerate(cols)}
     several = len({r[at["dataset"]] for r in rows}) > 1
@@ -255,10 +258,8 @@ def schema(con=None) -> list[dict]:
     import duckdb
 
     if con is None:
-        from .scoring import SCHEMA as SCORES
-
         con = duckdb.connect(":memory:")
-        con.execute(SCHEMA + SCORES)
+        con.execute(SCHEMA + SCORES_SCHEMA)
         con.execute(RESULTS_VIEW)
     rows = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
                        "ORDER BY table_name, ordinal_position").fetchall()

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 
 from gensets.errors import GensetsError
 from gensets.labels.names import readable
+from gensets.records import derive_seed
+from gensets.sources.packaged import imagenet_d_two_way_synonyms
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -73,8 +75,6 @@ def official_question(true_name: str, wrong_name: str) -> tuple[str, list[str]]:
 
 
 def _names(name: str, answer: str) -> bool:
-    from gensets.sources.packaged import imagenet_d_two_way_synonyms
-
     return name in answer or any(w in answer for w in imagenet_d_two_way_synonyms().get(name, ()))
 
 
@@ -222,8 +222,6 @@ def score_two_way(
                          "classes": classes, "correct": classes.index(int(t))})
         seeds = None
         if how["temperature"] is not None:
-            from gensets.records import derive_seed
-
             seeds = [derive_seed(seed, keys[start + k] if keys is not None else start + k) for k in range(len(batch))]
         answers = vlm.answer(batch, questions, max_new_tokens=how["max_new_tokens"], temperature=how["temperature"],
                              seeds=seeds, prompt=how["prompt"])

@@ -79,6 +79,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 
+from ..sources.packaged import imagenet_lemmas
+
 __all__ = ["BORJI_CATEGORIES", "EXTRA_SYNONYMS", "SYNONYMS", "WORDS", "borji_category_ids", "imagenet_label_words",
            "label_name", "label_words", "synonyms_of", "wordset_hit", "wordset_targets"]
 
@@ -197,8 +199,6 @@ def label_words(labels: Sequence[str], words: str = "names") -> list[str]:
 def imagenet_label_words(words: str = "names") -> list[str]:
     """The 1000 ImageNet-1k labels as the word rule reads them: the paper's label names ("loggerhead", "pick"),
     or the WordNet lemma lists (``lemmas``), from the packaged gensets/data/wordnet/imagenet_lemmas.json."""
-    from ..sources.packaged import imagenet_lemmas
-
     return label_words(imagenet_lemmas(), words)
 
 

@@ -19,6 +19,7 @@ from gensets.errors import ModelError
 from gensets.models import hub, loading
 from gensets.models.device import default_device
 from gensets.models.spec import parse_spec
+from gensets.models.vlm import load_vqa
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -121,8 +122,6 @@ def load_captioner(spec: str, *, allow_pickle: bool = False, trust_remote_code: 
             model = transformers.AutoModelForImageTextToText.from_pretrained(src, **weights, **kwargs)
             processor = transformers.AutoProcessor.from_pretrained(src, **kwargs)
     if kind == "image-text-to-text":  # a chat model asked for a caption: the VQA adapter's chat path
-        from gensets.models.vlm import load_vqa
-
         vqa = load_vqa(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, device=device)
         return Captioner(spec=s.raw, model_id=vqa.model_id, revision=vqa.revision, kind=kind, model=vqa,
                          processor=vqa.processor, device=device)

@@ -24,6 +24,8 @@ from gensets.models.spec import ModelSpec, parse_spec
 from gensets.models.tiny import built_model, tiny_path
 from gensets.registry import FAMILIES, TINY_MODELS
 
+from . import text_features as tf
+
 if TYPE_CHECKING:
     import torch
     from PIL import Image
@@ -60,8 +62,6 @@ class Classifier:
         """A zero-shot model's text classifier [dim, classes] on this classifier's device, computed by
         ``compute`` once and then read from the cache (gensets.models.text_features: keyed by the weights, every
         prompt, the method, the device and dtype)."""
-        from . import text_features as tf
-
         prompts = [[t(name) for t in templates] for name in self.label_names]
         dtype = str(next(self.model.parameters()).dtype)
         key = tf.cache_key(kind=self.kind, model_id=self.model_id, weights=tf.weights_id(self.revision, self.model, skip),

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .. import notices
+from ..errors import GensetsError
+
 
 def world_size() -> int:
     """``WORLD_SIZE`` of ``accelerate launch`` / ``torchrun`` (1 when unset); GensetsError naming it when it is
     not a whole number of at least 1 (``WORLD_SIZE=two``)."""
-    from ..errors import GensetsError
-
     text = os.environ.get("WORLD_SIZE", "").strip() or "1"
     try:
         n = int(text)
@@ -72,12 +73,10 @@ def distributed() -> Dist:
     """Rank and world size under ``accelerate launch`` / ``torchrun``; one process otherwise."""
     if world_size() <= 1:
         if one_of_many_asked() and not _warned:  # said once, and the run goes on: its results are right, only slower
-            import sys
-
             _warned.append(1)
-            print("gensets: warning: accelerate launch started one process, not --num_processes: on CPU it needs "
-                  "--multi_gpu (accelerate launch --multi_gpu --num_processes N -m gensets.cli ...); "
-                  "running as one process", file=sys.stderr, flush=True)
+            notices.warn("gensets: warning: accelerate launch started one process, not --num_processes: on CPU it "
+                         "needs --multi_gpu (accelerate launch --multi_gpu --num_processes N -m gensets.cli ...); "
+                         "running as one process")
         return Dist()
     import torch
     from accelerate import PartialState

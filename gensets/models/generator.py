@@ -18,6 +18,8 @@ from gensets.models import hub, loading
 from gensets.models.spec import parse_spec
 from gensets.registry import FAMILIES
 
+from .device import default_device
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -254,8 +256,6 @@ def _load_diffusers(s, *, scheduler, torch_dtype, device, allow_pickle, attentio
     if scheduler_cls is not None:
         pipe.scheduler = scheduler_cls.from_config(pipe.scheduler.config)
     if device is None:  # under accelerate launch, this process's GPU (not every process on GPU 0)
-        from .device import default_device
-
         device = default_device()
     pipe = pipe.to(device)
     pipe.set_progress_bar_config(disable=True)

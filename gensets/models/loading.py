@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gensets import notices
 from gensets.errors import ModelError, ModelUnavailable
 from gensets.models import hub
 from gensets.models.spec import ModelSpec
@@ -105,8 +107,6 @@ def announce(spec: ModelSpec, source: Source) -> None:
     folder, the local cache, or the Hub: downloaded on first use). The CLI turns it on (GENSETS_ANNOUNCE=1, not
     under --quiet / --json) for a terminal; GENSETS_ANNOUNCE=always prints it to any stderr."""
     mode = os.environ.get("GENSETS_ANNOUNCE", "")
-    import sys
-
     if not (mode == "always" or (mode == "1" and sys.stderr.isatty())):
         return
     rev = f"@{source.revision}" if source.revision else ""
@@ -118,7 +118,7 @@ def announce(spec: ModelSpec, source: Source) -> None:
         where = f"the Hub, {source.repo}{rev} (downloaded on first use, then from the cache)"
     else:
         where = f"the local cache, {source.repo}{rev} (offline)"
-    print(f"loading {spec.raw}: from {where}", file=sys.stderr, flush=True)
+    notices.notice(f"loading {spec.raw}: from {where}")
 
 
 def _local_dir(spec: ModelSpec, path: str) -> Path:

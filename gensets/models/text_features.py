@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .. import determinism
 from ..cache import cache_root
 from ..errors import DataError
 from ..output import atomic_open
@@ -38,8 +39,6 @@ FOLDER = "text-features"
 
 def _where(device: str) -> str:
     import torch
-
-    from .. import determinism
 
     if str(device).startswith("cuda"):
         return f"cuda:{torch.cuda.get_device_name(torch.device(device))}"

@@ -54,6 +54,10 @@ from gensets import recordio
 from gensets.errors import ModelError
 from gensets.records import derive_seed
 
+from ..errors import DataError
+from ..output import atomic_open
+from ..safety import check_regular, no_symlink
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -166,9 +170,6 @@ def _save_atomic(tensors: dict, path: Path, metadata: dict[str, str]) -> None:
     """One metadata key only: safetensors writes several in no fixed order (a hash map)."""
     import safetensors.torch
 
-    from ..output import atomic_open
-    from ..safety import no_symlink
-
     data = safetensors.torch.save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
     with atomic_open(no_symlink(path, "a TI file")) as f:  # neither written through a symlink nor replacing one
         f.write(data)
@@ -179,9 +180,6 @@ def _resume(checkpoint: Path, key: str, steps: int) -> tuple[int, list, list, tu
     the same ``key`` holds ((0, [], [], None) for another key's). DataError naming the file for one that is not a
     regular file, not safetensors, or whose state is not what :func:`train_textual_inversion` writes."""
     import safetensors
-
-    from ..errors import DataError
-    from ..safety import check_regular, no_symlink
 
     check_regular(no_symlink(checkpoint, "a TI checkpoint"))
     try:
@@ -260,8 +258,6 @@ def train_textual_inversion(pipe, images: list, *, token: str, initializer: str,
         if start:
             row, m, v = saved
             if not all(x.shape == emb.weight[tid].shape for x in saved):
-                from ..errors import DataError
-
                 raise DataError(f"{checkpoint}: its tensors are not of the token embedding's shape "
                                 f"{tuple(emb.weight[tid].shape)}; remove it to train this class from the start")
     if start:

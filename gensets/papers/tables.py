@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..builders.finalize import finalize as finalize_ws
 from ..builders.runner import build as build_ws
-from ..builders.runner import finalize as finalize_ws
 from ..errors import GensetsError
 from ..evaluation.reports.base import verdict
 from ..evaluation.runner import EvalConfig

@@ -101,7 +101,7 @@ def clip_scores(image_emb: Any, text_emb: Any) -> np.ndarray:
     """Per pair, :func:`gensets.metrics.clip_score` of that pair alone: ``100 * max(cos(image_i, text_i), 0)``."""
     import numpy as np
 
-    from .. import metrics as M
+    from .. import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the quality metrics)
 
     a, b = np.asarray(image_emb, dtype=np.float64), np.asarray(text_emb, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 2:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import DataError, ModelError
+from ..models import load_classifier, load_vqa, scorers
 from ..registry import QUALITY_METRICS
 from . import functional as F
 
@@ -59,20 +60,14 @@ class Models:
         return self._loaded[key]
 
     def _load(self, loader: str, spec: str):
-        from ..models import scorers
-
         kw = dict(allow_pickle=self.allow_pickle, device=self.device)
         if loader == "clip":
-            from ..models import load_classifier
-
             model = load_classifier(spec, labels=["image"], trust_remote_code=self.trust_remote_code, **kw)
             if not hasattr(model, "embed_text"):
                 raise ModelError(f"model {spec!r} is not a CLIP model (use open_clip:..., hf:<a CLIP repo>, tiny:clip "
                                  "or tiny:hf-clip)")
             return model
         if loader == "vlm":
-            from ..models import load_vqa
-
             model = load_vqa(spec, trust_remote_code=self.trust_remote_code, **kw)
             if model.kind != "image-text-to-text":
                 raise ModelError(f"model {spec!r} is a {model.kind} VQA model; VQAScore needs an image-text-to-text "

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
+from ..images import decode_image
+from ..models.spec import parse_spec
 from ..registry import QUALITY_METRICS
+from .metrics import Models
 
 
 class _PerImage:
@@ -47,8 +50,6 @@ class Threshold:
     models: dict[str, str] = field(default_factory=dict)  # role -> model spec, instead of the metric's defaults
 
     def validate(self, base_dir: Path | None) -> None:
-        from ..models.spec import parse_spec
-
         if self.min is None and self.max is None:
             raise ValueError("give min, max or both")
         if self.min is not None and self.max is not None and self.min > self.max:
@@ -76,8 +77,6 @@ class QualityFilter:
     """Scores the samples of a unit with the thresholded metrics (models loaded once) and records the verdicts."""
 
     def __init__(self, thresholds: Mapping[str, Threshold], *, batch_size: int = 16, device: str | None = None):
-        from .metrics import Models
-
         self.thresholds = dict(thresholds)
         self.batch_size = batch_size
         models = Models(device=device)
@@ -100,8 +99,6 @@ class QualityFilter:
 
     def apply(self, samples: list) -> None:
         """Add ``json.quality`` to each sample (its image decoded once here)."""
-        from ..images import decode_image
-
         images = [decode_image(s.image) for s in samples]
         metas = [s.meta for s in samples]
         values = {}

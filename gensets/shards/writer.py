@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gensets.output import atomic_open, fsync_dir, temp_name  # noqa: F401 - shards' writers use them from here
+from gensets.safety import open_regular
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,6 @@ class ShardInfo:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    from gensets.safety import open_regular
-
     h = hashlib.sha256()
     with open_regular(path) as f:
         while chunk := f.read(1 << 20):

@@ -4,11 +4,11 @@ or ``folder:<path>`` (one sub-folder per class), and how another list of names i
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from .. import notices
 from ..config import control_char
 from ..records import slug
 from .packaged import genbench_datasets
@@ -106,18 +106,18 @@ def match_classes(names: list[str], class_names, *, by_index: bool = True) -> tu
 
 
 def report_match(what: str, names: list[str], class_names, matched: dict[int, int], how: str) -> list[str]:
-    """Say on stderr, one line each, when classes were matched by position and which names matched no class
+    """Say as notices (:mod:`gensets.notices`), one line each, when classes were matched by position and which names matched no class
     (those are left out); returns the unmatched names."""
     if how == "index":
         differ = [(n, class_names[j]) for j, n in enumerate(names) if n != class_names[j]]
         example = f"; e.g. {differ[0][0]!r} is {differ[0][1]!r}" if differ else ""
-        print(f"gensets: {what}: its {len(names)} classes matched to the dataset's {len(class_names)} by position "
-              f"({len(differ)} spelled differently{example})", file=sys.stderr)
+        notices.notice(f"gensets: {what}: its {len(names)} classes matched to the dataset's {len(class_names)} by "
+                       f"position ({len(differ)} spelled differently{example})")
     unmatched = [n for j, n in enumerate(names) if j not in matched]
     if unmatched:
         more = f", ... ({len(unmatched)} in all)" if len(unmatched) > 5 else ""
-        print(f"gensets: warning: {what}: {len(unmatched)} class(es) match no class of the dataset and are left "
-              f"out: {', '.join(map(repr, unmatched[:5]))}{more}", file=sys.stderr)
+        notices.warn(f"gensets: warning: {what}: {len(unmatched)} class(es) match no class of the dataset and are "
+                     f"left out: {', '.join(map(repr, unmatched[:5]))}{more}")
     return unmatched
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..config import control_char
 from ..errors import GensetsError, Unavailable
 from ..images import decode_image, is_image_file
+from .classes import hf_label_feature, match_classes, report_match, split_rev
 
 
 class Images(Sequence):
@@ -45,8 +46,6 @@ def hf_split(name: str, split: str, *, what: str, hf_config: str | None = None, 
     naming ``what`` when the split is not available or holds no Image feature."""
     import datasets
 
-    from .classes import hf_label_feature, split_rev
-
     column, feature = hf_label_feature(name, hf_config, label_column, split)
     repo, rev = split_rev(name)
     try:
@@ -67,8 +66,6 @@ def load_test_set(source: str, class_names: list[str], split: str = "test") -> t
     by name; a ClassLabel's names by position when it has as many as the dataset has classes (and they do
     not all match one-to-one by name), else by name (:func:`gensets.sources.classes.match_classes`);
     classes that match none are left out and named on stderr."""
-    from .classes import match_classes, report_match
-
     if source.startswith("hf:"):
         ds, column, feature, image_col = hf_split(source[len("hf:"):], split, what=f"test set {source}")
         names = list(feature.names)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import control_char
 from ..errors import ConfigError, DataError
+from ..images import encode_image
 from ..shards import sha256_file
 
 _PIL_EXT = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp"}
@@ -142,8 +143,6 @@ def load_checked(path: str, max_pixels: int, fmt: str, quality: int, sha256: str
     Provenance keeps the original file's sha256 either way.
     """
     from PIL import Image, ImageOps, UnidentifiedImageError
-
-    from ..images import encode_image
 
     try:
         data = Path(path).read_bytes()

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import GensetsError
 from ...labels.hits import hit
+from ...labels.imagenet import imagenet_names
 from ...labels.names import same_names
 from ...labels.twoway import IMAGENET_D_BUILDER
+from ...models import load_classifier, load_vqa, parse_spec
+from ...registry import PROTOCOLS
 
 if TYPE_CHECKING:
     from ..data import Split
@@ -51,8 +54,6 @@ class Models:
         self._vqa: dict[str, Any] = {}
 
     def classifier(self, spec: str, labels: Sequence[str] | None = None, templates: Sequence[str] | None = None):
-        from ...models import load_classifier
-
         key = (spec, tuple(labels or ()), tuple(templates or ()))
         model = self._classifiers.get((spec,)) or self._classifiers.get(key)
         if model is None:
@@ -63,8 +64,6 @@ class Models:
         return model
 
     def vqa(self, spec: str):
-        from ...models import load_vqa
-
         if spec not in self._vqa:
             self._vqa[spec] = load_vqa(spec, **self.options)
         return self._vqa[spec]
@@ -74,8 +73,6 @@ def automatic(models: Models, spec: str, split: Split, first: dict) -> tuple[typ
     """No ``--protocol``: the model (a zero-shot one gets the dataset's class names when it has them) and the
     protocol :func:`choose` picks from the loaded model's kind and labels, never from the spec's name; an
     ImageNet-D split's samples map to ImageNet ids (its class map) whether or not their json says so."""
-    from ...registry import PROTOCOLS
-
     model = PROTOCOLS.get("zero-shot").load(models, spec, split) if split.class_names else models.classifier(spec)
     meta = first["meta"]
     if split.builder == IMAGENET_D_BUILDER and meta.get("imagenet_ids") is None:  # its classes' ids: the class map
@@ -142,8 +139,6 @@ class ClassifierProtocol(Protocol):
 
     @classmethod
     def check(cls, cfg) -> None:
-        from ...models import parse_spec
-
         for spec in cfg.models:
             parse_spec(spec)
 
@@ -151,8 +146,6 @@ class ClassifierProtocol(Protocol):
     def load(cls, models, spec, split):
         """A zero-shot (CLIP) model gets ImageNet-1k's labels under any protocol but zero-shot; other loaders
         ignore them."""
-        from ...labels.imagenet import imagenet_names
-
         return models.classifier(spec, labels=imagenet_names())
 
     def targets(self, record: dict) -> list[int]:
@@ -223,7 +216,7 @@ def accuracy_row(name: str, correct: Sequence[bool], seed: int = 0) -> dict:
     """A metric row: the fraction correct with its seeded bootstrap 95% interval."""
     import numpy as np
 
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the protocols)
 
     c = np.array(correct, dtype=bool)
     lo, hi = M.bootstrap_ci(c.astype(float), seed=seed)
@@ -235,7 +228,7 @@ def summarize(preds: list[dict], extra: dict[str, list[bool]], seed: int = 0) ->
     hit list under its name, and the mean per-class top-1 when every sample has a target."""
     import numpy as np
 
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the protocols)
 
     out = [accuracy_row("top1", [p["correct1"] for p in preds], seed),
            accuracy_row("top5", [p["correct5"] for p in preds], seed),

@@ -26,6 +26,7 @@ from ...errors import GensetsError
 from ...labels.hits import hit
 from ...labels.twoway import IMAGENET_D_BUILDER
 from ...registry import PROTOCOLS
+from ...sources.packaged import imagenet_d_class_map
 from .base import ClassifierProtocol, summarize, topk
 
 
@@ -36,8 +37,6 @@ class ImageNet(ClassifierProtocol):
         self.class_map = None
         self.union = None
         if IMAGENET_D_BUILDER in (self.split.builder, self.first["meta"].get("builder")):
-            from ...sources.packaged import imagenet_d_class_map
-
             self.class_map = imagenet_d_class_map()
             self.union = sorted({i for ids in self.class_map.values() for i in ids})
 
@@ -70,7 +69,7 @@ class ImageNetTop5PerId(ImageNet):
     def metrics(self, rows, extra):
         import numpy as np
 
-        from ... import metrics as M  # numpy and scipy: not at import (the CLI's parser lists the protocols)
+        from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the protocols)
 
         out = summarize(rows, extra)
         counts = np.array([M.topk_count_per_id(p["top5"], p["target_ids"], 5) for p in rows], dtype=float)

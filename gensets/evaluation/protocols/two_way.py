@@ -25,8 +25,15 @@ from __future__ import annotations
 
 from ...errors import DataError, GensetsError
 from ...labels.names import readable
-from ...labels.twoway import OFFICIAL_TEMPLATE, official_name
+from ...labels.twoway import (
+    OFFICIAL_TEMPLATE,
+    official_name,
+    score_two_way,
+    two_way_accuracy,
+    two_way_outcomes,
+)
 from ...registry import PROTOCOLS
+from ..released import is_released_id, looks_released
 from .base import Scored, VQAProtocol, accuracy_row
 
 
@@ -38,8 +45,6 @@ class TwoWay(VQAProtocol):
         """No --clip: refused before anything loads unless the dataset may give the wrong options (the released
         ImageNet-D; a split of it without a questions CSV is refused once it is read)."""
         from pathlib import Path
-
-        from ..released import is_released_id, looks_released
 
         if not cfg.clip and not (is_released_id(str(cfg.dataset)) or looks_released(Path(cfg.dataset))):
             raise GensetsError(f"protocol {cls.name} needs --clip SPEC: the CLIP model that picks the wrong class")
@@ -85,8 +90,6 @@ class TwoWay(VQAProtocol):
         return out
 
     def score(self, inputs, records):
-        from ...labels.twoway import score_two_way
-
         keys = [r["key"] for r in records]
         res = score_two_way(self.model, self.clip, inputs, [int(r["target"]) for r in records], self.names,
                             self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys, variant=self.variant,
@@ -102,8 +105,6 @@ class TwoWay(VQAProtocol):
         return out
 
     def metrics(self, rows, extra):
-        from ...labels.twoway import two_way_accuracy, two_way_outcomes
-
         acc = two_way_accuracy(extra["choice"], extra["correct"])
         unparseable = {"name": "unparseable", "value": acc["n_unparseable"] / acc["n"] if acc["n"] else None,
                        "lo": None, "hi": None}

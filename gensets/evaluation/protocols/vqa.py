@@ -24,7 +24,7 @@ class VQA(VQAProtocol):
         return ["no", "yes"]
 
     def score(self, inputs, records):
-        from ... import metrics as M
+        from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the protocols)
 
         pairs = [(image, r, i, q) for image, r in zip(inputs, records, strict=True)
                  for i, q in enumerate(r["meta"].get("questions") or [])]
@@ -40,7 +40,7 @@ class VQA(VQAProtocol):
         return out
 
     def metrics(self, rows, extra):
-        from ... import metrics as M
+        from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the protocols)
 
         if not rows:
             raise GensetsError(f"{self.split.config}/{self.split.split}: no questions (json.questions) to score")

@@ -18,6 +18,7 @@ protocol names the variant.
 from __future__ import annotations
 
 from ...labels.names import readable
+from ...labels.wordset import label_words, synonyms_of, wordset_targets
 from ...registry import PROTOCOLS
 from .base import ClassifierProtocol, class_names_of
 
@@ -29,7 +30,6 @@ class WordSet(ClassifierProtocol):
 
     def __init__(self, model, split, **kw):
         super().__init__(model, split, **kw)
-        from ...labels.wordset import label_words, synonyms_of
 
         self.names = class_names_of(split, self.name)
         self.synonyms = synonyms_of(self.extra_synonyms)
@@ -37,8 +37,6 @@ class WordSet(ClassifierProtocol):
         self._targets: dict[int, list[int]] = {}
 
     def targets(self, record):
-        from ...labels.wordset import wordset_targets
-
         t = record["target"]
         if t not in self._targets:
             word = readable(self.names[int(t)])

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import ClassVar
 
+from ...errors import GensetsError
+from ..runner import PRECISIONS
+
 
 class Report:
     name: ClassVar[str] = ""  # the KIND it is registered under
@@ -31,8 +34,6 @@ def verdict(published: float | None, interval: list[float] | tuple[float, float]
 def add_precision(parser: argparse.ArgumentParser, what: str) -> None:
     """``--precision``: the runs a report counts, by ``gensets eval --precision`` (fp32 by default), so a model
     scored in fp32 and under autocast is never counted twice."""
-    from ..runner import PRECISIONS
-
     parser.add_argument("--precision", default="fp32", choices=tuple(PRECISIONS),
                         help=f"{what}, by `gensets eval --precision` (default: fp32)")
 
@@ -47,8 +48,6 @@ def rows(con, sql: str, args: list) -> list[dict]:
 def pick_run_set(con, db, dataset: str | None, protocol: str, revision: str | None) -> tuple[str, str | None]:
     """The (dataset, dataset revision) a report covers: ``dataset`` (default: the only one scored with
     ``protocol``) at ``revision`` (default: the one of the latest finished run). GensetsError when there is none."""
-    from ...errors import GensetsError
-
     datasets = [r[0] for r in con.execute(
         "SELECT DISTINCT dataset FROM runs WHERE protocol = ? ORDER BY 1", [protocol]).fetchall()]
     if dataset is None:

@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...cards.figures import PALETTE, figure, save
+from ...cards.markdown import table
 from ...errors import GensetsError
 from ...output import files
 from ...registry import REPORTS
+from ..data import open_source
+from ..scoring import summaries
 from .base import Report
 
 
@@ -22,9 +26,6 @@ def _short(dataset: str) -> str:
 
 def compute(db, sources: list[str] | None = None, metrics: list[str] | None = None) -> dict:
     """The report as plain data: rows (dataset, config, split, generators, n, {column: cell}) and columns."""
-    from ..data import open_source
-    from ..scoring import summaries
-
     wanted = None
     if sources:
         wanted = []
@@ -64,8 +65,6 @@ def _cell(c: dict | None, best) -> str:
 
 
 def markdown(rep: dict) -> str:
-    from ...cards.markdown import table
-
     cols = rep["columns"]
     head = ["dataset", "config", "generator", "images", *(f"{n} {'↑' if c['higher_is_better'] else '↓'}"
                                                          for n, c in cols.items())]
@@ -88,8 +87,6 @@ def markdown(rep: dict) -> str:
 
 def plot(rep: dict, path: Path) -> None:
     """One panel per metric: a bar per (dataset, config), the bootstrap interval as an error bar."""
-    from ...cards.figures import PALETTE, figure, save
-
     cols = list(rep["columns"])
     labels = [f"{r['name']}/{r['config']}" for r in rep["rows"]]
     fig = figure(2.6 * len(cols) + 1.6, 0.9 + 0.3 * len(labels))

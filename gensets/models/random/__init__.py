@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from gensets.models.tiny import TinyModel
+from gensets.models.tiny.classifiers import clip_tokenizer
 from gensets.registry import RANDOM_MODELS
 
 
@@ -40,8 +41,6 @@ def full_clip_tokenizer(**kwargs):
     """CLIP's own tokenizer (49,408 tokens: 256 bytes, their end-of-word forms, 48,894 merges, start and end),
     rebuilt offline from open_clip's copy of CLIP's BPE file, as a transformers CLIPTokenizer; `kwargs` as the
     packaged config says (Stable Diffusion 2's, OpenCLIP's, pads with "!")."""
-    from gensets.models.tiny.classifiers import clip_tokenizer
-
     return clip_tokenizer(49152 - 256 - 2, **kwargs)
 
 

@@ -41,7 +41,8 @@ from pathlib import Path
 from gensets import determinism
 from gensets.cache import cache_root
 from gensets.errors import ModelError
-from gensets.registry import TINY_MODELS
+from gensets.models.hub import quiet_progress
+from gensets.registry import RANDOM_MODELS, TINY_MODELS
 
 VERSION = "v2"
 _DONE = ".complete"
@@ -72,8 +73,6 @@ def vision_config(**kw) -> dict:
 
 
 def _family(family: str):
-    from gensets.registry import RANDOM_MODELS
-
     return {"tiny": TINY_MODELS, "random": RANDOM_MODELS}[family]
 
 
@@ -136,8 +135,6 @@ def built_path(family: str, kind: str) -> Path:
 
 def _build(model: type[TinyModel], folder: Path) -> None:
     import torch
-
-    from gensets.models.hub import quiet_progress
 
     with torch.random.fork_rng(devices=[]), quiet_progress(*model.quiet):
         torch.manual_seed(0)

@@ -12,6 +12,8 @@ import io
 import json
 from pathlib import Path
 
+from gensets.models.aesthetic import aesthetic_mlp
+from gensets.models.scorers import lpips_network
 from gensets.models.tiny import TinyModel
 from gensets.registry import TINY_MODELS
 
@@ -57,8 +59,6 @@ class TinyLpips(TinyModel):
     def build(folder: Path) -> None:
         import torch
 
-        from gensets.models.scorers import lpips_network
-
         model = lpips_network("alex", pretrained=False)
         with torch.no_grad():
             for lin in model.lins:
@@ -73,6 +73,4 @@ class TinyAestheticHead(TinyModel):
 
     @staticmethod
     def build(folder: Path) -> None:
-        from gensets.models.aesthetic import aesthetic_mlp
-
         _save(aesthetic_mlp(32), folder)
