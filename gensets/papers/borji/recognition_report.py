@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ... import metrics as M
 from ...cards.figures import figure, save
 from ...cards.markdown import table
 from ...errors import GensetsError
@@ -132,6 +131,8 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
 
 def _intervals(per_model: list[dict], outcomes: list[dict]) -> None:
     """Each model's ``top1_interval`` / ``top5_interval`` (:data:`INTERVAL`) from its per-image outcomes."""
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+
     groups: dict = {}
     for o in outcomes:
         groups.setdefault((o["model"], o["config"]), {}).setdefault(o["target"], []).append(o)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ... import metrics as M
 from ...cards.markdown import table
 from ...errors import GensetsError
 from ...evaluation import store
@@ -65,6 +64,8 @@ def compute(db: str | Path, dataset: str | None = None, revision: str | None = N
         raise GensetsError(f"{db}: no {precision} runs of dataset {dataset!r} with protocol {PROTOCOL!r} "
                            "(another --precision?)")
     import numpy as np
+
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
 
     for r in per_model:  # accuracy_interval: INTERVAL
         counts = np.array([[i["right"], i["questions"]] for i in per_image

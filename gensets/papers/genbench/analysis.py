@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import metrics as M
 from ...cards.figures import PALETTE, figure, save
 from ...cards.markdown import table
 from ...registry import STRATEGIES
@@ -63,6 +62,8 @@ def cler_deltas(rows: list[dict], base: str) -> list[dict]:
 
 def correlations(rows: list[dict], base: str = "ST") -> dict:
     """Fig. 4 and Fig. 6 as numbers (:func:`gensets.metrics.correlation`), with the points behind them."""
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+
     gen = [r for r in largest_k(rows) if r["data_type"] == "generated"]
     out = {"points": "one per (dataset, generated strategy) at its largest K", "n_points": len(gen),
            "with_linear_probe": {}}

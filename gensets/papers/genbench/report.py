@@ -35,7 +35,6 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-from ... import metrics as M
 from ...cards.figures import PALETTE, figure, save
 from ...cards.markdown import table
 from ...config import nonneg_float, positive_float, positive_int
@@ -181,6 +180,8 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             raise GensetsError(f"{key}: {value!r} is not one of {', '.join(VARIANTS[key])}")
     import numpy as np
 
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
     for w in workspaces:
@@ -307,6 +308,8 @@ def choose_shots(every: list, n_shots: int, scores, local: dict) -> tuple[list, 
     is a subset)."""
     import numpy as np
 
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+
     if all(shot_of(x.key) < n_shots for x in every):
         return list(every), "every shot built"
     if scores is None:
@@ -322,6 +325,8 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
          features, batch_size, local, centres, ensemble, scored_with, probe, probe_c, k, intervals=False) -> dict:
     """One report row: a (dataset, config) at K shots per class, whatever its data type."""
     import numpy as np
+
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
 
     gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
     data = samples[0].meta.get("data")

@@ -31,7 +31,6 @@ import json
 import re
 from pathlib import Path
 
-from ... import metrics as M
 from ...cards.markdown import code, table
 from ...errors import GensetsError
 from ...evaluation import store
@@ -79,6 +78,8 @@ def intervals(by_config: dict[str, list[bool]]) -> dict[str, list[float] | None]
     None unless every subset has two or more counted images)."""
     import numpy as np
     from scipy.stats import bootstrap
+
+    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
 
     pooled = [x for c in NUISANCES for x in by_config.get(c, ())]
     out: dict[str, list[float] | None] = {
