@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..builders.finalize import finalize as finalize_ws
 from ..builders.runner import build as build_ws
 from ..errors import GensetsError
 from ..evaluation.reports.base import verdict
@@ -99,6 +98,8 @@ def config_path(table: Table, run: Run) -> Path:
 
 def build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = (), finalize: bool = True) -> Path:
     """Build (resume) the table's config into ``workspace`` and, if asked, finalize it with pending images."""
+    from ..builders.finalize import finalize as finalize_ws  # lazy: numpy (cards), off the CLI parser's path
+
     config = config_path(table, run)
     run.log(f"building {workspace} from {config.name}" + (f" ({', '.join(overrides)})" if overrides else ""))
     r = build_ws(config, workspace, quiet=run.quiet, overrides=overrides)

@@ -131,7 +131,7 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
 
 def _intervals(per_model: list[dict], outcomes: list[dict]) -> None:
     """Each model's ``top1_interval`` / ``top5_interval`` (:data:`INTERVAL`) from its per-image outcomes."""
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     groups: dict = {}
     for o in outcomes:

@@ -65,7 +65,7 @@ def compute(db: str | Path, dataset: str | None = None, revision: str | None = N
                            "(another --precision?)")
     import numpy as np
 
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     for r in per_model:  # accuracy_interval: INTERVAL
         counts = np.array([[i["right"], i["questions"]] for i in per_image

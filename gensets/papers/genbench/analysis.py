@@ -62,7 +62,7 @@ def cler_deltas(rows: list[dict], base: str) -> list[dict]:
 
 def correlations(rows: list[dict], base: str = "ST") -> dict:
     """Fig. 4 and Fig. 6 as numbers (:func:`gensets.metrics.correlation`), with the points behind them."""
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     gen = [r for r in largest_k(rows) if r["data_type"] == "generated"]
     out = {"points": "one per (dataset, generated strategy) at its largest K", "n_points": len(gen),

@@ -180,7 +180,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             raise GensetsError(f"{key}: {value!r} is not one of {', '.join(VARIANTS[key])}")
     import numpy as np
 
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
@@ -308,7 +308,7 @@ def choose_shots(every: list, n_shots: int, scores, local: dict) -> tuple[list, 
     is a subset)."""
     import numpy as np
 
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     if all(shot_of(x.key) < n_shots for x in every):
         return list(every), "every shot built"
@@ -326,7 +326,7 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     """One report row: a (dataset, config) at K shots per class, whatever its data type."""
     import numpy as np
 
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
     data = samples[0].meta.get("data")

@@ -79,7 +79,7 @@ def intervals(by_config: dict[str, list[bool]]) -> dict[str, list[float] | None]
     import numpy as np
     from scipy.stats import bootstrap
 
-    from ... import metrics as M  # lazy: gensets.metrics imports scipy at its top
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     pooled = [x for c in NUISANCES for x in by_config.get(c, ())]
     out: dict[str, list[float] | None] = {

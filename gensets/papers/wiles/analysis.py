@@ -11,7 +11,6 @@ from ...db import transaction
 from ...labels.imagenet import imagenet_names
 from ...shards import write_json_atomic
 from . import prompts
-from . import statistics as fm
 from .config import CLUSTER_RULE
 from .stages import top1
 
@@ -29,6 +28,8 @@ def tally(metas: list[dict]) -> dict:
 def analyze(ws) -> dict:
     """Every mode against its label's baseline; writes modes.json and the failure_* tables."""
     from collections import defaultdict
+
+    from . import statistics as fm  # lazy: numpy, off the CLI parser's path (it lists the builders)
 
     _, cfg = ws.load()
     names = imagenet_names()

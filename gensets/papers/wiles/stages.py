@@ -15,7 +15,6 @@ from ...models import load_classifier
 from ...models.captioner import load_captioner
 from ...records import Sample, content_id, derive_seed, provenance_of, slug
 from . import prompts
-from . import statistics as fm
 from .config import STAGES, FailureModesConfig
 from .prompts import label_ids
 
@@ -196,6 +195,8 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """One label's misclassified images: embed, cluster, caption every member; a record per cluster."""
     import torch
+
+    from . import statistics as fm  # lazy: numpy, off the CLI parser's path (it lists the builders)
 
     p = unit.payload
     cfg = ctx.cfg
