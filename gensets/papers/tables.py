@@ -10,7 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..builders.runner import build as build_ws
 from ..errors import GensetsError
+from ..evaluation.reports.base import verdict
+from ..evaluation.runner import EvalConfig
+from ..evaluation.runner import evaluate as evaluate_dataset
 
 # the paper configs gensets ships (package data), read unless --configs names another folder: copies of a
 # checkout's configs/, the source of truth that make and the golden builds read (tests/test_reproduce.py holds
@@ -94,8 +98,7 @@ def config_path(table: Table, run: Run) -> Path:
 
 def build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = (), finalize: bool = True) -> Path:
     """Build (resume) the table's config into ``workspace`` and, if asked, finalize it with pending images."""
-    from ..builders.finalize import finalize as finalize_ws
-    from ..builders.runner import build as build_ws
+    from ..builders.finalize import finalize as finalize_ws  # lazy: numpy (cards), off the CLI parser's path
 
     config = config_path(table, run)
     run.log(f"building {workspace} from {config.name}" + (f" ({', '.join(overrides)})" if overrides else ""))
@@ -119,8 +122,6 @@ def seeded(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] =
 def over_seeds(results: list[dict]) -> dict:
     """The first result (the config's seed) with, in each row, the range of its gensets number over every result
     (rows matched by what and model): ``seeds`` {n, values, range, verdict}; none where a seed lacks the number."""
-    from ..evaluation.reports.base import verdict
-
     if len(results) < 2:
         return results[0]
     values: dict[tuple, list] = {}
@@ -143,9 +144,6 @@ def evaluations(table: Table, run: Run) -> tuple[Evaluation, ...]:
 
 def evaluate(table: Table, run: Run, dataset: str) -> str | None:
     """Score ``dataset`` with the table's evaluations; the dataset's name in the results (None: no run)."""
-    from ..evaluation.runner import EvalConfig
-    from ..evaluation.runner import evaluate as evaluate_dataset
-
     names = set()
     for e in evaluations(table, run):
         run.log(f"scoring {dataset} with {', '.join(e.models)} (protocol {e.protocol})")

@@ -3,13 +3,12 @@ tables."""
 
 from __future__ import annotations
 
+from ...sources.packaged import borji_published
 from ..base import Paper
 from .tables import FIG2, VQA
 
 
 def published() -> list[dict]:
-    from ...sources.packaged import borji_published
-
     d = borji_published()
     return [{"name": f"borji:{key}", "description": f"{len(d[key])} published figures "
              f"({d.get('source', '')[:120]})"} for key in ("recognition", "vqa") if key in d]

@@ -23,11 +23,14 @@ from typing import ClassVar, Literal
 
 from ...builders import base
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, Unit, check_spec
+from ...cards.markdown import code, table, text
 from ...config import check_count, to_dict
 from ...errors import DataError
-from ...records import Sample, content_id, derive_seed, slug
+from ...labels.wordset import BORJI_CATEGORIES, SYNONYMS, imagenet_label_words, wordset_targets
+from ...records import Sample, derive_seed, slug
 from ...registry import BUILDERS
-from ...sources.imports import check_max_pixels
+from ...sources.imports import check_max_pixels, file_digest, list_items
+from .common import chunked_units, load_or_skip
 
 BORJI_2022 = """
 @article{borji2022generated,
@@ -53,8 +56,6 @@ FIELD_DOCS = {
 
 
 def default_categories() -> list[str]:
-    from ...labels.wordset import BORJI_CATEGORIES
-
     return list(BORJI_CATEGORIES)
 
 
@@ -149,8 +150,6 @@ def category_synonyms(cfg: RecognitionConfig) -> dict[str, list[str]]:
     """Each category -> its alternative words: the paper's SYNONYMS (rabbit ~ hare) and the config's ``synonyms``.
     Every sample carries its category's list (``json.synonyms``), so the ``wordset`` protocol of
     ``gensets eval`` counts the same words that ``imagenet_ids`` were computed from."""
-    from ...labels.wordset import SYNONYMS
-
     syn: dict[str, list[str]] = {}
     for k, v in (*SYNONYMS.items(), *(cfg.synonyms or {}).items()):  # keys as wordset reads them
         alts = syn.setdefault(k.strip().lower(), [])
@@ -162,8 +161,6 @@ def category_ids(cfg: RecognitionConfig) -> dict[str, list[int]]:
     """Each category -> the ImageNet indices its word set (with synonyms) hits, by the paper's rule: the words of
     the ImageNet-1k label names (the first lemma: 33 "loggerhead" is no turtle), not CLIP's names (gensets
     before issue #24: "loggerhead sea turtle") nor the lemma lists."""
-    from ...labels.wordset import imagenet_label_words, wordset_targets
-
     names = imagenet_label_words("names")
     return {c: wordset_targets(c, names, {c: alts}) for c, alts in category_synonyms(cfg).items()}
 
@@ -176,8 +173,6 @@ def import_items(cfg: RecognitionConfig, src: ImportSource):
     """The files of an import, listed under ``cfg.base_dir``: (Item, its name relative to the config)
     per file. The name is what skip reasons and messages show; it holds no absolute path of this machine
     unless the config wrote one."""
-    from ...sources.imports import list_items
-
     root = cfg.base_dir / src.path
     if not root.exists():
         raise DataError(f"import {src.path}: not found under {cfg.base_dir}")
@@ -186,8 +181,6 @@ def import_items(cfg: RecognitionConfig, src: ImportSource):
 
 
 def plan(cfg: RecognitionConfig) -> list[Unit]:
-    from ...sources.imports import file_digest
-
     units = []
     base = {"builder": "recognition", "seed": cfg.seed, "image": to_dict(cfg.image),
             "categories": list(cfg.categories), "max_pixels": cfg.max_pixels}
@@ -196,10 +189,9 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
         rows = [(c, i) for c in cfg.categories for i in range(src.images_per_category)]
         owner.update({_generated_key(src.config_name, c, i): (f"generator config {src.config_name}", None)
                       for c, i in rows})
-        for start in range(0, len(rows), cfg.unit_size):
-            payload = {**base, "kind": "generate", "config": src.config_name, "generator": to_dict(src.generator),
-                       "template": src.template, "images": rows[start : start + cfg.unit_size]}
-            units.append(Unit(content_id(payload), payload))
+        units += chunked_units({**base, "kind": "generate", "config": src.config_name,
+                                "generator": to_dict(src.generator), "template": src.template},
+                               "images", rows, cfg.unit_size)
     for src in cfg.imports:
         rows = []
         # a file is known by its import (the unit's config), its index in the import's listing and its path
@@ -219,9 +211,7 @@ def plan(cfg: RecognitionConfig) -> list[Unit]:
                 elif not sha.startswith("unreadable:"):  # skipped when read; its key stays free
                     owner[key] = (where, sha)
             rows.append(row)
-        for start in range(0, len(rows), cfg.unit_size):
-            payload = {**base, "kind": "import", "config": src.config_name, "items": rows[start : start + cfg.unit_size]}
-            units.append(Unit(content_id(payload), payload))
+        units += chunked_units({**base, "kind": "import", "config": src.config_name}, "items", rows, cfg.unit_size)
     return units
 
 
@@ -291,8 +281,6 @@ def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
 
 
 def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ...sources.imports import Skip, load_checked
-
     p = unit.payload
     cfg = ctx.cfg
     src = next(s for s in cfg.imports if s.config_name == p["config"])
@@ -304,14 +292,11 @@ def _import(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
             raise DataError(f"import {src.path}: its files changed since the build was planned "
                             f"({it['rel']} is not where it was); run the build again")
         item, where = found
-        try:
-            if it["skip"]:  # known at planning: outside a category folder, unknown category, duplicate
-                raise Skip(it["skip"])
-            data, rgb = load_checked(item.path, cfg.max_pixels, cfg.image.format, cfg.image.quality,
-                                     sha256=it["sha256"], name=where)
-        except Skip as e:
-            ctx.skipped.append({"path": where, "reason": str(e)})
+        # it["skip"]: known at planning (outside a category folder, unknown category, duplicate)
+        got = load_or_skip(ctx, item.path, it["sha256"], where, it["skip"])
+        if got is None:
             continue
+        data, rgb = got
         meta = _meta(ctx, unit, build_id, it["key"], it["category"], nuisance_kind=p["config"],
                      width=rgb.width, height=rgb.height, source=it["source"], original_path=it["rel"],
                      original_sha256=it["sha256"])
@@ -353,9 +338,6 @@ class RecognitionBuilder(base.Builder):
 
     def card_body(self, cfg: RecognitionConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section: sources, category word sets, skipped imports."""
-        from ...cards.markdown import code, table, text
-        from ...labels.wordset import imagenet_label_words
-
         names = imagenet_label_words("names")
         ids = category_ids(cfg)
         src_rows = [[s.config_name, "generated", f"`{s.generator.model}`", f"{s.images_per_category} per category",

@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...cards.figures import figure, save
 from ...cards.markdown import table
 from ...errors import GensetsError
 from ...evaluation import store
 from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows, verdict
 from ...output import files
 from ...registry import REPORTS
+from ...sources.packaged import borji_published
 
 PROTOCOLS = {  # the word-set readings, as the report states them
     "wordset": "Borji 2022's rule: the category word is exactly one of the words of the predicted label's name "
@@ -85,8 +87,6 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
             revision: str | None = None, precision: str = "fp32") -> dict:
     """The report over one dataset revision: ``revision``, else the one of the latest finished run; of the runs
     at ``precision`` (``gensets eval --precision``: fp32 by default, so an autocast run never counts twice)."""
-    from ...sources.packaged import borji_published
-
     con = store.connect(db, read_only=True)
     try:
         dataset, revision = pick_run_set(con, db, dataset, protocol, revision)
@@ -131,7 +131,7 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
 
 def _intervals(per_model: list[dict], outcomes: list[dict]) -> None:
     """Each model's ``top1_interval`` / ``top5_interval`` (:data:`INTERVAL`) from its per-image outcomes."""
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     groups: dict = {}
     for o in outcomes:
@@ -185,8 +185,6 @@ def _published(rep: dict) -> list[str]:
 
 
 def _plots(rep: dict, out) -> list[str]:
-    from ...cards.figures import figure
-
     names = []
     pm = rep["per_model"]
     labels = [f"{r['model']}\n{r['config']}" for r in pm]
@@ -229,8 +227,6 @@ def _plots(rep: dict, out) -> list[str]:
 
 def _heatmap(rep: dict, path: Path) -> str:
     """Top-1 per model (and config) and category, in %."""
-    from ...cards.figures import figure
-
     cats = [r["category"] for r in rep["per_category"]]
     runs = [(r["model"], r["config"]) for r in rep["per_model"]]
     cells = {(r["model"], r["config"], r["category"]): r["top1"] for r in rep["per_model_category"]}
@@ -246,8 +242,6 @@ def _heatmap(rep: dict, path: Path) -> str:
 
 
 def _save(fig, path: Path) -> str:
-    from ...cards.figures import save
-
     fig.tight_layout()
     save(fig, path)
     return path.name

@@ -7,16 +7,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from ...evaluation.reports.base import verdict
+from ...workspace import load_build_config
 from ..tables import Evaluation, Run, Table, build, evaluate
+from . import recognition_report as recognition
+from . import vqa_report as vqa
 
 
 def _borji(kind: str) -> Callable[[Table, Run], dict]:
     """borji-fig2 (kind recognition, protocol wordset) and borji-vqa (kind vqa)."""
 
     def run_table(table: Table, run: Run) -> dict:
-        from . import recognition_report as recognition
-        from . import vqa_report as vqa
-
         ws = build(table, run, run.ws)
         evaluate(table, run, str(ws))
         module = recognition if kind == "recognition" else vqa
@@ -32,8 +33,6 @@ PAPER_IMAGES = ("dall-e-2", "midjourney")  # Borji (2022) scored DALL-E 2 and Mi
 
 def image_sources(ws: Path) -> tuple[str, ...]:
     """Who made a recognition workspace's images: each generate source's name, each import's source."""
-    from ...workspace import load_build_config
-
     _, cfg = load_build_config(ws / "config.yaml", frozen=True)
     return (*(g.name or g.config_name for g in cfg.generate), *(i.source or i.config_name for i in cfg.imports))
 
@@ -43,8 +42,6 @@ def borji_rows(rep: dict, sources: tuple[str, ...] | None) -> dict:
     they are the paper's (:data:`PAPER_IMAGES`) the row says so and has no difference: another generator's images
     are not the paper's measurement. Each row carries its model's 95% interval over images (the report's
     ``interval``) and the published number's verdict against it (none on images other than the paper's)."""
-    from ...evaluation.reports.base import verdict
-
     other = sources is not None and not (sources and set(sources) <= set(PAPER_IMAGES))
     images = f"; images: {', '.join(sources)}, not the paper's DALL-E 2 / Midjourney" if other else ""
     rows = []

@@ -26,9 +26,12 @@ from ...builders import base
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, Unit
 from ...config import check_count, to_dict
 from ...errors import ConfigError, DataError
+from ...images import is_image_file
+from ...labels.wordset import wordset_hit
 from ...records import Sample, content_id, derive_seed, slug
 from ...registry import BUILDERS
-from ...sources.imports import check_max_pixels
+from ...sources.imports import check_max_pixels, file_digest
+from .common import chunked_units, load_or_skip
 from .recognition import BORJI_2022
 
 # swap vocabularies for the "no" questions (COCO-like everyday objects); an attribute is swapped only for
@@ -75,8 +78,6 @@ class PromptSpec:
 def _mentions(text: str, phrase: str) -> bool:
     """``phrase`` is among the words of ``text``, by the word-set rules with plurals (case, plural "s" / "es":
     a prompt about "buses" mentions a bus; gensets' question generation, not a score of the paper)."""
-    from ...labels.wordset import wordset_hit
-
     return wordset_hit(phrase, [text], plural=True)
 
 
@@ -231,8 +232,6 @@ def generated_key(prompts: Sequence[PromptSpec], key: str) -> bool:
 def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, Path]:
     """Every imported image's key -> its file (the generated images' keys: :func:`generated_key`). Two files with
     one key (``a.jpg`` and ``a.png``), or a file named like a generated image, are a ConfigError naming both."""
-    from ...images import is_image_file
-
     keys: dict[str, Path] = {}
     files = sorted(f for f in folder.iterdir() if is_image_file(f) and f.is_file()) if folder else []
     for f in files:
@@ -247,8 +246,6 @@ def image_keys(prompts: Sequence[PromptSpec], folder: Path | None) -> dict[str, 
 
 
 def plan(cfg: VQAConfig) -> list[Unit]:
-    from ...sources.imports import file_digest
-
     units = []
     base = {"builder": "vqa", "seed": cfg.seed, "image": to_dict(cfg.image)}
     for i, p in enumerate(cfg.prompts):
@@ -263,9 +260,7 @@ def plan(cfg: VQAConfig) -> list[Unit]:
         files = image_keys(cfg.prompts, folder)
         # an image is known by its file name in the folder and its sha256, never by where the folder lies
         items = [{"rel": f.name, "key": k, "sha256": file_digest(str(f))} for k, f in files.items()]
-        for start in range(0, len(items), 64):
-            payload = {**base, "kind": "import", "items": items[start : start + 64]}
-            units.append(Unit(content_id(payload), payload))
+        units += chunked_units({**base, "kind": "import"}, "items", items, 64)
     return units
 
 
@@ -284,8 +279,6 @@ class Context(base.Context):
 
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
-    from ...sources.imports import Skip, load_checked
-
     p = unit.payload
     cfg = ctx.cfg
     out = []
@@ -309,12 +302,10 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
         return out
     for it in p["items"]:
         where = (Path(cfg.image_folder) / it["rel"]).as_posix()  # relative to the config, as written
-        try:
-            data, rgb = load_checked(str(cfg.base_dir / cfg.image_folder / it["rel"]), cfg.max_pixels,
-                                     cfg.image.format, cfg.image.quality, sha256=it["sha256"], name=where)
-        except Skip as e:
-            ctx.skipped.append({"path": where, "reason": str(e)})
+        got = load_or_skip(ctx, str(cfg.base_dir / cfg.image_folder / it["rel"]), it["sha256"], where)
+        if got is None:
             continue
+        data, rgb = got
         meta = VQABuilder.provenance(key=it["key"], build=build_id, unit=unit.id, config="default",
                           width=rgb.width, height=rgb.height, original_path=it["rel"],
                           original_sha256=it["sha256"], questions=ctx.given.get(it["key"], []), kept=True)

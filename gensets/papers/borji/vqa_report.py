@@ -19,6 +19,7 @@ from ...evaluation import store
 from ...evaluation.reports.base import Report, add_precision, pick_run_set, rows, verdict
 from ...output import files
 from ...registry import REPORTS
+from ...sources.packaged import borji_published
 
 PROTOCOL = "vqa"
 PER_MODEL = """
@@ -52,8 +53,6 @@ COLUMNS = ("`accuracy`: the fraction of questions answered right (the default); 
 def compute(db: str | Path, dataset: str | None = None, revision: str | None = None,
             precision: str = "fp32") -> dict:
     """The report over one dataset revision (default: the one scored last), of the runs at ``precision``."""
-    from ...sources.packaged import borji_published
-
     con = store.connect(db, read_only=True)
     try:
         dataset, revision = pick_run_set(con, db, dataset, PROTOCOL, revision)
@@ -66,7 +65,7 @@ def compute(db: str | Path, dataset: str | None = None, revision: str | None = N
                            "(another --precision?)")
     import numpy as np
 
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     for r in per_model:  # accuracy_interval: INTERVAL
         counts = np.array([[i["right"], i["questions"]] for i in per_image

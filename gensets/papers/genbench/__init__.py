@@ -37,7 +37,9 @@ its init image from the class's reference images round by round. One published c
 split ``train``; a work unit is one (strategy, class, chunk of shots).
 
 The package: ``config.py`` (the config), ``strategies.py`` (one registered class per strategy),
-``references.py`` (RA's and TI's images), ``ti.py`` (TI's training stage), ``baselines.py`` (original and retrieved data), ``builder.py`` (plan, prompts, run), ``card.py`` and ``cost.py``.
+``references.py`` (RA's and TI's images), ``ti.py`` (TI's training stage), ``baselines.py`` (original and retrieved data), ``pool.py``
+(the retrieval pool), ``fields.py`` (the samples' provenance fields and keys), ``builder.py`` (plan, prompts, run), ``card.py``
+and ``cost.py``.
 
 Where the files lie never enters a build: paths in the config stay as written (relative to the config file),
 seeds and unit ids know a local dataset or reference folder by its name (:func:`source_name`) and RA's

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...cards.figures import PALETTE, figure, save
+from ...cards.markdown import table
 from ...registry import STRATEGIES
 
 CORRELATED = (("cler", "CLER"), ("clip_score", "CLIP score"), ("fd", "FD"))
@@ -60,7 +62,7 @@ def cler_deltas(rows: list[dict], base: str) -> list[dict]:
 
 def correlations(rows: list[dict], base: str = "ST") -> dict:
     """Fig. 4 and Fig. 6 as numbers (:func:`gensets.metrics.correlation`), with the points behind them."""
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     gen = [r for r in largest_k(rows) if r["data_type"] == "generated"]
     out = {"points": "one per (dataset, generated strategy) at its largest K", "n_points": len(gen),
@@ -94,7 +96,6 @@ def chosen_cell(r: dict) -> str:
 
 def markdown_sections(rep: dict, pct, probe_cell) -> list[str]:
     """The report.md sections of this module: equal K, correlations, evaluation time."""
-    from ...cards.markdown import table
     rows = sorted(rep["rows"], key=lambda r: (r["dataset"], r["shots"], strategy_order(r["strategy"])))
     lines = ["", "## Data types at equal K", "",
              "Every data type and strategy of a dataset at the same K shots per class (chosen from its build as the "
@@ -135,8 +136,6 @@ def markdown_sections(rep: dict, pct, probe_cell) -> list[str]:
 # ------------------------------------------------------------------ figures
 def plot_correlations(rep: dict, path: Path) -> None:
     """Scatter plots: CLER, CLIP score, FD against linear-probe accuracy (generated rows), CLER change against MTS."""
-    from ...cards.figures import PALETTE, figure, save
-
     c = rep["correlations"]
     gen = [r for r in largest_k(rep["rows"]) if r["data_type"] == "generated"]
     names = sorted({r["dataset"] for r in rep["rows"]})
@@ -165,7 +164,6 @@ def plot_correlations(rep: dict, path: Path) -> None:
 def plot_shots(rep: dict, path: Path) -> None:
     """Per dataset: CLER against K shots per class, and against the cost of the set (log scale where every cost
     is positive), one line per strategy / data type (Fig. 3)."""
-    from ...cards.figures import PALETTE, figure, save
     names = sorted({r["dataset"] for r in rep["rows"]})
     fig = figure(8.0, 2.8 * max(1, len(names)))
     for i, name in enumerate(names):

@@ -25,14 +25,17 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from ...config import to_dict
 from ...errors import DataError, GensetsError
 from ...images import decode_image, encode_image, is_image_file
+from ...models import load_classifier
 from ...records import Sample, derive_seed
 from ...registry import STRATEGIES
+from ...shards import sha256_file
 from ...sources.classes import class_folders, match_classes, report_match, source_name
 from ...sources.images import hf_split
 from ...timings import record_timing
+from .fields import key_of, provenance
+from .pool import hf_bytes, pool_entries, pool_identity, pool_images, pool_item
 from .strategies import Strategy, fill
 
 
@@ -48,8 +51,6 @@ class DataStrategy(Strategy):
         raise NotImplementedError
 
     def run(self, unit, ctx, build_id: str) -> list[Sample]:
-        from .builder import GenBenchBuilder, key_of
-
         p, cfg = unit.payload, ctx.cfg
         t0 = time.perf_counter()
         got = self.images(unit, ctx)
@@ -59,7 +60,7 @@ class DataStrategy(Strategy):
             if cfg.resize:
                 img = img.resize((cfg.resize, cfg.resize), resample=3)  # 3: bicubic, as generated images
             key = key_of(p, i)
-            prov = GenBenchBuilder.provenance(
+            prov = provenance(
                 key=key, build=build_id, unit=unit.id, config=p["config"], label=p["class"],
                 label_index=p["label_index"], strategy=p["strategy"], data=meta, width=img.width, height=img.height,
                 source=meta["item"], kept=True, review=None)
@@ -114,15 +115,6 @@ def _original_candidates(source: str, split: str, hf_config, label_column, base_
     return out
 
 
-def _hf_bytes(source: str, split: str, hf_config, rows: list[int], column: str | None = None) -> list[bytes]:
-    import datasets
-
-    ds, _, _, image_col = hf_split(source[len("hf:"):], split, what=source, hf_config=hf_config)
-    col = column or image_col
-    images = ds.select_columns([col]).cast_column(col, datasets.Image(decode=False)).select(rows)[col]
-    return [im["bytes"] if im.get("bytes") else Path(im["path"]).read_bytes() for im in images]
-
-
 @STRATEGIES.register("original")
 class OriginalData(DataStrategy):
     description = "original data: K images per class of the dataset's own training split, seeded draw"
@@ -136,8 +128,6 @@ class OriginalData(DataStrategy):
         seed = derive_seed(cfg.seed, source_name(cfg.dataset), "original", name)
         drawn = original_order(ids, seed)[: cfg.shots]
         if src.startswith("folder:"):
-            from ...shards import sha256_file
-
             root = cfg.base_dir / src[len("folder:"):]
             drawn = [[f, sha256_file(root / f)] for f in drawn]
         else:
@@ -155,7 +145,7 @@ class OriginalData(DataStrategy):
             blobs = [(root / f).read_bytes() for f, _ in picked]
             ids = [f"{orig['source']}/{f}" for f, _ in picked]
         else:
-            blobs = _hf_bytes(src, o.split, o.hf_config, [r for r, _ in picked])
+            blobs = hf_bytes(src, o.split, o.hf_config, [r for r, _ in picked])
             ids = [f"{orig['source']}/{o.split}#{r}" for r, _ in picked]
         out = []
         for (_, sha), item, data in zip(picked, ids, blobs, strict=True):
@@ -187,41 +177,10 @@ def rank_pool(sims, neighbours: int) -> list[tuple[int, float, int]]:
     return sorted(scored, key=lambda t: (-t[1], t[0]))
 
 
-@lru_cache(maxsize=4)
-def _folder_pool(root: Path) -> list[tuple[str, str, str]]:
-    """(path inside the pool, sha256, caption) of every image of a pool folder, by path; its caption is the
-    ``<stem>.txt`` beside it."""
-    if not root.is_dir():
-        raise GensetsError(f"retrieval: pool folder not found: {root}")
-    out = []
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and is_image_file(p)):
-        cap = f.with_suffix(".txt")
-        if not cap.is_file():
-            raise GensetsError(f"retrieval: pool image {f} has no caption ({cap.name})")
-        out.append((f.relative_to(root).as_posix(), hashlib.sha256(f.read_bytes()).hexdigest(),
-                    cap.read_text(encoding="utf-8").strip()))
-    if not out:
-        raise GensetsError(f"retrieval: pool folder {root} holds no images")
-    return out
-
-
-def pool_entries(cfg) -> list[tuple[str, str | None, str]]:
-    """(item id, sha256 or None for hf:, caption) of every pool item, in pool order."""
-    r = cfg.retrieval
-    if r.pool.startswith("folder:"):
-        return _folder_pool(cfg.base_dir / r.pool[len("folder:"):])
-    ds, _, _, _ = hf_split(r.pool[len("hf:"):], r.split, what=f"retrieval {r.pool}", hf_config=r.hf_config)
-    if r.caption_column not in ds.column_names:
-        raise GensetsError(f"retrieval {r.pool}: no column {r.caption_column!r} (retrieval.caption_column)")
-    return [(str(i), None, str(c)) for i, c in enumerate(ds[r.caption_column])]
-
-
 def retrieve(cfg, names: list[str]) -> dict[str, dict]:
     """For each class of ``names``: its ranked hits ``[(pool index, score, query)]`` and the measured query seconds
     (its queries embedded, compared with the pool, ranked; embedding the pool is an index built once, not counted)."""
     import torch
-
-    from ...models import load_classifier
 
     r = cfg.retrieval
     entries = pool_entries(cfg)
@@ -241,33 +200,6 @@ def retrieve(cfg, names: list[str]) -> dict[str, dict]:
             ranked = rank_pool((q @ pool.T).cpu().numpy(), r.neighbours)
             out[name] = {"hits": [(j, s, queries[b]) for j, s, b in ranked], "seconds": time.perf_counter() - t0}
     return out
-
-
-def pool_identity(cfg) -> dict:
-    """What a retrieval (and RA from it) is planned from, for the unit ids: the retrieval settings and the pool's
-    content: a folder pool's every item (path, sha256, caption) hashed, so a changed, added or removed image or
-    caption re-plans; an hf: pool by name (pin it with @rev), split and config."""
-    r = cfg.retrieval
-    what = (hashlib.sha256(repr(pool_entries(cfg)).encode()).hexdigest() if r.pool.startswith("folder:")
-            else f"{r.split}:{r.hf_config}")
-    return {**to_dict(r), "pool": source_name(r.pool), "pool_content": what}
-
-
-def pool_item(cfg, j: int) -> str:
-    """Pool item ``j`` as samples name it: ``folder:pool/a.jpg`` or ``hf:repo/train#12``."""
-    r = cfg.retrieval
-    if r.pool.startswith("hf:"):
-        return f"{source_name(r.pool)}/{r.split}#{pool_entries(cfg)[j][0]}"
-    return f"{source_name(r.pool)}/{pool_entries(cfg)[j][0]}"
-
-
-def pool_images(cfg, indices) -> list[bytes]:
-    r = cfg.retrieval
-    entries = pool_entries(cfg)
-    if r.pool.startswith("folder:"):
-        root = cfg.base_dir / r.pool[len("folder:"):]
-        return [(root / entries[i][0]).read_bytes() for i in indices]
-    return _hf_bytes(r.pool, r.split, r.hf_config, list(indices))
 
 
 @STRATEGIES.register("retrieval")

@@ -9,12 +9,16 @@ from ...builders import base
 from ...builders.common import Unit
 from ...config import to_dict
 from ...errors import DataError
-from ...records import Sample, content_id, derive_seed, slug
+from ...models.text import load_text2text
+from ...records import Sample, content_id, derive_seed
 from ...registry import BUILDERS
+from ...safety import inside, read_regular
 from ...sources.classes import source_name
 from ...timings import record_timing
+from .baselines import retrieve
 from .card import card_body
 from .config import GenBenchConfig, config_name, prompts_per_class, selected
+from .fields import FIELD_DOCS, FIELDS, NAME, PROMPTING, key_of
 from .references import Reference, load_references, reference_files, retrieved_references
 from .strategies import compose
 from .ti import STAGE as TI_STAGE
@@ -27,34 +31,6 @@ CITATION = """
   journal = {arXiv preprint arXiv:2307.13697},
   year    = {2023}
 }"""
-# the provenance fields GenBench adds to the common provenance (records.schema): the strategy as the config names
-# it, and how the prompt was made: the variant of readings, the prompt source (ST, DT, CE), the template, the
-# seeded draw from the strategy's prompt pool, a seq2seq expansion (CE), an init image and where it came from (RA)
-PROMPTING = [("variant", "string"), ("prompt_source", "string"), ("template", "string"), ("draw_seed", "int64"),
-             ("expansion_model", "string"), ("expansion_revision", "string"), ("expansion_input", "string"),
-             ("expansion_seed", "int64"), ("init_image", "string"), ("init_image_sha256", "string"),
-             ("strength", "float64"), ("reference_source", "string"), ("allow_dataset_split", "bool"),
-             ("token", "string"), ("embedding", "string"), ("embedding_sha256", "string")]
-# the data types that are not generated (baselines.py: original, retrieval): where each image came from
-DATA = [("type", "string"), ("item", "string"), ("sha256", "string"), ("caption", "string"), ("query", "string"),
-        ("score", "float64"), ("draw_seed", "int64")]
-FIELD_DOCS = {
-    "strategy": "the prompt strategy (or data type) as the config names it",
-    "prompting": "how the prompt was made: variant of readings, prompt source, template, seeded draw, expansion "
-                 "model (CE), init image (RA), textual-inversion token (TI)",
-    "data": "for the data types that are not generated (original, retrieval): where the image came from",
-}
-FIELDS = (("strategy", "string"), ("prompting", ("struct", PROMPTING)), ("data", ("struct", DATA)))
-
-
-def key_of(p: dict, i: int) -> str:
-    """Shot ``i``'s sample key in unit payload ``p``: the shot index last, so a K-shot subset is ``shot < K``."""
-    return f"{slug(p['strategy'])}_{p['label_index']:04d}_{slug(p['class'])}_{i:04d}"
-
-
-def shot_of(key: str) -> int:
-    """The shot index of a GenBench sample key (:func:`key_of`)."""
-    return int(key.rsplit("_", 1)[1])
 
 
 def plan(cfg: GenBenchConfig, stage: str = "generate", workspace=None) -> list[Unit]:
@@ -138,8 +114,6 @@ class Context(base.Context):
     @property
     def text(self):
         if self._text is None:
-            from ...models.text import load_text2text
-
             self._text = load_text2text(self.cfg.expansion.model)
         return self._text
 
@@ -154,8 +128,6 @@ class Context(base.Context):
     def retrieval(self) -> dict[str, dict]:
         """The retrieval baseline's ranked pool items per selected class, and each class's query seconds."""
         if self._retrieval is None:
-            from .baselines import retrieve
-
             self._retrieval = retrieve(self.cfg, [n for _, n in selected(self.cfg)])
         return self._retrieval
 
@@ -166,8 +138,6 @@ class Context(base.Context):
 
         if ti["token"] in self._tokens:
             return
-        from ...safety import inside, read_regular
-
         path = inside(self.workspace.root, ti["embedding"])  # no symlink out of the workspace
         if not os.path.lexists(path) or hashlib.sha256(read_regular(path)).hexdigest() != ti["embedding_sha256"]:
             raise DataError(f"{path}: the TI embedding of {ti['token']!r} changed or is missing since the build was "
@@ -241,7 +211,7 @@ def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     return samples
 
 
-@BUILDERS.register("genbench")
+@BUILDERS.register(NAME)
 class GenBenchBuilder(base.Builder):
     description = (
         "Generated training images for image classification: K shots per class of a downstream dataset, "

@@ -12,8 +12,9 @@ from typing import Annotated, ClassVar, Literal
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from ...config import check_count
 from ...errors import did_you_mean
+from ...labels.imagenet import imagenet_templates
 from ...sources.classes import DatasetInfo, dataset_info, plain_name, split_rev
-from ...sources.packaged import genbench_datasets, genbench_hub_copies
+from ...sources.packaged import genbench_datasets, genbench_hub_copies, genbench_published
 from . import strategies as S
 from .strategies import STRATEGY_NAMES, parts_of
 
@@ -270,8 +271,6 @@ class ReferenceCost:
 def paper_labelling() -> ReferenceCost:
     """GenBench's price of a labelled image: Table 5's "Original, Human Labeling" row, 1.20e-2 USD per image (the
     same figure as Table 1; Sec. 8 takes it from the AWS SageMaker Ground Truth price list)."""
-    from ...sources.packaged import genbench_published
-
     pub = genbench_published()
     t5 = pub["tables"]["5"]
     row = next(r for r in t5["rows"] if r["data_type"] == "Original")
@@ -453,8 +452,6 @@ class GenBenchConfig(BuildFields):
         info = self.info(base_dir)
         name = self.dataset_name or (self.dataset if self.dataset in genbench_datasets()
                                      else split_rev(self.dataset.partition(":")[2].rstrip("/"))[0].split("/")[-1])
-        from ...labels.imagenet import imagenet_templates
-
         v = VARIANTS[self.variant]
 
         def fill(obj, preset: dict) -> dict:

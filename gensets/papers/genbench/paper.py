@@ -3,13 +3,12 @@ numbers and table."""
 
 from __future__ import annotations
 
+from ...sources.packaged import genbench_published
 from ..base import Paper
 from .tables import TABLE
 
 
 def published() -> list[dict]:
-    from ...sources.packaged import genbench_published
-
     return [{"name": f"genbench:table-{key}", "description": t.get("caption", "")}
             for key, t in genbench_published().get("tables", {}).items()]
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import DataError, GensetsError
-from ...images import is_image_file
+from ...images import decode_image, is_image_file
 from ...shards import sha256_file
 from ...sources.classes import class_folders, match_classes, report_match, source_name
 from ...sources.images import hf_split
 from .config import GenBenchConfig, selected
+from .pool import pool_entries, pool_images, pool_item
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,6 @@ class Reference:
     data: bytes
 
     def image(self):
-        from ...images import decode_image
-
         return decode_image(self.data)
 
 
@@ -114,8 +113,6 @@ def retrieved_references(cfg: GenBenchConfig, ranked: dict[str, dict]) -> dict[s
     --ref_shot=20``: the 20 best retrieved images per class, by ``avg_dist``). Each image is checked against the
     sha256 its pool entry was planned with."""
     import hashlib
-
-    from .baselines import pool_entries, pool_images, pool_item
 
     entries = pool_entries(cfg)
     out = {}

@@ -35,12 +35,23 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...cards.figures import PALETTE, figure, save
+from ...cards.markdown import table
 from ...config import nonneg_float, positive_float, positive_int
 from ...errors import GensetsError
 from ...evaluation.reports.base import Report, verdict
+from ...images import decode_image
+from ...models import load_classifier
 from ...output import files
+from ...quality import functional as F
+from ...quality.functional import TORCH_FIDELITY_SEED
 from ...registry import REPORTS
+from ...shards import stored_samples
+from ...sources.classes import plain_name
 from ...sources.images import Images, load_test_set, parse_tests
+from ...sources.packaged import genbench_datasets, genbench_published
+from ...timings import cost_per_image, measured
+from ...workspace import Workspace
 from .analysis import (
     chosen_cell,
     correlations,
@@ -49,6 +60,7 @@ from .analysis import (
     plot_shots,
     strategy_order,
 )
+from .fields import shot_of
 
 
 # ------------------------------------------------------------------ inputs
@@ -57,9 +69,6 @@ def read_workspace(path: str | Path):
 
     The samples are :class:`gensets.shards.StoredSample`: their images and provenance stay in the shards
     and are read when asked for, so a workspace of any size costs a few hundred bytes per image."""
-    from ...shards import stored_samples
-    from ...workspace import Workspace
-
     ws = Workspace(path)
     builder, cfg = ws.load()
     if builder.name != "genbench":
@@ -171,9 +180,7 @@ def compute(workspaces: list[str], tests: list[str] | None = None, clip: str = "
             raise GensetsError(f"{key}: {value!r} is not one of {', '.join(VARIANTS[key])}")
     import numpy as np
 
-    from ... import metrics as M
-    from ...models import load_classifier
-    from ...sources.classes import plain_name
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     test_sources = parse_tests(tests)
     by_dataset: dict[str, list] = defaultdict(list)
@@ -255,8 +262,6 @@ def published_table2(rows: list[dict], datasets: dict) -> dict:
     is gensets' minus the paper's (fractions, as every CLER of the report). A row whose K is not Table 2's 20, or
     whose variants are not the defaults (the authors' code), says so in ``note``; a strategy or dataset Table 2
     has no number for gets ``published: None``."""
-    from ...sources.packaged import genbench_published
-
     pub = genbench_published()
     t2 = pub["tables"]["2"]
     out = []
@@ -281,18 +286,11 @@ def published_table2(rows: list[dict], datasets: dict) -> dict:
             "strategy_note": t2["strategy_note"], "rows": out}
 
 
-def shot_of(key: str) -> int:
-    """A GenBench sample's shot index: the last part of its key (``st_0000_airplane_0003`` -> 3)."""
-    return int(key.rsplit("_", 1)[1])
-
-
 def selection_scores(samples, chooser, names: list[str], local: dict, batch_size: int):
     """Each sample's CLIP score for the authors' K-shot selection: the cosine of its image embedding with the text
     embedding of "a photo of a {class}" (``chooser``: the selection CLIP model; ``names``: the classes' plain
     names by local id). The authors' score, 100 x cosine (``logits_per_image``), ranks the same."""
     import numpy as np
-
-    from ...images import decode_image
 
     images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
     (emb,) = _passes(images, batch_size, [(chooser, "embed")])
@@ -310,7 +308,7 @@ def choose_shots(every: list, n_shots: int, scores, local: dict) -> tuple[list, 
     is a subset)."""
     import numpy as np
 
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     if all(shot_of(x.key) < n_shots for x in every):
         return list(every), "every shot built"
@@ -328,9 +326,7 @@ def _row(samples, n_shots, name, config, ws, wcfg, price, test_emb, test_y, test
     """One report row: a (dataset, config) at K shots per class, whatever its data type."""
     import numpy as np
 
-    from ... import metrics as M
-    from ...images import decode_image
-    from ...timings import cost_per_image, measured
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     gen_images = Images(samples, lambda batch: [decode_image(s.image) for s in batch])
     data = samples[0].meta.get("data")
@@ -417,8 +413,6 @@ KID_SUBSETS, KID_SUBSET_SIZE, IS_SPLITS = 100, 1000, 1
 
 def quality_variant(k: int) -> str:
     """What the report's FD, KID, precision / recall and IS are: each row's ``quality_variant``."""
-    from ...quality.functional import TORCH_FIDELITY_SEED
-
     return (f"torch-fidelity through gensets.quality.functional, as `gensets score`: FD = fid; KID = kid, "
             f"{KID_SUBSETS} subsets of min({KID_SUBSET_SIZE}, N, M), seed {TORCH_FIDELITY_SEED}; precision / recall "
             f"k = {k}; IS = inception_score of the features model's logits, {IS_SPLITS} split")
@@ -429,8 +423,6 @@ def quality(gen_feat, test_feat, gen_logits, k: int, clock: Clock | None = None)
     Inception Score (``gen_logits`` (N, C)), by the functions of :mod:`gensets.quality.functional` that
     `gensets score` calls: the report's FD is `gensets score --metric fid`'s on the same features. None where a set
     is too small for a metric; ``clock`` times the FD (Fig. 5's evaluation time)."""
-    from ...quality import functional as F
-
     with (clock or Clock())("fd"):
         fd = _safe(F.fid, gen_feat, test_feat)
     kid = _safe(F.kid, gen_feat, test_feat, subsets=KID_SUBSETS, subset_size=KID_SUBSET_SIZE) or (None, None, None)
@@ -451,8 +443,6 @@ def _minus(a, b):
 
 def _metric_source(cfg) -> str:
     """Where the dataset's metric comes from: the packaged GenBench table (with its source) or the config."""
-    from ...sources.packaged import genbench_datasets
-
     packaged = genbench_datasets().get(cfg.dataset, {})
     if packaged.get("metric") == cfg.metric:
         return packaged.get("metric_source", "gensets/data/genbench/datasets.json")
@@ -480,8 +470,6 @@ def _probe_cell(r: dict) -> str:
 
 
 def markdown(rep: dict) -> str:
-    from ...cards.markdown import table
-
     strategies = _strategies(rep)
     v = rep["variants"]
     lines = ["# GenBench report", "",
@@ -541,8 +529,6 @@ def markdown(rep: dict) -> str:
 
 def published_section(rep: dict) -> list[str]:
     """The report.md section of GenBench's Table 2 beside this report's CLER."""
-    from ...cards.markdown import table
-
     pub = rep.get("published")
     if not pub or not pub["rows"]:
         return []
@@ -572,8 +558,6 @@ def _strategies(rep: dict) -> list[str]:
 
 def plot(rep: dict, path: Path) -> None:
     """Grouped bars: CLER per strategy for each dataset, the zero-shot accuracy as a dashed line."""
-    from ...cards.figures import PALETTE, figure, save
-
     names = list(rep["datasets"])
     strategies = _strategies(rep)
     fig = figure(max(4.0, 1.2 + 1.4 * len(names) * max(1, len(strategies)) / 3), 3.6)

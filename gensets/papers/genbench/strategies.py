@@ -67,6 +67,7 @@ from ...errors import GensetsError
 from ...records import derive_seed
 from ...registry import STRATEGIES
 from ...sources.classes import plain_name, source_name
+from .pool import pool_identity
 
 # the authors' strings, generation_utils.py, sampling_images (RD: appended as is; NP: after ", ".join(other names))
 RESTRICTIVE = ",highly detailed,hires,8k,sharp focus"
@@ -84,6 +85,9 @@ V1_QUALITY_NEGATIVES = ("((disfigured)), ((bad art)), ((deformed)), ((poorly dra
                         "((b&w)), weird colors, blurry, lowres, worst quality, low quality, jpeg artifacts, "
                         "signature, watermark, text")
 KEYTOTEXT = "keytotext"  # expansion.input: the class name as keytotext's NMPipeline gives it to the model
+# TI's training loss, as the card and each class's ti/<class>.json name it (see gensets.models.textual_inversion)
+TI_VARIANTS = {"clip": "authors' trainer: noise MSE + lambda x CLIP text-similarity loss (--clip_guidance text_sim)",
+               "mse": "plain textual inversion: noise MSE only (no CLIP loss)"}
 
 
 def fill(template: str, name: str) -> str:
@@ -265,13 +269,12 @@ class TextualInversion(Strategy):
         row["prompting"].update(template=template, draw_seed=draw_seed, token=p["ti"]["token"])
 
     def details(self, cfg) -> str:
-        from .ti import VARIANTS
-
         t, r = cfg.ti, cfg.reference
         n = t.references or r.per_class
         where = (f"the {n} best images of the class the retrieval ranks from `{cfg.retrieval.pool}`"
                  if r.source == "retrieval" else f"the first {n} reference images of the class in `{r.source}`")
-        loss = f"{VARIANTS[t.loss]}; CLIP `{t.clip}`, lambda {t.clip_lambda}" if t.loss == "clip" else VARIANTS[t.loss]
+        loss = (f"{TI_VARIANTS[t.loss]}; CLIP `{t.clip}`, lambda {t.clip_lambda}" if t.loss == "clip"
+                else TI_VARIANTS[t.loss])
         return (f"- TI: a token per class (`{t.token}`, initialised from `{t.initializer}`) trained by Textual "
                 f"Inversion for {t.steps} steps (batch {t.batch_size}, lr {t.learning_rate}"
                 f"{' x batch' if t.scale_lr else ''}, {t.lr_scheduler}; loss: {loss}) on {where}; prompts: the "
@@ -353,8 +356,6 @@ class RetrievalAugmented(Modifier):
     def pool(self, cfg, name, files=None):
         ref = {**to_dict(cfg.reference), "source": source_name(cfg.reference.source)}
         if cfg.reference.source == "retrieval":  # the retrieval data type's ranking: the pool's content in the id
-            from .baselines import pool_identity
-
             pool = pool_identity(cfg)
             return {"reference": {**ref, "source": f"retrieval:{pool['pool']}", "retrieval": pool}}
         return {"reference": ref if files is None else {**ref, "files": files[name]}}

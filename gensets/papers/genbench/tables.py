@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import GensetsError
+from ...sources.packaged import genbench_hub_copies, genbench_published
 from ..tables import Run, Table, build, over_seeds, seeded
+from . import report as genbench
 
 # the paper as the table's output cites it (the numbers: gensets/data/genbench/published.json)
 GENBENCH_PAPER = ("Li et al., \"Benchmarking and Analyzing Generative Data for Visual Recognition\" (GenBench, "
@@ -19,8 +21,6 @@ TABLE2_STRATEGIES = ("ST", "CE", "DT", "NP", "NP+RD")  # Table 2's Stable Diffus
 
 
 def _genbench_table2(table: Table, run: Run) -> dict:
-    from . import report as genbench
-
     not_run: list[str] = []
     if run.smoke:  # the smoke config's strategies, and Table 2's composed NP+RD in a workspace of its own
         builds = [(run.ws, ()), (run.ws.with_name(f"{run.ws.name}-np-rd"), ("strategies=[NP+RD]",))]
@@ -61,8 +61,6 @@ def table2_datasets(run: Run) -> tuple[list[tuple[str, str, Path]], list[str]]:
     """Table 2's paper run: (dataset, its real test images, its workspace) for each dataset (--dataset, default
     all) with test images (--source DATASET=SOURCE, else a known Hub copy), and one line per other dataset.
     GensetsError: a --dataset that is not a column, or one named but without test images."""
-    from ...sources.packaged import genbench_hub_copies, genbench_published
-
     columns = genbench_published()["tables"]["2"]["columns"]
     given = dict(s.partition("=")[::2] for s in run.sources)
     for d in (*run.datasets, *given):

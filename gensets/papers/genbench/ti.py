@@ -20,18 +20,22 @@ from pathlib import Path
 from ...builders.common import Unit
 from ...config import to_dict
 from ...errors import DataError, GensetsError
+from ...models import load_classifier
+from ...models import textual_inversion as ti
+from ...models.captioner import load_captioner
+from ...models.text import load_text_encoder
 from ...output import atomic_open
 from ...records import content_id, derive_seed, slug
 from ...safety import inside, read_regular, writable_inside
+from ...shards import Manifest
 from ...sources.classes import plain_name, source_name
 from .config import GenBenchConfig, selected
+from .pool import pool_identity
 from .references import reference_files
+from .strategies import TI_VARIANTS as VARIANTS
 from .strategies import compose
 
 STAGE = "ti"
-# the training's loss, as the card and each class's ti/<class>.json name it (see gensets.models.textual_inversion)
-VARIANTS = {"clip": "authors' trainer: noise MSE + lambda x CLIP text-similarity loss (--clip_guidance text_sim)",
-            "mse": "plain textual inversion: noise MSE only (no CLIP loss)"}
 
 
 def uses_ti(cfg: GenBenchConfig) -> bool:
@@ -60,8 +64,6 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
     ref = {"source": source_name(cfg.reference.source), "split": cfg.reference.split,
            "hf_config": cfg.reference.hf_config, "per_class": cfg.reference.per_class}
     if cfg.reference.source == "retrieval":  # as RA's units: the pool's identity (settings and content) in the id
-        from .baselines import pool_identity
-
         pool = pool_identity(cfg)
         ref, files = {**ref, "source": f"retrieval:{pool['pool']}", "retrieval": pool}, None
     else:
@@ -79,8 +81,6 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
 
 def embeddings(cfg: GenBenchConfig, workspace) -> dict[str, dict]:
     """Each selected class's committed embedding: token, file (relative to the workspace) and sha256."""
-    from ...shards import Manifest
-
     if workspace is None:
         raise GensetsError("TI: its images are planned from the embeddings a build trained in its workspace; "
                            "run `gensets build`")
@@ -108,9 +108,6 @@ def filter_references(f: dict, name: str, refs: list, models: dict) -> tuple[lis
     loaded captioner and text encoder. The kept references, and each reference's caption, similarity and kept flag."""
     import torch
 
-    from ...models.captioner import load_captioner
-    from ...models.text import load_text_encoder
-
     if "captioner" not in models:
         models["captioner"], models["text"] = load_captioner(f["captioner"]), load_text_encoder(f["text_model"])
     captions = models["captioner"].caption([r.image().convert("RGB") for r in refs])
@@ -128,8 +125,6 @@ def filter_references(f: dict, name: str, refs: list, models: dict) -> tuple[lis
 def train_unit(unit: Unit, ctx, build_id: str) -> list:
     """Train (or resume) one class's token; write its embedding and provenance; no samples."""
     from PIL import Image
-
-    from ...models import textual_inversion as ti
 
     p, cfg = unit.payload, ctx.cfg
     if ctx.workspace is None:
@@ -159,8 +154,6 @@ def train_unit(unit: Unit, ctx, build_id: str) -> list:
     clip = None
     if t["loss"] == "clip":
         if t["clip"] not in ctx.ti_clip:
-            from ...models import load_classifier
-
             clf = load_classifier(t["clip"], labels=[plain_name(name)], templates=["{}"],
                                   device=str(gen.pipe.unet.device))
             ctx.ti_clip[t["clip"]] = ti.ClipGuidance(clf)

@@ -14,10 +14,12 @@ from typing import Literal
 
 from ...builders import base
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, Unit, check_spec
+from ...cards.markdown import code, table, text
 from ...config import check_count, control_char, to_dict
 from ...curation import surrogates
 from ...curation.surrogates import SurrogateFilter
 from ...errors import did_you_mean
+from ...images import decode_image
 from ...records import Sample, content_id, derive_seed, slug
 from ...registry import BUILDERS
 from ...sources.packaged import imagenet_d_class_names, imagenet_d_classes, imagenet_d_nuisances
@@ -223,8 +225,6 @@ class Context(base.Context):
 
 def run_unit(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Generate a unit's images, encode them, score the decoded bytes with every surrogate."""
-    from ...images import decode_image
-
     p = unit.payload
     cfg = ctx.cfg
     g = cfg.generator
@@ -319,8 +319,6 @@ class ImageNetDBuilder(base.Builder):
 
     def card_body(self, cfg: ImageNetDConfig, manifest: dict, samples: list) -> str:
         """The card's "How it was built" section."""
-        from ...cards.markdown import code, table, text
-
         g = cfg.generator
         gen = samples[0].meta["generator"] if samples else {}
         f = cfg.filter

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from ...sources.packaged import imagenet_d_published
 from ..base import Paper
 from .tables import TABLE
 
 
 def published() -> list[dict]:
-    from ...sources.packaged import imagenet_d_published
-
     d = imagenet_d_published()
     return [{"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
              f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"}]

@@ -35,8 +35,10 @@ from ...cards.markdown import code, table
 from ...errors import GensetsError
 from ...evaluation import store
 from ...evaluation.reports.base import Report, add_precision, rows, verdict
+from ...labels.twoway import two_way_outcomes
 from ...output import files
 from ...registry import REPORTS
+from ...sources.packaged import imagenet_d_published
 
 NUISANCES = ("background", "texture", "material")
 PROTOCOLS = ("imagenet", "zero-shot", "two-way")
@@ -77,7 +79,7 @@ def intervals(by_config: dict[str, list[bool]]) -> dict[str, list[float] | None]
     import numpy as np
     from scipy.stats import bootstrap
 
-    from ... import metrics as M
+    from ... import metrics as M  # lazy: numpy, off the CLI parser's path (it lists the reports)
 
     pooled = [x for c in NUISANCES for x in by_config.get(c, ())]
     out: dict[str, list[float] | None] = {
@@ -113,8 +115,6 @@ def _dataset(con, db, dataset: str | None) -> tuple[str, str | None]:
 def outcomes(protocol: str, predictions: list[dict]) -> list[bool]:
     """The correct / wrong outcomes a run's top-1 averages: two-way's counted answers
     (:func:`gensets.labels.twoway.two_way_outcomes`, as the run's own ``top1``), else every prediction."""
-    from ...labels.twoway import two_way_outcomes
-
     base = protocol.split(" (", 1)[0]
     if base in ("two-way", "two-way-shuffled"):
         return two_way_outcomes(predictions, "official" if base == "two-way" else "shuffled")
@@ -126,8 +126,6 @@ def compute(db: str | Path, dataset: str | None = None, precision: str = "fp32",
     """Per (model, protocol variant): top-1 per subset, pooled and mean of subsets, each reading's interval; the
     published families beside (``overall``: the reading set beside them, :data:`OVERALL`; ``stand_ins``: see the
     module)."""
-    from ...sources.packaged import imagenet_d_published
-
     if overall not in OVERALL:
         raise GensetsError(f"--overall {overall!r}: one of {', '.join(OVERALL)}")
     con = store.connect(db, read_only=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import GensetsError
+from ...evaluation.released import looks_released
 from ..tables import Evaluation, Run, Table, build, evaluate, over_seeds, seeded
+from . import report as imagenet_d
 
 RELEASED = "hf:zcs15/ImageNet-D"
 
@@ -19,8 +21,6 @@ def released(run: Run) -> str:
     Hub's."""
     if not run.sources:
         return RELEASED
-    from ...evaluation.released import looks_released
-
     if len(run.sources) > 1 or not looks_released(Path(run.sources[0])):
         raise GensetsError(f"--source {run.sources[-1]}: not a copy of the released ImageNet-D in its authors' layout "
                            "(background/, texture/, material/ holding its class folders); give one folder")
@@ -60,8 +60,6 @@ def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None,
     ImageNet-D datasets, None: its only one; ``stand_ins``: tiny models beside families) as the table's rows: each
     family's top-1 under the report's default reading of overall (pooled over the subsets' images), named in the
     row, with its interval over images and the published number's verdict."""
-    from . import report as imagenet_d
-
     rep = imagenet_d.compute(db, dataset, stand_ins=stand_ins)
     report = imagenet_d.write(rep, report_dir)
     rows = [{"what": r["family"], "protocol": f"{r['protocol']}, top-1 {r['overall']}", "published": r["published"],

@@ -30,7 +30,8 @@ stage), ``analysis.py`` (statistics after the build), ``builder.py``.
 
 from .analysis import analyze, tally
 from .builder import FailureModesBuilder
-from .config import STAGES, FailureModesConfig, label_ids
+from .config import STAGES, FailureModesConfig
+from .prompts import label_ids
 from .stages import Context, mode_meta, plan, run_unit
 
 __all__ = ["STAGES", "Context", "FailureModesBuilder", "FailureModesConfig", "analyze", "label_ids", "mode_meta",

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 
+from ...curation import state
 from ...db import transaction
+from ...labels.imagenet import imagenet_names
+from ...shards import write_json_atomic
 from . import prompts
 from .config import CLUSTER_RULE
 from .stages import top1
@@ -26,10 +29,7 @@ def analyze(ws) -> dict:
     """Every mode against its label's baseline; writes modes.json and the failure_* tables."""
     from collections import defaultdict
 
-    from ...curation import state
-    from ...labels.imagenet import imagenet_names
-    from ...shards import write_json_atomic
-    from . import statistics as fm
+    from . import statistics as fm  # lazy: numpy, off the CLI parser's path (it lists the builders)
 
     _, cfg = ws.load()
     names = imagenet_names()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...builders import base
+from ...cards.markdown import table
 from ...registry import BUILDERS
 from . import prompts
 from .analysis import analyze
@@ -59,8 +60,6 @@ class FailureModesBuilder(base.Builder):
 
     def card_body(self, cfg: FailureModesConfig, manifest: dict, samples: list) -> str:
         from collections import Counter
-
-        from ...cards.markdown import table
 
         per_mode = Counter(s.meta["failure_mode"]["id"] for s in samples if s.meta.get("failure_mode"))
         captions = {s.meta["failure_mode"]["id"]: s.meta["failure_mode"]["caption"] for s in samples

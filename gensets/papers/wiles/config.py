@@ -9,6 +9,7 @@ from typing import Literal
 
 from ...builders.common import BuildFields, GeneratorConfig, ImageConfig, check_spec
 from ...config import check_count
+from ...labels.imagenet import imagenet_names
 from .prompts import MODE_TEMPLATES, TEMPLATES
 
 STAGES = ("baseline", "clusters", "regenerate")
@@ -127,8 +128,6 @@ def _canonical_labels(labels) -> list[str]:
     """Each label as spelled in imagenet_names() (case-insensitive); ValueError naming a bad one."""
     import difflib
 
-    from ...labels.imagenet import imagenet_names
-
     by_lower = {n.lower(): n for n in imagenet_names()}
     out = []
     for i, label in enumerate(labels):
@@ -139,11 +138,3 @@ def _canonical_labels(labels) -> list[str]:
             raise ValueError(f"labels: labels[{i}] {label!r} is not an ImageNet class name{hint}")
         out.append(name)
     return out
-
-
-def label_ids(cfg: FailureModesConfig) -> dict[str, int]:
-    """Each label -> its ImageNet-1k index."""
-    from ...labels.imagenet import imagenet_names
-
-    index = {n: i for i, n in enumerate(imagenet_names())}
-    return {label: index[label] for label in cfg.labels}

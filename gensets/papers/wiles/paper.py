@@ -3,12 +3,11 @@ published numbers (no reproduce table: the paper generated with Imagen, which ge
 
 from __future__ import annotations
 
+from ...sources.packaged import wiles_published
 from ..base import Paper
 
 
 def published() -> list[dict]:
-    from ...sources.packaged import wiles_published
-
     return [{"name": "failure-modes:figure-5", "description": f"{len(wiles_published()['figure5'])} published "
              "failure rates (Wiles et al. 2022, Figure 5; from the paper's summary)"}]
 

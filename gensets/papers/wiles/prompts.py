@@ -20,6 +20,9 @@ that brings a caption into the paper's form is :func:`description`.
 
 from __future__ import annotations
 
+from ...labels.imagenet import imagenet_names
+from ...sources.packaged import imagenet_superclasses
+
 TEMPLATES = {"wiles2022": "a realistic photograph of a {label} ({superclass}).",
              "label-only": "a realistic photograph of a {label}"}
 MODE_TEMPLATES = {"wiles2022": "{baseline} {description}", "caption": "{caption}"}
@@ -38,11 +41,14 @@ def description(caption: str, prompt: str | None = None) -> str:
     return f"{text}." if text else ""
 
 
+def label_ids(cfg) -> dict[str, int]:
+    """Each label -> its ImageNet-1k index."""
+    index = {n: i for i, n in enumerate(imagenet_names())}
+    return {label: index[label] for label in cfg.labels}
+
+
 def superclass(cfg, label: str) -> str:
     """The label's superclass: the config's ``superclasses`` entry, else WordNet 3.0's (packaged)."""
-    from ...sources.packaged import imagenet_superclasses
-    from .config import label_ids
-
     return cfg.superclasses.get(label) or imagenet_superclasses()[label_ids(cfg)[label]]
 
 

@@ -16,11 +16,18 @@ import json
 from pathlib import Path
 
 from ... import recordio
+from ...cards.figures import PALETTE, figure, save
 from ...cards.markdown import table
+from ...curation import state
 from ...errors import DataError, GensetsError
+from ...evaluation import store
 from ...evaluation.reports.base import Report, add_precision
+from ...images import decode_image
 from ...output import files
 from ...registry import REPORTS
+from ...shards import read_at
+from ...sources.packaged import wiles_published
+from ...workspace import Workspace
 
 PUBLISHED = ("Wiles et al. (2022) publish failure rates of a ResNet-50 on Imagen images generated from two captions of "
              "Persian cat (Figure 5): \"... it is walking in the snow.\" and the automatically found \"... the "
@@ -49,8 +56,6 @@ def published(rep: dict) -> dict:
     regenerated from a caption of the label containing the paper's (a mode's; ``gensets``, ``gensets_caption``,
     ``difference``), and, for context, the label's baseline rate (``baseline``: images without a caption, no
     difference)."""
-    from ...sources.packaged import wiles_published
-
     pub = wiles_published()
     rows = []
     for p in pub["figure5"]:
@@ -76,8 +81,6 @@ GROUP BY ALL ORDER BY r.model, r.config
 
 
 def compute(workspace: str | Path, db: str | Path | None = None, precision: str = "fp32") -> dict:
-    from ...workspace import Workspace
-
     ws = Workspace(workspace)
     builder, cfg = ws.load()
     if builder.name != "failure-modes":
@@ -100,8 +103,6 @@ def transfer(db: str | Path, build: str, classifier: str, top_k: int = 1, precis
     """Per model and config of the finalized set: images, how many it fails (its label's class not in its
     top-``top_k``, the build's failure rule), the transfer rate; of the runs at ``precision`` (``gensets eval
     --precision``), so a model scored in fp32 and under autocast is not counted twice."""
-    from ...evaluation import store
-
     con = store.connect(db, read_only=True)
     try:
         rows = con.execute(TRANSFER, {"k": top_k, "build": build, "precision": precision}).fetchall()
@@ -124,11 +125,6 @@ def _fmt(v) -> str:
 
 def _images(ws_root: Path, keys: list[str]) -> dict:
     """key -> PIL image, each read at its offset in its candidate shard (recorded in state.duckdb)."""
-    from ...curation import state
-    from ...images import decode_image
-    from ...shards import read_at
-    from ...workspace import Workspace
-
     if not keys:
         return {}
     ws = Workspace(ws_root)
@@ -141,8 +137,6 @@ def _images(ws_root: Path, keys: list[str]) -> dict:
 
 
 def _rates_figure(rep: dict, path: Path) -> None:
-    from ...cards.figures import PALETTE, figure, save
-
     labels = rep["labels"]
     bars = []  # (x, height, colour)
     ticks, x = [], 0.0
@@ -174,8 +168,6 @@ def _rates_figure(rep: dict, path: Path) -> None:
 
 
 def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
-    from ...cards.figures import PALETTE, figure, save
-
     rows = sorted(((c["count"], label, c["name"]) for label, b in rep["baseline"].items() for c in b["confusions"]),
                   key=lambda r: (-r[0], r[1], r[2]))[:top]
     height = 1.2 + 0.28 * max(len(rows), 1)
@@ -192,8 +184,6 @@ def _confusions_figure(rep: dict, path: Path, top: int = 12) -> None:
 
 
 def _mode_figure(mode: dict, images: dict, path: Path, per_row: int = 6) -> None:
-    from ...cards.figures import figure, save
-
     cluster = [mode["medoid"]] + [k for k in mode["members"] if k != mode["medoid"]]
     rows = [("cluster (medoid first)", cluster[:per_row]), ("regenerated, misclassified", mode["failed"][:per_row])]
     fig = figure(1.4 * per_row, 3.6)

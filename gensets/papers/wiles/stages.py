@@ -8,10 +8,15 @@ from ...builders import base
 from ...builders.common import Unit
 from ...config import to_dict
 from ...curation import surrogates
+from ...curation.surrogates import SurrogateFilter
 from ...errors import DataError, GensetsError
+from ...images import decode_image
+from ...models import load_classifier
+from ...models.captioner import load_captioner
 from ...records import Sample, content_id, derive_seed, provenance_of, slug
 from . import prompts
-from .config import STAGES, FailureModesConfig, label_ids
+from .config import STAGES, FailureModesConfig
+from .prompts import label_ids
 
 NAME = "failure-modes"
 # a cluster of misclassified images, its captions (the medoid's is the mode's caption), and on regenerated
@@ -122,8 +127,6 @@ class Context(base.Context):
     @property
     def filter(self):
         if self._filter is None:
-            from ...curation.surrogates import SurrogateFilter
-
             c = self.cfg
             self._filter = SurrogateFilter([c.classifier], top_k=c.top_k, templates=c.classifier_templates,
                                            batch_size=c.batch_size)
@@ -132,8 +135,6 @@ class Context(base.Context):
     @property
     def embedder(self):
         if self._embedder is None:
-            from ...models import load_classifier
-
             # a zero-shot model needs some label space to load; only its image features are used
             self._embedder = load_classifier(self.cfg.embedder, labels=list(self.cfg.labels))
         return self._embedder
@@ -141,8 +142,6 @@ class Context(base.Context):
     @property
     def captioner(self):
         if self._captioner is None:
-            from ...models.captioner import load_captioner
-
             self._captioner = load_captioner(self.cfg.captioner.model)
         return self._captioner
 
@@ -160,8 +159,6 @@ def mode_meta(**values) -> dict:
 
 def _generate(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """Baseline or regenerated images: generate, encode, classify the decoded bytes."""
-    from ...images import decode_image
-
     p = unit.payload
     cfg, g = ctx.cfg, ctx.cfg.generator
     label = p["label"]
@@ -199,8 +196,7 @@ def _cluster(unit: Unit, ctx: Context, build_id: str) -> list[Sample]:
     """One label's misclassified images: embed, cluster, caption every member; a record per cluster."""
     import torch
 
-    from ...images import decode_image
-    from . import statistics as fm
+    from . import statistics as fm  # lazy: numpy, off the CLI parser's path (it lists the builders)
 
     p = unit.payload
     cfg = ctx.cfg
