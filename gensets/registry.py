@@ -14,7 +14,7 @@ registries built with ``walk=False`` import only that ``__init__`` (model famili
 ``also``: the modules a function names, asked again each time (every registered paper's
 :attr:`~gensets.papers.base.Paper.modules`): :data:`PAPERS` holds the papers as targets (gensets/papers/__init__.py
 lists gensets' own; a plugin's module registers its own), and the builders, reports,
-prompt strategies and dataset identifiers of each are found through it.
+prompt strategies, dataset identifiers, released datasets and label spaces of each are found through it.
 
 Installed packages extend every registry through the entry-point group :data:`PLUGIN_GROUP`
 (``[project.entry-points."gensets.plugins"] name = "pkg.module"`` or ``"pkg.module:register"``): the CLI and
@@ -170,6 +170,13 @@ PROTOCOLS = Registry("protocol", "gensets.evaluation.protocols")
 REPORTS = Registry("report", "gensets.evaluation.reports", also=paper_modules)
 # split -> the builder whose dataset it is (or None), for a split whose samples name none (the evaluation runner)
 IDENTIFIERS = Registry("dataset identifier", also=paper_modules)
+# a dataset as its authors release it, read by what it is (gensets.evaluation.data.open_source): each entry
+# answers looks(folder) -> bool, read_folder(folder, config, split) -> Source, matches_id(dataset) -> bool (a Hub
+# id it is published under) and read_hub(dataset, config, split) -> Source
+RELEASED_DATASETS = Registry("released dataset", also=paper_modules)
+# builder name -> its label space's paper-specific facts (gensets.evaluation.protocols.base.LabelSpace): the
+# class map of its classes to ImageNet ids, its zero-shot names and template when following the paper
+LABEL_SPACES = Registry("label space", also=paper_modules)
 TINY_MODELS = Registry("tiny model", "gensets.models.tiny")
 RANDOM_MODELS = Registry("random model", "gensets.models.random")
 QUALITY_METRICS = Registry("quality metric", "gensets.quality")

@@ -4,6 +4,7 @@ names, the packages import each other without cycles, and every extension point 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,63 @@ def test_packages_import_each_other_without_cycles():
     for node in sorted(edges):
         if node not in state:
             visit(node, [])
+
+
+# the engine: what every paper runs on, which never names one (a paper's knowledge lives in gensets/papers/<paper>/,
+# behind the registries the engine asks: PAPERS, BUILDERS, REPORTS, IDENTIFIERS, RELEASED_DATASETS, LABEL_SPACES)
+ENGINE = ("builders", "evaluation", "registry.py", "reproduce.py", "catalog.py", "workspace.py", "store.py", "stores",
+          "shards")
+PAPER_NAME = re.compile(r"imagenet[_-]d|genbench|borji|wiles", re.I)
+# user-facing text that may name a paper, each with its reason: (module, the string's start)
+NAMES_A_PAPER = {
+    ("gensets/evaluation/runner.py", "top-1 with the logits restricted"): "a metric's description, for the reader",
+    ("gensets/evaluation/protocols/two_way.py", " needs --clip SPEC"): "an error's hint: which dataset gives the option",
+}
+
+
+def _names_in_code(path: Path):
+    """(line, text) of every name, attribute, imported module and string constant (docstrings excepted) of a module."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+                  and isinstance(node.body[0].value.value, str)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield from ((node.lineno, f"{node.module or ''} {a.name}") for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def _paper_names(root: Path) -> list[str]:
+    files = [f for part in ENGINE for f in ([root / "gensets" / part] if part.endswith(".py")
+                                            else sorted((root / "gensets" / part).rglob("*.py")))]
+    found = []
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        for line, text in _names_in_code(f):
+            if PAPER_NAME.search(text) and not any(rel == m and text.startswith(s) for m, s in NAMES_A_PAPER):
+                found.append(f"{rel}:{line}: {text[:100]!r}")
+    return found
+
+
+def test_the_engine_names_no_paper():
+    """No module of the engine names a paper in its code (names, attributes, imports, strings that are not
+    docstrings): a paper's facts are registered by its folder (the released dataset it reads, its label space's
+    class map and prompt, its shipped files) and the engine asks the registries."""
+    assert _paper_names(ROOT) == []
+
+
+def test_a_paper_named_in_the_engine_is_found(tmp_path):
+    """The check is not vacuous: a copy of the engine where a protocol compares with a paper's builder fails it."""
+    shutil.copytree(PACKAGE, tmp_path / "gensets", ignore=shutil.ignore_patterns("__pycache__", "data"))
+    zero_shot = tmp_path / "gensets" / "evaluation" / "protocols" / "zero_shot.py"
+    zero_shot.write_text(zero_shot.read_text() + '\n\ndef _reintroduced(split):\n    return split.builder == "imagenet-d"\n')
+    assert _paper_names(tmp_path) == ["gensets/evaluation/protocols/zero_shot.py:"
+                                      f"{len(zero_shot.read_text().splitlines())}: 'imagenet-d'"]

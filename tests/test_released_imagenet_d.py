@@ -1,4 +1,4 @@
-"""The released ImageNet-D (gensets.evaluation.released): a small folder in the authors' layout
+"""The released ImageNet-D (gensets.papers.imagenet_d.released): a small folder in the authors' layout
 (``background|texture/<class>/*.png`` + ``questions/<nuisance>.csv``), made here, is recognised by what it is,
 read into the right records, and scored by ``imagenet``, ``zero-shot`` and ``two-way`` exactly as the same images
 in a gensets-built ImageNet-D; hostile folders and the Hub offline fail in one line. Offline, CPU, seconds."""
@@ -101,7 +101,7 @@ def _one_line_error(r, *words):
 
 def test_recognised_with_its_configs_classes_ids_and_questions(tmp_path):
     from gensets.evaluation.data import open_source
-    from gensets.evaluation.released import RELEASED_REPO
+    from gensets.papers.imagenet_d.released import RELEASED_REPO
     from gensets.sources.packaged import imagenet_d_class_names, imagenet_d_classes
 
     folder, wrong = _released(tmp_path)

@@ -1,5 +1,6 @@
-"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob, and the
-released ImageNet-D (a folder in its authors' layout, or ``hf:zcs15/ImageNet-D``: :mod:`.released`).
+"""Where evaluation images come from: a workspace, a local repo folder, a hub id or a WebDataset glob, and a
+dataset as its authors release it (a folder in their layout, or their Hub id: an entry of
+:data:`gensets.registry.RELEASED_DATASETS`, declared by its paper, e.g. the released ImageNet-D).
 
 Every source yields the same records, in a stable order, one image decoded once::
 
@@ -8,7 +9,7 @@ Every source yields the same records, in a stable order, one image decoded once:
 A split of tar shards (a workspace, a repo folder, a glob) also lists its ``shards``: :func:`index_split` says
 where each sample lies and :func:`read_records` reads any slice of it, so worker processes can decode batches
 in parallel (:mod:`gensets.evaluation.loader`); ``records()`` streams the same records in the same order. A
-split of image files (the released ImageNet-D) gives its ``entries`` and their ``read`` the same way.
+split of image files (a released dataset) gives its ``entries`` and their ``read`` the same way.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from .. import recordio
 from ..config import control_char, safe_load
 from ..errors import DataError, GensetsError, Unavailable
 from ..images import IMAGE_EXTS, decode_image
+from ..registry import RELEASED_DATASETS
 from ..safety import check_regular, inside, no_symlink, parts_of, read_text
 from ..shards import index_shard, iter_shard, read_members
 from ..store import is_url
 from ..workspace import Workspace
-from . import released
 from .splits import Source, Split
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*(@[\w.\-/]+)?$")
@@ -256,7 +257,7 @@ def _hub_image(repo: str, config: str, split: str, key: str, cell: dict):
 
 def open_source(dataset: str, config: str | None = None, split: str | None = None) -> Source:
     """A workspace, a local repo folder, a WebDataset glob / tar, or a hub id ``[hf:]org/name[@rev]``; a folder in
-    the released ImageNet-D's layout, and ``hf:zcs15/ImageNet-D``, are read as the released ImageNet-D.
+    a released dataset's layout, and its Hub id, are read by its entry of :data:`~gensets.registry.RELEASED_DATASETS`.
 
     A name that does not exist here is a Hub id only when it has the shape ``org/name[@rev]`` and ``org`` is not a
     folder here (``out/nope`` beside ``out/`` is a mistyped path: GensetsError, exit 2, no Hub call); ``hf:`` always
@@ -269,11 +270,14 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
     if path.is_dir():
         if (path / "config.yaml").exists() and (path / "dataset").is_dir():
             return local_folder(no_symlink(path / "dataset", "the workspace's dataset folder"), config, split)
-        if released.looks_released(path):
-            return released.released_folder(path, config, split)
+        for _, released in RELEASED_DATASETS.items():
+            if released.looks(path):
+                return released.read_folder(path, config, split)
         return local_folder(path, config, split)
-    if released.is_released_id(dataset) and not path.exists():
-        return released.hub_released(dataset, config, split)
+    if not path.exists():
+        for _, released in RELEASED_DATASETS.items():
+            if released.matches_id(dataset):
+                return released.read_hub(dataset, config, split)
     if any(ch in dataset for ch in "*?[{") or dataset.endswith(".tar"):
         import braceexpand
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from ..cards.markdown import table as markdown_table
@@ -31,8 +32,11 @@ from . import store
 from .data import open_source
 from .runner import EvalConfig, evaluate
 
-# the model lists shipped with gensets: --models NAME
-SHIPPED = {"imagenet-d": "imagenet_d.yaml", "smoke": "smoke.yaml"}
+# the model lists shipped with gensets: --models NAME, each YAML file of gensets/data/leaderboards/ named by its
+# stem ("_" -> "-"), in name order
+SHIPPED = {f.name.removesuffix(".yaml").replace("_", "-"): f.name for f in
+           sorted(resources.files("gensets.data").joinpath("leaderboards").iterdir(), key=lambda f: f.name)
+           if f.name.endswith(".yaml")}
 COLUMNS = ["dataset", "revision", "config", "split", "model", "protocol", "n", "top1", "top1_lo", "top1_hi",
            "top5", "mean_per_class", "masked_top1", "surrogate"]
 # the results database's record of each scored dataset: its public name and its surrogates
@@ -78,8 +82,6 @@ class Plan:
 def load_models(arg: str) -> tuple[Entry, ...]:
     """The model list ``arg`` names: a YAML file, a shipped list's name, or specs separated by commas."""
     if arg in SHIPPED:
-        from importlib import resources
-
         with resources.as_file(resources.files("gensets.data").joinpath("leaderboards", SHIPPED[arg])) as path:
             models = load_config(ModelList, path).models
     elif arg.endswith((".yaml", ".yml")) or Path(arg).is_file():

@@ -1,6 +1,6 @@
 """What gensets eval and score read: a :class:`Source` (a dataset as the user named it, at a revision) holding
 :class:`Split` s (one config's split: its class names and records). Made by gensets.evaluation.data (workspaces,
-folders, shard globs, Hub ids) and gensets.evaluation.released (the released ImageNet-D)."""
+folders, shard globs, Hub ids) and a paper's released dataset (gensets.registry.RELEASED_DATASETS)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Split:
     builder: str | None = None  # the gensets builder that wrote it (its samples' provenance), when known
     shards: list[Path] | None = None  # tar shards: indexed, batches read by any process
     # two-way's wrong option of each image (key -> class index) where the dataset gives it: the released
-    # ImageNet-D's questions CSV (gensets.evaluation.released), named by ``questions``
+    # ImageNet-D's questions CSV (a released dataset, registry.RELEASED_DATASETS), named by ``questions``
     wrong_options: dict[str, int] | None = None
     questions: str | None = None
     # a split of image files rather than shards (the released ImageNet-D): ``entries`` its samples in ``records()``

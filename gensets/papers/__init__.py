@@ -6,7 +6,8 @@ by the folder's ``paper.py`` as a :class:`~gensets.papers.base.Paper` and listed
 A paper outside gensets is a plugin package (the entry-point group ``gensets.plugins``, :func:`gensets.registry.load_plugins`)
 whose module registers it as it is imported: ``PAPERS.register("toy", PAPER)``.
 
-- ``imagenet_d``: ImageNet-D (Zhang et al. 2024), its builder, report and ``imagenet-d-table``.
+- ``imagenet_d``: ImageNet-D (Zhang et al. 2024), its builder, report, released-dataset reader, label space and
+  ``imagenet-d-table``.
 - ``genbench``: GenBench (Li et al. 2023), its builder, prompt strategies, baselines, TI stage, report and analysis,
   ``genbench-table2``.
 - ``borji``: Borji (2022), the recognition and VQA builders and reports, ``borji-fig2`` and ``borji-vqa``.

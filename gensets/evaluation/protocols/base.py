@@ -14,7 +14,7 @@ and whether one of them is first / among the first five (the hit rule of :mod:`g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,14 +22,35 @@ from ...errors import GensetsError
 from ...labels.hits import hit
 from ...labels.imagenet import imagenet_names
 from ...labels.names import same_names
-from ...labels.twoway import IMAGENET_D_BUILDER
 from ...models import load_classifier, load_vqa, parse_spec
-from ...registry import PROTOCOLS
+from ...registry import LABEL_SPACES, PROTOCOLS
 
 if TYPE_CHECKING:
     from ..data import Split
 
 ZERO_SHOT_KINDS = ("open_clip", "hf-clip")
+
+
+@dataclass(frozen=True)
+class LabelSpace:
+    """A label space's paper-specific facts, registered by its paper in :data:`gensets.registry.LABEL_SPACES`
+    under its builder's name (a split's ``builder``): ``class_map``, its classes' index -> the ImageNet-1k ids
+    that count as it (``imagenet``, and the protocol chosen when its samples give none); following the paper
+    (``zero-shot``), its class names read by ``official_name`` and prompted with ``template``, the run row's
+    protocol naming ``variant``."""
+
+    class_map: Callable[[], dict[int, list[int]]] | None = None
+    official_name: Callable[[str], str] | None = None
+    template: str | None = None
+    variant: str = ""
+
+
+def label_space(*builders: str | None) -> LabelSpace | None:
+    """The label space registered for the first of ``builders`` that has one (None: none has)."""
+    for builder in builders:
+        if isinstance(builder, str) and builder in LABEL_SPACES:
+            return LABEL_SPACES.get(builder)
+    return None
 
 
 def choose(model_kind: str, model_labels: Sequence[str] | None, class_names: Sequence[str] | None,
@@ -71,11 +92,13 @@ class Models:
 
 def automatic(models: Models, spec: str, split: Split, first: dict) -> tuple[type[Protocol], Any]:
     """No ``--protocol``: the model (a zero-shot one gets the dataset's class names when it has them) and the
-    protocol :func:`choose` picks from the loaded model's kind and labels, never from the spec's name; an
-    ImageNet-D split's samples map to ImageNet ids (its class map) whether or not their json says so."""
+    protocol :func:`choose` picks from the loaded model's kind and labels, never from the spec's name; a
+    split whose label space has a class map (:data:`~gensets.registry.LABEL_SPACES`) maps its samples to
+    ImageNet ids whether or not their json says so."""
     model = PROTOCOLS.get("zero-shot").load(models, spec, split) if split.class_names else models.classifier(spec)
     meta = first["meta"]
-    if split.builder == IMAGENET_D_BUILDER and meta.get("imagenet_ids") is None:  # its classes' ids: the class map
+    space = label_space(split.builder)
+    if space is not None and space.class_map is not None and meta.get("imagenet_ids") is None:  # its classes' ids: the class map
         meta = {**meta, "imagenet_ids": []}
     return PROTOCOLS.get(choose(model.kind, model.label_names, split.class_names, meta)), model
 

@@ -2,7 +2,7 @@
 ``imagenet_ids``, else ImageNet-D's class map) and a hit on any of them counts.
 
 The masked variant: on ImageNet-D (a split whose builder is ImageNet-D's: its samples' provenance, its class list,
-or the released ImageNet-D, :mod:`gensets.evaluation.released`), ``masked_top1`` / ``masked_top5`` are top-1 / top-5 with the logits
+or the released ImageNet-D, :data:`gensets.registry.RELEASED_DATASETS`), ``masked_top1`` / ``masked_top5`` are top-1 / top-5 with the logits
 restricted to the union of the dataset's mapped indices, reported beside the unmasked ones.
 
 Top-5 with several ids per class (9 ImageNet-D classes map to several ImageNet ids):
@@ -24,10 +24,8 @@ from __future__ import annotations
 
 from ...errors import GensetsError
 from ...labels.hits import hit
-from ...labels.twoway import IMAGENET_D_BUILDER
 from ...registry import PROTOCOLS
-from ...sources.packaged import imagenet_d_class_map
-from .base import ClassifierProtocol, summarize, topk
+from .base import ClassifierProtocol, label_space, summarize, topk
 
 
 @PROTOCOLS.register("imagenet")
@@ -36,8 +34,9 @@ class ImageNet(ClassifierProtocol):
         super().__init__(model, split, **kw)
         self.class_map = None
         self.union = None
-        if IMAGENET_D_BUILDER in (self.split.builder, self.first["meta"].get("builder")):
-            self.class_map = imagenet_d_class_map()
+        space = label_space(self.split.builder, self.first["meta"].get("builder"))
+        if space is not None and space.class_map is not None:
+            self.class_map = space.class_map()
             self.union = sorted({i for ids in self.class_map.values() for i in ids})
 
     def targets(self, record):

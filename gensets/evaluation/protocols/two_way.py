@@ -11,7 +11,7 @@ zero-shot CLIP model (``--clip``) over the dataset's class names; the VLM is ask
   options, whole-word parsing. ``top1`` counts unparseable answers wrong; ``two_way_parsed`` drops them.
 
 The wrong option: CLIP's (``--clip SPEC``), or, on a dataset that gives each image's (the released ImageNet-D's
-``questions/<nuisance>.csv``, :mod:`gensets.evaluation.released`: the questions its authors asked LLaVA), that one
+``questions/<nuisance>.csv``, :data:`gensets.registry.RELEASED_DATASETS`: the questions its authors asked LLaVA), that one
 unless ``--clip`` is given; then no CLIP model runs.
 
 The run row's protocol names the variant and where the wrong option came from: ``two-way (SPEC)``,
@@ -32,8 +32,7 @@ from ...labels.twoway import (
     two_way_accuracy,
     two_way_outcomes,
 )
-from ...registry import PROTOCOLS
-from ..released import is_released_id, looks_released
+from ...registry import PROTOCOLS, RELEASED_DATASETS
 from .base import Scored, VQAProtocol, accuracy_row
 
 
@@ -46,7 +45,8 @@ class TwoWay(VQAProtocol):
         ImageNet-D; a split of it without a questions CSV is refused once it is read)."""
         from pathlib import Path
 
-        if not cfg.clip and not (is_released_id(str(cfg.dataset)) or looks_released(Path(cfg.dataset))):
+        if not cfg.clip and not any(r.matches_id(str(cfg.dataset)) or r.looks(Path(cfg.dataset))
+                                    for _, r in RELEASED_DATASETS.items()):
             raise GensetsError(f"protocol {cls.name} needs --clip SPEC: the CLIP model that picks the wrong class")
 
     def __init__(self, model, split, **kw):

@@ -14,5 +14,5 @@ def published() -> list[dict]:
 
 
 PAPER = Paper("imagenet-d", "Zhang et al., ImageNet-D (CVPR 2024)",
-              modules=tuple(f"gensets.papers.imagenet_d.{m}" for m in ("builder", "report", "identify")),
+              modules=tuple(f"gensets.papers.imagenet_d.{m}" for m in ("builder", "report", "identify", "released", "label_space")),
               tables=(TABLE,), published=published)

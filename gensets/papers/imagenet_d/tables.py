@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import GensetsError
-from ...evaluation.released import looks_released
 from ..tables import Evaluation, Run, Table, build, evaluate, over_seeds, seeded
 from . import report as imagenet_d
+from .released import looks_released
 
 RELEASED = "hf:zcs15/ImageNet-D"
 

@@ -1,4 +1,5 @@
-"""The released ImageNet-D (Zhang et al., CVPR 2024), as its authors publish it: ``hf:zcs15/ImageNet-D`` (the
+"""The released ImageNet-D (Zhang et al., CVPR 2024), as its authors publish it (an entry of
+:data:`gensets.registry.RELEASED_DATASETS`, which :func:`gensets.evaluation.data.open_source` asks): ``hf:zcs15/ImageNet-D`` (the
 Hub's snapshot) or the same layout in a local folder (their Google Drive tar, a ``git lfs clone``)::
 
     background/<class folder>/*.png      texture/<class folder>/*.png      material/<class folder>/*.png
@@ -45,14 +46,15 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import DataError, GensetsError, Unavailable, did_you_mean
-from ..images import IMAGE_SUFFIXES, decode_image
-from ..labels.twoway import IMAGENET_D_BUILDER, official_name
-from ..models.hub import hub_endpoint, offline_env, reachable
-from ..records import content_id
-from ..safety import check_regular, inside, read_regular, read_text
-from ..sources.packaged import imagenet_d_class_names, imagenet_d_classes
-from .splits import Source, Split
+from ...errors import DataError, GensetsError, Unavailable, did_you_mean
+from ...evaluation.splits import Source, Split
+from ...images import IMAGE_SUFFIXES, decode_image
+from ...labels.twoway import IMAGENET_D_BUILDER, official_name
+from ...models.hub import hub_endpoint, offline_env, reachable
+from ...records import content_id
+from ...registry import RELEASED_DATASETS
+from ...safety import check_regular, inside, read_regular, read_text
+from ...sources.packaged import imagenet_d_class_names, imagenet_d_classes
 
 RELEASED_REPO = "zcs15/ImageNet-D"  # the authors' Hub dataset
 NUISANCES = ("background", "texture", "material")
@@ -232,3 +234,13 @@ def hub_released(dataset: str, config: str | None, split: str | None) -> Source:
                               f"{' '.join(str(e).split())[:200]}") from None
     snapshot = Path(path)
     return released_folder(snapshot, config, split, root=snapshot.parent.parent, revision=snapshot.name)
+
+
+@RELEASED_DATASETS.register("imagenet-d")
+class Released:
+    """The released ImageNet-D as :func:`gensets.evaluation.data.open_source` reads a released dataset."""
+
+    looks = staticmethod(looks_released)
+    read_folder = staticmethod(released_folder)
+    matches_id = staticmethod(is_released_id)
+    read_hub = staticmethod(hub_released)
