@@ -231,12 +231,13 @@ CPU_SHARE = """
 import json, sys
 import ray
 from gensets.builders.backends import _ray_temp_dir, pool
+from gensets.builders.environment import BuildEnvironment
 from gensets.workspace import Workspace, load_build_config
 ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", _temp_dir=_ray_temp_dir(),
          log_to_driver=False, logging_level="WARNING")
 builder, cfg = load_build_config(sys.argv[1])
 ws = Workspace.create(sys.argv[2], builder, cfg)
-p = pool("ray", (builder, cfg, ws.where, 1, 0, 1, sys.argv[1]), workers=2, quiet=True, gpus_per_worker=1.0)
+p = pool("ray", (builder, cfg, ws.where, BuildEnvironment.of(cfg), 0, 1, sys.argv[1]), workers=2, quiet=True, gpus_per_worker=1.0)
 try:
     p._start()
     ray.get([a.ping.remote() for a in p.actors])
