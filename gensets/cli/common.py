@@ -1,4 +1,4 @@
-"""What every command shares: the parser class, argument types from the library, output (a table, markdown, CSV
+"""What every command shares: argument types from the library, output (a table, markdown, CSV
 or JSON; stdout or a file written whole), and how a command's end becomes an exit code and at most one line."""
 
 from __future__ import annotations
@@ -8,27 +8,15 @@ import csv
 import io
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
 from ..cards.markdown import table
 from ..curation.interchange import csv_cell  # the review export's guard against spreadsheet formulas
-from ..errors import GensetsError, did_you_mean
+from ..errors import GensetsError
 from ..models.device import close_distributed
 from ..output import write_file
 from ..workspace import Workspace, refuse_own_file
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse's parser, whose invalid-choice error also says "did you mean" (sub-commands' parsers are of the
-    same class: ``add_subparsers`` makes them with ``type(self)``)."""
-
-    def error(self, message):
-        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
-        if m:
-            message += did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
-        super().error(message)
 
 
 def argument(check):
