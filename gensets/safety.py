@@ -8,6 +8,8 @@ files) stays inside its root, and a file read as data is a regular file.
 - :func:`open_regular` / :func:`check_regular`: open (or check) a file only when it is a regular file: a FIFO,
   a device or a symlink to ``/dev/zero`` is refused instead of blocking or never ending. The file is opened
   non-blocking and checked with ``fstat`` on the descriptor, so it cannot be swapped between check and read.
+- :func:`csv_cell` / :func:`csv_value`: a text cell of a CSV file gensets writes never starts a spreadsheet
+  formula (a leading quote), and the quote is taken off again when gensets reads the file back.
 
 Writes go through :mod:`gensets.output` (the one door for writes), records (JSON) are read through
 :mod:`gensets.recordio` (the one door for records); both use these checks.
@@ -138,3 +140,16 @@ def read_text(path, where: str | None = None) -> str:
         return read_regular(path, where).decode("utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{os.fspath(path)}{_at(where)}: not UTF-8 text ({e})") from None
+
+
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet may run a cell starting with one (OWASP)
+
+
+def csv_cell(value: str) -> str:
+    """``value`` safe to open in a spreadsheet: a leading quote when it starts a formula (or is a quote)."""
+    return f"'{value}" if value.startswith((*FORMULA, "'")) else value
+
+
+def csv_value(cell: str) -> str:
+    """The inverse of :func:`csv_cell`."""
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith((*FORMULA, "'")) else cell

@@ -248,10 +248,13 @@ def test_every_module_imports_on_its_own_in_any_order():
 def test_the_cli_loads_no_heavy_library_nor_numpy():
     """Nor numpy: ``reproducible: strict`` pins numpy's CPU kernels (NPY_DISABLE_CPU_FEATURES) as a build starts,
     which only works before numpy is first loaded; a command module importing numpy at its top made every strict
-    build of the ``gensets`` command refuse to start. The builders a config names are loaded before the pin too."""
+    build of the ``gensets`` command refuse to start. What a command that builds loads before its build starts:
+    gensets.cli, the command's group module (``gensets build``, ``verify --rebuild``: build; ``reproduce``),
+    common (every group's), and the builders a config names."""
     builders = ["gensets.papers.imagenet_d.builder", "gensets.papers.genbench.builder", "gensets.papers.borji.recognition",
                 "gensets.papers.borji.vqa", "gensets.papers.wiles.builder"]
-    r = subprocess.run([sys.executable, "-c", _IMPORT_ALL, json.dumps(["gensets.cli", *builders]),
+    commands = ["gensets.cli", "gensets.cli.common", "gensets.cli.build", "gensets.cli.reproduce"]
+    r = subprocess.run([sys.executable, "-c", _IMPORT_ALL, json.dumps([*commands, *builders]),
                         json.dumps([*HEAVY, "numpy"])],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -6,7 +6,6 @@ import json
 import secrets
 import sys
 
-from ..builders.finalize import finalize
 from ..builders.runner import build, rebuild
 from ..builders.verify import verify
 from ..config import nonneg_float, nonneg_int, positive_int
@@ -94,6 +93,8 @@ def _build(a) -> int:
 
 
 def _finalize(a) -> int:
+    from ..builders.finalize import finalize  # lazy: numpy (the card); a build pins it first
+
     r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
                  publish_emails=a.publish_emails)
     if a.json:

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from ..cards.markdown import table
-from ..curation.interchange import csv_cell  # the review export's guard against spreadsheet formulas
 from ..errors import GensetsError
 from ..models.device import close_distributed
 from ..output import write_file
+from ..safety import csv_cell  # the guard against spreadsheet formulas (the review export's too)
 from ..workspace import Workspace, refuse_own_file
 
 

@@ -59,7 +59,7 @@ from ..db import transaction
 from ..errors import DataError, GensetsError, did_you_mean
 from ..labels.imagenet import imagenet_names
 from ..output import atomic_open
-from ..safety import no_symlink, writable_inside
+from ..safety import csv_cell, csv_value, no_symlink, writable_inside
 from ..shards import read_at
 from ..workspace import Workspace
 from . import queue, review, state
@@ -73,19 +73,6 @@ ALL_SURROGATES = "gensets: all surrogates"  # the model version of the combined 
 WITHDRAWN = "withdrawn: no longer in Label Studio"  # the note of a decision that withdraws a deleted annotation's
 EXPORT_FIELD = "gensets_export"  # the task's data field that holds the id of the export that made it
 IMAGES = ("base64", "url", "local-files")  # how exported tasks hold their images (:class:`Images`)
-FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet may run a cell starting with one (OWASP)
-
-
-def csv_cell(value: str) -> str:
-    """``value`` safe to open in a spreadsheet: a leading quote when it starts a formula (or is a quote)."""
-    return f"'{value}" if value.startswith((*FORMULA, "'")) else value
-
-
-def csv_value(cell: str) -> str:
-    """The inverse of :func:`csv_cell`."""
-    return cell[1:] if cell.startswith("'") and cell[1:].startswith((*FORMULA, "'")) else cell
-
-
 @dataclass
 class Decision:
     key: str

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from ..db import transaction
 from ..errors import GensetsError, did_you_mean
+from ..metrics import cohen_kappa
 from . import queue, state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
@@ -292,10 +293,6 @@ def summary(con) -> dict:
     opens a database): how many people decided how many images, in double review how many images two reviewers
     decided and their agreement (observed, and Cohen's kappa of the first two decisions; null when undefined),
     and the decisions by kind (latest per reviewer and image)."""
-    from ..metrics import (
-        cohen_kappa,  # lazy: numpy, off the build command's path (strict pins numpy's kernels before it loads)
-    )
-
     ds = decisions(con)
     pairs = [(category(*d[0][1:3]), category(*d[1][1:3])) for d in ds.values() if len(d) >= 2]
     kappa = cohen_kappa([a for a, _ in pairs], [b for _, b in pairs]) if pairs else None

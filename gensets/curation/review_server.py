@@ -65,6 +65,7 @@ from .. import notices
 from ..errors import Busy, GensetsError
 from ..images import is_image_file
 from ..labels.imagenet import imagenet_names
+from ..metrics import cohen_kappa
 from ..safety import inside, open_regular
 from ..shards import read_at
 from ..workspace import Workspace
@@ -105,10 +106,6 @@ CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inlin
 
 def agreement(con) -> dict:
     """Agreement of the first two reviewers of every image decided by at least two (Cohen's kappa)."""
-    from ..metrics import (
-        cohen_kappa,  # lazy: numpy, off the build command's path (strict pins numpy's kernels before it loads)
-    )
-
     by_key = {key: [(reviewer, review.category(status, label)) for reviewer, status, label, _ in ds]
               for key, ds in review.decisions(con).items()}
     pairs = {k: v[:2] for k, v in by_key.items() if len(v) >= 2}
