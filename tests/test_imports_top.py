@@ -245,17 +245,29 @@ def test_every_module_imports_on_its_own_in_any_order():
     assert not heavy, f"(seed {seed}) imports that load heavy libraries: {heavy}"
 
 
+_BEFORE_A_BUILD = """
+import json, sys
+from gensets.cli import common, parser  # common: run(), every command's
+from gensets.workspace import load_build_config
+for command in ("build", "verify", "reproduce"):  # the groups of the commands that build
+    parser([command])
+for config in json.loads(sys.argv[1]):  # the builders registry, discovered as a build finds its builder
+    load_build_config(config)
+print(json.dumps([h for h in json.loads(sys.argv[2]) if h in sys.modules]))
+"""
+
+
 def test_the_cli_loads_no_heavy_library_nor_numpy():
     """Nor numpy: ``reproducible: strict`` pins numpy's CPU kernels (NPY_DISABLE_CPU_FEATURES) as a build starts,
     which only works before numpy is first loaded; a command module importing numpy at its top made every strict
-    build of the ``gensets`` command refuse to start. What a command that builds loads before its build starts:
+    build of the ``gensets`` command refuse to start. What a command that builds has loaded when its build pins:
     gensets.cli, the command's group module (``gensets build``, ``verify --rebuild``: build; ``reproduce``),
-    common (every group's), and the builders a config names."""
-    builders = ["gensets.papers.imagenet_d.builder", "gensets.papers.genbench.builder", "gensets.papers.borji.recognition",
-                "gensets.papers.borji.vqa", "gensets.papers.wiles.builder"]
-    commands = ["gensets.cli", "gensets.cli.common", "gensets.cli.build", "gensets.cli.reproduce"]
-    r = subprocess.run([sys.executable, "-c", _IMPORT_ALL, json.dumps([*commands, *builders]),
-                        json.dumps([*HEAVY, "numpy"])],
+    common (every group's), and the builders registry with every module it discovers (all of gensets.builders,
+    finalize included, and the papers' builders) as the config's builder is looked up."""
+    configs = [str(ROOT / "configs" / c) for c in ("imagenet_d.smoke.yaml", "genbench.smoke.yaml",
+                                                   "recognition.smoke.yaml", "vqa.smoke.yaml",
+                                                   "failure_modes.smoke.yaml")]
+    r = subprocess.run([sys.executable, "-c", _BEFORE_A_BUILD, json.dumps(configs), json.dumps([*HEAVY, "numpy"])],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == []

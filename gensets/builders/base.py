@@ -10,6 +10,7 @@ A builder is one class, registered where it is defined::
         def plan(self, cfg): ...               # -> [Unit]: deterministic, ids from content
         def run_unit(self, unit, ctx, build_id): ...   # -> [Sample]
         def check_prompts(self, unit, ctx): ...  # optional: long_prompts: error, checked before the first image
+        def work(self, unit): ...              # optional: -> Work, what `gensets build --plan` counts
 
 Everything else has a default: one published config (``default``) with a ``test`` split, no review step,
 no relabelling, a card section with the build's models. ``gensets.builders.runner`` drives it: plan ->
@@ -20,12 +21,32 @@ writes its card.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import GensetsError
 from ..images import encode_image
 from ..records import Sample, provenance_of
 from .common import GeneratorConfig, ImageConfig, Unit
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one unit will do, as ``gensets build --plan`` counts it before anything runs: its images per published
+    config, the generator settings that make them (``None``: they are imported, copied or drawn, not generated),
+    how many classifiers score each one (surrogates), the other models it loads as (role, spec), and what else it
+    does that the plan does not cost (``other``, e.g. "Textual Inversion's training")."""
+
+    images: dict[str, int] = field(default_factory=dict)
+    generator: dict | None = None  # a GeneratorConfig as the unit's payload holds it (model, steps, width, ...)
+    surrogates: int = 0
+    models: tuple[tuple[str, str], ...] = ()
+    other: str | None = None
+
+
+class PlannedLater(GensetsError):
+    """A stage that is planned from what the stages before it made (their shards, trained embeddings): raised by
+    ``plan(cfg, stage=..., workspace=None)``; ``gensets build --plan`` bounds its images by ``planned_images``."""
 
 
 class Context:
@@ -101,6 +122,10 @@ class Builder:
         calls it for every unit to run before the build's first image; a builder whose prompts are known only
         while a unit runs (made by a model: GenBench's CE) leaves it be, and :func:`generate_encoded` refuses
         them before the unit's first image."""
+
+    def work(self, unit: Unit) -> Work | None:
+        """What ``unit`` will do, counted before the build (``gensets build --plan``); None: not known ahead."""
+        return None
 
     def config_names(self, cfg) -> list[str]:
         """The published configs, in the card's order."""

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from ..records import generator_label
 from . import figures
 from .markdown import table
@@ -72,6 +70,8 @@ def section(rows: list[dict], figures: list[str], cfg, samples: list) -> str:
                           for s in scorers] or [[n, b, "", "", ""] for n, b in bounds.items()]))
         out.append("")
     if rows:
+        import numpy as np  # lazy: the builders registry imports finalize (-> the card) before a build pins numpy
+
         out.append("Per-image scores, per config (`gensets score` with `gensets card --db`, or the build's thresholded "
                    "metrics):\n")
         stats = []

@@ -6,9 +6,12 @@ import json
 import secrets
 import sys
 
+from ..builders.finalize import finalize
+from ..builders.planning import lines, plan
 from ..builders.runner import build, rebuild
 from ..builders.verify import verify
 from ..config import nonneg_float, nonneg_int, positive_int
+from ..errors import GensetsError
 from ..workspace import Workspace
 
 
@@ -18,7 +21,12 @@ def add_parser(sub) -> None:
                        "the surrogates and record it in WORKSPACE/state.duckdb. Safe to kill and re-run; "
                        "under `accelerate launch` each process takes its share of the units.")
     b.add_argument("config", help="a builder config (YAML), e.g. configs/imagenet_d.smoke.yaml")
-    b.add_argument("--out", required=True, metavar="WORKSPACE", help="the workspace folder")
+    b.add_argument("--out", metavar="WORKSPACE", help="the workspace folder (required, but with --plan)")
+    b.add_argument("--plan", action="store_true", help="build nothing: print the units, images per config, the models "
+                   "to download (size where the Hugging Face cache knows it, licence), the disk and the GPU-hours and "
+                   "cost by gensets' cost model (offline, from the config alone; --json: as JSON)")
+    b.add_argument("--price-per-hour", type=nonneg_float, metavar="PRICE", help="with --plan: what a GPU hour costs "
+                   "(default: the config's cost.price_per_hour, else 1.47 USD: GenBench Table 5's A100)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.add_argument("--threads", type=positive_int, default=1,
                    help="torch threads per process on CPU (default 1: CPU results depend on the thread "
@@ -70,6 +78,10 @@ def add_parser(sub) -> None:
 
 
 def _build(a) -> int:
+    if a.plan:
+        return _plan(a)
+    if not a.out:
+        raise GensetsError("gensets build: --out WORKSPACE is required (or --plan: what the build would do)")
     r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides,
               backend=a.backend, workers=a.workers, address=a.address, gpus_per_worker=a.gpus_per_worker)
     if r["rank"] == 0 and a.json:
@@ -92,9 +104,13 @@ def _build(a) -> int:
     return 0
 
 
-def _finalize(a) -> int:
-    from ..builders.finalize import finalize  # lazy: numpy (the card); a build pins it first
+def _plan(a) -> int:
+    p = plan(a.config, a.overrides, price_per_hour=a.price_per_hour)
+    print(json.dumps(p, indent=1) if a.json else "\n".join(lines(p)))
+    return 0
 
+
+def _finalize(a) -> int:
     r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
                  publish_emails=a.publish_emails)
     if a.json:

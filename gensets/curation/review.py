@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from ..db import transaction
 from ..errors import GensetsError, did_you_mean
-from ..metrics import cohen_kappa
 from . import queue, state
 
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
@@ -293,6 +292,10 @@ def summary(con) -> dict:
     opens a database): how many people decided how many images, in double review how many images two reviewers
     decided and their agreement (observed, and Cohen's kappa of the first two decisions; null when undefined),
     and the decisions by kind (latest per reviewer and image)."""
+    from ..metrics import (
+        cohen_kappa,  # lazy: numpy; the builders registry imports finalize, which imports this, before a build pins
+    )
+
     ds = decisions(con)
     pairs = [(category(*d[0][1:3]), category(*d[1][1:3])) for d in ds.values() if len(d) >= 2]
     kappa = cohen_kappa([a for a, _ in pairs], [b for _, b in pairs]) if pairs else None

@@ -324,6 +324,13 @@ class RecognitionBuilder(base.Builder):
         return [(("categories", len(cfg.categories)), (f"generate[{i}].images_per_category", src.images_per_category))
                 for i, src in enumerate(cfg.generate)]
 
+
+    def work(self, unit: Unit) -> base.Work:
+        p = unit.payload
+        if p["kind"] == "generate":
+            return base.Work({p["config"]: len(p["images"])}, p["generator"])
+        return base.Work({p["config"]: len(p["items"])})
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         p = unit.payload
         if p["kind"] == "generate":

@@ -331,6 +331,13 @@ class VQABuilder(base.Builder):
         """The generated images (an image folder's files exist: not counted)."""
         return [((f"prompts[{i}].images", p.images),) for i, p in enumerate(cfg.prompts)]
 
+
+    def work(self, unit: Unit) -> base.Work:
+        p = unit.payload
+        if p["kind"] == "generate":
+            return base.Work({"default": p["prompt"]["images"]}, p["generator"])
+        return base.Work({"default": len(p["items"])})
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         if unit.payload["kind"] == "generate":
             base.check_prompts(ctx.generator, ctx.cfg.generator, [unit.payload["prompt"]["text"]])

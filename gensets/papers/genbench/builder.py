@@ -233,6 +233,22 @@ class GenBenchBuilder(base.Builder):
     def planned_images(self, cfg: GenBenchConfig) -> list[tuple[tuple[str, int], ...]]:
         return [(("strategies", len(cfg.strategies)), ("classes", len(selected(cfg))), ("shots", cfg.shots))]
 
+
+    def work(self, unit: Unit) -> base.Work:
+        p = unit.payload
+        if p.get("stage") == TI_STAGE:
+            clip = (("Textual Inversion's CLIP loss", p["training"]["clip"]),) if p["training"].get("clip") else ()
+            return base.Work(models=(("Textual Inversion's base", p["model"]), *clip),
+                             other=f"Textual Inversion's training ({p['training']['steps']} steps a class)")
+        st = compose(p["parts"])
+        if st.kind == "data":  # the dataset's own images or retrieved ones: drawn, not generated
+            return base.Work({p["config"]: len(p["shots"])})
+        if "expansion" in st.needs:
+            return base.Work({p["config"]: len(p["shots"])}, p["generator"],
+                             models=(("prompt expansion", p["expansion"]["model"]),),
+                             other="prompts sampled from the expansion model")
+        return base.Work({p["config"]: len(p["shots"])}, p["generator"])
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         """Every unit but CE's (its prompts are the expansion model's: checked while the unit runs), TI's training
         and the baselines' (no prompt). A TI unit's token is loaded first, so it counts as the one token it is."""

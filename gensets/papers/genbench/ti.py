@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from ...builders.base import PlannedLater
 from ...builders.common import Unit
 from ...config import to_dict
 from ...errors import DataError, GensetsError
@@ -82,7 +83,7 @@ def plan_training(cfg: GenBenchConfig) -> list[Unit]:
 def embeddings(cfg: GenBenchConfig, workspace) -> dict[str, dict]:
     """Each selected class's committed embedding: token, file (relative to the workspace) and sha256."""
     if workspace is None:
-        raise GensetsError("TI: its images are planned from the embeddings a build trained in its workspace; "
+        raise PlannedLater("TI: its images are planned from the embeddings a build trained in its workspace; "
                            "run `gensets build`")
     done = Manifest(workspace.manifest_path).done("unit")
     out = {}

@@ -287,6 +287,12 @@ class ImageNetDBuilder(base.Builder):
         return [(("classes", len(cfg.classes)), (f"nuisances.{kind}", len(n.names)),
                  ("images_per_pair", cfg.images_per_pair)) for kind, n in cfg.nuisances.items()]
 
+
+    def work(self, unit: Unit) -> base.Work:
+        p = unit.payload
+        return base.Work({p["kind"]: len(p["nuisances"]) * p["images_per_pair"]}, p["generator"],
+                         surrogates=len(p["filter"]["models"]))
+
     def check_prompts(self, unit: Unit, ctx: Context) -> None:
         base.check_prompts(ctx.generator, ctx.cfg.generator, [r["prompt"] for r in unit_prompts(unit)])
 

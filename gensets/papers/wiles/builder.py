@@ -41,6 +41,15 @@ class FailureModesBuilder(base.Builder):
         return [(labels, ("images_per_label", per_label)),
                 (labels, ("clustering.max_k", modes), ("images_per_mode", cfg.images_per_mode or per_label))]
 
+
+    def work(self, unit) -> base.Work | None:
+        """A baseline unit (the later stages are planned from its results): its images, scored by the classifier."""
+        p = unit.payload
+        if p["stage"] != "baseline":
+            return None
+        return base.Work({"baseline": p["images"][1] - p["images"][0]}, p["generator"], surrogates=1,
+                         models=(("classifier under test", p["classifier"]),))
+
     def check_prompts(self, unit, ctx) -> None:
         """The baseline and regenerate stages (a unit: one prompt); the clusters stage generates nothing."""
         if unit.payload["stage"] != "clusters":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from ...builders import base
+from ...builders.base import PlannedLater
 from ...builders.common import Unit
 from ...config import to_dict
 from ...curation import surrogates
@@ -60,7 +61,7 @@ def plan(cfg: FailureModesConfig, stage: str = "baseline", workspace=None) -> li
                 units.append(Unit(content_id(payload), payload))
         return units
     if workspace is None:
-        raise GensetsError(f"failure-modes: stage {stage!r} is planned from a workspace's earlier stages")
+        raise PlannedLater(f"failure-modes: stage {stage!r} is planned from a workspace's earlier stages")
     if stage == "clusters":
         failures: dict[str, list[dict]] = {label: [] for label in cfg.labels}
         for shard, s in _committed(workspace, plan(cfg, "baseline")):
