@@ -20,13 +20,16 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from .builders import planning
 from .cards.markdown import code, table
+from .cost import PRICE
 from .errors import GensetsError
 from .output import claim, claimable, files
-from .papers.tables import CONFIGS, Run, Table, evaluations
+from .papers.tables import CONFIGS, Run, Table, builds, evaluations
 from .registry import PAPERS
 
-__all__ = ["CONFIGS", "SMOKE_NOTE", "Run", "Table", "markdown", "plan", "reproduce", "tables", "with_variants"]
+__all__ = ["CONFIGS", "SMOKE_NOTE", "Run", "Table", "estimate", "estimate_lines", "markdown", "plan", "reproduce",
+           "tables", "with_variants"]
 
 SMOKE_NOTE = ("smoke run: tiny random models built offline; the numbers are meaningless, the path (build, settings, "
               "scoring, report) is the paper table's")
@@ -57,6 +60,40 @@ def plan(name: str, run: Run) -> list[str]:
     lines = [f"build {run.ws} from {run.configs / config}"] if config else []
     return lines + [f"score {run.ws} with {', '.join(e.models)} (protocol {e.protocol})"
                     for e in evaluations(table, run)] + seeds
+
+
+def estimate(name: str, run: Run, price_per_hour: float | None = None) -> dict:
+    """``reproduce TABLE --plan``: the dry run's steps, the plan of each build (every seed's;
+    :func:`gensets.builders.planning.plan`), the models each evaluation downloads, and the builds' units, images,
+    GPU-hours and cost in all (the evaluations are not costed). Offline, from the configs; nothing written."""
+    table = _table(name, run)
+    _check(table, run)
+    made = [{"workspace": str(ws), **planning.plan(config, overrides, price_per_hour)}
+            for config, ws, overrides in builds(table, run)]
+    scored = [{"protocol": e.protocol, "models": [planning.model(m, "scored") for m in e.models]
+               + ([planning.model(e.clip, "two-way's CLIP")] if e.clip else [])} for e in evaluations(table, run)]
+    currencies = {b["cost"]["currency"] for b in made} or {PRICE["currency"]}
+    return {"table": name, "smoke": run.smoke, "steps": plan(name, run), "builds": made, "evaluations": scored,
+            "units": sum(b["units"] for b in made), "images_total": sum(b["images_total"] for b in made),
+            "gpu_hours": sum(b["gpu"]["hours"] for b in made),
+            "cost": {"total": sum(b["cost"]["total"] for b in made),
+                     "currency": currencies.pop() if len(currencies) == 1 else None}}
+
+
+def estimate_lines(e: dict) -> list[str]:
+    """:func:`estimate` as text."""
+    out = [f"gensets reproduce {e['table']}{' --smoke' if e['smoke'] else ''}:", *[f"  {s}" for s in e["steps"]]]
+    for i, b in enumerate(e["builds"], 1):
+        out += [f"build {i} of {len(e['builds'])}, into {b['workspace']}: " + planning.lines(b)[0],
+                *planning.lines(b)[1:]]
+    for ev in e["evaluations"]:
+        out += [f"scored with protocol {ev['protocol']}:", *[f"  {planning.model_line(m)}" for m in ev["models"]]]
+    c = e["cost"]
+    out.append(f"in all: {len(e['builds'])} build{'s' * (len(e['builds']) != 1)}, {e['units']:,} units, "
+               f"{e['images_total']:,} images; {e['gpu_hours']:,.1f} GPU-hours of building, cost "
+               f"{c['total']:,.2f} {c['currency'] or '(several currencies: see each build)'} (the evaluations are "
+               "not costed)")
+    return out
 
 
 def _and(names: list[str]) -> str:

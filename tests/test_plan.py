@@ -102,3 +102,23 @@ def test_build_needs_out_unless_it_plans(tmp_path):
     r = run_cli("build", SMOKE)
     assert r.returncode == 2 and r.stderr.strip() == ("gensets: error: gensets build: --out WORKSPACE is required (or "
                                                       "--plan: what the build would do)")
+
+
+def test_reproduce_plans_every_build_and_lists_what_it_scores(tmp_path):
+    """``gensets reproduce TABLE --plan``: each build of the run (every seed's), counted as ``build --plan`` counts
+    it, with the evaluations' models, writing nothing (not even --out)."""
+    out = tmp_path / "out"
+    e = json.loads(run_cli("reproduce", "genbench-table2", "--dataset", "cifar-10", "--plan", "--json", "--out", out,
+                           check=0).stdout)
+    (b,) = e["builds"]
+    assert b["overrides"] == ["dataset=cifar-10", "strategies=[ST, CE, DT, NP, NP+RD]"]
+    assert b["images"] == {f"cifar-10-{s}": 640 for s in ("st", "ce", "dt", "np", "np-rd")}  # 10 classes x 64 shots
+    assert e["images_total"] == 3200 and math.isclose(e["gpu_hours"], _sd_hours(3200, 50), rel_tol=1e-9)
+    assert e["steps"][0].startswith("cifar-10: build ") and not out.exists()
+    smoke = json.loads(run_cli("reproduce", "imagenet-d-table", "--smoke", "--seeds", "2", "--plan", "--json",
+                               "--out", out, check=0).stdout)
+    assert [Path(b["workspace"]).name for b in smoke["builds"]] == ["workspace", "workspace-seed1"]
+    assert smoke["builds"][1]["overrides"] == ["seed=1"] and smoke["units"] == 2 * 12 and smoke["images_total"] == 84
+    assert [(m["spec"], m["role"]) for ev in smoke["evaluations"] for m in ev["models"]][:2] == [
+        ("tiny:resnet", "scored"), ("tiny:vit", "scored")]
+    assert not out.exists()

@@ -69,13 +69,13 @@ def plan(config_path: str | Path, overrides=(), price_per_hour: float | None = N
         images.update(counts)
         stages.append({"stage": stage, "units": len(units), "images": dict(counts)})
     bound = sum(math.prod(n for _, n in term) for term in builder.planned_images(cfg))
-    price = _price(cfg, price_per_hour)
+    price = price_of(cfg, price_per_hour)
     hours = (gpu_generate + gpu_filter) / 3600
     return {
         "config": str(config_path), "builder": builder.name, "overrides": list(overrides), "stages": stages,
         "units": sum(s["units"] or 0 for s in stages), "images": dict(images), "images_total": sum(images.values()),
         "generated": int(generated), "planned_later": later, "images_at_most": bound if later else None,
-        "units_not_counted": unknown, "models": [_model(spec, role) for spec, role in models.items()],
+        "units_not_counted": unknown, "models": [model(spec, role) for spec, role in models.items()],
         "disk": {"candidates_bytes": int(stored), "dataset_bytes_at_most": int(stored), "assumption": cost.BITS_NOTE},
         "gpu": {"hours": hours, "generation_hours": gpu_generate / 3600, "filter_hours": gpu_filter / 3600,
                 "not_estimated": [{"generator": m, "images": n, "why": "no measured rate for its architecture"}
@@ -91,7 +91,7 @@ def _rate(m: cost.Measured) -> dict:
             "settings": m.settings, "source": m.source}
 
 
-def _price(cfg, given: float | None) -> dict:
+def price_of(cfg, given: float | None) -> dict:
     """--price-per-hour, else the config's ``cost.price_per_hour`` (GenBench's), else the cost model's."""
     if given is not None:
         return {"price_per_hour": given, "currency": "USD", "source": "--price-per-hour"}
@@ -109,7 +109,7 @@ def _image_bytes(payload: dict, generator: dict) -> float:
     return cost.image_bytes(image.get("format", "png"), width, height)
 
 
-def _model(spec: str, role: str) -> dict:
+def model(spec: str, role: str) -> dict:
     """What loading ``spec`` will download: its Hub repo, its size where the cache holds it, its licence."""
     try:
         parsed = parse_spec(spec)
@@ -144,12 +144,25 @@ def _cached_bytes(repo: str, revision: str | None) -> int | None:
     return total
 
 
-def _size(n: float) -> str:
+def size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n:,.1f} TB"
+
+
+def model_line(m: dict) -> str:
+    """A model of a plan as text: what loading it downloads, and its licence."""
+    if m["download"] is False:
+        where = "built locally (random weights, nothing to download)"
+    elif m["repo"] is None:
+        where = "downloaded by its library (size unknown ahead)"
+    elif m["cached_bytes"] is None:
+        where = f"Hub {m['repo']}: not in the Hugging Face cache (size unknown offline)"
+    else:
+        where = f"Hub {m['repo']}: {size(m['cached_bytes'])} in the Hugging Face cache"
+    return f"{m['role']}: {m['spec']}: {where}; {m['licence'] or 'licence unknown to gensets: see the model card'}"
 
 
 def lines(p: dict) -> list[str]:
@@ -170,21 +183,11 @@ def lines(p: dict) -> list[str]:
     if p["units_not_counted"]:
         out.append(f"  {p['units_not_counted']} units whose images only their run knows (not counted)")
     out.append("models:")
-    for m in p["models"]:
-        if m["download"] is False:
-            where = "built locally (random weights, nothing to download)"
-        elif m["repo"] is None:
-            where = "downloaded by its library (size unknown ahead)"
-        elif m["cached_bytes"] is None:
-            where = f"Hub {m['repo']}: not in the Hugging Face cache (size unknown offline)"
-        else:
-            where = f"Hub {m['repo']}: {_size(m['cached_bytes'])} in the Hugging Face cache"
-        lic = m["licence"] or "licence unknown to gensets: see the model's card"
-        out.append(f"  {m['role']}: {m['spec']}: {where}; {lic}")
+    out += [f"  {model_line(m)}" for m in p["models"]]
     d = p["disk"]
     known = [m["cached_bytes"] for m in p["models"] if m["cached_bytes"]]
-    out.append(f"disk: candidate shards about {_size(d['candidates_bytes'])}, dataset/ at most as much again "
-               f"({d['assumption']})" + (f"; models in the cache {_size(sum(known))}" if known else ""))
+    out.append(f"disk: candidate shards about {size(d['candidates_bytes'])}, dataset/ at most as much again "
+               f"({d['assumption']})" + (f"; models in the cache {size(sum(known))}" if known else ""))
     g, c = p["gpu"], p["cost"]
     out.append(f"GPU: {g['hours']:,.1f} GPU-hours (generation {g['generation_hours']:,.1f}, surrogate filter "
                f"{g['filter_hours']:,.1f}); cost {c['total']:,.2f} {c['currency']} at {c['price_per_hour']:g} "

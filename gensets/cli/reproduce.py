@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import positive_int
-from ..reproduce import CONFIGS, Run, markdown, plan, reproduce, tables
+from ..config import nonneg_float, positive_int
+from ..reproduce import CONFIGS, Run, estimate, estimate_lines, markdown, plan, reproduce, tables
 from .common import log
 
 
@@ -35,6 +35,11 @@ def add_parser(sub) -> None:
                      "gensets/data/configs: copies of a checkout's configs/)")
     rp2.add_argument("--source", action="append", default=[], metavar="SOURCE", help=per_table("--source"))
     rp2.add_argument("--dry-run", action="store_true", help="print what the run would build and score, do nothing")
+    rp2.add_argument("--plan", action="store_true", help="print the dry run's steps with each build's plan (units, "
+                     "images, models to download, disk, GPU-hours and cost: gensets build --plan) and the models "
+                     "scored, do nothing (offline; --json: as JSON)")
+    rp2.add_argument("--price-per-hour", type=nonneg_float, metavar="PRICE",
+                     help="with --plan: what a GPU hour costs (default: each config's, else gensets' cost model's)")
     rp2.add_argument("--variant", action="append", default=[], metavar="NAME",
                      help="a named variant of the table's models instead of the default (repeatable): "
                           + "; ".join(f"{t.name}: " + ", ".join(f"{n} ({what})" for n, (what, _) in t.variants.items())
@@ -57,6 +62,10 @@ def _reproduce(a) -> int:
     run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs) if a.configs else CONFIGS,
               Path(a.workspace) if a.workspace else None, tuple(a.variant), tuple(a.source), a.dry_run,
               log=log(quiet), seeds=a.seeds)
+    if a.plan:
+        e = estimate(a.table, run, a.price_per_hour)
+        print(json.dumps(e, indent=1) if a.json else "\n".join(estimate_lines(e)))
+        return 0
     if a.dry_run:
         print("\n".join(plan(a.table, run)))
         return 0

@@ -60,6 +60,9 @@ class Table:
     check: Callable[[Table, Run], None] | None = None
     # the --dry-run lines of the paper run, where they are not build + score (None: those)
     plan: Callable[[Table, Run], list[str]] | None = None
+    # the (workspace, --set overrides) of each build of the run at its first seed (None: one build of the config
+    # into run.ws); what `reproduce --plan` counts
+    builds: Callable[[Table, Run], list[tuple[Path, tuple[str, ...]]]] | None = None
 
 
 @dataclass
@@ -136,6 +139,16 @@ def over_seeds(results: list[dict]) -> dict:
         rows.append({**r, "seeds": {"n": len(results), "values": v if ok else None, "range": span,
                                     "verdict": verdict(r["published"], span)}})
     return {**results[0], "rows": rows}
+
+
+def builds(table: Table, run: Run) -> list[tuple[Path, Path, tuple[str, ...]]]:
+    """(config, workspace, overrides) of every build the run makes, each seed's included; none for a run that
+    builds nothing (it reads a released set)."""
+    if not (table.smoke_config if run.smoke else table.config):
+        return []
+    each = table.builds(table, run) if table.builds else [(run.ws, ())]
+    config = config_path(table, run)
+    return [(config, ws, o) for w, overrides in each for ws, o in seeded(table, run, w, overrides)]
 
 
 def evaluations(table: Table, run: Run) -> tuple[Evaluation, ...]:

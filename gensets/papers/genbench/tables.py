@@ -22,15 +22,14 @@ TABLE2_STRATEGIES = ("ST", "CE", "DT", "NP", "NP+RD")  # Table 2's Stable Diffus
 
 def _genbench_table2(table: Table, run: Run) -> dict:
     not_run: list[str] = []
-    if run.smoke:  # the smoke config's strategies, and Table 2's composed NP+RD in a workspace of its own
-        builds = [(run.ws, ()), (run.ws.with_name(f"{run.ws.name}-np-rd"), ("strategies=[NP+RD]",))]
+    builds = _builds(table, run)
+    if run.smoke:
         tests = [str(run.configs / "genbench.smoke-refs")]
         clip, selection_clip = "tiny:clip", None
     else:
         runnable, not_run = table2_datasets(run)
         for line in not_run:
             run.log(line)
-        builds = [(ws, _table2_overrides(d)) for d, _, ws in runnable]
         tests = [f"{d}={test}" for d, test, _ in runnable]
         clip, selection_clip = "open_clip:ViT-B-32/openai", genbench.SELECTION_CLIP
     seeds = [seeded(table, run, ws, overrides) for ws, overrides in builds]  # [build][seed]
@@ -51,6 +50,14 @@ def _genbench_table2(table: Table, run: Run) -> dict:
                         "interval": genbench.CLER_INTERVAL, "note": pub["strategy_note"],
                         **({"not_run": not_run} if not_run else {})})
     return over_seeds(results)
+
+
+def _builds(table: Table, run: Run) -> list[tuple[Path, tuple[str, ...]]]:
+    """The run's builds: the smoke config's strategies, and Table 2's composed NP+RD in a workspace of its own;
+    the paper run: one per dataset with test images."""
+    if run.smoke:
+        return [(run.ws, ()), (run.ws.with_name(f"{run.ws.name}-np-rd"), ("strategies=[NP+RD]",))]
+    return [(ws, _table2_overrides(d)) for d, _, ws in table2_datasets(run)[0]]
 
 
 def _table2_overrides(dataset: str) -> tuple[str, ...]:
@@ -106,4 +113,4 @@ TABLE = Table(
              "--workspace": "OUT/genbench-DATASET",
              "--source": "DATASET=SOURCE (repeatable), the real test images of a dataset (a folder of class "
                          "folders, hf:ORG/NAME), needed where gensets knows no Hub copy"},
-    check=_check, plan=_plan)
+    check=_check, plan=_plan, builds=_builds)
