@@ -80,7 +80,7 @@ build-imagenet-d: $(STAMP)
 build-recognition: $(STAMP)
 	@$(BIN)/gensets build configs/recognition.yaml --out out/recognition
 	@$(BIN)/gensets finalize out/recognition
-	@echo "score it: python scripts/leaderboard.py configs/leaderboard.recognition.yaml --out out/leaderboard-recognition"
+	@echo "score it: gensets leaderboard --models configs/leaderboard.recognition.yaml --dataset out/recognition --db out/leaderboard-recognition/results.duckdb --out out/leaderboard-recognition"
 
 build-vqa: $(STAMP)
 	@$(BIN)/gensets build configs/vqa.yaml --out out/vqa

@@ -134,20 +134,22 @@ def _mkdirs(root: Path, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
 
 
-def claim(root, made_by: str) -> Path:
+def claim(root, made_by: str, own: tuple = ()) -> Path:
     """``root`` as a command's output folder: made (with :data:`MARKER` naming ``made_by``) when missing or
     empty, reused when gensets made it; DataError, in one line, for a file there or a non-empty folder gensets did
-    not make, so nothing of a user's folder is written over."""
-    if claimable(root, made_by):
+    not make, so nothing of a user's folder is written over. ``own``: names of files the command itself keeps in
+    the folder (its results database): a folder holding only those is as good as empty."""
+    if claimable(root, made_by, own):
         return Path(root)
     Path(root).mkdir(parents=True, exist_ok=True)
     write_file(Path(root) / MARKER, f"{made_by}\n", "the output marker")
     return Path(root)
 
 
-def claimable(root, made_by: str) -> bool:
+def claimable(root, made_by: str, own: tuple = ()) -> bool:
     """:func:`claim`'s check alone, nothing made (a command checks its output folder before it works for an
-    hour): True when gensets made ``root``, False when it is missing or empty; DataError otherwise."""
+    hour): True when gensets made ``root``, False when it is missing or empty (or holds only ``own``); DataError
+    otherwise."""
     root = Path(root)
     if root.is_symlink() and not root.exists():
         raise DataError(f"{root}: a dangling symlink; refusing to write {made_by}'s output through it")
@@ -157,7 +159,7 @@ def claimable(root, made_by: str) -> bool:
         marker = root / MARKER
         if marker.is_file() and not marker.is_symlink():
             return True
-        if any(root.iterdir()):
+        if any(p.name not in own or not p.is_file() or p.is_symlink() for p in root.iterdir()):
             raise DataError(f"{root}: a non-empty folder gensets did not make (no {MARKER}); refusing to write "
                             f"{made_by}'s output into it; choose a new or empty folder")
     return False

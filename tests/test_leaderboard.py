@@ -1,102 +1,84 @@
-"""scripts/leaderboard.py: a list of models -> leaderboard markdown + CSV (+ Hub .eval_results)."""
+"""`gensets leaderboard`: the one leaderboard (issue 55: scripts/leaderboard.py was a second one). Its output folder
+may hold its own results database (the README's `--db out/leaderboard/results.duckdb --out out/leaderboard`), and a
+rerun over the folder it made resumes; a model list names Hub repos for `--eval-results` and takes a build config's
+eval.models (`models_from`); `--output` writes what stdout shows."""
 
-import csv
+import json
 import re
-import shutil
-import subprocess
-import sys
 
-import pytest
+import pyarrow.parquet as pq
 import yaml
 
 from .conftest import ROOT, run_cli
 
 
-@pytest.mark.slow
-def test_leaderboard_script(reference, tmp_path):
-    # the shared database already holds the same models on another dataset and under another protocol
-    db = tmp_path / "r.duckdb"
-    other = tmp_path / "other"
-    shutil.copytree(reference / "dataset", other)
-    run_cli("eval", other, "--model", "tiny:resnet", "--db", db, "--config", "material", "--quiet", check=0)
-    run_cli("eval", reference, "--model", "tiny:clip", "--protocol", "imagenet", "--db", db, "--config", "material",
-            "--quiet", check=0)
-    # ... and an older revision of this dataset
-    from gensets.evaluation import store
-
-    from .test_eval import _a_run, _preds
-
-    con = store.connect(db)
-    store.write_run(con, _a_run(dataset=str(reference / "dataset"), dataset_revision="an-older-build",
-                                config="material", model="tiny:resnet"),
-                    _preds(["a", "b"]), [{"name": "top1", "value": 0.5, "lo": 0.4, "hi": 0.6}])
-    con.close()
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "dataset": str(reference), "db": str(db), "split": "test",
-        "dataset_hub_id": "gensets/imagenet-d-smoke",
-        "models": [{"spec": "tiny:resnet", "hub_id": "me/tiny-resnet"}, {"spec": "tiny:clip"},
-                   {"spec": "tiny:resnet"}]}))  # listed twice: one model, the first entry's hub_id
-    out = tmp_path / "lb"
-    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--out", str(out),
-                        "--eval-results", "--quiet"], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    rows = list(csv.DictReader(open(out / "leaderboard.csv")))
-    assert len(rows) == 2 * 3  # two models x three configs, on this dataset only
-    assert {r["dataset"] for r in rows} == {str(reference / "dataset")}  # the id the runner records
-    assert {r["model"] for r in rows} == {"tiny:resnet", "tiny:clip"}
-    assert {r["protocol"] for r in rows if r["model"] == "tiny:clip"} == {"zero-shot (imagenet-d official)"}
-    assert {r["protocol"] for r in rows if r["model"] == "tiny:resnet"} == {"imagenet"}
-    assert len({r["revision"] for r in rows}) == 1 and "an-older-build" not in {r["revision"] for r in rows}
-    assert {r["n"] for r in rows if r["config"] == "material"} == {"12"}
-    md = (out / "leaderboard.md").read_text()
-    board, _, published = md.partition("## Published numbers (Zhang et al. 2024)")
-    assert board.count("\n| ") == 1 + 6  # header + rows
-    # an ImageNet-D: the paper's families beside this build's runs of their protocols (not the older build's)
-    assert "| ResNet | imagenet | 55.02 | `tiny:resnet` | `imagenet` |" in published
-    assert "| CLIP | zero-shot | 46.05 | `tiny:clip` | `zero-shot (imagenet-d official)` |" in published
-    assert "| LLaVa | two-way | 29.67 | not run |" in published
-    entries = yaml.safe_load((out / "eval_results" / "me_tiny_resnet" / ".eval_results"
-                              / "gensets_imagenet_d_smoke.yaml").read_text())
-    assert {e["dataset"]["task_id"] for e in entries} == {"background/test", "texture/test", "material/test"}
-    assert all(e["dataset"]["id"] == "gensets/imagenet-d-smoke" and 0 <= e["value"] <= 100 for e in entries)
+def test_the_folder_that_holds_its_database_is_the_leaderboards(small, tmp_path):
+    """The README's form, --db inside --out: the database is made inside the folder before the files are written,
+    and the folder is the leaderboard's (made with gensets' marker); a rerun resumes there. A folder that holds only
+    the database a `gensets eval` wrote is taken too; a folder with anything else is refused before any scoring."""
+    out = tmp_path / "leaderboard"
+    args = ("leaderboard", "--models", "tiny:resnet", "--dataset", small, "--db", out / "results.duckdb", "--out", out,
+            "--quiet")
+    first = run_cli(*args, check=0)
+    assert "1 run(s) scored, 0 already" in first.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".gensets-output", "leaderboard.csv", "leaderboard.html",
+                                                    "leaderboard.md", "leaderboard.parquet", "results.duckdb"]
+    assert "0 run(s) scored, 1 already" in run_cli(*args, check=0).stderr
+    held = tmp_path / "held"  # a folder a gensets command wrote only its results database into
+    run_cli("eval", small, "--model", "tiny:resnet", "--db", held / "results.duckdb", "--quiet", check=0)
+    r = run_cli("leaderboard", "--models", "tiny:resnet", "--dataset", small, "--db", held / "results.duckdb",
+                "--out", held, "--quiet", check=0)
+    assert "0 run(s) scored, 1 already" in r.stderr and (held / "leaderboard.md").is_file()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a user's file\n")
+    r = run_cli("leaderboard", "--models", "tiny:resnet", "--dataset", small, "--db", mine / "results.duckdb",
+                "--out", mine, "--quiet")
+    assert r.returncode == 1 and "a non-empty folder gensets did not make" in r.stderr
+    assert r.stderr.count("\n") == 1 and sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # nothing scored
 
 
-def test_leaderboard_bad_config_one_line(tmp_path):
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text("dataset: x\nmodels:\n  - spec: tiny:resnet\n    colour: red\n")
-    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg)], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 2
-    assert p.stderr.strip().count("\n") == 0 and ":4: models[0].colour: unknown key" in p.stderr
-
-
-@pytest.mark.slow
-def test_leaderboard_models_from_a_build_config(reference, tmp_path):
-    """`models_from:` adds the eval.models of a build config (as configs/leaderboard.recognition.yaml
-    takes the ten classifiers of configs/recognition.yaml) to the models listed here."""
+def test_eval_results_and_models_from_a_build_config(small, tmp_path):
+    """A model list with a Hub repo per model and, from a build config, its eval.models (as
+    configs/leaderboard.recognition.yaml takes the ten classifiers of configs/recognition.yaml): --eval-results writes
+    each model's Hub .eval_results entries, top-1 in percent per config and split, naming the dataset by the Hub id
+    --dataset gave it, never a local path."""
     build = yaml.safe_load((ROOT / "configs" / "recognition.smoke.yaml").read_text())
-    build["eval"] = {"models": ["tiny:resnet"]}
+    build["eval"] = {"models": ["tiny:clip"]}
     (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text(yaml.safe_dump({"dataset": str(reference), "db": str(tmp_path / "r.duckdb"), "config": "texture",
-                                   "models": [{"spec": "tiny:clip"}], "models_from": "build.yaml"}))
-    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--out", str(tmp_path / "lb"), "--quiet"],
-                       cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    rows = list(csv.DictReader(open(tmp_path / "lb" / "leaderboard.csv")))
-    assert sorted(r["model"] for r in rows) == ["tiny:clip", "tiny:resnet"]
-    del build["eval"]
-    (tmp_path / "build.yaml").write_text(yaml.safe_dump(build))
-    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg)], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 2 and "models_from: build.yaml lists no eval.models" in p.stderr
+    models = tmp_path / "models.yaml"
+    models.write_text(yaml.safe_dump({"models": [{"spec": "tiny:resnet", "hub_id": "me/tiny-resnet"}],
+                                      "models_from": {"config": "build.yaml", "protocol": "imagenet"}}))
+    out = tmp_path / "lb"
+    run_cli("leaderboard", "--models", models, "--dataset", f"gensets/imagenet-d-small={small}", "--db",
+            tmp_path / "r.duckdb", "--out", out, "--eval-results", "--quiet", check=0)
+    rows = {r["model"]: r for r in pq.read_table(out / "leaderboard.parquet").to_pylist()}
+    assert set(rows) == {"tiny:resnet", "tiny:clip"} and rows["tiny:clip"]["protocol"] == "imagenet"
+    for folder, model in (("me_tiny_resnet", "tiny:resnet"), ("tiny_clip", "tiny:clip")):
+        (entry,) = yaml.safe_load((out / "eval_results" / folder / ".eval_results" / "gensets_imagenet_d_small.yaml")
+                                  .read_text())
+        assert entry["dataset"] == {"id": "gensets/imagenet-d-small", "task_id": "background/test"}
+        assert entry["value"] == round(100 * rows[model]["top1"], 2)
+        assert str(tmp_path) not in json.dumps(entry)
 
 
-def test_eval_results_name_a_hub_dataset_never_a_local_path(tmp_path):
-    cfg = tmp_path / "models.yaml"
-    cfg.write_text(yaml.safe_dump({"dataset": str(tmp_path / "ws"), "models": [{"spec": "tiny:resnet"}]}))
-    p = subprocess.run([sys.executable, "scripts/leaderboard.py", str(cfg), "--eval-results"], cwd=ROOT,
-                       capture_output=True, text=True)
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "needs dataset_hub_id:" in p.stderr
+def test_leaderboard_lists_refuse_in_one_line(tmp_path):
+    """A bad key names its file and line; models_from naming a config without eval.models, and --eval-results
+    without a dataset named by a Hub id, are refused before anything is scored or written."""
+    bad = tmp_path / "models.yaml"
+    bad.write_text("models:\n  - spec: tiny:resnet\n    colour: red\n")
+    r = run_cli("leaderboard", "--models", bad, "--dataset", "x", "--db", tmp_path / "r.duckdb", "--out",
+                tmp_path / "lb")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and re.search(r"models.yaml:3: models\[0\].colour", r.stderr)
+    (tmp_path / "build.yaml").write_text((ROOT / "configs" / "recognition.smoke.yaml").read_text())
+    bad.write_text("models_from: {config: build.yaml}\n")
+    r = run_cli("leaderboard", "--models", bad, "--dataset", "x", "--db", tmp_path / "r.duckdb", "--out",
+                tmp_path / "lb")
+    assert r.returncode == 2 and "models_from: build.yaml lists no eval.models" in r.stderr
+    r = run_cli("leaderboard", "--models", "tiny:resnet", "--dataset", tmp_path / "ws", "--db", tmp_path / "r.duckdb",
+                "--out", tmp_path / "lb", "--eval-results")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--dataset ORG/NAME=PATH" in r.stderr
+    assert not (tmp_path / "lb").exists() and not (tmp_path / "r.duckdb").exists()
 
 
 def test_output_writes_what_stdout_shows_and_never_over_the_database(tmp_path):

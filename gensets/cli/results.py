@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     lb.add_argument("--limit", type=positive_int, help="with --models: only the first N images of each split")
     lb.add_argument("--allow-pickle", action="store_true", help="with --models: allow pickle weights (unsafe)")
     lb.add_argument("--quiet", action="store_true", help="with --models: no progress bar")
+    lb.add_argument("--eval-results", action="store_true", help="with --models: also each model's Hub .eval_results "
+                    "entries (top-1 per config and split) under DIR/eval_results/<model>/, for the datasets named by "
+                    "a Hub id (--dataset ORG/NAME=PATH names a local one)")
     lb.add_argument("--config")
     lb.add_argument("--split")
     lb.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
@@ -103,7 +106,8 @@ def _leaderboard_run(a) -> int:
     refuse_own_file(a.db, "--db")
     done = leaderboard.run(leaderboard.Plan(
         leaderboard.load_models(a.models), tuple(a.dataset), a.db, a.out, config=a.config, split=a.split,
-        batch_size=a.batch_size, limit=a.limit, allow_pickle=a.allow_pickle, quiet=a.quiet), log=log(a.quiet))
+        batch_size=a.batch_size, limit=a.limit, allow_pickle=a.allow_pickle, quiet=a.quiet,
+        eval_results=a.eval_results), log=log(a.quiet))
     rows = done["rows"]
     print_rows(leaderboard.COLUMNS, [[r[c] for c in leaderboard.COLUMNS] for r in rows],
                "json" if a.json else a.format)

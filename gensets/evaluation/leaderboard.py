@@ -9,12 +9,15 @@ its folder's name, never by a local path. A dataset built by a failure filter (I
 classifiers in each sample's provenance (``surrogates[].model``); a model listed there is marked ``surrogate``:
 its score is biased low by the selection and is not comparable with the held-out models'.
 
-A model list is a YAML file (``models: [{spec, protocol?, clip?, decoding?, allow_pickle?, family?}]``), the name
-of one shipped in ``gensets/data/leaderboards/`` (:data:`SHIPPED`), or model specs separated by commas.
+A model list is a YAML file (``models: [{spec, protocol?, clip?, decoding?, allow_pickle?, family?, hub_id?}]``,
+and / or ``models_from: {config: BUILD.yaml, protocol?, ...}``: the ``eval.models`` of a build config, relative to
+the list), the name of one shipped in ``gensets/data/leaderboards/`` (:data:`SHIPPED`), or model specs separated by
+commas. :func:`eval_results`: each model's Hub ``.eval_results`` entries (top-1 per dataset, config and split).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass
@@ -25,9 +28,11 @@ from ..cards.markdown import table as markdown_table
 from ..config import load_config
 from ..curation.interchange import csv_cell
 from ..errors import GensetsError
-from ..output import claimable
+from ..output import claim
 from ..output import files as staged_files
+from ..records import slug
 from ..store import is_url
+from ..workspace import load_build_config
 from . import store
 from .data import open_source
 from .runner import EvalConfig, evaluate
@@ -56,11 +61,24 @@ class Entry:
     decoding: str = "authors"
     allow_pickle: bool = False
     family: str | None = None  # the paper's name for it, for the reader
+    hub_id: str | None = None  # its Hub repo, whose .eval_results entry --eval-results writes
+
+
+@dataclass(frozen=True)
+class ModelsFrom:
+    """More models: a build config's ``eval.models`` (its path relative to the list), each scored as these say."""
+
+    config: str
+    protocol: str | None = None
+    clip: str | None = None
+    decoding: str = "authors"
+    allow_pickle: bool = False
 
 
 @dataclass(frozen=True)
 class ModelList:
     models: tuple[Entry, ...] = ()
+    models_from: ModelsFrom | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,7 @@ class Plan:
     limit: int | None = None
     allow_pickle: bool = False
     quiet: bool = False
+    eval_results: bool = False  # also each model's Hub .eval_results entries (:func:`eval_results`)
 
 
 def load_models(arg: str) -> tuple[Entry, ...]:
@@ -87,7 +106,8 @@ def load_models(arg: str) -> tuple[Entry, ...]:
     elif arg.endswith((".yaml", ".yml")) or Path(arg).is_file():
         if not Path(arg).is_file():
             raise GensetsError(f"--models {arg}: no such file (shipped lists: {', '.join(SHIPPED)})")
-        models = load_config(ModelList, arg).models
+        listed = load_config(ModelList, arg)
+        models = listed.models + (_models_from(listed.models_from, Path(arg)) if listed.models_from else ())
     else:
         models = tuple(Entry(s.strip()) for s in arg.split(",") if s.strip())
     if not models:
@@ -95,12 +115,28 @@ def load_models(arg: str) -> tuple[Entry, ...]:
     return tuple({m.spec: m for m in reversed(models)}[s] for s in dict.fromkeys(m.spec for m in models))
 
 
+def _models_from(m: ModelsFrom, listed: Path) -> tuple[Entry, ...]:
+    _, build = load_build_config(listed.parent / m.config)
+    specs = build.eval.models if getattr(build, "eval", None) else ()
+    if not specs:
+        raise GensetsError(f"{listed}: models_from: {m.config} lists no eval.models")
+    return tuple(Entry(spec, m.protocol, m.clip, m.decoding, m.allow_pickle) for spec in specs)
+
+
 def dataset_arg(arg: str) -> tuple[str | None, str]:
     """(name, dataset) of a --dataset: ``NAME=DATASET`` names it in the files, else (None, arg)."""
     name, eq, rest = arg.partition("=")
-    if eq and re.fullmatch(r"[A-Za-z0-9][\w.\-]*", name) and not Path(arg).exists():
+    if eq and re.fullmatch(r"[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?", name) and not Path(arg).exists():
         return name, rest
     return None, arg
+
+
+def hub_named(arg: str) -> bool:
+    """Whether a --dataset names its dataset by a Hub id (``org/name``, ``hf:org/name``, ``ORG/NAME=PATH``)."""
+    name, dataset = dataset_arg(arg)
+    if name is not None:
+        return "/" in name
+    return not is_local(dataset) and "/" in dataset.removeprefix("hf:")
 
 
 def is_local(dataset: str) -> bool:
@@ -138,7 +174,10 @@ def run(plan: Plan, log=lambda line: None) -> dict:
     """Score every model of the plan on every dataset (finished runs skipped), then write the files.
 
     Returns ``{rows, files, scored, resumed}``."""
-    claimable(plan.out, "gensets leaderboard")  # a user's folder is refused before an hour of scoring
+    if plan.eval_results and not any(hub_named(a) for a in plan.datasets):
+        raise GensetsError("--eval-results: an entry names its dataset by its Hub id, and no --dataset has one: "
+                           "give a Hub id, or name a local dataset by its id with --dataset ORG/NAME=PATH")
+    claim(plan.out, "gensets leaderboard", own=own_files(plan))  # a user's folder is refused before an hour of scoring
     done, scored, resumed = set(), 0, 0
     groups: dict[tuple, list[str]] = {}
     for m in plan.models:  # one gensets eval per way of scoring
@@ -166,7 +205,41 @@ def run(plan: Plan, log=lambda line: None) -> dict:
         finally:
             con.close()
     rows = public_rows(plan.db, only=done)
-    return {"rows": rows, "files": write(rows, plan.out), "scored": scored, "resumed": resumed}
+    written = write(rows, plan.out)
+    if plan.eval_results:
+        with staged_files(plan.out, "gensets leaderboard") as staged:
+            for rel, text in eval_results(rows, plan.models, dt.date.today().isoformat()).items():
+                written.append(staged.write(rel, text))
+    return {"rows": rows, "files": written, "scored": scored, "resumed": resumed}
+
+
+def own_files(plan: Plan) -> tuple[str, ...]:
+    """The files of --out that are the leaderboard's own: its results database (and DuckDB's write-ahead log) when
+    --db lies in it, so that a folder holding only the database a gensets command wrote is claimed, not refused."""
+    db, out = Path(plan.db), Path(plan.out)
+    inside = db.parent.resolve() == out.resolve() if out.is_dir() else False
+    return (db.name, f"{db.name}.wal") if inside else ()
+
+
+def eval_results(rows: list[dict], models: tuple[Entry, ...], date: str) -> dict[str, str]:
+    """Each model's Hub ``.eval_results`` entries (YAML; top-1 in percent per config and split), by the path under
+    --out where they go (``eval_results/<model>/.eval_results/<dataset>.yaml``), for the datasets named by a Hub id
+    (``org/name``: ``--dataset org/name=PATH`` names a local one so): an entry names its dataset by it, never by a
+    local path. Empty when no dataset has a Hub id."""
+    import yaml
+
+    hub = {m.spec: m.hub_id for m in models}
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        if "/" not in r["dataset"] or r["top1"] is None:
+            continue
+        rel = f"eval_results/{slug(hub.get(r['model']) or r['model'])}/.eval_results/{slug(r['dataset'])}.yaml"
+        out.setdefault(rel, []).append({
+            "dataset": {"id": r["dataset"], "task_id": f"{r['config']}/{r['split']}"},
+            "value": round(100 * r["top1"], 2), "date": date,
+            "notes": f"top-1, protocol {r['protocol']}, n={r['n']}",
+            "source": {"name": "gensets leaderboard", "url": f"https://huggingface.co/datasets/{r['dataset']}"}})
+    return {rel: yaml.safe_dump(entries, sort_keys=False) for rel, entries in out.items()}
 
 
 def public_rows(db, only: set | None = None) -> list[dict]:

@@ -7,7 +7,7 @@ both the ``imagenet`` (index) and ``wordset`` protocols of ``gensets eval``. Sou
 ``generate`` (one or more generators; every image records its generator) and ``imports`` (a folder of
 ``category/*.jpg`` or a CSV / JSONL of path, category, source). One published config per source, so
 results compare per generator. ``eval.models`` lists the classifiers that score the set (the card shows
-them and ``scripts/leaderboard.py`` reads them).
+them and ``gensets leaderboard --models configs/leaderboard.recognition.yaml`` reads them).
 
 Where the files lie never enters a build: import paths stay as written (relative to the config file), units
 know an imported file by its import, its path inside the import (``rel``) and its sha256, and skip reasons

@@ -197,7 +197,7 @@ def interval_cell(ci) -> str:
 
 
 def published_markdown(rep: dict) -> list[str]:
-    """The report's "Published numbers" section (also under scripts/leaderboard.py's ImageNet-D leaderboard)."""
+    """The report's "Published numbers" section."""
     pub = rep["published"]
     side = [[r["family"], r["protocol"], _pct(r["published"]),
              "not run" if r["model"] is None else code(r["model"], True)
