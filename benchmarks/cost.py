@@ -15,6 +15,9 @@ GenBench = configs/genbench.yaml (6 strategies x classes x 64 shots, as the auth
 dataset, and for each of the 22 datasets; Table 2 scores 20 of each class's 64 (its count is printed too).
 
     python benchmarks/cost.py --results gpu-out [--price-per-hour 1.47]
+
+The rates of the last such run are the package's cost model (gensets/cost.py, with their card and date), which
+`gensets build CONFIG --plan` prices a build with: after a new GPU run, copy its rates there.
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TABLE5 = {"usd_per_image": 2.54e-4, "price_per_hour": 1.47, "hours_per_1k": 1.74,
-          "hardware": "Azure NC24ads A100 v4 (one A100), spot price; Stable Diffusion 2.1 with xformers"}
+from gensets.cost import TABLE5  # noqa: E402  (GenBench's Table 5; the package's cost model holds the last run's rates)
 
 
 def read(path: Path) -> str:

@@ -26,11 +26,11 @@ from pathlib import Path
 
 from ..cards.markdown import table as markdown_table
 from ..config import load_config
-from ..curation.interchange import csv_cell
 from ..errors import GensetsError
 from ..output import claim
 from ..output import files as staged_files
 from ..records import slug
+from ..safety import csv_cell
 from ..store import is_url
 from ..workspace import load_build_config
 from . import store
