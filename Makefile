@@ -15,7 +15,7 @@ help:
 	@echo "make venv               create .venv: exactly the versions of $(LOCK) (base + dev), then gensets"
 	@echo "make venv-distributed   the same from requirements/distributed.lock.txt (+ the distributed extras)"
 	@echo "make lock               re-resolve both locks from pyproject.toml + requirements/lock.in (PyPI, hashes)"
-	@echo "make demo               build the ImageNet-D smoke set end to end into $(DEMO)/dataset"
+	@echo "make demo               try gensets first: create .venv (about 7 min, 7 GB), build the ImageNet-D smoke set\n                         end to end into $(DEMO)/dataset"
 	@echo "make build-imagenet-d   build ImageNet-D at paper scale (needs GPUs and the Hub)"
 	@echo "make build-recognition  Borji-style recognition set (configs/recognition.yaml)"
 	@echo "make build-vqa          Borji-style binary VQA set (configs/vqa.yaml)"
@@ -35,8 +35,9 @@ $(VENV)/.gensets-distributed-installed: requirements/distributed.lock.txt
 # `make venv`, so that `make demo` after `make test` does not reinstall gensets under running processes
 $(STAMP) $(VENV)/.gensets-distributed-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --require-hashes -r $(filter %lock.txt,$^)
-	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	@echo "installing $(filter %lock.txt,$^) into $(VENV): about 7 minutes and 7 GB on a fresh machine (torch and its CUDA libraries)"
+	$(BIN)/pip install --require-hashes -r $(filter %lock.txt,$^)
+	$(BIN)/pip install --no-deps --no-build-isolation -e .
 	$(BIN)/pip check || { echo "$(filter %lock.txt,$^) does not satisfy pyproject.toml: run make lock"; exit 1; }
 	touch $@ $(if $(findstring distributed,$@),$(STAMP))
 

@@ -4,7 +4,8 @@ commands were registered lightly), both run by the same interpreter in the same 
 The baseline is `git archive BASE` unpacked in a temporary folder; each side runs as `python -m gensets.cli ARGS`
 in its tree with PYTHONPATH its tree (so its own gensets is imported, not the venv's), its bytecode cached in a temporary
 folder of its own (warmed by one run first, as an installed package's is), offline. Printed per command: the best
-and median wall time and CPU time (user + system, of the child) of each side, and baseline / this checkout.
+and median wall time and CPU time (user + system, of the child) of each side, and baseline / this checkout; then
+this checkout's `gensets build CONFIG --plan` of the two paper-scale configs (the baseline has no --plan).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/cli_startup.py [--base cfa8515] [--repeats 15]
 """
@@ -25,6 +26,8 @@ from _timing import Load
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = (("--help",), ("--version",), ("build", "--help"), ("list", "configs"), ("query", "--schema"))
+# this checkout alone (the baseline has no --plan): the paper-scale plans, which must take well under a second
+OWN = (("build", "configs/imagenet_d.yaml", "--plan"), ("build", "configs/genbench.yaml", "--plan"))
 
 
 def run(tree: Path, args: tuple[str, ...], env: dict) -> tuple[float, float]:
@@ -74,6 +77,11 @@ def main() -> None:
             cpu = statistics.median(cpus[old]) / statistics.median(cpus[new])
             print(f"gensets {' '.join(args)}: " + "; ".join(cells)
                   + f"; {old} / this checkout: {ratio:.2f}x wall (median), {cpu:.2f}x cpu")
+        for args in OWN:
+            run(ROOT, args, envs["this checkout"])
+            took = [run(ROOT, args, envs["this checkout"]) for _ in range(a.repeats)]
+            print(f"gensets {' '.join(args)} (this checkout): best {min(w for w, _ in took):.3f} s, median "
+                  f"{statistics.median(w for w, _ in took):.3f} s, cpu median {statistics.median(c for _, c in took):.3f} s")
         floor = []
         for _ in range(a.repeats):  # the interpreter alone (site and the venv's path hooks): no command starts faster
             t = time.perf_counter()

@@ -56,7 +56,7 @@ from .conftest import HANG, ROOT, stop_server
 
 pytestmark = pytest.mark.slow  # `make test-slow` and CI: every README command, in order
 
-FENCE = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
+FENCE = re.compile(r"^( *)```(bash|python)\n(.*?)^\1```", re.M | re.S)  # a block in a list item is indented
 NEEDS_HUB = re.compile(r"#.*(GPUs, Hub|needs the Hub)")
 ACTIVATE = re.compile(r"(\.|source)\s+\.venv/bin/activate")  # the README's setup line, its comment aside
 # make's venv rule (`$(STAMP): pyproject.toml $(LOCK)`) must see the existing venv as up to date: these dated 1970
@@ -65,8 +65,10 @@ NOT_FOUND = 99  # the exit of a command whose setup line failed
 
 
 def blocks(readme: str) -> list[tuple[str, str]]:
-    """The (language, text) of every fenced bash / python block, in order."""
-    return [(m.group(1), m.group(2)) for m in FENCE.finditer(readme)]
+    """The (language, text) of every fenced bash / python block, in order; an indented one (in a list item)
+    without its indent."""
+    return [(m.group(2), "".join(line[len(m.group(1)):] for line in m.group(3).splitlines(keepends=True)))
+            for m in FENCE.finditer(readme)]
 
 
 def _code(line: str) -> str:
@@ -318,6 +320,25 @@ def test_readme_commands_run_as_written(tmp_path):
     assert run_readme(readme, tmp_path) == []
 
 
+# the README's leaderboard example, which once scored its runs and then refused the folder it made (issue 55)
+LEADERBOARD = ("gensets leaderboard --models smoke --dataset out/demo/imagenet-d --db out/leaderboard/results.duckdb "
+               "--out out/leaderboard")
+
+
+def test_every_readme_block_is_run_in_order():
+    """Every fenced bash / python block of README.md is among those run (an indented one in a list item too, and
+    only fences of another language, yaml, are left out), and the leaderboard example is a command of its own,
+    exactly as written, run after `make demo` made its dataset and again over the folder it made."""
+    readme = (ROOT / "README.md").read_text()
+    fences = re.findall(r"^ *```(\w*)$", readme, re.M)
+    opened = fences[::2]  # every other fence opens a block
+    assert len(blocks(readme)) == sum(lang in ("bash", "python") for lang in opened) and set(opened) <= {
+        "bash", "python", "yaml"}, opened
+    assert any(line.startswith("gensets review invite ") for _, text in blocks(readme) for line in text.splitlines())
+    runs = [cmd.split(" #")[0].strip() for kind, cmd in commands(readme) if kind == "run"]
+    assert runs.count(LEADERBOARD) == 2 and runs.index("make demo") < runs.index(LEADERBOARD)
+
+
 def test_readme_check_fails_on_a_broken_command(tmp_path):
     """One README command broken in a copy (a flag renamed), after the setup line: the check names exactly that
     command, with gensets' usage exit (2), not a shell's "command not found"."""
@@ -376,6 +397,11 @@ def test_checkout_holds_the_working_tree_and_is_clean(tmp_path):
 ])
 def test_plain_gensets_lines_are_recognised(line, argvs):
     assert gensets_argvs(line) == argvs
+
+
+def test_an_indented_block_is_read_without_its_indent():
+    text = "- a list item:\n\n  ```bash\n  gensets review invite out/x ben   # a link\n  ```\n"
+    assert commands(text) == [("run", "gensets review invite out/x ben   # a link")]
 
 
 @pytest.mark.parametrize("line, kind", [
