@@ -1,7 +1,7 @@
 """The ``gensets`` command: parses arguments, calls the library, prints. Nothing else lives here.
 
 One module per command group, each with ``add_parser(sub)`` registering its commands beside their handlers:
-build (build, finalize, verify), review (review ...), evaluate (eval, score), results (leaderboard, report,
+build (build, finalize, verify), audit, review (review ...), evaluate (eval, score), results (leaderboard, report,
 query), publish (card, publish, publish-results), catalog (list), reproduce; common holds what they share."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import sys
 from .. import __version__, notices
 from ..errors import EXIT_CODES, GensetsError
 from ..registry import load_plugins
-from . import build, catalog, evaluate, publish, reproduce, results, review
+from . import audit, build, catalog, evaluate, publish, reproduce, results, review
 from .common import Parser, run
 
 # the commands, in the order `gensets --help` lists them
-GROUPS = (build.add_parser, review.add_parser, evaluate.add_parser, results.add_parser, publish.add_card,
+GROUPS = (build.add_parser, audit.add_parser, review.add_parser, evaluate.add_parser, results.add_parser, publish.add_card,
           catalog.add_parser, publish.add_parser, reproduce.add_parser)
 
 
