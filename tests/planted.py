@@ -96,5 +96,7 @@ def plant(folder: Path, n_base: int, planted: dict[str, int], *, seed: int = 0, 
             pairs.append((src, rel, name))
     for rel, im in files.items():
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        im.convert("RGB").save(folder / rel, "PNG")
+        # copies at another PNG compression: an exact copy's pixels are the same, its bytes are not (a byte-identical
+        # file is dropped by Borji's imports before any audit)
+        im.convert("RGB").save(folder / rel, "PNG", compress_level=9 if "/copy-" in rel else 6)
     return pairs

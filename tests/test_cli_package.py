@@ -31,7 +31,7 @@ def test_every_command_is_handled_in_the_cli_module_that_registers_it():
 
     found = dict(commands(parser()))
     assert [c[0] for c in found if len(c) == 1] == [
-        "build", "finalize", "verify", "review", "eval", "score", "leaderboard", "report", "query", "card", "list",
+        "build", "finalize", "verify", "audit", "review", "eval", "score", "leaderboard", "report", "query", "card", "list",
         "publish", "publish-results", "reproduce"]
     for command, sp in found.items():
         func = sp.get_default("func")

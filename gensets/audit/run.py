@@ -12,6 +12,7 @@ from ..cards import figures
 from ..curation import state
 from ..db import transaction
 from ..errors import GensetsError
+from ..images import decode_image
 from ..workspace import Workspace, is_workspace
 from . import check
 from .features import Cache, extract
@@ -156,8 +157,6 @@ def figure(path: Path, pairs: list[dict], target: ImageSet, refs: list[ImageSet]
     """The closest pairs side by side (an image and its neighbour, each titled with its key, the pair with its
     reference and distances) as ``path``; ``extra(key) -> bytes``: images of the set not in ``target`` (finalize:
     read from the candidates). False when there is no pair."""
-    from ..images import decode_image
-
     shown = pairs[:FIGURE_PAIRS]
     if not shown:
         return False

@@ -171,7 +171,7 @@ def nearest_cosine(queries: np.ndarray, items: np.ndarray, same: bool = False) -
             s[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf
         j = s.argmax(axis=1)
         out_i[lo:hi], out_s[lo:hi] = j, s[np.arange(hi - lo), j]
-    return out_i, out_s
+    return out_i, out_s, "exact"
 
 
 def _cosine_hnsw(queries, items, same: bool):

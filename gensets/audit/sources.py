@@ -10,10 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import recordio
 from ..errors import DataError, GensetsError, Unavailable
 from ..images import encode_image, is_image_file
 from ..safety import check_regular, inside
 from ..shards import iter_index, read_at, read_dataset_manifest
+from ..sources.images import hf_split
 from ..workspace import Workspace, is_workspace
 
 
@@ -37,8 +39,6 @@ class ImageSet:
 
 def _shards(name: str, source: str, shards: list[tuple[Path, str | None]]) -> ImageSet:
     """The images of tar shards, each with the config it belongs to (else its json's ``config``)."""
-    import json
-
     keys, configs, where = [], [], []
     for path, config in shards:
         for d in iter_index(path, read=("json",)):
@@ -46,10 +46,8 @@ def _shards(name: str, source: str, shards: list[tuple[Path, str | None]]) -> Im
             if image is None:
                 continue
             if config is None and "json" in d:
-                try:
-                    config = json.loads(d["json"]).get("config")
-                except ValueError:
-                    raise DataError(f"{path}: {d['__key__']}.json: not JSON") from None
+                meta = recordio.loads(d["json"], f"{path}: {d['__key__']}.json")
+                config = meta.get("config") if isinstance(meta, dict) else None
             keys.append(d["__key__"])
             configs.append(config)
             where.append((path, *d["__members__"][image], d["__key__"]))
@@ -89,8 +87,6 @@ def _read_file(path: Path) -> bytes:
 def hf_images(spec: str, name: str, split: str = "test") -> ImageSet:
     """A Hugging Face dataset's split (``NAME[@REV]``, a repo or a local folder), its images encoded losslessly
     (PNG) when read; keys are ``<split>-<row>``."""
-    from ..sources.images import hf_split
-
     ds, _, _, column = hf_split(spec, split, what=f"reference {name} (hf:{spec})")
     pixels = ds.select_columns([column])
     return ImageSet(name, f"hf:{spec}", [f"{split}-{i:06d}" for i in range(len(ds))], [None] * len(ds),

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from ..audit import check
 from ..audit.run import audit
 from ..errors import GensetsError
+from ..evaluation import store
 from .common import log, print_rows
 
 
@@ -89,8 +90,6 @@ def _audit(a) -> int:
     done = audit(a.target, a.against, o, log=log(a.quiet or a.json))
     s, result = done.summary, done.result
     if a.db:
-        from ..evaluation import store  # lazy: duckdb, only with --db
-
         con = store.connect(a.db)
         try:
             store.write_audit(con, a.target, db_rows(done))
