@@ -182,6 +182,9 @@ def test_finalize_and_audit_find_every_planted_pair_and_no_other(planted_build):
     assert "## Duplicates and contamination" in card and "![The closest pairs" in card
     assert (ws / "dataset" / "figures" / "duplicates.png").is_file()
     assert "`json.audit.neighbours[].hamming`" in card and "name: audit" in card
+    before = {p: p.read_bytes() for p in (ws / "dataset" / "README.md", ws / "dataset" / "figures" / "duplicates.png")}
+    run_cli("card", ws, check=0)  # gensets card renders the section from the manifest: the same bytes
+    assert {p: p.read_bytes() for p in before} == before
     # gensets audit of the workspace: the same pairs; the review page's neighbours in state.duckdb
     r = json.loads(run_cli("audit", ws, "--json", check=0).stdout)
     assert {frozenset((p["key"], p["neighbour"])) for p in r["pairs"]["all"]} == planted

@@ -42,7 +42,8 @@ def section(manifest: dict) -> str:
            + ", ".join(_METHOD[m] for m in methods) + " (`gensets audit`; each sample's `json.audit` names its "
            "nearest neighbours).\n",
            table(["check", "a pair when", "source of the threshold"],
-                 [_threshold(n, t) for n, t in a["thresholds"].items()]), ""]
+                 [_threshold(n, a["thresholds"][n]) for n in ("exact", "phash", "dhash", "mirror", "embedding")
+                  if n in a["thresholds"]]), ""]
     if a.get("embedding"):
         e = a["embedding"]
         out.append(f"Embedding: {code(e['spec'])} (weights {code(e['id'])}), searched "
