@@ -20,14 +20,11 @@ find_duplicates, within the set only) at the smallest size. And the embedding se
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +50,11 @@ print(json.dumps(out))
 
 
 def accuracy(args, python) -> dict:
-    from gensets.audit import hashes
-    from gensets.audit.sources import image_folder
-
     import numpy as np
     from PIL import Image
+
+    from gensets.audit import hashes
+    from gensets.audit.sources import image_folder
 
     folder = Path(tempfile.mkdtemp(prefix="audit-bench-"))
     planted = plant(folder, args.bases, {t: args.copies for t in TRANSFORMS}, categories=("all",))

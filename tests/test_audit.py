@@ -275,6 +275,21 @@ def test_genbench_checks_its_test_set_by_default_and_flags_a_planted_copy(tmp_pa
     assert "| `test` |" in (ws / "dataset" / "README.md").read_text()
 
 
+def test_a_frozen_smoke_configs_test_set_is_found_wherever_finalize_runs(tmp_path, monkeypatch):
+    """A workspace's frozen config has no folder of its own: the packaged smoke config's relative test set
+    (folder:genbench.smoke-refs) is gensets' packaged copy, from any working folder."""
+    from gensets.audit.sources import config_bases, open_set
+    from gensets.workspace import load_build_config
+
+    _, cfg = load_build_config(ROOT / "configs" / "genbench.smoke.yaml")
+    monkeypatch.chdir(tmp_path)
+    frozen = type("Frozen", (), {"base_dir": Path(".")})()
+    for c in (cfg, frozen):
+        s = open_set("folder:genbench.smoke-refs", "test", config_bases(c))
+        assert sorted(s.keys) == sorted(p.relative_to(ROOT / "configs" / "genbench.smoke-refs").as_posix()
+                                        for p in (ROOT / "configs" / "genbench.smoke-refs").rglob("*.png"))
+
+
 def test_sscd_torchscript_embedder_and_its_threshold(tmp_path):
     import torch
 

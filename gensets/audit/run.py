@@ -16,7 +16,7 @@ from ..images import decode_image
 from ..workspace import Workspace, is_workspace
 from . import check
 from .features import Cache, extract
-from .sources import ImageSet, candidates, dataset_folder, open_set
+from .sources import ImageSet, candidates, config_bases, dataset_folder, open_set
 
 FIGURE = "figures/duplicates.png"
 FIGURE_PAIRS = 6  # the closest pairs the card's figure shows
@@ -43,7 +43,7 @@ def reference_name(spec: str, taken: set[str]) -> tuple[str, str]:
     return name, source
 
 
-def open_references(specs: list[str], base: Path | None = None, *, required: bool = True) -> tuple[list, list]:
+def open_references(specs: list[str], bases: tuple[Path, ...] = (), *, required: bool = True) -> tuple[list, list]:
     """The reference sets ``specs`` name (``[NAME=]SOURCE``); with ``required`` False, one that cannot be read is
     skipped, said in a notice and returned among the skipped (``[{name, source, why}]``)."""
     refs, skipped, taken = [], [], set()
@@ -51,7 +51,7 @@ def open_references(specs: list[str], base: Path | None = None, *, required: boo
         name, source = reference_name(spec, taken)
         taken.add(name)
         try:
-            refs.append(open_set(source, name, base))
+            refs.append(open_set(source, name, bases))
         except GensetsError as e:
             if required:
                 raise
@@ -104,7 +104,7 @@ def audit(target: str, against: list[str], o: check.Options, *, log=None, cache:
         builder, cfg = ws.load()
         named = {r.name for r in refs}
         declared = [f"{n}={src}" for n, src in builder.audit_references(cfg).items() if n not in named]
-        more, skipped = open_references(declared, getattr(cfg, "base_dir", None), required=False)
+        more, skipped = open_references(declared, config_bases(cfg), required=False)
         refs += more
     embedder = load_model(o)
     cache = cache or Cache()

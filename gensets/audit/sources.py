@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 
 from .. import recordio
@@ -93,15 +94,16 @@ def hf_images(spec: str, name: str, split: str = "test") -> ImageSet:
                     lambda i: encode_image(pixels[i][column], "png"))
 
 
-def open_set(source: str, name: str, base: Path | None = None) -> ImageSet:
+def open_set(source: str, name: str, bases: tuple[Path, ...] = ()) -> ImageSet:
     """What ``source`` names: ``hf:NAME[@REV]`` (its test split), a workspace, a finalized dataset folder, or a
-    folder of images (``folder:PATH`` too); a relative path is relative to ``base`` when given."""
+    folder of images (``folder:PATH`` too); a relative path is looked for under each of ``bases`` in turn (the
+    config's folder, ...), then as it is (the working folder)."""
     if source.startswith("hf:"):
         return hf_images(source[len("hf:"):], name)
     raw = source[len("folder:"):] if source.startswith("folder:") else source
     path = Path(raw)
-    if not path.is_absolute() and base is not None:
-        path = base / path
+    if not path.is_absolute():
+        path = next((b / path for b in bases if (b / path).is_dir()), path)
     if not path.is_dir():
         raise GensetsError(f"{source}: no such folder (give a workspace, a dataset folder, a folder of images or "
                            "hf:<dataset>)")
@@ -112,6 +114,15 @@ def open_set(source: str, name: str, base: Path | None = None) -> ImageSet:
     if (path / "manifest.json").is_file():
         return dataset_folder(path, name, source)
     return image_folder(path, name, source)
+
+
+def config_bases(cfg) -> tuple[Path, ...]:
+    """Where a build config's relative reference paths may lead: its folder when the config was read from its file in
+    this process (``base_dir``), and gensets' packaged configs (a workspace's frozen copy of a packaged smoke config
+    names its reference folders relative to them: ``folder:genbench.smoke-refs``)."""
+    base = getattr(cfg, "base_dir", None)
+    return tuple(b for b in (base if base not in (None, Path(".")) else None,
+                             Path(str(files("gensets.data") / "configs"))) if b is not None)
 
 
 def content_sha(data: bytes) -> str:

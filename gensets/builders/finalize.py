@@ -26,7 +26,7 @@ from .. import notices
 from ..audit import check as audit_check
 from ..audit import run as audit_run
 from ..audit.features import Cache
-from ..audit.sources import ImageSet
+from ..audit.sources import ImageSet, config_bases
 from ..cards import card
 from ..curation import queue, review, state
 from ..db import transaction
@@ -343,10 +343,10 @@ def _audit(ws: Workspace, builder, cfg, con, out: _Shards, statuses: list[str], 
             reviewed[key] = time if reviewer else None
     target = ImageSet("self", ws.where, keys, configs,
                       lambda i: read_at(out.candidate(where[i][0]), *where[i][1:]))
-    refs, skipped = audit_run.open_references(list(against), getattr(cfg, "base_dir", None))
+    refs, skipped = audit_run.open_references(list(against))
     named = {r.name for r in refs}
     declared = [f"{n}={src}" for n, src in builder.audit_references(cfg).items() if n not in named]
-    more, skipped = audit_run.open_references(declared, getattr(cfg, "base_dir", None), required=False)
+    more, skipped = audit_run.open_references(declared, config_bases(cfg), required=False)
     refs += more
     embedder = audit_run.load_model(options)
     cache = Cache()
