@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 BRUTE_PAIRS = 50_000_000  # hashes: every pair below this many query x item pairs
 CHUNK_BYTES = 64 << 20  # the largest block of pair distances held at once
-INDEX_PAIRS = 400_000_000  # embeddings: faiss's HNSW index above this many pairs, when faiss is installed
+# embeddings: faiss's HNSW index above this many pairs, when faiss is installed: the crossover measured by
+# benchmarks/audit.py on 2 CPU cores (exact: ~3e-8 s a pair; HNSW: ~5 ms an item, for 512-d vectors): ~170k x 170k
+INDEX_PAIRS = 30_000_000_000
 HNSW = {"M": 32, "efConstruction": 80, "efSearch": 128}  # faiss.IndexHNSWFlat's graph degree and search breadths
 _BLOCKS = 4  # 16-bit blocks of multi-index hashing
 
