@@ -101,6 +101,17 @@ FIELD_DOCS = {
     "quality.scorers[].role": "the model's role in the metric",
     "quality.scorers[].spec": "the model spec",
     "quality.scorers[].commit": "the model's commit as loaded",
+    "audit": "the duplicate and contamination audit of this image (see the card's Duplicates and contamination)",
+    "audit.flagged": "whether a neighbour is within a threshold (a near-duplicate in the set, or a copy of a "
+                     "reference image)",
+    "audit.neighbours": "the image's nearest neighbour per reference and method: by exact pixels and perceptual "
+                        "hashes only those within the threshold, by embedding always",
+    "audit.neighbours[].reference": "`self` (another image of this dataset) or the reference set's name",
+    "audit.neighbours[].method": "exact (the same pixels), phash, dhash (Hamming distance) or embedding (cosine)",
+    "audit.neighbours[].key": "the neighbour's key (in this dataset) or its path / id in the reference set",
+    "audit.neighbours[].hamming": "the hashes' Hamming distance in bits (0 for exact; null: embedding)",
+    "audit.neighbours[].cosine": "the embeddings' cosine similarity (null: a hash)",
+    "audit.neighbours[].duplicate": "whether the pair is within the method's threshold",
 }
 
 
@@ -112,6 +123,14 @@ QUALITY = ("quality", ("struct", [
                                     ("max", "float64"), ("passed", "bool")]))),
     ("scorers", ("list", ("struct", [("metric", "string"), ("variant", "string"), ("role", "string"),
                                      ("spec", "string"), ("commit", "string")])))]))
+
+
+# what finalize's audit stage (gensets.audit) adds to each published sample, declared on the card of a dataset that was
+# audited (manifest.json's audit): its nearest neighbour per reference and method, those within the thresholds
+AUDIT = ("audit", ("struct", [
+    ("flagged", "bool"),
+    ("neighbours", ("list", ("struct", [("reference", "string"), ("method", "string"), ("key", "string"),
+                                        ("hamming", "int64"), ("cosine", "float64"), ("duplicate", "bool")])))]))
 
 
 def generator_label(meta: dict) -> str:

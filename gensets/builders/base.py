@@ -158,6 +158,13 @@ class Builder:
         their scores on this set are biased low by construction. None by default."""
         return []
 
+    def audit_references(self, cfg) -> dict[str, str]:
+        """The reference sets a build's audit (finalize, ``gensets audit WORKSPACE``) checks its images against
+        without being asked: ``{name: source}`` (a folder of images, a dataset folder or ``hf:NAME``; a relative
+        path is relative to the config's folder). GenBench: its real test set (test-set contamination). None by
+        default."""
+        return {}
+
     def models(self, cfg) -> list[tuple[str, str]]:
         """(role, spec) of every model the build used, for the card: the generator by default."""
         g = getattr(cfg, "generator", None)

@@ -5,7 +5,9 @@ shards, ``manifest.json``, the card), one step a function:
 :func:`_snapshot` (state.duckdb as it is now) -> :func:`_review_of` (decisions, double review's verdicts, the
 funnel) -> :class:`_Shards` fed by :func:`_write_configs` (each config's samples in key order, :func:`_published`)
 -> :func:`_manifest_of` -> :func:`_write_card` -> :func:`_swap_in` (the old dataset whole until the new one is) ->
-the store's copy (``push_dataset``) -> :func:`_say_reviewers`.
+the store's copy (``push_dataset``) -> :func:`_say_reviewers`. Before the shards, :func:`_audit` (gensets.audit:
+within-set duplicates, and the builder's references; on unless ``audit`` is None) gives each published sample its
+``json.audit`` and, with ``drop``, the near-duplicates left out (one image of each group kept, recorded).
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .. import notices
+from ..audit import check as audit_check
+from ..audit import run as audit_run
+from ..audit.features import Cache
+from ..audit.sources import ImageSet, config_bases
 from ..cards import card
 from ..curation import queue, review, state
 from ..db import transaction
 from ..errors import DataError, GensetsError
-from ..output import replace
+from ..output import files, replace
 from ..records import Sample
 from ..shards import ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
 from ..workspace import Workspace
@@ -33,7 +39,8 @@ from .ingest import ingest
 
 
 def finalize(workspace: str | Path, *, include_pending: bool = False, progress: bool = False,
-             publish_emails: bool = False) -> dict:
+             publish_emails: bool = False, audit: audit_check.Options | None = audit_check.Options(),
+             against: tuple[str, ...] = (), drop: bool = False) -> dict:
     """Write the publishable ``dataset/``: accepted images per config, manifest and card.
 
     In double review an image's decision is :func:`review.verdicts`'s, not the latest one: images whose
@@ -45,14 +52,24 @@ def finalize(workspace: str | Path, *, include_pending: bool = False, progress: 
 
     Reviewers are published as the log resolves them (a Label Studio id as the person it names); an email as a
     pseudonym (:func:`review.published_reviewer`) unless ``publish_emails``, and the card says which.
+
+    ``audit`` (None: no audit): the checks and thresholds of the audit stage (:mod:`gensets.audit`), against the
+    set itself, the builder's declared references and ``against``; ``drop``: near-duplicates within the set are
+    left out, one image of each group kept (the one reviewed first, else the first by key), all recorded in the
+    manifest and the card.
     """
     ws = Workspace(workspace)
     builder, cfg = ws.load()  # before the lock: a mistyped path is an error, not a new folder
+    if drop and audit is None:
+        raise GensetsError("--drop near-duplicates needs the audit (leave out --no-audit)")
+    if audit is not None:
+        audit_check.check_options(audit)
     with ws.lock("finalize"):  # not while a build (or another finalize) writes the workspace
-        return _finalize(ws, builder, cfg, include_pending, progress, publish_emails)
+        return _finalize(ws, builder, cfg, include_pending, progress, publish_emails, audit, tuple(against), drop)
 
 
-def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, publish_emails: bool = False) -> dict:
+def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, publish_emails: bool = False,
+              audit: audit_check.Options | None = None, against: tuple[str, ...] = (), drop: bool = False) -> dict:
     environments = _prepare(ws, builder, cfg)
     pseudonyms = None if publish_emails or not builder.needs_review else _pseudonym_key(ws)
     tmp = ws.root / f".dataset.tmp-{os.getpid()}"
@@ -62,16 +79,23 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
         out = _Shards(ws, builder, con, tmp, pseudonyms)
         try:
             statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
+            found = _audit(ws, builder, cfg, con, out, statuses, seen.verdicts, audit, against, drop) \
+                if audit is not None else None
             _write_configs(con, builder, cfg, out, statuses, seen.verdicts, shown)
         finally:
             out.close()
     manifest = _manifest_of(ws, builder, cfg, include_pending, out, seen, environments, publish_emails)
+    if found is not None:
+        manifest["audit"] = _audit_figure(tmp, found)
     _write_card(ws, tmp, builder, cfg, manifest, out, shown)
     _swap_in(ws, tmp)
     ws.push_dataset()
+    if found is not None and ws.state_path.is_file():  # the review page's neighbours (state.duckdb)
+        audit_run.record_neighbours(ws, found.result)
     _say_reviewers(builder, out, publish_emails)
     return {"dataset": ws.dataset_where, "counts": out.counts, "funnel": seen.funnel,
-            "shards": len(out.shards), "include_pending": include_pending, "disputed": seen.disputed}
+            "shards": len(out.shards), "include_pending": include_pending, "disputed": seen.disputed,
+            **({"audit": _audit_counts(manifest["audit"])} if found is not None else {})}
 
 
 def _prepare(ws: Workspace, builder, cfg) -> list[dict]:
@@ -173,6 +197,8 @@ class _Shards:
 
     def __init__(self, ws: Workspace, builder, con, tmp: Path, pseudonyms: str | None):
         self.ws, self.builder, self.tmp, self.pseudonyms = ws, builder, tmp, pseudonyms
+        self.audit: dict[str, dict] | None = None  # key -> its json.audit (the audit stage's)
+        self.dropped: set[str] = set()  # near-duplicates left out (finalize --drop near-duplicates)
         self.metas = con.cursor()  # the provenance of one output shard at a time, by key, beside the sorted stream
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -212,6 +238,8 @@ class _Shards:
             s.meta.update(fields)
             decision["label_before"] = label_before
         s.meta["review"] = decision
+        if self.audit is not None:
+            s.meta["audit"] = self.audit[key]
         self.names.update(reviewer.split(" & ") if reviewer else ())
         self.emails.update(n for n in (before or "").split(" & ") if "@" in n)
         return s
@@ -236,6 +264,8 @@ def _write_configs(con, builder, cfg, out: _Shards, statuses: list[str], verdict
         rows: list[tuple] = []
         bar.set_postfix_str(config)
         for row in _published(con, config, statuses, verdicts):
+            if row[0] in out.dropped:
+                continue
             rows.append(row)
             out.counts[config] += 1
             bar.update(1)
@@ -284,6 +314,76 @@ def _published(con, config: str, statuses: list[str], verdicts: dict):
             yield from zip(*(col.to_pylist() for col in batch.columns), strict=True)
     finally:
         con.unregister("_verdicts")
+
+
+@dataclass
+class _Audited:
+    """What the audit stage found: the result over the published images, its summary, and the sets (for the
+    figure's images)."""
+
+    result: audit_check.Result
+    summary: dict
+    target: ImageSet
+    references: list
+
+
+def _audit(ws: Workspace, builder, cfg, con, out: _Shards, statuses: list[str], verdicts: dict,
+           options: audit_check.Options, against: tuple[str, ...], drop: bool) -> _Audited:
+    """The published images' neighbours within the set and in each reference (the builder's declared ones, which
+    are skipped with a warning when they cannot be read, and ``against``); with ``drop``, the near-duplicate groups
+    and the image each keeps, and the neighbours again among the images that stay. Sets ``out.audit`` and
+    ``out.dropped``."""
+    keys, configs, where, reviewed = [], [], [], {}
+    for config in builder.config_names(cfg):
+        for key, shard, offset, size, _ext, _cls, _status, _label, reviewer, time, *_ in _published(
+                con, config, statuses, verdicts):
+            keys.append(key)
+            configs.append(config)
+            where.append((shard, offset, size, key))
+            reviewed[key] = time if reviewer else None
+    target = ImageSet("self", ws.where, keys, configs,
+                      lambda i: read_at(out.candidate(where[i][0]), *where[i][1:]))
+    refs, skipped = audit_run.open_references(list(against))
+    named = {r.name for r in refs}
+    declared = [f"{n}={src}" for n, src in builder.audit_references(cfg).items() if n not in named]
+    more, skipped = audit_run.open_references(declared, config_bases(cfg), required=False)
+    refs += more
+    embedder = audit_run.load_model(options)
+    cache = Cache()
+    try:
+        feats = audit_run.features_of([target, *refs], embedder, cache)
+    finally:
+        cache.close()
+    pairs_of = list(zip(refs, feats[1:], strict=True))
+    result = audit_check.find(keys, configs, feats[0], pairs_of, options)
+    dropped = None
+    if drop:
+        kept = audit_check.keepers(audit_check.groups(result), reviewed)
+        out.dropped = {k for g in kept for k in g["dropped"]}
+        dropped = {"groups": kept, "images": len(out.dropped)}
+        if out.dropped:
+            notices.notice(f"finalize: {len(out.dropped)} near-duplicate image(s) left out, one image of each of "
+                           f"{len(kept)} group(s) kept (manifest.json's audit.dropped names them)")
+            result = audit_check.without((keys, configs, feats[0]), out.dropped, options, pairs_of)
+    out.audit = result.by_key()
+    summary = audit_check.summary(result, options, embedder, skipped=skipped, dropped=dropped)
+    return _Audited(result, summary, target, refs)
+
+
+def _audit_figure(tmp: Path, found: _Audited) -> dict:
+    """The figure of the closest pairs (figures/duplicates.png, when there is a pair), in the staged dataset; the
+    manifest's ``audit`` with its path."""
+    summary = dict(found.summary)
+    with files(tmp) as staged:
+        drawn = audit_run.figure(staged.path(audit_run.FIGURE), found.result.pairs, found.target, found.references)
+    summary["figure"] = audit_run.FIGURE if drawn else None
+    return summary
+
+
+def _audit_counts(summary: dict) -> dict:
+    """finalize's answer: the pairs found per reference, and the images dropped."""
+    return {"pairs": summary["pairs"]["by_reference"], "dropped": (summary.get("dropped") or {}).get("images", 0),
+            "skipped": [s["name"] for s in summary.get("skipped", [])]}
 
 
 def _manifest_of(ws: Workspace, builder, cfg, include_pending: bool, out: _Shards, seen: _Review,

@@ -16,11 +16,11 @@ from ..errors import GensetsError
 from ..labels.imagenet import imagenet_names
 from ..models.spec import parse_spec
 from ..output import files
-from ..records import FIELD_DOCS, QUALITY, features, schema
+from ..records import AUDIT, FIELD_DOCS, QUALITY, features, schema
 from ..safety import inside
 from ..shards import ShardSamples, read_dataset_manifest
 from ..workspace import Workspace
-from . import figures, licensing
+from . import audit, figures, licensing
 from . import quality as q
 from .markdown import table, text
 
@@ -70,7 +70,7 @@ def header(builder, cfg, manifest: dict) -> dict:
     from huggingface_hub import DatasetCardData
 
     class_names = builder.class_names(cfg)
-    fields = builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
+    fields = sample_fields(builder, cfg, manifest)
     default = default_config(builder, cfg, manifest)
     configs, infos = [], []
     for config, n in manifest["counts"].items():
@@ -367,7 +367,14 @@ def _dtype(dtype) -> str:
     return f"list of {_dtype(inner)}" if kind == "list" else "struct"
 
 
-def field_rows(builder, cfg) -> list[list[str]]:
+def sample_fields(builder, cfg, manifest: dict) -> tuple:
+    """The fields a published sample's json holds beside the common ones: the builder's, ``quality`` (a build with
+    quality: thresholds) and ``audit`` (a dataset finalize audited)."""
+    return (builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
+            + ((AUDIT,) if manifest.get("audit") else ()))
+
+
+def field_rows(builder, cfg, manifest: dict | None = None) -> list[list[str]]:
     """(field, type, meaning) of every feature and every key of ``json`` (nested keys as dotted paths, a list's
     items as ``name[]``), from the provenance schema the builder declares and the docs beside it."""
     docs = {**FIELD_DOCS, **builder.field_docs}
@@ -377,7 +384,7 @@ def field_rows(builder, cfg) -> list[list[str]]:
             [f"`{fmt}`", "image", f"the image ({fmt}; `width` x `height` of `json` as generated)"],
             ["`cls`", "class label", "the class index; its names are the `cls` feature's (`ds.features['cls'].int2str`)"],
             ["`json`", "struct", "the sample's provenance: the keys below"]]
-    fields = builder.fields + ((QUALITY,) if getattr(cfg, "quality", None) else ())
+    fields = sample_fields(builder, cfg, manifest or {})
 
     def walk(prefix: str, items) -> None:
         for name, dtype in items:
@@ -402,7 +409,7 @@ def structure_md(builder, cfg, manifest: dict, stats: dict) -> str:
     out = [f"One WebDataset shard folder per config ({', '.join(f'`{c}`' for c in configs) or 'none'}), each with a "
            f"`{builder.split}` split of `{builder.split}-NNNNN.tar` shards; a sample is an image, its class index "
            f"(`cls`) and its provenance (`json`). The default config (loaded when none is named) is `{default}`.",
-           "", "### Data Fields", "", table(["field", "type", "meaning"], field_rows(builder, cfg)), "",
+           "", "### Data Fields", "", table(["field", "type", "meaning"], field_rows(builder, cfg, manifest)), "",
            "Class ids: `cls` and `json.label_index` index the class names of the `cls` feature in the header above "
            f"({len(builder.class_names(cfg))} classes)."]
     if stats["imagenet_ids"] or builder.selected_against(cfg):
@@ -667,7 +674,7 @@ each with a `{builder.split}` split. Every sample carries its provenance in its 
 {bias_md(builder, cfg, stats)}
 ## Licensing
 
-{licensing.section(cfg.license, stats["generators"], stats["imported"])}{quality}
+{licensing.section(cfg.license, stats["generators"], stats["imported"])}{quality}{audit.section(manifest)}
 ## Images per class
 
 {figs["classes"]}{table(["class", "images"], class_rows) if class_rows else "(no images)"}

@@ -159,3 +159,22 @@ def quality_histograms(config: str, values: dict[str, list[float]], path: Path, 
     fig.suptitle(f"Quality scores: {config}", fontsize=10)
     fig.tight_layout()
     save(fig, path)
+
+
+def pairs(rows: list[tuple], path: Path) -> None:
+    """Pairs side by side, one row each: ``(image, its title, neighbour, its title, the pair's caption)`` (PIL
+    images; None where an image cannot be shown)."""
+    width, height = 5.2, 2.5 * len(rows) + 0.3
+    fig = figure(width, height)
+    grid = fig.add_gridspec(len(rows), 2, left=0.03, right=0.97, top=1 - 0.25 / height, bottom=0.05 / height,
+                            wspace=0.1, hspace=0.55)
+    for r, (a, title_a, b, title_b, caption) in enumerate(rows):
+        for c, (img, title) in enumerate(((a, title_a), (b, title_b))):
+            ax = fig.add_subplot(grid[r, c])
+            ax.set_axis_off()
+            if img is not None:
+                ax.imshow(img.convert("RGB"), interpolation="nearest" if img.width < 160 else "antialiased")
+            ax.set_title(title if len(title) <= 34 else title[:31] + "...", fontsize=7)
+            if c == 0:
+                ax.text(1.05, -0.12, caption, transform=ax.transAxes, ha="center", va="top", fontsize=7)
+    save(fig, path)

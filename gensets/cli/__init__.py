@@ -1,7 +1,7 @@
 """The ``gensets`` command: parses arguments, calls the library, prints. Nothing else lives here.
 
 One module per command group, each with ``add_parser(sub)`` registering its commands beside their handlers:
-build (build, finalize, verify), review (review ...), evaluate (eval, score), results (leaderboard, report,
+build (build, finalize, verify), audit, review (review ...), evaluate (eval, score), results (leaderboard, report,
 query), publish (card, publish, publish-results), catalog (list), reproduce; common holds what they share.
 
 Only the group of the command being run is imported: ``gensets --help`` lists every command from the names and

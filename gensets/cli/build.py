@@ -13,6 +13,7 @@ from ..builders.verify import verify
 from ..config import nonneg_float, nonneg_int, positive_int
 from ..errors import GensetsError
 from ..workspace import Workspace
+from .options import add_audit_options, audit_options
 
 
 def add_parser(sub) -> None:
@@ -60,6 +61,7 @@ def add_parser(sub) -> None:
                    help="publish reviewers known by an email address (Label Studio's annotators) as they are, and "
                    "say so in the card; by default each is a pseudonym (reviewer-<10 hex>)")
     f.add_argument("--json", action="store_true", help="print the counts and the funnel as JSON")
+    add_audit_options(f, finalize=True)
     f.set_defaults(func=_finalize)
 
     v = sub.add_parser("verify", help="rehash, recount and decode every shard under DIR",
@@ -112,7 +114,8 @@ def _plan(a) -> int:
 
 def _finalize(a) -> int:
     r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
-                 publish_emails=a.publish_emails)
+                 publish_emails=a.publish_emails, audit=None if a.no_audit else audit_options(a),
+                 against=tuple(a.against), drop=bool(a.drop))
     if a.json:
         print(json.dumps(r, indent=1, default=str))
         return 0
@@ -122,6 +125,10 @@ def _finalize(a) -> int:
         below = f" -> below quality {f['below_quality']}" if "below_quality" in f else ""
         print(f"  {config}: generated {f['generated']} -> kept by the filters {f['kept']}{below} -> "
               f"accepted {f['accepted']} (pending {f['pending']}, rejected {f['rejected']})")
+    if "audit" in r:
+        found = ", ".join(f"{n} {ref}" for ref, n in r["audit"]["pairs"].items())
+        dropped = f"; {r['audit']['dropped']} near-duplicate(s) left out" if r["audit"]["dropped"] else ""
+        print(f"  audit: pairs within the thresholds: {found}{dropped} (the card's Duplicates and contamination)")
     first = next((k for k, v in r["counts"].items() if v), None)
     if first:
         split = Workspace(a.workspace).load()[0].split

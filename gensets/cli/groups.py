@@ -18,7 +18,7 @@ from pathlib import Path
 
 # the functions that declare the commands, as (module of gensets.cli, function), in the order `gensets --help`
 # lists their commands; a new group module adds its line here
-GROUPS = (("build", "add_parser"), ("review", "add_parser"), ("evaluate", "add_parser"), ("results", "add_parser"),
+GROUPS = (("build", "add_parser"), ("audit", "add_parser"), ("review", "add_parser"), ("evaluate", "add_parser"), ("results", "add_parser"),
           ("publish", "add_card"), ("catalog", "add_parser"), ("publish", "add_parser"), ("reproduce", "add_parser"))
 
 

@@ -54,6 +54,37 @@ CREATE TABLE IF NOT EXISTS score_summaries (
 """
 
 
+# the table of `gensets audit --db` (gensets.audit): per audited image, its nearest neighbour per reference and
+# method (``duplicate``: within the threshold, ``threshold`` the one applied), replaced per audited dataset
+AUDIT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit (
+    dataset VARCHAR, config VARCHAR, key VARCHAR, reference VARCHAR, reference_source VARCHAR, method VARCHAR,
+    neighbour VARCHAR, hamming INTEGER, cosine DOUBLE, duplicate BOOLEAN, threshold DOUBLE, model VARCHAR,
+    audited TIMESTAMP);
+"""
+
+
+def write_audit(con, dataset: str, rows: list[dict]) -> int:
+    """Replace the audit rows of ``dataset`` (``gensets audit``'s target, as named) by ``rows``, in one
+    transaction; the number written."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist([{**r, "dataset": dataset} for r in rows], schema=pa.schema([
+        ("dataset", pa.string()), ("config", pa.string()), ("key", pa.string()), ("reference", pa.string()),
+        ("reference_source", pa.string()), ("method", pa.string()), ("neighbour", pa.string()),
+        ("hamming", pa.int32()), ("cosine", pa.float64()), ("duplicate", pa.bool_()), ("threshold", pa.float64()),
+        ("model", pa.string()), ("audited", pa.timestamp("us"))]))
+    con.execute(AUDIT_SCHEMA)
+    with transaction(con):
+        con.execute("DELETE FROM audit WHERE dataset = ?", [dataset])
+        con.register("_audit", table)
+        try:
+            con.execute("INSERT INTO audit SELECT * FROM _audit")
+        finally:
+            con.unregister("_audit")
+    return len(rows)
+
+
 def connect(path: str | Path, read_only: bool = False):
     """The results database; ``read_only``: a :data:`SEALED` connection (read-only, no file system, no
     extensions). A file that is not a DuckDB database, or one another process writes, is a GensetsError."""

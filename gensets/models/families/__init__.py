@@ -11,5 +11,6 @@ for _kind, _target in (
     ("torchvision", "gensets.models.families.torchvision:Torchvision"),
     ("tiny", "gensets.models.families.built:Tiny"),
     ("random", "gensets.models.families.built:Random"),
+    ("sscd", "gensets.models.families.sscd:SSCD"),
 ):
     FAMILIES.register(_kind, _target)

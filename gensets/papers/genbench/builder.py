@@ -272,5 +272,10 @@ class GenBenchBuilder(base.Builder):
     def class_names(self, cfg: GenBenchConfig) -> list[str]:
         return list(cfg.class_names)
 
+    def audit_references(self, cfg: GenBenchConfig) -> dict[str, str]:
+        """The real test set (``test_set``, else the dataset's own): GenBench trains on these images and tests on
+        it, so a generated image that copies a test image inflates CLER (the audit's contamination check)."""
+        return {"test": cfg.real_test_set} if cfg.real_test_set else {}
+
     def card_body(self, cfg: GenBenchConfig, manifest: dict, samples: list) -> str:
         return card_body(cfg, manifest, samples)

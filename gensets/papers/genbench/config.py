@@ -342,6 +342,10 @@ class GenBenchConfig(BuildFields):
     image: ImageConfig = ImageConfig()
     unit_size: int = 8  # shots per work unit
     shard_size: int = 1000
+    # the real test set the generated images are audited against (test-set contamination; finalize and gensets
+    # audit check it without being asked): folder:<path> (class folders) or hf:<dataset> (its test split); null: the
+    # dataset's own (hf: / folder: dataset), else the packaged dataset's Hub copy (hub_copies.json)
+    test_set: str | None = field(default=None, kw_only=True, metadata={"omit_default": True})
     # Where this config's relative folder: paths lead (the config file's folder): set by load_build_config.
     base_dir: ClassVar[Path] = Path(".")
 
@@ -424,6 +428,16 @@ class GenBenchConfig(BuildFields):
             if unknown:
                 raise ValueError(f"classes: unknown class {unknown[0]!r} of {self.dataset}"
                                  f"{did_you_mean(unknown[0], names)} (e.g. {', '.join(names[:5])})")
+
+    @property
+    def real_test_set(self) -> str | None:
+        """The real test set the audit checks the images against (``test_set``, else the dataset's own)."""
+        if self.test_set:
+            return self.test_set
+        if self.dataset.startswith(("hf:", "folder:")):
+            return self.dataset
+        copies = genbench_hub_copies().get(self.dataset, [])
+        return f"hf:{copies[0]}" if copies else None
 
     def own_data(self, base_dir: Path | None) -> str | None:
         """Why RA's reference source is the evaluated dataset's own data (any split of it), or None: the same
