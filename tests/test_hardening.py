@@ -380,7 +380,8 @@ def test_vqa_questions_contradictions_and_bad_lines_name_file_and_line(tmp_path)
 
 # ------------------------------------------------------------------------------------- 11. review page
 def _app(reference, tmp_path):
-    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.curation.review_state import ReviewState
+    from gensets.curation.routes import create_app
 
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)

@@ -151,7 +151,8 @@ def test_inviting_a_reviewer_leaves_the_open_page_working_and_roles_settle_doubl
 
 
 def test_invitations_expire_and_are_listed_and_revoked(reference, tmp_path):
-    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.curation.review_state import ReviewState
+    from gensets.curation.routes import create_app
 
     ws = _workspace(reference, tmp_path)
     short = run_cli("review", "invite", ws, "ben", "--expires", "1s", check=0).stdout.strip().split("?token=")[1]

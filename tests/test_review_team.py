@@ -11,26 +11,24 @@ import pytest
 
 from gensets.curation import leases
 
-from .conftest import run_cli
+from .conftest import owner_session, run_cli
 from .test_review_web import _browser, _db, _playwright, _workspace
 
 
 def _client(rs, reviewer: str):
-    from gensets.curation import review_server
+    from gensets.curation import routes
 
-    client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
-    # the owner's link (each client its own cookie), reviewing under the name the requests give
-    html = client.get(f"/?token={rs.owner_token}&reviewer={reviewer}", follow_redirects=True).get_data(as_text=True)
-    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', html).group(1)
-    return client
+    # the owner's link (each client its own session), reviewing under the name the requests give
+    return owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
 
 
 @pytest.fixture
 def state(reference, tmp_path, monkeypatch):
     def make(*, double=False, page_size=5):
-        from gensets.curation import review_server
+        from gensets.curation import review_state
 
-        rs = review_server.ReviewState(_workspace(reference, tmp_path), double=double, page_size=page_size)
+        rs = review_state.ReviewState(_workspace(reference, tmp_path), double=double, page_size=page_size,
+                                      hand_out=page_size)
         made.append(rs)
         rs.keep_mode()
         return rs
@@ -42,19 +40,32 @@ def state(reference, tmp_path, monkeypatch):
 
 
 def test_a_lease_ends_unless_renewed_and_a_decision_releases_it():
-    now = [0.0]
-    held = leases.Leases(seconds=10, clock=lambda: now[0])
-    held.take("ana", ["a", "b"])
-    held.take("ben", ["b"])
-    assert held.others("cleo") == {"a": 1, "b": 2} and held.others("ana") == {"b": 1}
-    now[0] = 8
-    assert sorted(held.renew("ana")) == ["a", "b"]
-    now[0] = 12  # ben's page stopped renewing: his lease ended; ana's goes on
-    assert held.others("cleo") == {"a": 1, "b": 1}
-    held.release("ana", ["a"])
-    assert held.others("cleo") == {"b": 1}
-    held.take("ana", ["c"])  # her next page: what she held before is handed back
-    assert held.others("cleo") == {"c": 1}
+    import datetime as dt
+
+    import duckdb
+
+    from gensets.curation import state
+
+    con = duckdb.connect()
+    con.execute(state.SCHEMA)
+    t0 = dt.datetime(2026, 1, 1)
+
+    def at(s):
+        return t0 + dt.timedelta(seconds=s)
+
+    leases.take(con, "ana", ["a", "b"], at(0), seconds=10)
+    leases.take(con, "ben", ["b"], at(0), seconds=10)
+    assert leases.others(con, "cleo", at(1)) == {"a": 1, "b": 2} and leases.others(con, "ana", at(1)) == {"b": 1}
+    assert leases.renew(con, "ana", at(8), seconds=10 + leases.RENEW_S) == 2  # due: renewed until 8 + 10 + RENEW_S
+    assert leases.renew(con, "ana", at(9), seconds=10 + leases.RENEW_S) == 2  # not due yet: no write
+    assert leases.held(con, at(9)) == {"ana": 2, "ben": 1}
+    # ben's page stopped renewing: his lease ended; ana's goes on
+    assert leases.others(con, "cleo", at(12)) == {"a": 1, "b": 1}
+    leases.release(con, "ana", ["a"])
+    assert leases.others(con, "cleo", at(12)) == {"b": 1}
+    leases.take(con, "ana", ["c"], at(12))  # her next page: what she held before is handed back
+    assert leases.others(con, "cleo", at(13)) == {"c": 1}
+    assert con.execute("SELECT count(*) FROM review_leases").fetchone()[0] == 1  # ended leases dropped
 
 
 def _todo(client, who):
@@ -80,7 +91,9 @@ def test_leases_hand_each_pending_image_to_one_reviewer(state):
     again = [it["key"] for it in _todo(clients["ana"], "ana")["items"]]
     assert not set(again) & set(shown) and len(again) == 5
     # a page that stops renewing its leases (closed) hands its images back after LEASE_S: a lease that ended
-    rs.leases.clock = lambda: time.monotonic() + leases.LEASE_S + 1  # every page stopped renewing
+    with rs._held() as con:  # every page stopped renewing: their leases ended LEASE_S ago
+        con.execute("UPDATE review_leases SET until = until - INTERVAL (? || ' seconds')",
+                       [str(int(leases.LEASE_S) + 1)])
     cleo = {it["key"] for it in _todo(clients["cleo"], "cleo")["items"]}
     assert cleo == {it["key"] for it in pages["ben"]["items"]} and not cleo & set(again)  # first in page order
 

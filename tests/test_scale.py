@@ -126,10 +126,10 @@ def test_page_tables_agree_with_a_full_scan_after_any_decisions(reference, tmp_p
     """Random decisions (accept, reject, relabel, flag, pending, batches with a key twice) by three reviewers, with
     images below quality: after every few, counts, filter options, matching numbers and every page walked by cursor (forward and back),
     in single and double review, equal the old full scan; the tables kept by refresh equal a rebuild."""
-    from gensets.curation import queue, review, review_server
+    from gensets.curation import queue, review, review_state
 
     ws = _copy(reference, tmp_path)
-    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+    rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
     con = rs.con
     rng = random.Random(0)
     every = [k for (k,) in con.execute("SELECT key FROM reviews ORDER BY key").fetchall()]
@@ -247,16 +247,16 @@ def _profiled(capfd, rs, fn) -> list[dict]:
 def test_a_page_and_a_decision_cost_the_same_at_any_size(reference, tmp_path, capfd):
     """The same statements for a page deep in the queue and for a decision with 42 images and with 600,000, and
     at 600,000 (five row groups) none of them scans more than two row groups of any table."""
-    from gensets.curation import review_server
+    from gensets.curation import review_state, routes
 
     small, big = _copy(reference, tmp_path, "small"), _copy(reference, tmp_path, "big")
     _inflate(big, 600_000)
     seen = {}
     for name, ws in (("small", small), ("big", big)):
-        rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+        rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
         try:
             # the owner's session and its CSRF token, sent with the POST
-            client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
+            client = owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
             after = client.get("/api/counts").get_json()["total"] // 2  # a page in the middle of the queue
             key = client.get("/api/items").get_json()["items"][0]["key"]
             page = _profiled(capfd, rs, lambda: client.get(f"/api/items?status=all&after={after}"))  # noqa: B023
@@ -278,16 +278,16 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     """The page renders with candidates/ moved away (so neither starting nor a page opens a shard); an image is
     read when asked for. A database from before the page's tables and the image index is brought up to date
     at start, and its images are found in their shards' headers."""
-    from gensets.curation import review_server, state
+    from gensets.curation import review_state, routes, state
 
     ws = _copy(reference, tmp_path)
     away = tmp_path / "away"
     shutil.move(ws / "candidates", away)
-    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+    rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
-        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
-        html = client.get("/?status=all").get_data(as_text=True)
-        assert html.count('class="card ') == 42 and "a photo of a" in html
+        client = owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
+        page = client.get("/api/page?status=all").get_json()
+        assert len(page["items"]) == 42 and all(it["prompt"].startswith("a photo of a") for it in page["items"])
         key = client.get("/api/items").get_json()["items"][0]["key"]
         r = client.get(f"/image/{key}")
         assert r.status_code == 400 and "candidates" in r.get_json()["error"]  # one line naming the file
@@ -304,9 +304,9 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     con.execute("DELETE FROM images")
     con.execute("DELETE FROM settings")
     con.close()
-    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+    rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
-        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
+        client = owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
         assert client.get("/api/counts").get_json()["pending"] == 42
         assert client.get(f"/image/{key}").data == want
     finally:
