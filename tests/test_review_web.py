@@ -417,23 +417,28 @@ def test_half_sent_requests_are_closed_and_hold_no_thread(reference, tmp_path, s
 
 def test_serving_beyond_loopback_needs_links(reference, tmp_path):
     """Beyond loopback as on it: without a link nothing of the page (401); the owner's link, printed at start-up,
-    and an invited reviewer's work."""
+    and an invited reviewer's work. #54 item 12: the printed links carry an address others reach (not 0.0.0.0),
+    in the same line, and `review invite` prints the same; they open from that address of the machine."""
     ws = _workspace(reference, tmp_path)
     link = run_cli("review", "invite", ws, "ana", check=0).stdout.strip()
     proc = subprocess.Popen([sys.executable, "-m", "gensets.cli", "review", "serve", str(ws), "--port", "0",
                              "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
-        assert "review page: http://0.0.0.0:" in line and "1 invited reviewer(s)" in line
-        port, owner = re.search(r":(\d+)/\?token=([\w-]+) ", line).groups()
+        host, port, owner = re.search(r"review page: http://([^/]+):(\d+)/\?token=([\w-]+) ", line).groups()
+        assert "1 invited reviewer(s)" in line and host != "0.0.0.0", line
+        assert f"others reach it at {host}" in line or "review invite --url http://ADDRESS" in line, line
         with pytest.raises(urllib.error.HTTPError) as e:  # no link: nothing of the page
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/counts", timeout=HTTP_WAIT)
         assert e.value.code == 401
         for token in (link.split("?token=")[1], owner):
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts",
-                                         headers={"Cookie": f"gensets-{port}={token}"})
-            with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
-                assert json.loads(got.read())["total"] == 42
+            for at in ("127.0.0.1", host):  # loopback, and the address the line printed
+                sid = open_session(f"http://{at}:{port}/", token)["session"]
+                req = urllib.request.Request(f"http://{at}:{port}/api/counts", headers={SESSION_HEADER: sid})
+                with urllib.request.urlopen(req, timeout=HTTP_WAIT) as got:
+                    assert json.loads(got.read())["total"] == 42
+        invited = run_cli("review", "invite", ws, "ben", check=0).stdout.strip()
+        assert invited.startswith(f"http://{host}:{port}/?token=") and " " not in invited, invited
     finally:
         err = stop_server(proc)
     warning = err.splitlines()[0]
