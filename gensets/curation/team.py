@@ -21,7 +21,7 @@ RATE_MIN_S = 60.0  # a rate per hour is counted over at least this long (two dec
 def progress(con) -> dict:
     """``{"reviewers": [...], "totals": {...}}``: per reviewer (by name, aliases resolved) ``decided`` (images their
     latest decision decides), ``accepted`` / ``rejected`` / ``relabeled``, ``flagged``, ``decisions`` (log rows,
-    undos included), ``undos``, ``first`` / ``last`` (times), ``rate`` (decisions per hour from the first to the
+    undos included), ``undos``, ``first`` / ``last`` (times, UTC, as text), ``rate`` (decisions per hour from the first to the
     last, over at least :data:`RATE_MIN_S`) and ``leased`` (images handed to them now); totals: ``images`` (in the
     review queue), the images by status (in double review by verdict: pending, accepted, rejected, relabeled,
     disputed, held) and, in double review, ``double_reviewed`` (images two reviewers or more decided)."""
@@ -48,7 +48,8 @@ def progress(con) -> dict:
     for who, n, first, last in log:
         p = person(who)
         span = max((last - first).total_seconds(), RATE_MIN_S) if first and last else RATE_MIN_S
-        p.update(decisions=n, undos=undos.get(who, 0), first=first, last=last, rate=round(n / span * 3600, 1))
+        p.update(decisions=n, undos=undos.get(who, 0), first=None if first is None else str(first),
+                 last=None if last is None else str(last), rate=round(n / span * 3600, 1))
     for who, n in held.items():
         person(who)["leased"] = n
     totals = {"images": 0, **{s: 0 for s in review.STATUSES}}
