@@ -258,3 +258,56 @@ def test_three_reviewers_in_chromium_never_decide_the_same_image(reference, tmp_
     ok = [(n, a["key"]) for n, code, a in answers if code == 200]
     assert Counter(ok) == Counter((r, k) for k, r, *_ in log)  # every 200 answer is in the log, nothing else
     assert [code for _, code, _ in answers if code != 200] == [409]  # the stale one, refused
+
+
+def _pages(url: str, tokens: dict) -> dict:
+    """Each reviewer's "to review" page, as their browser asks for it once their link opened a session."""
+    import json
+    import urllib.request
+
+    from .conftest import HTTP_WAIT
+    from .test_review_web import open_session
+
+    out = {}
+    for name, token in tokens.items():
+        sid = open_session(url, token)["session"]
+        req = urllib.request.Request(url + "api/page", headers={"X-Gensets-Session": sid})
+        with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
+            out[name] = [it["key"] for it in json.loads(r.read())["items"]]
+    return out
+
+
+def test_a_restart_or_a_second_server_hands_out_no_image_twice(reference, tmp_path):
+    """Item 7: leases lived in the server's memory: after a restart the owner's new page was handed images still
+    shown on other reviewers' open pages, and two servers on one workspace did not share them. Now they live in
+    state.duckdb: three pages open, the server restarted, the owner's new page and a second server's page get other
+    images, and each reviewer who opens their link again gets their own images back."""
+    from .test_review_web import Server
+
+    ws = _workspace(reference, tmp_path)
+    tokens = {n: run_cli("review", "invite", ws, n, check=0).stdout.strip().split("?token=")[1]
+              for n in ("ana", "ben", "cleo", "eve")}
+    first = Server(ws, "--hand-out", "4")
+    try:
+        open_pages = _pages(first.url, {n: tokens[n] for n in ("ana", "ben", "cleo")})
+    finally:
+        first.stop()
+    shown = [k for keys in open_pages.values() for k in keys]
+    assert len(shown) == 12 and len(set(shown)) == 12
+    again = Server(ws, "--hand-out", "4", "--reviewer", "dora")  # restarted: a new owner's link
+    second = Server(ws, "--hand-out", "4")  # and a second server on the same workspace
+    try:
+        dora = _pages(again.url, {"dora": again.owner_token})["dora"]
+        eve = _pages(second.url, {"eve": tokens["eve"]})["eve"]
+        assert len(dora) == len(eve) == 4 and not (set(dora) | set(eve)) & set(shown) and not set(dora) & set(eve)
+        back = _pages(again.url, {n: tokens[n] for n in ("ana", "ben")})
+        assert back == {n: open_pages[n] for n in ("ana", "ben")}  # their own images, as their pages show them
+        from gensets.curation import state
+
+        con = state.connect(ws / "state.duckdb", read_only=True)  # the servers give it up when asked
+        held = dict(con.execute("SELECT reviewer, count(*) FROM review_leases GROUP BY reviewer").fetchall())
+        con.close()
+        assert held == {"ana": 4, "ben": 4, "cleo": 4, "dora": 4, "eve": 4}
+    finally:
+        again.stop()
+        second.stop()
