@@ -31,11 +31,12 @@ def _copy(reference, tmp_path, name="ws"):
 
 
 # ------------------------------------------------------------------------------------------ the reference
-# The review page before #18: every queue row fetched, then filtered, counted and sliced in Python.
+# The review page before #18: every queue row fetched, then filtered, counted and sliced in Python (each reviewer's
+# latest decision as it is, its NULL note included: arg_max_null; #54 item 10 was arg_max's passing NULLs over).
 OLD_ROWS = """
     WITH latest AS (
-        SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
-               arg_max(note, seq) AS note
+        SELECT key, reviewer, arg_max_null(status, seq) AS status, arg_max_null(label, seq) AS label,
+               arg_max_null(note, seq) AS note
         FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer),
          nrev AS (SELECT key, count(*) AS n FROM latest WHERE status <> 'pending' GROUP BY key)
     SELECT s.key, s.config, s.label, s.nuisance, r.status, r.label AS review_label, r.note,
@@ -267,7 +268,7 @@ def test_a_page_and_a_decision_cost_the_same_at_any_size(reference, tmp_path, ca
             rs.close()
     for (small_q, big_q) in zip(seen["small"], seen["big"], strict=True):
         assert [q["sql"] for q in small_q] == [q["sql"] for q in big_q]  # the same statements, as many
-        assert 2 <= len(big_q) <= 25
+        assert 2 <= len(big_q) <= 30  # a decision: its checks, the writes, its lease released, the counts
         worst = max(big_q, key=lambda q: q["total_rows_scanned"])
         assert worst["total_rows_scanned"] <= 2 * ROW_GROUP, worst["sql"]
     total = seen["big"][0][0]["total_row_groups_to_scan"]  # the page's own query: the queue has 5 row groups

@@ -353,7 +353,9 @@ def page(con, reviewer: str, double: bool, *, label: str | None = None, config: 
     on an image one reviewer decided). ``only``: the images a view is made of (:data:`DISPUTED`: the disputed ones,
     which the server works out from the log)."""
     cond, args = _filter(reviewer, double, label, config, view)
-    if only is not None:
+    if view == DISPUTED and not only:  # none given: none
+        cond = "false"
+    elif only is not None:
         cond, args = cond + " AND list_contains(?, key)", args + [only]
     if taken:
         full = [k for k, n in taken.items() if n >= 2 or not double]
