@@ -47,8 +47,10 @@ def _agreement(a) -> int:
         print(f"  {' & '.join(pair['reviewers'])}: {pair['items']} image(s), kappa {pair['kappa']}")
     for name, title in (("by_class", "class"), ("by_nuisance", "nuisance kind")):
         if r[name]:
-            print(f"per {title}:\n  {title}\timages\tagreement\tkappa")
-            _table([["", g, s["items"], s["observed_agreement"], s["kappa"]] for g, s in r[name].items()])
+            print(f"per {title}:")
+            _table([["", title, "images", "agreement", "kappa"],
+                    *(["", g, s["items"], s["observed_agreement"], "undefined" if s["kappa"] is None else s["kappa"]]
+                      for g, s in r[name].items())])
     c = r["confusion"]
     if c["labels"]:
         print("confusion table (rows: the first reviewer's decision, columns: the second's):")

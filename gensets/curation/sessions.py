@@ -48,8 +48,9 @@ REASONS = {
                "NAME)",
     "expired": "your link expired: ask whoever runs the review for a new one (gensets review invite WORKSPACE NAME "
                "--expires ...)",
-    "unknown": "this review link is unknown, expired or revoked: ask whoever runs the review for a new one "
-               "(gensets review invite WORKSPACE NAME)",
+    "unknown": "this review link is unknown, expired or revoked: if you run the review, open the address `gensets "
+               "review serve` printed this time (its link changes at every start); else ask whoever runs it for a "
+               "new one (gensets review invite WORKSPACE NAME)",
 }
 REFUSAL = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title></head>"
            "<body style=\"font-family: sans-serif; max-width: 40em; margin: 3em auto\"><h1>{title}</h1><p>{why}</p>"
