@@ -37,6 +37,10 @@ the task: its id and key). Every annotation that was not cancelled becomes one d
   * several annotators on a task: double review's rules (:func:`review.verdicts`; disputed images held back),
     so the workspace must be in double review, or the import is asked to put it there (``double=True``).
 
+``export --status disputed`` (double review) writes the images whose reviewers disagree, each pending, with their
+decisions in a ``disagreement`` column (CSV; ignored on import) or task field the labeling config shows (Label
+Studio), for a second opinion: imported back, its decisions adjudicate.
+
 The export is read a task at a time (:func:`iter_json_list`: memory of one task, not of the file). Imports check
 every row first and name the first bad one (``file:line``, or the task); then all decisions are written in one
 transaction (all or none). A row equal to its reviewer's latest decision is skipped, so re-importing is harmless.

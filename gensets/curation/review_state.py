@@ -15,7 +15,7 @@ Nothing grows with the queue: a page reads its rows by keyset from ``queue`` and
 ``queue_counts`` (:mod:`gensets.curation.queue`), a decision updates the rows of its image, and an image is
 read from its candidate shard at the byte offset recorded at ingest (``images``), when the browser asks for it.
 
-A decision's note is its reviewer's own: their "several objects" flag (:data:`FLAG`) and comment, kept by their
+A decision's note is its reviewer's own: their "several objects" flag (:data:`queue.FLAG`) and comment, kept by their
 later decisions, never another reviewer's (a comment, ``action`` ``comment``, is the reviewer's latest decision
 logged again with the comment: :func:`queue.with_comment`). In double review (recorded in state.duckdb; ``gensets
 review mode`` switches it, the server following when it next opens the database) each image needs decisions from
@@ -47,10 +47,10 @@ from ..shards import read_at
 from ..workspace import Workspace
 from . import leases, queue, review, reviewers, state, team
 from .holding import SERVER_WAIT, Holder, Stopped
-from .queue import DISPUTED, FLAG, comment_of, has_flag, with_comment, with_flag, with_override
+from .queue import DISPUTED, comment_of, has_flag, with_comment, with_flag, with_override
 from .sessions import Sessions
 
-__all__ = ["FLAG", "MIME", "ReviewState", "Stale", "Stopped"]
+__all__ = ["MIME", "ReviewState", "Stale", "Stopped"]
 PAGE_SIZE = 60  # images per page of a view that hands nothing out (all, accepted, ...)
 MIME = {"jpg": "image/jpeg", "png": "image/png", "webp": "image/webp"}
 SUMMARY = ("items", "reviewed_once", "kappa", "observed_agreement")  # what a plain reviewer's page sees of agreement
