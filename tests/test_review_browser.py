@@ -251,6 +251,11 @@ def test_the_adjudicators_page_lists_the_disputes_first_and_one_key_settles_one(
         page.keyboard.press("1")  # ana's decision
         page.locator(f'.card[data-key="{disputed[0]}"].status-accepted').wait_for()
         page.locator("#n-disputed", has_text="2").wait_for(timeout=BANNER_S * 1000)
+        page.keyboard.press("t")  # the team panel: each reviewer's progress
+        page.locator("#team-progress tr", has_text="dan").wait_for()
+        rows = {r.split("\t")[0]: r.split("\t") for r in page.locator("#team-progress tr").all_inner_texts()}
+        assert [rows[n][1] for n in ("ana", "ben", "dan")] == ["6", "6", "1"]  # images their decisions decide
+        assert page.locator("#team-agreement table").count() == 3  # per class, per nuisance kind, the confusion
         browser.close()
     outcomes = {r["key"]: r for r in json.loads(run_cli("review", "list", ws, "--status", "all", "--json",
                                                         check=0).stdout)}
