@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -86,13 +85,16 @@ def clone_workspace(src: Path, dst: Path, n: int) -> int:
 
 # ------------------------------------------------------------------------------ in the child process
 def _client(ws: Path):
-    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.curation.review_state import ReviewState
+    from gensets.curation.routes import create_app
 
     rs = ReviewState(ws, reviewer="bench")
     client = create_app(rs, allowed_hosts={"localhost"}).test_client()
-    # the owner's link (what `review serve` prints): its cookie, and the page's CSRF token on every request
-    page = client.get(f"/?token={rs.owner_token}", follow_redirects=True).get_data(as_text=True)
-    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+    # the owner's link (what `review serve` prints) exchanged for a session, as the page's script does: the session
+    # and its CSRF token on every request
+    got = client.post("/api/session", json={"token": rs.owner_token}).get_json()
+    client.environ_base["HTTP_X_GENSETS_SESSION"] = got["session"]
+    client.environ_base["HTTP_X_CSRF_TOKEN"] = got["csrf"]
     return rs, client
 
 
@@ -110,9 +112,9 @@ def measure(step: str, ws: Path, work: Path) -> dict:
         from gensets.workspace import Workspace
 
         return {"seconds": _timed(lambda: ingest(Workspace(ws))), "images": None}
-    if step == "serve":  # from nothing (imports included) to the first page rendered
+    if step == "serve":  # from nothing (imports included) to the first page shown (the shell's data)
         rs, client = _client(ws)
-        assert client.get("/").status_code == 200
+        assert client.get("/api/page").status_code == 200
         seconds = time.perf_counter() - t0
         rs.close()
         return {"seconds": seconds}
@@ -128,7 +130,7 @@ def measure(step: str, ws: Path, work: Path) -> dict:
         return {"seconds": statistics.median(times[1:])}
     if step == "decide":
         rs, client = _client(ws)
-        keys = [it["key"] for it in client.get("/api/items").get_json()["items"]][: REQUESTS + 1]
+        keys = [it["key"] for it in client.get("/api/items?status=pending").get_json()["items"]][: REQUESTS + 1]
         times = []
         for key in keys:
             t = time.perf_counter()

@@ -145,7 +145,7 @@ def run_cli(*args, env=None, check=None, timeout=HANG):
 
 
 # A test client's wait for an answer from `gensets review serve`: longer than the server's own wait for state.duckdb
-# held by another process (review_server.SERVER_WAIT, 10 s), so that under load a slow answer is the server's
+# held by another process (holding.SERVER_WAIT, 10 s), so that under load a slow answer is the server's
 # answer (200, or 503 busy), never the client giving up (a timeout raised in a reviewer thread once lost a decision)
 HTTP_WAIT = 60
 
@@ -181,13 +181,15 @@ def server_factory():
         s.stop()
 
 
-def owner_session(client, rs):
-    """A Flask test client of the review page signed in as its owner (the link ``review serve`` prints: its
-    ``?token=`` becomes the session cookie), sending the page's CSRF token with every request."""
-    import re
-
-    page = client.get(f"/?token={rs.owner_token}", follow_redirects=True).get_data(as_text=True)
-    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+def owner_session(client, rs, token: str | None = None):
+    """A Flask test client of the review page signed in as its owner (the link ``review serve`` prints), or with
+    ``token`` (an invited reviewer's link): the link exchanged for a session (``POST /api/session``, as the page's
+    script does), whose id and CSRF token go with every request."""
+    r = client.post("/api/session", json={"token": token or rs.owner_token})
+    assert r.status_code == 200, r.get_json()
+    got = r.get_json()
+    client.environ_base["HTTP_X_GENSETS_SESSION"] = got["session"]
+    client.environ_base["HTTP_X_CSRF_TOKEN"] = got["csrf"]
     return client
 
 

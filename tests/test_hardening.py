@@ -18,6 +18,7 @@ from PIL import Image
 
 from .conftest import HTTP_WAIT, ROOT, SMOKE, owner_session, run_cli, stop_server
 from .test_card import digest, make_results_db
+from .test_review_web import open_session
 
 
 def one_line_error(r, *needles, code=2):
@@ -380,7 +381,8 @@ def test_vqa_questions_contradictions_and_bad_lines_name_file_and_line(tmp_path)
 
 # ------------------------------------------------------------------------------------- 11. review page
 def _app(reference, tmp_path):
-    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.curation.review_state import ReviewState
+    from gensets.curation.routes import create_app
 
     ws = tmp_path / "ws"
     shutil.copytree(reference, ws)
@@ -433,10 +435,11 @@ def test_review_page_on_a_given_address_checks_the_host(reference, tmp_path):
                              "--host", "0.0.0.0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = re.search(r":(\d+)/", proc.stdout.readline()).group(1)
+        sid = open_session(f"http://127.0.0.1:{port}/", token)["session"]
 
         def status(host: str) -> int:
             req = urllib.request.Request(f"http://127.0.0.1:{port}/api/counts",
-                                         headers={"Host": host, "Cookie": f"gensets-{port}={token}"})
+                                         headers={"Host": host, "X-Gensets-Session": sid})
             try:
                 with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
                     return r.status

@@ -312,7 +312,8 @@ def test_a_relabel_needs_its_class(ws, tmp_path):
 def test_images_by_url_or_local_files(ws, tmp_path):
     """Item 8: tasks that reference their images instead of holding them: a URL of the review server's image route
     (which serves those bytes), or a local-files path; 10k tasks under 10 MB; the export round-trips."""
-    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.curation.review_state import ReviewState
+    from gensets.curation.routes import create_app
     from gensets.shards import iter_shard
 
     f = tmp_path / "tasks.json"

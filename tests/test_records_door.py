@@ -276,8 +276,9 @@ ALLOWED = {
     ("gensets/shards/verify.py", "json.loads"): "verify only checks that a json member parses (a finding)",
     ("gensets/evaluation/data.py", "json.loads"): "a sample's json member, as above",
     ("gensets/curation/state.py", "json.loads"): "a sample's json member at ingest, as above",
-    ("gensets/curation/review_server.py", "json.loads"): "provenance from state.duckdb (ingested), and a POST "
-        "body under the server's size limit",
+    ("gensets/curation/review_state.py", "json.loads"): "provenance from state.duckdb (ingested)",
+    ("gensets/curation/routes.py", "json.loads"): "a POST body under the server's size limit",
+    ("gensets/curation/sessions.py", "json.loads"): "a POST body under the server's size limit (kept for its route)",
     ("gensets/builders/finalize.py", "json.loads"): "provenance from state.duckdb (ingested from checked shards "
         "or commit markers checked against their shard)",
     ("gensets/papers/wiles/analysis.py", "json.loads"): "provenance from state.duckdb, as above",

@@ -1,6 +1,6 @@
-"""#46 item 3 and the roles of item 6: every page of ``gensets review serve`` needs a link, on loopback too (the
-owner's, printed at start-up, or an invitation); inviting someone locks nobody out; invitations expire, are listed
-and revoked; in double review only an adjudicator settles a disagreement."""
+"""#46 item 3 and the roles of item 6: everything of ``gensets review serve`` but its empty shell needs a link, on
+loopback too (the owner's, printed at start-up, or an invitation); inviting someone locks nobody out; invitations
+expire, are listed and revoked; in double review only an adjudicator settles a disagreement."""
 
 import json
 import os
@@ -12,7 +12,8 @@ import time
 import urllib.error
 import urllib.request
 
-from .conftest import HTTP_WAIT, run_cli
+from .conftest import HTTP_WAIT, owner_session, run_cli
+from .test_review_web import open_session
 
 # what another user of the machine runs: the page, then a decision with whatever CSRF token the page gave, as the
 # issue's attack did (curl /, take the token, POST /api/decide); prints each status and body
@@ -59,7 +60,8 @@ def _as_another_user() -> list[str]:
 
 
 def test_another_local_user_without_a_link_decides_nothing(reference, tmp_path, server_factory):
-    """The issue's attack: as user nobody, on loopback, with nobody invited. Before: 200, and K rejected."""
+    """The issue's attack: as user nobody, on loopback, with nobody invited. Before: 200, and K rejected. Now the
+    page is a shell that holds nothing of the review (no CSRF token, no image, no key), and everything else 401."""
     ws = _workspace(reference, tmp_path)
     s = server_factory(ws, "--reviewer", "ana")
     key = s.get("/api/items")["items"][0]["key"]
@@ -67,9 +69,10 @@ def test_another_local_user_without_a_link_decides_nothing(reference, tmp_path, 
                        timeout=120)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    # the page, three POSTs (refused before their CSRF token is looked at), the API, a guessed link, an image
-    assert out["codes"] == [401, 401, 401, 401, 401, 401, 401, 401], out["codes"]
+    # the shell, three POSTs (refused before their CSRF token is looked at), the API, a guessed link, an image
+    assert out["codes"] == [200, 401, 401, 401, 401, 401, 401, 401], out["codes"]
     assert "csrf-token" not in out["page"] and "gensets review invite" in out["page"]  # how to get a link
+    assert key not in out["page"] and s.owner_token not in out["page"]
     assert {status for status, _ in _outcomes(ws).values()} == {"pending"}  # nothing decided
     assert s.post({"key": key, "action": "accept"})[0] == 200  # the owner's page works
 
@@ -77,16 +80,21 @@ def test_another_local_user_without_a_link_decides_nothing(reference, tmp_path, 
 def test_refusals_say_how_to_get_a_link(reference, tmp_path, server_factory):
     ws = _workspace(reference, tmp_path)
     s = server_factory(ws)
-    bodies = {}
-    for path, kind in (("", "text/html"), ("api/counts", "application/json")):
-        try:
-            urllib.request.urlopen(s.url + path, timeout=HTTP_WAIT)
-            raise AssertionError(f"{path}: served without a link")
-        except urllib.error.HTTPError as e:
-            bodies[path] = e.read().decode()
-            assert e.code == 401 and e.headers["Content-Type"].startswith(kind), (e.code, e.headers)
-    assert "<h1>This review page needs a link</h1>" in bodies[""] and "gensets review serve" in bodies[""]
-    assert "gensets review invite" in json.loads(bodies["api/counts"])["error"]
+    with urllib.request.urlopen(s.url, timeout=HTTP_WAIT) as r:  # the shell: how to get a link, nothing else
+        shell = r.read().decode()
+    assert "<h1>This review page needs a link</h1>" in shell and "gensets review serve" in shell
+    try:
+        urllib.request.urlopen(s.url + "api/counts", timeout=HTTP_WAIT)
+        raise AssertionError("served without a link")
+    except urllib.error.HTTPError as e:
+        body = json.loads(e.read())
+        assert e.code == 401 and e.headers["Content-Type"].startswith("application/json"), e.code
+    assert "gensets review invite" in body["error"] and body["reason"] == "link"
+    try:
+        urllib.request.urlopen(s.url + "?token=guess", timeout=HTTP_WAIT)
+        raise AssertionError("a guessed link was taken")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401 and e.headers["Content-Type"].startswith("text/html") and "unknown" in e.read().decode()
     page = urllib.request.urlopen(s.url + "static/review.js", timeout=HTTP_WAIT)  # the script needs none
     assert page.status == 200
 
@@ -109,23 +117,18 @@ def test_inviting_a_reviewer_leaves_the_open_page_working_and_roles_settle_doubl
     assert code == 200 and out["status"] == "rejected"
     s.csrf = s.session()
     assert s.post({"key": keys[2], "action": "accept"})[0] == 200
-    with s.opener.open(s.url, timeout=HTTP_WAIT) as r:
-        assert re.search(r'id="role"[^>]*>owner<', r.read().decode())
-
-    import http.cookiejar
+    assert s.get("/api/page")["role"] == "owner"
 
     def session(name):
-        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-        with opener.open(links[name], timeout=HTTP_WAIT) as r:
-            page = r.read().decode()
-        role = re.search(r'id="role"[^>]*>(\w+)<', page).group(1)
-        csrf = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+        got = open_session(s.url, links[name].split("?token=")[1])
+        role, csrf, sid = got["role"], got["csrf"], got["session"]
 
         def post(path, body):
             req = urllib.request.Request(s.url + path, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json", "X-CSRF-Token": csrf})
+                                         headers={"Content-Type": "application/json", "X-CSRF-Token": csrf,
+                                                  "X-Gensets-Session": sid})
             try:
-                with opener.open(req, timeout=HTTP_WAIT) as r:
+                with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
                     return r.status, json.loads(r.read())
             except urllib.error.HTTPError as e:
                 return e.code, json.loads(e.read())
@@ -151,7 +154,8 @@ def test_inviting_a_reviewer_leaves_the_open_page_working_and_roles_settle_doubl
 
 
 def test_invitations_expire_and_are_listed_and_revoked(reference, tmp_path):
-    from gensets.curation.review_server import ReviewState, create_app
+    from gensets.curation.review_state import ReviewState
+    from gensets.curation.routes import create_app
 
     ws = _workspace(reference, tmp_path)
     short = run_cli("review", "invite", ws, "ben", "--expires", "1s", check=0).stdout.strip().split("?token=")[1]
@@ -164,12 +168,10 @@ def test_invitations_expire_and_are_listed_and_revoked(reference, tmp_path):
         client = create_app(rs).test_client()
         r = client.get(f"/?token={short}")
         assert r.status_code == 401 and "expired" in r.get_data(as_text=True) and r.mimetype == "text/html"
-        client.set_cookie(rs.cookie, short)
-        assert client.get("/api/counts").status_code == 401
-        r = client.get(f"/?token={long}")
-        assert r.status_code == 303
-        max_age = int(re.search(r"Max-Age=(\d+)", r.headers["Set-Cookie"]).group(1))
-        assert 2 * 86400 - 600 < max_age <= 2 * 86400  # the cookie ends with the link
+        r = client.post("/api/session", json={"token": short})
+        assert r.status_code == 401 and r.get_json()["reason"] == "expired"
+        assert client.get(f"/?token={long}").status_code == 200  # the shell, which exchanges the link
+        owner_session(client, rs, long)
         assert client.get("/api/counts").status_code == 200
     finally:
         rs.close()
@@ -198,8 +200,9 @@ def test_invitations_expire_and_are_listed_and_revoked(reference, tmp_path):
     try:
         client = create_app(rs).test_client()
         assert client.get(f"/?token={long}").status_code == 401  # revoked
-        assert client.get(f"/?token={plain}").status_code == 303
-        assert client.get(f"/?token={rs.owner_token}").status_code == 303  # the owner's, for this run
+        assert client.post("/api/session", json={"token": long}).get_json()["reason"] == "revoked"
+        assert client.get(f"/?token={plain}").status_code == 200
+        assert client.get(f"/?token={rs.owner_token}").status_code == 200  # the owner's, for this run
     finally:
         rs.close()
 
@@ -207,7 +210,7 @@ def test_invitations_expire_and_are_listed_and_revoked(reference, tmp_path):
 def test_the_owners_open_page_in_chromium_keeps_deciding_after_an_invitation(reference, tmp_path, server_factory):
     """The issue's scenario in a browser: ana's page is open; right after ``review invite WS ben`` her next key press
     was refused and a reload gave 401. Now both save, and the page shows her role."""
-    from .test_review_web import _browser, _playwright
+    from .test_review_web import _browser, _playwright, goto
 
     sync_api = _playwright()
     ws = _workspace(reference, tmp_path)
@@ -215,7 +218,7 @@ def test_the_owners_open_page_in_chromium_keeps_deciding_after_an_invitation(ref
     with sync_api.sync_playwright() as p:
         browser = _browser(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(s.link("config=texture"))
+        goto(page, s.link("config=texture"))
         assert "token" not in page.url and page.locator("#role").inner_text() == "owner"
         cards = page.locator(".card")
         keys = [cards.nth(i).get_attribute("data-key") for i in range(2)]
@@ -225,10 +228,13 @@ def test_the_owners_open_page_in_chromium_keeps_deciding_after_an_invitation(ref
         run_cli("review", "invite", ws, "ben", check=0)
         page.keyboard.press("r")  # the next image, right after the invitation
         page.wait_for_selector(f'.card[data-key="{keys[1]}"].status-rejected', timeout=10_000)
-        assert page.reload().status == 200 and page.locator("#role").inner_text() == "owner"
-        other = browser.new_page()  # another browser session without the link: refused, told how to get one
-        response = other.goto(s.url)
-        assert response.status == 401 and "gensets review invite" in other.content()
+        assert page.reload().status == 200
+        page.locator("body[data-ready]").wait_for(state="attached")
+        assert page.locator("#role").inner_text() == "owner"
+        other = browser.new_page()  # another browser session without the link: nothing, told how to get one
+        other.goto(s.url)
+        other.locator("#signin").wait_for()
+        assert "gensets review invite" in other.locator("#signin").inner_text() and other.locator(".card").count() == 0
         browser.close()
     outcomes = _outcomes(ws)
     assert outcomes[keys[0]] == ("accepted", "ana") and outcomes[keys[1]] == ("rejected", "ana")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from .conftest import HTTP_WAIT, run_cli
-from .test_review_web import _browser, _db, _keys, _playwright, _workspace
+from .test_review_web import _browser, _db, _keys, _playwright, _workspace, goto, ready
 
 PAGE = 20  # --page-size of the page tests: the 42 images of the smoke build fill three pages
 
@@ -87,7 +87,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
     (ws / "config.yaml").write_text(yaml.safe_dump(cfg))
     orders, fails, best = _orders(ws)
     names = imagenet_names()
-    s = server_factory(ws, "--reviewer", "ana", "--page-size", str(PAGE))
+    s = server_factory(ws, "--reviewer", "ana", "--page-size", str(PAGE), "--hand-out", str(PAGE))
     W, H = 800, 600
     posts = []
     with sync_api.sync_playwright() as p:
@@ -102,21 +102,25 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
             return [cards.nth(i).get_attribute("data-key") for i in range(cards.count())]
 
         # sort, validated by the server, and the page keys n / p in that order
-        page.goto(s.link("status=all"))
+        goto(page, s.link("status=all"))
         assert keys_shown() == orders["page"][:PAGE]
         for sort in ("failures", "confidence"):
             with page.expect_navigation():
                 page.select_option("#sort", sort)
+            ready(page)
             assert f"sort={sort}" in page.url and keys_shown() == orders[sort][:PAGE]
         with page.expect_navigation():
             page.keyboard.press("n")
+        ready(page)
         assert keys_shown() == orders["confidence"][PAGE:2 * PAGE]
         with page.expect_navigation():
             page.keyboard.press("PageDown")
+        ready(page)
         assert keys_shown() == orders["confidence"][2 * PAGE:]
         assert page.locator("#next").count() == 0
         with page.expect_navigation():
             page.keyboard.press("p")
+        ready(page)
         assert keys_shown() == orders["confidence"][PAGE:2 * PAGE]
         with pytest.raises(urllib.error.HTTPError) as e:
             s.opener.open(s.url + "api/items?sort=random", timeout=HTTP_WAIT)
@@ -129,7 +133,7 @@ def test_review_page_tools_in_headless_chromium(reference, tmp_path, server_fact
             assert cards.nth(i).locator(".sur1").inner_text() == f"{fails[key]}/3 fail {score:.2f} {names[idx]}"
 
         # the 800x600 layout: the image and the buttons in view, the page itself does not scroll, the list does
-        page.goto(s.url)
+        goto(page, s.url)
         keys = keys_shown()
         assert keys == orders["page"][:PAGE]
         for _ in range(15):

@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from .conftest import HTTP_WAIT, run_cli
-from .test_review_web import Server, _browser, _db, _playwright
+from .test_review_web import Server, _browser, _db, _playwright, goto
 
 
 @pytest.fixture
@@ -184,14 +184,15 @@ def test_links_and_csrf_tokens_guard_the_page(ws, server_factory):
             return e.code
 
     # no link, or a wrong one: nothing of the page (invited reviewers only, also on loopback)
-    for path in ("", "api/items", "api/counts", f"image/{key}", "?token=not-a-token"):
+    for path in ("api/items", "api/counts", f"image/{key}", "?token=not-a-token", "api/page"):
         assert status(path) == 401, path
-    assert status("static/review.js") == 200
+    assert status("static/review.js") == 200 and status("") == 200  # the script, and the shell, which holds nothing
     assert status("api/decide", {"Content-Type": "application/json"}, json.dumps({"key": key, "action": "accept"})
                   .encode()) == 401
+    assert status("api/counts", {"X-Gensets-Session": "forged.session"}) == 401
     # with ana's link: the page is hers, whatever a request says
-    page = s.opener.open(s.url, timeout=HTTP_WAIT).read().decode()
-    assert 'value="ana"' in page and "readonly" in page and "mallory" not in page
+    page = s.get("/api/page")
+    assert page["reviewer"] == "ana" and page["signed_in"] and page["role"] == "reviewer"
     assert s.post({"key": key, "action": "accept", "reviewer": "ben"})[0] == 403  # a forged name
     with pytest.raises(urllib.error.HTTPError) as e:
         s.get("/api/items?reviewer=ben")
@@ -285,8 +286,8 @@ def test_invite_names_the_running_server_and_checks_its_input(ws, server_factory
 
 
 def test_a_link_in_chromium_reviews_as_its_reviewer(ws, server_factory):
-    """The page opened from a link: the cookie replaces the token in the address, the Reviewer field is the
-    link's and read-only, and the page's script sends the CSRF token with its decision."""
+    """The page opened from a link: a session of the tab replaces the token in the address, the Reviewer field is
+    the link's and read-only, and the page's script sends the CSRF token with its decision."""
     sync_api = _playwright()
     token = _invite(ws, "ana")
     s = server_factory(ws, "--reviewer", "mallory", token=token)
@@ -295,7 +296,7 @@ def test_a_link_in_chromium_reviews_as_its_reviewer(ws, server_factory):
         page = browser.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{s.url}?token={token}&status=all")
+        goto(page, f"{s.url}?token={token}&status=all")
         assert "token" not in page.url and "status=all" in page.url
         assert page.locator("#reviewer").input_value() == "ana" and page.locator("#reviewer").get_attribute("readonly") is not None
         key = page.locator(".card").nth(0).get_attribute("data-key")

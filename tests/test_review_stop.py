@@ -38,19 +38,16 @@ class Poster(threading.Thread):
         self.port, self.keys, self.tag, self.keep_alive = port, keys, name, keep_alive
         self.answered: list[str] = []
         self.first = threading.Event()  # set once one decision was answered (or the poster gave up)
-        self.headers = {"Content-Type": "application/json", **({"Cookie": f"gensets-{port}={token}"} if token else {})}
+        self.headers = {"Content-Type": "application/json"}
+        self.token = token
 
     def _session(self) -> None:
-        """The page's cookies and CSRF token, as a browser gets them by opening it."""
+        """The session a link opens and its CSRF token, as the page's script gets them (POST /api/session)."""
         con = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        con.request("GET", "/", headers=self.headers)
-        r = con.getresponse()
-        page = r.read().decode()
+        con.request("POST", "/api/session", json.dumps({"token": self.token}), {"Content-Type": "application/json"})
+        got = json.loads(con.getresponse().read())
         con.close()
-        cookie = [c.split(";")[0] for c in r.headers.get_all("Set-Cookie") or []]
-        if cookie:
-            self.headers["Cookie"] = "; ".join(filter(None, [self.headers.get("Cookie"), *cookie]))
-        self.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="(\w+)"', page).group(1)
+        self.headers.update({"X-Gensets-Session": got["session"], "X-CSRF-Token": got["csrf"]})
 
     def run(self):
         con = None
@@ -107,7 +104,7 @@ def _round(ws, i: int, keys: list[str]) -> tuple[float, list[str]]:
     idle = half = None
     try:
         idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)  # answered, then left open
-        idle.request("GET", "/api/counts", headers={"Cookie": f"gensets-{port}={tokens[0]}"})
+        idle.request("GET", "/static/review.css")
         assert idle.getresponse().read()
         half = socket.create_connection(("127.0.0.1", port), timeout=30)  # headers sent, body never ends
         half.sendall(f"POST /api/decide HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"

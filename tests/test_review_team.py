@@ -11,26 +11,24 @@ import pytest
 
 from gensets.curation import leases
 
-from .conftest import run_cli
-from .test_review_web import _browser, _db, _playwright, _workspace
+from .conftest import owner_session, run_cli
+from .test_review_web import _browser, _db, _playwright, _workspace, goto
 
 
 def _client(rs, reviewer: str):
-    from gensets.curation import review_server
+    from gensets.curation import routes
 
-    client = review_server.create_app(rs, allowed_hosts={"localhost"}).test_client()
-    # the owner's link (each client its own cookie), reviewing under the name the requests give
-    html = client.get(f"/?token={rs.owner_token}&reviewer={reviewer}", follow_redirects=True).get_data(as_text=True)
-    client.environ_base["HTTP_X_CSRF_TOKEN"] = re.search(r'name="csrf-token" content="(\w+)"', html).group(1)
-    return client
+    # the owner's link (each client its own session), reviewing under the name the requests give
+    return owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
 
 
 @pytest.fixture
 def state(reference, tmp_path, monkeypatch):
     def make(*, double=False, page_size=5):
-        from gensets.curation import review_server
+        from gensets.curation import review_state
 
-        rs = review_server.ReviewState(_workspace(reference, tmp_path), double=double, page_size=page_size)
+        rs = review_state.ReviewState(_workspace(reference, tmp_path), double=double, page_size=page_size,
+                                      hand_out=page_size)
         made.append(rs)
         rs.keep_mode()
         return rs
@@ -42,19 +40,32 @@ def state(reference, tmp_path, monkeypatch):
 
 
 def test_a_lease_ends_unless_renewed_and_a_decision_releases_it():
-    now = [0.0]
-    held = leases.Leases(seconds=10, clock=lambda: now[0])
-    held.take("ana", ["a", "b"])
-    held.take("ben", ["b"])
-    assert held.others("cleo") == {"a": 1, "b": 2} and held.others("ana") == {"b": 1}
-    now[0] = 8
-    assert sorted(held.renew("ana")) == ["a", "b"]
-    now[0] = 12  # ben's page stopped renewing: his lease ended; ana's goes on
-    assert held.others("cleo") == {"a": 1, "b": 1}
-    held.release("ana", ["a"])
-    assert held.others("cleo") == {"b": 1}
-    held.take("ana", ["c"])  # her next page: what she held before is handed back
-    assert held.others("cleo") == {"c": 1}
+    import datetime as dt
+
+    import duckdb
+
+    from gensets.curation import state
+
+    con = duckdb.connect()
+    con.execute(state.SCHEMA)
+    t0 = dt.datetime(2026, 1, 1)
+
+    def at(s):
+        return t0 + dt.timedelta(seconds=s)
+
+    leases.take(con, "ana", ["a", "b"], at(0), seconds=10)
+    leases.take(con, "ben", ["b"], at(0), seconds=10)
+    assert leases.others(con, "cleo", at(1)) == {"a": 1, "b": 2} and leases.others(con, "ana", at(1)) == {"b": 1}
+    assert leases.renew(con, "ana", at(8), seconds=10 + leases.RENEW_S) == 2  # due: renewed until 8 + 10 + RENEW_S
+    assert leases.renew(con, "ana", at(9), seconds=10 + leases.RENEW_S) == 2  # not due yet: no write
+    assert leases.held(con, at(9)) == {"ana": 2, "ben": 1}
+    # ben's page stopped renewing: his lease ended; ana's goes on
+    assert leases.others(con, "cleo", at(12)) == {"a": 1, "b": 1}
+    leases.release(con, "ana", ["a"])
+    assert leases.others(con, "cleo", at(12)) == {"b": 1}
+    leases.take(con, "ana", ["c"], at(12))  # her next page: what she held before is handed back
+    assert leases.others(con, "cleo", at(13)) == {"c": 1}
+    assert con.execute("SELECT count(*) FROM review_leases").fetchone()[0] == 1  # ended leases dropped
 
 
 def _todo(client, who):
@@ -80,7 +91,9 @@ def test_leases_hand_each_pending_image_to_one_reviewer(state):
     again = [it["key"] for it in _todo(clients["ana"], "ana")["items"]]
     assert not set(again) & set(shown) and len(again) == 5
     # a page that stops renewing its leases (closed) hands its images back after LEASE_S: a lease that ended
-    rs.leases.clock = lambda: time.monotonic() + leases.LEASE_S + 1  # every page stopped renewing
+    with rs._held() as con:  # every page stopped renewing: their leases ended LEASE_S ago
+        con.execute("UPDATE review_leases SET until = until - INTERVAL (? || ' seconds')",
+                       [str(int(leases.LEASE_S) + 1)])
     cleo = {it["key"] for it in _todo(clients["cleo"], "cleo")["items"]}
     assert cleo == {it["key"] for it in pages["ben"]["items"]} and not cleo & set(again)  # first in page order
 
@@ -186,7 +199,7 @@ def test_three_reviewers_in_chromium_never_decide_the_same_image(reference, tmp_
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("response", lambda r, n=name: answers.append((n, r.status, r.request.post_data_json))
                     if r.url.endswith("/api/decide") else None)
-            page.goto(s.url.rstrip("/") + "/?" + link.split("?", 1)[1])
+            goto(page, s.url.rstrip("/") + "/?" + link.split("?", 1)[1])
             pages[name] = page
         done = set()
         for _ in range(400):  # round robin over the three sessions, each with its think time
@@ -205,12 +218,14 @@ def test_three_reviewers_in_chromium_never_decide_the_same_image(reference, tmp_
                 elif page.locator("#n-pending").inner_text() == "0":
                     done.add(name)
                 else:
-                    page.goto(s.url + "?status=todo")  # the next images (what others hold stays theirs)
+                    goto(page, s.url + "?status=todo")  # the next images (what others hold stays theirs)
         assert len(done) == 3
-        # a forced stale decision: ana's page shows an image; ben decides it on his page meanwhile
+        # a forced stale decision: ana's page shows an image; ben decides it on his page meanwhile, and ana's polls
+        # do not learn of it (they ask from the start of the log, so their cursor passes ben's decision by)
         ana, ben = pages["ana"], pages["ben"]
-        ana.goto(s.url + "?status=all")
-        ben.goto(s.url + "?status=all")
+        goto(ana, s.url + "?status=all")
+        goto(ben, s.url + "?status=all")
+        ana.route("**/api/changes?*", lambda route: route.continue_(url=re.sub(r"&?since=\d+", "", route.request.url)))
         key = ana.locator(".card").first.get_attribute("data-key")
         ana.locator(".card").first.click()
         ben.locator(f'.card[data-key="{key}"]').click()
@@ -219,10 +234,11 @@ def test_three_reviewers_in_chromium_never_decide_the_same_image(reference, tmp_
         ben.locator("#relabel-input").fill("teapot")
         ben.keyboard.press("Enter")
         ben.locator(f'.card[data-key="{key}"].status-relabeled').wait_for(timeout=10_000)
-        # ana's page still shows the version she saw (her poll may show ben's decision first: the same 409 follows)
+        # ana's page still shows the version she saw
         ana.keyboard.press("r" if "status-accepted" in before else "a")
         ana.locator("#d-conflict", has_text="ben").wait_for(timeout=10_000)  # 409: who decided, what
         ana.locator(f'.card[data-key="{key}"].status-relabeled').wait_for(timeout=10_000)
+        ana.unroute("**/api/changes?*")
         ana.locator(".card").first.click()
         ana.keyboard.press("r")  # again: an explicit override
         ana.locator(f'.card[data-key="{key}"].status-rejected').wait_for(timeout=10_000)
@@ -242,3 +258,56 @@ def test_three_reviewers_in_chromium_never_decide_the_same_image(reference, tmp_
     ok = [(n, a["key"]) for n, code, a in answers if code == 200]
     assert Counter(ok) == Counter((r, k) for k, r, *_ in log)  # every 200 answer is in the log, nothing else
     assert [code for _, code, _ in answers if code != 200] == [409]  # the stale one, refused
+
+
+def _pages(url: str, tokens: dict) -> dict:
+    """Each reviewer's "to review" page, as their browser asks for it once their link opened a session."""
+    import json
+    import urllib.request
+
+    from .conftest import HTTP_WAIT
+    from .test_review_web import open_session
+
+    out = {}
+    for name, token in tokens.items():
+        sid = open_session(url, token)["session"]
+        req = urllib.request.Request(url + "api/page", headers={"X-Gensets-Session": sid})
+        with urllib.request.urlopen(req, timeout=HTTP_WAIT) as r:
+            out[name] = [it["key"] for it in json.loads(r.read())["items"]]
+    return out
+
+
+def test_a_restart_or_a_second_server_hands_out_no_image_twice(reference, tmp_path):
+    """Item 7: leases lived in the server's memory: after a restart the owner's new page was handed images still
+    shown on other reviewers' open pages, and two servers on one workspace did not share them. Now they live in
+    state.duckdb: three pages open, the server restarted, the owner's new page and a second server's page get other
+    images, and each reviewer who opens their link again gets their own images back."""
+    from .test_review_web import Server
+
+    ws = _workspace(reference, tmp_path)
+    tokens = {n: run_cli("review", "invite", ws, n, check=0).stdout.strip().split("?token=")[1]
+              for n in ("ana", "ben", "cleo", "eve")}
+    first = Server(ws, "--hand-out", "4")
+    try:
+        open_pages = _pages(first.url, {n: tokens[n] for n in ("ana", "ben", "cleo")})
+    finally:
+        first.stop()
+    shown = [k for keys in open_pages.values() for k in keys]
+    assert len(shown) == 12 and len(set(shown)) == 12
+    again = Server(ws, "--hand-out", "4", "--reviewer", "dora")  # restarted: a new owner's link
+    second = Server(ws, "--hand-out", "4")  # and a second server on the same workspace
+    try:
+        dora = _pages(again.url, {"dora": again.owner_token})["dora"]
+        eve = _pages(second.url, {"eve": tokens["eve"]})["eve"]
+        assert len(dora) == len(eve) == 4 and not (set(dora) | set(eve)) & set(shown) and not set(dora) & set(eve)
+        back = _pages(again.url, {n: tokens[n] for n in ("ana", "ben")})
+        assert back == {n: open_pages[n] for n in ("ana", "ben")}  # their own images, as their pages show them
+        from gensets.curation import state
+
+        con = state.connect(ws / "state.duckdb", read_only=True)  # the servers give it up when asked
+        held = dict(con.execute("SELECT reviewer, count(*) FROM review_leases GROUP BY reviewer").fetchall())
+        con.close()
+        assert held == {"ana": 4, "ben": 4, "cleo": 4, "dora": 4, "eve": 4}
+    finally:
+        again.stop()
+        second.stop()

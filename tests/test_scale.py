@@ -31,11 +31,12 @@ def _copy(reference, tmp_path, name="ws"):
 
 
 # ------------------------------------------------------------------------------------------ the reference
-# The review page before #18: every queue row fetched, then filtered, counted and sliced in Python.
+# The review page before #18: every queue row fetched, then filtered, counted and sliced in Python (each reviewer's
+# latest decision as it is, its NULL note included: arg_max_null; #54 item 10 was arg_max's passing NULLs over).
 OLD_ROWS = """
     WITH latest AS (
-        SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
-               arg_max(note, seq) AS note
+        SELECT key, reviewer, arg_max_null(status, seq) AS status, arg_max_null(label, seq) AS label,
+               arg_max_null(note, seq) AS note
         FROM (SELECT *, rowid AS seq FROM review_log) GROUP BY key, reviewer),
          nrev AS (SELECT key, count(*) AS n FROM latest WHERE status <> 'pending' GROUP BY key)
     SELECT s.key, s.config, s.label, s.nuisance, r.status, r.label AS review_label, r.note,
@@ -126,10 +127,10 @@ def test_page_tables_agree_with_a_full_scan_after_any_decisions(reference, tmp_p
     """Random decisions (accept, reject, relabel, flag, pending, batches with a key twice) by three reviewers, with
     images below quality: after every few, counts, filter options, matching numbers and every page walked by cursor (forward and back),
     in single and double review, equal the old full scan; the tables kept by refresh equal a rebuild."""
-    from gensets.curation import queue, review, review_server
+    from gensets.curation import queue, review, review_state
 
     ws = _copy(reference, tmp_path)
-    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+    rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
     con = rs.con
     rng = random.Random(0)
     every = [k for (k,) in con.execute("SELECT key FROM reviews ORDER BY key").fetchall()]
@@ -247,16 +248,16 @@ def _profiled(capfd, rs, fn) -> list[dict]:
 def test_a_page_and_a_decision_cost_the_same_at_any_size(reference, tmp_path, capfd):
     """The same statements for a page deep in the queue and for a decision with 42 images and with 600,000, and
     at 600,000 (five row groups) none of them scans more than two row groups of any table."""
-    from gensets.curation import review_server
+    from gensets.curation import review_state, routes
 
     small, big = _copy(reference, tmp_path, "small"), _copy(reference, tmp_path, "big")
     _inflate(big, 600_000)
     seen = {}
     for name, ws in (("small", small), ("big", big)):
-        rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+        rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
         try:
             # the owner's session and its CSRF token, sent with the POST
-            client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
+            client = owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
             after = client.get("/api/counts").get_json()["total"] // 2  # a page in the middle of the queue
             key = client.get("/api/items").get_json()["items"][0]["key"]
             page = _profiled(capfd, rs, lambda: client.get(f"/api/items?status=all&after={after}"))  # noqa: B023
@@ -267,7 +268,7 @@ def test_a_page_and_a_decision_cost_the_same_at_any_size(reference, tmp_path, ca
             rs.close()
     for (small_q, big_q) in zip(seen["small"], seen["big"], strict=True):
         assert [q["sql"] for q in small_q] == [q["sql"] for q in big_q]  # the same statements, as many
-        assert 2 <= len(big_q) <= 25
+        assert 2 <= len(big_q) <= 30  # a decision: its checks, the writes, its lease released, the counts
         worst = max(big_q, key=lambda q: q["total_rows_scanned"])
         assert worst["total_rows_scanned"] <= 2 * ROW_GROUP, worst["sql"]
     total = seen["big"][0][0]["total_row_groups_to_scan"]  # the page's own query: the queue has 5 row groups
@@ -278,16 +279,16 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     """The page renders with candidates/ moved away (so neither starting nor a page opens a shard); an image is
     read when asked for. A database from before the page's tables and the image index is brought up to date
     at start, and its images are found in their shards' headers."""
-    from gensets.curation import review_server, state
+    from gensets.curation import review_state, routes, state
 
     ws = _copy(reference, tmp_path)
     away = tmp_path / "away"
     shutil.move(ws / "candidates", away)
-    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+    rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
-        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
-        html = client.get("/?status=all").get_data(as_text=True)
-        assert html.count('class="card ') == 42 and "a photo of a" in html
+        client = owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
+        page = client.get("/api/page?status=all").get_json()
+        assert len(page["items"]) == 42 and all(it["prompt"].startswith("a photo of a") for it in page["items"])
         key = client.get("/api/items").get_json()["items"][0]["key"]
         r = client.get(f"/image/{key}")
         assert r.status_code == 400 and "candidates" in r.get_json()["error"]  # one line naming the file
@@ -304,9 +305,9 @@ def test_serving_reads_no_candidate_shard(reference, tmp_path):
     con.execute("DELETE FROM images")
     con.execute("DELETE FROM settings")
     con.close()
-    rs = review_server.ReviewState(ws, reviewer="ana", keep_open=True)
+    rs = review_state.ReviewState(ws, reviewer="ana", keep_open=True)
     try:
-        client = owner_session(review_server.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
+        client = owner_session(routes.create_app(rs, allowed_hosts={"localhost"}).test_client(), rs)
         assert client.get("/api/counts").get_json()["pending"] == 42
         assert client.get(f"/image/{key}").data == want
     finally:

@@ -175,10 +175,10 @@ def test_quality_thresholds_keep_images_out_of_the_queue_and_the_card_counts_the
     assert queue and not queue & below
     listed = json.loads(run_cli("review", "list", ws, "--status", "below-quality", "--json", check=0).stdout)
     assert {r["key"] for r in listed} == below
-    from gensets.curation.review_server import ReviewState
+    from gensets.curation.review_state import ReviewState
 
     for double in (False, True):  # the review page's queue, in single and in double review
-        page = ReviewState(ws, reviewer="ana", double=double)
+        page = ReviewState(ws, reviewer="ana", double=double, hand_out=60)  # the whole queue on one page
         try:
             assert {r["key"] for r in page.page("ana", status="todo")["items"]} == queue
         finally:

@@ -521,7 +521,7 @@ def annotation_md(builder, manifest: dict, stats: dict) -> str:
     st = stats["statuses"]
     lines.append(f"In this dataset: {st.get('accepted', 0)} accepted, {st.get('relabeled', 0)} relabelled, "
                  f"{st.get('pending', 0)} pending (unreviewed).")
-    out = "#### Annotation process\n\n" + " ".join(lines) + "\n"
+    out = "#### Annotation process\n\n" + " ".join(lines) + "\n" + _agreement_md((r or {}).get("agreement"))
     if stats["relabels"]:
         rows = [[text(a), text(b), n] for (a, b), n in sorted(stats["relabels"].items())]
         out += "\nRelabelled by reviewers:\n\n" + table(["prompted class", "class after review", "images"], rows) + "\n"
@@ -529,6 +529,26 @@ def annotation_md(builder, manifest: dict, stats: dict) -> str:
            "list; the filters and the prompts made the rest of the labels (machine-generated)."
            if (r or {}).get("decided") else "No person has decided an image yet; the labels are machine-generated.")
     return out + "\n#### Who are the annotators?\n\n" + who + "\n"
+
+
+def _agreement_md(a: dict | None) -> str:
+    """Double review's agreement as finalize recorded it: per class and per nuisance kind (images, observed
+    agreement, Cohen's kappa), and the confusion table of the two reviewers' decisions."""
+    if not a:
+        return ""
+    out = ""
+    for name, title in (("by_class", "class"), ("by_nuisance", "nuisance kind")):
+        rows = [[text(g), s["items"], s["observed_agreement"], "undefined" if s["kappa"] is None else s["kappa"]]
+                for g, s in a.get(name, {}).items()]
+        if rows:
+            out += f"\nAgreement of the two reviewers per {title}:\n\n" + table(
+                [title, "images", "observed agreement", "Cohen's kappa"], rows) + "\n"
+    c = a.get("confusion") or {}
+    if c.get("labels"):
+        out += ("\nThe two reviewers' decisions (rows: the first reviewer's, columns: the second's):\n\n"
+                + table(["", *map(text, c["labels"])], [[text(lb), *row] for lb, row in
+                                                         zip(c["labels"], c["counts"], strict=True)]) + "\n")
+    return out
 
 
 def load_md(builder, cfg, manifest: dict, patterns: dict, repo: str | None = None,

@@ -1,5 +1,6 @@
 """gensets review: the queue (list, accept, reject, relabel), the page in the browser and its personal links
-(serve, invite, revoke), single / double review (mode, agreement), CSV and Label Studio files (export, import)."""
+(serve, invite, revoke), single / double review (mode), CSV and Label Studio files (export, import); a team
+lead's view (progress, agreement) is review_lead.py, registered here."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import os
 import sys
 
 from ..config import page_size, port, positive_int
-from ..curation import interchange, reviewers, reviewing
-from ..curation.review_server import serve
+from ..curation import interchange, leases, reviewers, reviewing
+from ..curation.serving import serve
 from ..errors import GensetsError
+from . import review_lead
 from .common import argument
 
 
@@ -22,10 +24,14 @@ def add_parser(sub) -> None:
                          "leaves out until decided); --status picks another outcome, all lists every sample. "
                          "Columns: key, status, label, nuisance, reviewer, note, prompt.")
     rl.add_argument("workspace")
-    rl.add_argument("--status", default="pending",
+    rl.add_argument("--status", default=None,
                     choices=["pending", "accepted", "rejected", "relabeled", "below-quality", "disputed", "held",
-                             "all"], help="in double review, the outcome finalize sees (disputed: the reviewers "
-                    "disagree; held: rejected by its one reviewer so far), not each image's last decision")
+                             "all"], help="default pending (with --by reviewer: all); in double review, the outcome "
+                    "finalize sees (disputed: the reviewers disagree; held: rejected by its one reviewer so far), not "
+                    "each image's last decision")
+    rl.add_argument("--by", choices=["reviewer"], help="reviewer: every reviewer's own latest decision on each image "
+                    "they decided, by reviewer (columns: reviewer, key, status, label, note, time); --status "
+                    "filters their decisions")
     rl.add_argument("--label", help="only this class")
     rl.add_argument("--config", help="only this config (nuisance kind)")
     rl.add_argument("--limit", type=positive_int)
@@ -53,10 +59,7 @@ def add_parser(sub) -> None:
     md.add_argument("workspace")
     md.add_argument("mode", nargs="?", choices=["single", "double"])
     md.set_defaults(func=_mode)
-    ag = rsub.add_parser("agreement", help="agreement of double review (Cohen's kappa)")
-    ag.add_argument("workspace")
-    ag.add_argument("--json", action="store_true")
-    ag.set_defaults(func=_agreement)
+    review_lead.add_parser(rsub)
     _add_exchange(rsub)
 
 
@@ -77,7 +80,13 @@ def _add_team(rsub) -> None:
     rs.add_argument("--double", action="store_true",
                     help="double review: each image needs two reviewers; each sees their own decisions")
     rs.add_argument("--page-size", type=page_size, default=60,
-                    metavar="N", help="images per page (default 60)")
+                    metavar="N", help="images per page of a view that hands nothing out (all, accepted, ...; "
+                    "default 60)")
+    rs.add_argument("--hand-out", type=page_size, default=leases.HAND_OUT, metavar="N",
+                    help=f"images handed to a reviewer at a time on the \"to review\" page (default "
+                    f"{leases.HAND_OUT}: what one sees and decides in about a minute, at five seconds an image); "
+                    "other reviewers' pages pass them over while the page is open, and get them "
+                    f"{int(leases.LEASE_S)} s after it closes; n draws the next ones")
     rs.set_defaults(func=_serve)
     iv = rsub.add_parser("invite", help="a personal link to the review page for a reviewer",
                          description="Print a link with a secret token for reviewer NAME (state.duckdb keeps only "
@@ -116,7 +125,10 @@ def _add_exchange(rsub) -> None:
             rx.add_argument("--file", "--output", dest="file", required=True, metavar="FILE",
                             help="where the export is written (--output: the same)")
             rx.add_argument("--status", default="all",
-                            choices=["all", "pending", "accepted", "rejected", "relabeled"])
+                            choices=["all", "pending", "accepted", "rejected", "relabeled", "disputed"],
+                            help="disputed (double review): the images whose reviewers disagree, each pending with "
+                            "their decisions in a column (CSV) or field (Label Studio) `disagreement`, for a second "
+                            "opinion; imported back, its decisions adjudicate")
             rx.add_argument("--images", choices=["base64", "url", "local-files"], default="base64",
                             help="Label Studio: each image in its task as base64 (default: self-contained, ~10 KB "
                             "per small image), as a URL of `gensets review serve` (url, with --base-url), or "
@@ -152,8 +164,11 @@ def _review(a) -> int:
                   f"{' '.join((r['note'] or '').split())}")
         print(f"{len(rows)} decision(s) on {a.history}", file=sys.stderr)
         return 0
+    if a.action == "list" and a.by:
+        return review_lead.list_by_reviewer(a)
     if a.action == "list":
-        rows = reviewing.outcomes(a.workspace, status=None if a.status == "all" else a.status, label=a.label,
+        status = a.status or "pending"
+        rows = reviewing.outcomes(a.workspace, status=None if status == "all" else status, label=a.label,
                                   config=a.config, limit=a.limit)
         if a.json:
             print(json.dumps(rows, default=str, indent=1))
@@ -174,7 +189,8 @@ def _review(a) -> int:
 
 def _serve(a) -> int:
     try:
-        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double, page_size=a.page_size)
+        serve(a.workspace, host=a.host, port=a.port, reviewer=a.reviewer, double=a.double, page_size=a.page_size,
+              hand_out=a.hand_out)
     except KeyboardInterrupt:  # a signal during start-up
         pass
     print("review page stopped; every decision is in state.duckdb", file=sys.stderr, flush=True)
@@ -220,21 +236,6 @@ def _mode(a) -> int:
     mode = reviewing.mode(a.workspace, a.mode)
     print(f"{mode} review" + ("" if a.mode is None else " (every decision kept; a running review page follows "
                               "it, reload it)"))
-    return 0
-
-
-def _agreement(a) -> int:
-    r = reviewing.agreement(a.workspace)
-    if a.json:
-        print(json.dumps(r, indent=1))
-        return 0
-    kappa = "undefined (one label only)" if r["kappa"] is None and r["items"] else r["kappa"]
-    print(f"{r['items']} image(s) decided by two reviewers ({r['reviewed_once']} by one so far); "
-          f"Cohen's kappa {kappa if r['items'] else '-'}; observed agreement {r['observed_agreement']}")
-    for pair in r["pairs"]:
-        print(f"  {' & '.join(pair['reviewers'])}: {pair['items']} image(s), kappa {pair['kappa']}")
-    for d in r["disagreements"]:
-        print(f"  disagree {d['key']}: " + ", ".join(f"{k} {v}" for k, v in d["decisions"].items()))
     return 0
 
 

@@ -37,6 +37,10 @@ the task: its id and key). Every annotation that was not cancelled becomes one d
   * several annotators on a task: double review's rules (:func:`review.verdicts`; disputed images held back),
     so the workspace must be in double review, or the import is asked to put it there (``double=True``).
 
+``export --status disputed`` (double review) writes the images whose reviewers disagree, each pending, with their
+decisions in a ``disagreement`` column (CSV; ignored on import) or task field the labeling config shows (Label
+Studio), for a second opinion: imported back, its decisions adjudicate.
+
 The export is read a task at a time (:func:`iter_json_list`: memory of one task, not of the file). Imports check
 every row first and name the first bad one (``file:line``, or the task); then all decisions are written in one
 transaction (all or none). A row equal to its reviewer's latest decision is skipped, so re-importing is harmless.
@@ -62,13 +66,14 @@ from ..output import atomic_open
 from ..safety import csv_cell, csv_value, no_symlink, writable_inside
 from ..shards import read_at
 from ..workspace import Workspace
-from . import queue, review, state
-from .queue import FLAG, comment_of, has_flag, with_flag
-from .review_server import MIME
+from . import queue, review, state, team
+from .queue import DISPUTED, FLAG, comment_of, has_flag, with_flag
+from .review_state import MIME
 from .reviewers import images_link
 
 FORMATS = ("csv", "label-studio")
 CSV_COLUMNS = ("key", "status", "label", "reviewer", "note")
+DISAGREEMENT = "disagreement"  # --status disputed: the reviewers' decisions, for a second opinion (read, ignored)
 ALL_SURROGATES = "gensets: all surrogates"  # the model version of the combined prediction
 WITHDRAWN = "withdrawn: no longer in Label Studio"  # the note of a decision that withdraws a deleted annotation's
 EXPORT_FIELD = "gensets_export"  # the task's data field that holds the id of the export that made it
@@ -87,32 +92,48 @@ class Decision:
 
 
 def _queue(con, status: str | None = None) -> list[dict]:
-    return review.list_queue(con, status=status)
+    """The rows an export writes: every image of ``status`` (None: all); ``disputed``: double review's disputes,
+    each pending for a second opinion, with its reviewers' decisions in ``disagreement`` (:func:`team.disputes`)."""
+    if status != DISPUTED:
+        return review.list_queue(con, status=status)
+    if not review.is_double(con):
+        raise GensetsError("--status disputed is double review's: this workspace is in single review, where the "
+                           "latest decision counts (gensets review mode WORKSPACE)")
+    disputes = team.disputes(con)
+    rows = [r for r in review.list_queue(con, status=None) if r["key"] in disputes]
+    for r in rows:
+        r.update(status="pending", reviewer=None, note=None, review_label=r["label"],
+                 **{DISAGREEMENT: team.disagreement(disputes[r["key"]])})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------- export
 def export_csv(con, path: Path, status: str | None = None) -> int:
+    """The rows of ``status`` (:func:`_queue`) as CSV; ``disputed`` adds the column :data:`DISAGREEMENT` (each
+    row pending: a second opinion fills in status, label, reviewer and note, and the file imports as it is)."""
     rows = _queue(con, status)
-    notes = dict(con.execute("SELECT key, note FROM reviews").fetchall())
+    extra = (DISAGREEMENT,) if status == DISPUTED else ()
     with atomic_open(no_symlink(path, "the export file")) as raw:  # as the Label Studio export: whole or not at all
         f = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         w = csv.writer(f)
-        w.writerow(CSV_COLUMNS)
+        w.writerow(CSV_COLUMNS + extra)
         for r in rows:
-            note = notes.get(r["key"])
             label = r["review_label"] if r["status"] == "relabeled" else ""
-            w.writerow([csv_cell(c) for c in (r["key"], r["status"], label, r["reviewer"] or "", note or "")])
+            w.writerow([csv_cell(c) for c in (r["key"], r["status"], label, r["reviewer"] or "", r["note"] or "",
+                                              *(r[x] for x in extra))])
         f.detach()
     return len(rows)
 
 
-def label_config(class_names: list[str]) -> str:
+def label_config(class_names: list[str], disputed: bool = False) -> str:
     """The Label Studio labeling config that matches the exported tasks. The ``class`` choices show, and are
     required, only when the verdict is relabel (Label Studio checks a required tag only while it is visible), so a
-    relabel without its class is refused while annotating, not only at import."""
+    relabel without its class is refused while annotating, not only at import. ``disputed``: the tasks of
+    double review's disputes, each showing its reviewers' decisions (``$disagreement``) for a second opinion."""
     classes = "\n".join(f"      <Choice value={quoteattr(c)}/>" for c in class_names)
+    dispute = '\n  <Text name="disagreement" value="$disagreement"/>' if disputed else ""
     return f"""<View>
-  <Header value="$class · $config: $nuisance"/>
+  <Header value="$class · $config: $nuisance"/>{dispute}
   <Image name="image" value="$image" zoom="true"/>
   <Text name="prompt" value="$prompt"/>
   <Choices name="verdict" toName="image" choice="single-radio" showInline="true" required="true">
@@ -228,7 +249,7 @@ def export_label_studio(ws, con, path: Path, class_names: list[str], status: str
     config = no_symlink(f"{path}.label_config.xml", "the labeling config")  # before the tasks are written
     n = write_json_list(path, tasks(), indent=1 if images.mode == "base64" else None)
     with atomic_open(config) as f:
-        f.write(label_config(class_names).encode("utf-8"))
+        f.write(label_config(class_names, disputed=status == DISPUTED).encode("utf-8"))
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
     con.execute("INSERT INTO label_studio_exports VALUES (?, ?, ?, ?, ?, ?)",
                 [export_id, now, n, images.mode, pid, server])
@@ -251,7 +272,8 @@ def label_studio_task(r: dict, image: str, preds: list[tuple[str, str, float]], 
     return {
         "data": {"image": image, "key": r["key"], "class": r["label"], "config": r["config"],
                  "nuisance": r["nuisance"], "prompt": r["prompt"], "status": r["status"],
-                 "comment": comment_of(r.get("note")), **({EXPORT_FIELD: export} if export else {})},
+                 "comment": comment_of(r.get("note")), **({EXPORT_FIELD: export} if export else {}),
+                 **({DISAGREEMENT: r[DISAGREEMENT]} if DISAGREEMENT in r else {})},
         "predictions": [prediction(model, [line], round(float(score), 6))
                         for (model, _, score), line in zip(preds, lines, strict=True) if each]
                        + ([prediction(ALL_SURROGATES, lines)] if lines else []),
@@ -390,7 +412,7 @@ def _csv_rows(path: Path, reader, default_reviewer: str) -> list[Decision]:
         header = [h.strip().lower() for h in next(reader)]
     except StopIteration:
         raise DataError(f"{path}:1: empty file (expected the header {','.join(CSV_COLUMNS)})") from None
-    unknown = [h for h in header if h not in CSV_COLUMNS]
+    unknown = [h for h in header if h not in (*CSV_COLUMNS, DISAGREEMENT)]
     missing = [h for h in ("key", "status") if h not in header]
     if unknown or missing:
         raise GensetsError(f"{path}:1: header must hold key,status[,label,reviewer,note]; "
@@ -597,7 +619,7 @@ def _imported(con) -> dict[tuple[str, str], tuple]:
     """(project, annotation) -> the last import's row of it ``(key, reviewer, updated_at, decided, withdrawn)``."""
     return {(p, a): rest for p, a, *rest in con.execute(
         "SELECT project, annotation, arg_max(key, t.rowid), arg_max(coalesce(al.reviewer, t.reviewer), t.rowid), "
-        "arg_max(updated_at, t.rowid), arg_max(decided, t.rowid), arg_max(withdrawn, t.rowid) "
+        "arg_max_null(updated_at, t.rowid), arg_max_null(decided, t.rowid), arg_max(withdrawn, t.rowid) "
         "FROM label_studio_annotations t LEFT JOIN reviewer_aliases al ON al.alias = t.reviewer "
         "GROUP BY project, annotation").fetchall()}
 

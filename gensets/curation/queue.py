@@ -34,18 +34,20 @@ from ..db import transaction
 from ..errors import GensetsError
 from . import state
 
-VERSION = "2"  # 2: the surrogates' columns and the sort orders
+VERSION = "3"  # 2: the surrogates' columns and the sort orders; 3: a latest decision's NULL note or label is its own
 FLAG = "several objects"
 STATUSES = ("pending", "accepted", "rejected", "relabeled")
 REFRESH_MAX = 1000  # a decision touching more images than this rebuilds the tables (set-based) instead
 
 # every reviewer's latest decision per image; rowid orders decisions (their time may be another tool's, e.g. a
-# Label Studio annotation's); a name in reviewer_aliases counts as the reviewer it names (one person, one reviewer)
+# Label Studio annotation's); a name in reviewer_aliases counts as the reviewer it names (one person, one reviewer).
+# arg_max_null, not arg_max: arg_max passes over rows whose value is NULL, so a decision without a note (or label)
+# took the note of an older one (a comment refused after "several objects" was undone and the image relabelled)
 LOG = """SELECT l.key, coalesce(a.reviewer, l.reviewer) AS reviewer, l.status, l.label, l.note, l.time,
                 l.rowid AS seq FROM review_log l LEFT JOIN reviewer_aliases a ON a.alias = l.reviewer"""
 LATEST = """
-    SELECT key, reviewer, arg_max(status, seq) AS status, arg_max(label, seq) AS label,
-           arg_max(note, seq) AS note, arg_max(time, seq) AS time,
+    SELECT key, reviewer, arg_max_null(status, seq) AS status, arg_max_null(label, seq) AS label,
+           arg_max_null(note, seq) AS note, arg_max_null(time, seq) AS time,
            min(seq) AS first_seq, max(seq) AS last_seq
     FROM (""" + LOG + """ {where}) GROUP BY key, reviewer"""
 
@@ -259,7 +261,8 @@ def refresh(con, keys) -> None:
 
 # ------------------------------------------------------------------------------------------- the page
 BELOW = state.BELOW_QUALITY  # out of the queue (nobody decided it yet: a decision replaces the status)
-VIEWS = ("todo", *STATUSES, BELOW, "flagged", "all")  # what a page can show
+DISPUTED = "disputed"  # double review: the images whose reviewers disagree, not settled yet (review.verdicts)
+VIEWS = ("todo", *STATUSES, BELOW, "flagged", DISPUTED, "all")  # what a page can show
 
 
 def _view(g: Counter, m: Counter, double: bool) -> dict:
@@ -295,7 +298,7 @@ def summary(con, reviewer: str, double: bool, *, label: str | None = None, confi
             classes[lb] += n
             configs[c] += n
     counts, matching = _view(*whole, double), _view(*chosen, double)
-    matching = chosen[0][BELOW] if view == BELOW else matching["total" if view == "all" else view]
+    matching = chosen[0][BELOW] if view == BELOW else matching.get("total" if view == "all" else view, 0)
     return {"counts": counts, "matching": matching, "decided": sum(whole[1][s] for s in STATUSES[1:]),
             "classes": sorted(classes.items()), "configs": sorted(configs.items())}
 
@@ -309,7 +312,7 @@ def _filter(reviewer: str, double: bool, label: str | None, config: str | None, 
         where.append("config = ?")
         args.append(config)
     mine = "SELECT key FROM review_latest WHERE reviewer = ? AND "
-    if view == "all":
+    if view in ("all", DISPUTED):  # disputed: the keys page() is given
         pass
     elif view == BELOW:
         where.append("status = ?")
@@ -338,17 +341,22 @@ SORTS = {"page": "pos", "failures": "pos_failures", "confidence": "pos_confidenc
 
 def page(con, reviewer: str, double: bool, *, label: str | None = None, config: str | None = None,
          view: str = "todo", after: int | None = None, before: int | None = None, size: int = 60,
-         sort: str = "page", taken: dict[str, int] | None = None) -> dict:
+         sort: str = "page", taken: dict[str, int] | None = None, only: list[str] | None = None) -> dict:
     """``size`` images of the filtered queue in the order ``sort`` (:data:`SORTS`) after the cursor ``after`` (or
     before ``before``; the start without either), with the cursors of the pages around it (None at an end).
 
     In double review each row shows the reviewer's own latest decision (status, class, note, flag), or pending.
     Keyset pagination: every query is ``pos`` beyond a bound, ordered by ``pos``, with a ``LIMIT``.
 
-    ``taken``: images leased to other reviewers -> how many hold each (``leases.Leases.others``), passed over:
+    ``taken``: images leased to other reviewers -> how many hold each (:func:`leases.others`), passed over:
     in single review all of them, in double review those whose missing decisions they hold (two leases, or one
-    on an image one reviewer decided)."""
+    on an image one reviewer decided). ``only``: the images a view is made of (:data:`DISPUTED`: the disputed ones,
+    which the server works out from the log)."""
     cond, args = _filter(reviewer, double, label, config, view)
+    if view == DISPUTED and not only:  # none given: none
+        cond = "false"
+    elif only is not None:
+        cond, args = cond + " AND list_contains(?, key)", args + [only]
     if taken:
         full = [k for k, n in taken.items() if n >= 2 or not double]
         half = [k for k, n in taken.items() if n == 1 and double]

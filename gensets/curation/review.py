@@ -273,40 +273,97 @@ def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | 
     An image decided by one reviewer only is ``pending`` (accepted or relabeled) or ``held`` (rejected:
     counted as pending, but never published).
     """
-    out = {}
-    for key, ds in decisions(con).items():
-        if len(ds) < 2:
-            out[key] = ("held" if ds[0][1] == "rejected" else "pending", None, None, None)
-            continue
-        deciders = ds[:2] if category(*ds[0][1:3]) == category(*ds[1][1:3]) else ds[2:]
-        if not deciders or len({category(s, label) for _, s, label, _ in deciders}) > 1:
-            out[key] = ("disputed", None, None, None)
-            continue
-        _, status, label, _ = deciders[-1]
-        out[key] = (status, label, " & ".join(r for r, *_ in deciders), max(t for *_, t in deciders))
-    return out
+    return {key: verdict(ds) for key, ds in decisions(con).items()}
+
+
+def verdict(ds: Sequence[tuple]) -> tuple[str, str | None, str | None, dt.datetime | None]:
+    """The verdict of one image (:func:`verdicts`) from its reviewers' latest decisions ``(reviewer, status, label,
+    time, ...)`` in the order of their first decision on it (:func:`decisions`; pending is no decision)."""
+    if len(ds) < 2:
+        return ("held" if ds[0][1] == "rejected" else "pending", None, None, None)
+    deciders = ds[:2] if category(*ds[0][1:3]) == category(*ds[1][1:3]) else ds[2:]
+    if not deciders or len({category(d[1], d[2]) for d in deciders}) > 1:
+        return ("disputed", None, None, None)
+    status, label = deciders[-1][1:3]
+    return (status, label, " & ".join(d[0] for d in deciders), max(d[3] for d in deciders))
 
 
 def summary(con) -> dict:
     """What the dataset card says about the review (finalize records it in manifest.json, so the card never
     opens a database): how many people decided how many images, in double review how many images two reviewers
     decided and their agreement (observed, and Cohen's kappa of the first two decisions; null when undefined),
-    and the decisions by kind (latest per reviewer and image)."""
-    from ..metrics import (
-        cohen_kappa,  # lazy: numpy; the builders registry imports finalize, which imports this, before a build pins
-    )
-
+    and the decisions by kind (latest per reviewer and image); in double review also ``agreement``: per class
+    and per nuisance kind, with the confusion table of the two reviewers' decisions (:func:`agreement`)."""
     ds = decisions(con)
-    pairs = [(category(*d[0][1:3]), category(*d[1][1:3])) for d in ds.values() if len(d) >= 2]
-    kappa = cohen_kappa([a for a, _ in pairs], [b for _, b in pairs]) if pairs else None
+    a = agreement(con, ds)
     kinds: dict[str, int] = {}
     for d in ds.values():
         for _, status, _, _ in d:
             kinds[status] = kinds.get(status, 0) + 1
-    return {"double": is_double(con), "reviewers": len({r for d in ds.values() for r, *_ in d}),
-            "decided": len(ds), "decisions": dict(sorted(kinds.items())), "double_reviewed": len(pairs),
-            "observed_agreement": round(sum(a == b for a, b in pairs) / len(pairs), 4) if pairs else None,
-            "kappa": None if kappa is None or kappa != kappa else round(kappa, 4)}
+    double = is_double(con)
+    out = {"double": double, "reviewers": len({r for d in ds.values() for r, *_ in d}),
+           "decided": len(ds), "decisions": dict(sorted(kinds.items())), "double_reviewed": a["items"],
+           "observed_agreement": a["observed_agreement"], "kappa": a["kappa"]}
+    if double and a["items"]:
+        out["agreement"] = {k: a[k] for k in ("confusion", "by_class", "by_nuisance")}
+    return out
+
+
+def _kappa(a: list, b: list) -> float | None:
+    from ..metrics import (
+        cohen_kappa,  # lazy: numpy, off the build command's path (strict pins numpy's kernels before it loads)
+    )
+
+    k = cohen_kappa(a, b)
+    return None if k != k else round(k, 4)  # NaN (one label only) -> null
+
+
+def _agreeing(cats: list[tuple[str, str]]) -> dict:
+    """Two reviewers' decisions ``(first, second)`` on some images: how many, the share they agree on, Cohen's
+    kappa (null when undefined) and the confusion table (``labels``; ``counts[i][j]``: the images the first
+    reviewer decided ``labels[i]`` and the second ``labels[j]``)."""
+    labels = sorted({c for pair in cats for c in pair})
+    index = {c: i for i, c in enumerate(labels)}
+    counts = [[0] * len(labels) for _ in labels]
+    for a, b in cats:
+        counts[index[a]][index[b]] += 1
+    return {"items": len(cats), "observed_agreement": round(sum(a == b for a, b in cats) / len(cats), 4),
+            "kappa": _kappa([a for a, _ in cats], [b for _, b in cats]), "confusion": {"labels": labels,
+                                                                                   "counts": counts}}
+
+
+def agreement(con, ds: dict | None = None) -> dict:
+    """Agreement of the first two reviewers (in the order of their first decision) of every image decided by at
+    least two: ``items``, ``reviewed_once`` (decided by one so far), Cohen's ``kappa`` and ``observed_agreement``
+    with the ``confusion`` table of their decisions (accepted, rejected, relabeled:<class>; :func:`_agreeing`),
+    the same per pair of reviewers (``pairs``), per class (``by_class``: the prompted class) and per nuisance kind
+    (``by_nuisance``: the config), and the ``disagreements`` (key -> each reviewer's decision). ``ds``: the
+    :func:`decisions` already read."""
+    ds = decisions(con) if ds is None else ds
+    by_key = {key: [(reviewer, category(status, label)) for reviewer, status, label, _ in d] for key, d in ds.items()}
+    pairs = {k: v[:2] for k, v in by_key.items() if len(v) >= 2}
+    out = {"items": len(pairs), "reviewed_once": sum(len(v) == 1 for v in by_key.values()), "kappa": None,
+           "observed_agreement": None, "confusion": {"labels": [], "counts": []}, "pairs": [], "by_class": {},
+           "by_nuisance": {}, "disagreements": []}
+    if not pairs:
+        return out
+    cats = {k: (v[0][1], v[1][1]) for k, v in pairs.items()}
+    whole = _agreeing(list(cats.values()))
+    out.update({k: whole[k] for k in ("kappa", "observed_agreement", "confusion")})
+    by_pair: dict[tuple, list] = {}
+    for v in pairs.values():
+        (ra, ca), (rb, cb) = sorted(v)
+        by_pair.setdefault((ra, rb), []).append((ca, cb))
+    out["pairs"] = [{"reviewers": [ra, rb], "items": len(c), "kappa": _kappa([x for x, _ in c], [y for _, y in c])}
+                    for (ra, rb), c in sorted(by_pair.items())]
+    facts = con.execute("SELECT key, label, config FROM samples WHERE list_contains(?, key)", [list(pairs)]).fetchall()
+    for name, column in (("by_class", 1), ("by_nuisance", 2)):
+        groups: dict[str, list] = {}
+        for row in facts:
+            groups.setdefault(str(row[column]), []).append(cats[row[0]])
+        out[name] = {g: _agreeing(c) for g, c in sorted(groups.items())}
+    out["disagreements"] = [{"key": k, "decisions": dict(v)} for k, v in sorted(pairs.items()) if v[0][1] != v[1][1]]
+    return out
 
 
 def undo(con, reviewer: str, n: int = 1) -> list[tuple[str, str, str | None, str | None]]:

@@ -3,7 +3,8 @@
 A link carries a secret token (:func:`secrets.token_urlsafe`); state.duckdb keeps only its sha256, with the
 reviewer's name, their role (:data:`ROLES`), when it was made, when it expires (``--expires``, else never) and
 when it was revoked (``reviewer_tokens``), so a copy of the database gives nobody a way in. The review page takes
-a reviewer's identity and role from the token (a cookie set from the link), never from a name typed on the page.
+a reviewer's identity and role from the token (exchanged for a session of the server's run: :mod:`.sessions`),
+never from a name typed on the page.
 ``gensets review invite WS --revoke NAME`` (or ``review revoke``) ends every link of that reviewer, and ``--list``
 says who holds which (never a secret): a running page reads the invitations whenever it opens the database again,
 which it does after giving it up to the command; an expired link is refused from the moment it expires.
@@ -105,8 +106,26 @@ def active(con) -> dict[str, tuple[str, str, dt.datetime | None]]:
 
 
 def valid(entry: tuple | None) -> bool:
-    """An entry of :func:`active` that has not expired since it was read."""
-    return entry is not None and (entry[2] is None or entry[2] > now())
+    """An entry of :func:`active` (or :func:`links`) that is not revoked and has not expired since it was read."""
+    return state_of(entry) == "valid"
+
+
+def links(con) -> dict[str, tuple[str, str, dt.datetime | None, dt.datetime | None]]:
+    """digest -> (reviewer, role, expires, revoked) of every link made, revoked and expired ones included: a page
+    whose link ends is told which way it ended (:func:`state_of`)."""
+    _columns(con)
+    return {d: (r, role or "reviewer", exp, rev) for d, r, role, exp, rev in con.execute(
+        "SELECT token_sha256, reviewer, role, expires, revoked FROM reviewer_tokens").fetchall()}
+
+
+def state_of(entry: tuple | None) -> str:
+    """``valid``, ``revoked``, ``expired`` (now), or ``unknown`` (no such link) for an entry of :func:`links` or
+    :func:`active`."""
+    if entry is None:
+        return "unknown"
+    if len(entry) > 3 and entry[3] is not None:
+        return "revoked"
+    return "expired" if entry[2] is not None and entry[2] <= now() else "valid"
 
 
 def listing(con) -> list[dict]:

@@ -1,6 +1,6 @@
 """The review commands' work on a workspace (``gensets review list / accept / reject / relabel / mode /
-agreement / invite / revoke / export``): the workspace loaded, its state.duckdb required, opened (read-only where
-nothing is written) and closed again; each function returns what the command prints."""
+agreement / progress / invite / revoke / export``): the workspace loaded, its state.duckdb required, opened
+(read-only where nothing is written) and closed again; each function returns what the command prints."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from urllib.parse import urlsplit
 
 from ..errors import GensetsError
 from ..workspace import Workspace, refuse_own_file
-from . import interchange, review, reviewers, shared, state
-from .review_server import agreement as _agreement
+from . import interchange, queue, review, reviewers, shared, state, team
 
 PAGE = "http://127.0.0.1:8765/"  # the review page's address when no server runs and none is given
 
@@ -54,6 +53,35 @@ def outcomes(workspace, *, status: str | None, label: str | None = None, config:
         con.close()
 
 
+def by_reviewer(workspace, *, status: str | None = None, label: str | None = None, config: str | None = None,
+                limit: int | None = None) -> list[dict]:
+    """``review list --by reviewer``: every reviewer's latest decision on each image they decided (aliases
+    resolved), by reviewer then key: reviewer, key, status, label (a relabel's class), note, time, the sample's
+    class and config; ``status``: only that decision."""
+    ws, _, _ = _workspace(workspace)
+    con = state.connect(ws.state_path, read_only=True)
+    try:
+        q = (f"SELECT l.reviewer, l.key, l.status, CASE WHEN l.status = 'relabeled' THEN l.label END, l.note, l.time, "
+             f"s.label, s.config FROM ({queue.LATEST.format(where='')}) l JOIN samples s USING (key) "
+             "WHERE l.status <> 'pending' AND (? IS NULL OR l.status = ?) AND (? IS NULL OR s.label = ?) "
+             "AND (? IS NULL OR s.config = ?) ORDER BY l.reviewer, l.key" + (" LIMIT ?" if limit else ""))
+        rows = con.execute(q, [status, status, label, label, config, config, *([limit] if limit else [])]).fetchall()
+    finally:
+        con.close()
+    cols = ("reviewer", "key", "status", "review_label", "note", "time", "label", "config")
+    return [dict(zip(cols, r, strict=True)) for r in rows]
+
+
+def progress(workspace) -> dict:
+    """``review progress``: per reviewer and in all (:func:`team.progress`)."""
+    ws, _, _ = _workspace(workspace)
+    con = state.connect(ws.state_path, read_only=True)
+    try:
+        return team.progress(con)
+    finally:
+        con.close()
+
+
 def decide(workspace, action: str, keys: Sequence[str], *, all_pending: bool = False, label: str | None = None,
            reviewer: str | None = None, note: str | None = None) -> tuple[int, str]:
     """``review accept / reject / relabel``: (the samples decided, the status they got)."""
@@ -85,11 +113,12 @@ def mode(workspace, switch: str | None = None) -> str:
 
 
 def agreement(workspace) -> dict:
-    """Double review's agreement (Cohen's kappa, pairs, disagreements)."""
+    """Double review's agreement (Cohen's kappa, per pair, class and nuisance kind, the confusion table, the
+    disagreements: :func:`review.agreement`)."""
     ws, _, _ = _workspace(workspace)
     con = state.connect(ws.state_path, read_only=True)
     try:
-        return _agreement(con)
+        return review.agreement(con)
     finally:
         con.close()
 
@@ -97,7 +126,8 @@ def agreement(workspace) -> dict:
 def invite(workspace, name: str, *, role: str = "reviewer", expires: dt.timedelta | None = None,
            url: str | None = None) -> str:
     """A personal link to the review page for reviewer ``name`` (its token stored hashed): ``url``, else the
-    running server's address, else :data:`PAGE`, with the token."""
+    running server's address, else :data:`PAGE`, with the token. A server bound to every address that found no
+    address others reach recorded ``0.0.0.0``: the line says, after the link, that ``--url`` is needed."""
     ws, _, _ = _workspace(workspace)
     con = state.connect(ws.state_path)
     try:
@@ -106,7 +136,12 @@ def invite(workspace, name: str, *, role: str = "reviewer", expires: dt.timedelt
         con.close()
     running = [s["url"] for s in shared.servers(ws.root)]
     base = url or (running[0] if running else PAGE)
-    return f"{base.rstrip('/')}/?token={token}"
+    link = f"{base.rstrip('/')}/?token={token}"
+    host = urlsplit(base).hostname or ""
+    if host in ("0.0.0.0", "::"):
+        link += (f"  (0.0.0.0 is no address a reviewer can open: give the one they reach, `gensets review invite "
+                 f"{workspace} {name} --url http://ADDRESS:{urlsplit(base).port}/`)")
+    return link
 
 
 def revoke(workspace, name: str) -> int:

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS label_studio_tasks (
     project VARCHAR, task VARCHAR, key VARCHAR, created VARCHAR);
 CREATE TABLE IF NOT EXISTS review_undo (
     undo_seq BIGINT, undone_seq BIGINT, key VARCHAR, reviewer VARCHAR, time TIMESTAMP);
+CREATE TABLE IF NOT EXISTS review_leases (
+    key VARCHAR, reviewer VARCHAR, until TIMESTAMP);
 """
 # reviewer_tokens: the review page's invitations (gensets.curation.reviewers): the sha256 of each secret link's
 # token, never the token, with whose it is, when it was made and revoked.
@@ -68,7 +70,9 @@ CREATE TABLE IF NOT EXISTS review_undo (
 # ids. label_studio_tasks: the tasks imports read (project, task id, key, created_at): a file whose task of that
 # project is another one comes from another server (or a project made again) and is refused.
 # review_undo: append-only, the review page's undos (review.undo): the log row (its rowid) that undid another one,
-# which is a decision like any other in review_log; nothing is ever deleted from the log
+# which is a decision like any other in review_log; nothing is ever deleted from the log.
+# review_leases: the images handed out on review pages (gensets.curation.leases): who holds which, until when (UTC);
+# kept here so that a restarted server, or a second one, hands out the same way
 
 
 WAIT_S = 60.0  # how long a command waits for state.duckdb held by another process (a request of a review

@@ -1,44 +1,108 @@
-// gensets review page: selection, keyboard shortcuts and decisions (POST /api/decide, saved at once); ranges
-// (POST /api/bulk), comments (POST /api/decide, action comment), an image's history (GET /api/history), undo (POST /api/undo: a new decision, never a deletion), zoom, the keys overlay, references.
+// gensets review page. The HTML is a shell with nothing of the review in it: this script exchanges the link in the
+// address (?token=...) for a session of the server's run (POST /api/session), keeps it in this tab's sessionStorage
+// (the browser gives it to this origin only, never to another port of the host, as it would a cookie), takes the
+// token out of the address, and sends the session in the X-Gensets-Session header of every request: the page's
+// data (GET /api/page), its images (fetched, shown as blobs), decisions.
+// Then: selection, keyboard shortcuts and decisions (POST /api/decide, saved at once, one after another: a key
+// pressed while a decision is being saved waits its turn, and each is saved or answered with a message); ranges
+// (POST /api/bulk), comments, an image's history (GET /api/history), undo (POST /api/undo: a new decision, never a
+// deletion), zoom, the keys overlay, references; in double review an adjudicator's disputes (both decisions, 1 / 2
+// settle one) and a lead's team panel (GET /api/team).
 // Team work: every decision carries the version of the image it was made on; a newer decision by someone else
 // answers 409 (shown with who made it) and the next key press on that image overrides it knowingly. The page polls
-// GET /api/changes (which also renews the leases of its images) and shows others' decisions, counts included.
+// GET /api/changes (which also renews the images handed to it) and shows others' decisions, counts included; a
+// poll or a decision refused (a restart, a revoked or expired link, the server gone) shows a banner saying which and
+// what to do.
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
-  const items = JSON.parse($("items-data").textContent);
-  const cards = Array.from(document.querySelectorAll(".card"));
-  const double = document.body.dataset.double === "1";
-  const reviewerInput = $("reviewer");
-  const form = $("filters");
-  let sel = -1;
-  let busy = false;
-  const picked = new Set(); // indices of the range selected for a bulk decision
-  const undoSizes = []; // how many decisions each of this page's actions made: z takes the last one back whole
-  const undoMax = Number(document.body.dataset.undoMax) || 1;
-  const bulkMax = Number(document.body.dataset.bulkMax) || 1;
-  const todoView = document.body.dataset.view === "todo"; // the work view: its images are leased to this reviewer
-  const pollMs = Number(document.body.dataset.pollMs) || 2000;
-  let cursor = document.body.dataset.cursor === "" ? null : Number(document.body.dataset.cursor);
+  const STORE = "gensets-session";
+  const params = new URLSearchParams(location.search);
+  let auth = null; // {session, csrf, reviewer, role}
 
-  // every POST carries the session's CSRF token, which the server embedded in the page
-  const csrf = document.querySelector('meta[name="csrf-token"]').content;
-  // the reviewer's name: with a personal link, the link's (the field is read-only); else the URL wins, else the
-  // last one used in this browser
-  const signedIn = reviewerInput.dataset.signedIn === "1";
-  const fromUrl = new URLSearchParams(location.search).get("reviewer");
-  const stored = localStorage.getItem("gensets-reviewer");
-  if (!signedIn && !fromUrl && stored && stored !== reviewerInput.value) {
-    reviewerInput.value = stored;
-    // blind double review: the page was rendered with the server's default reviewer's decisions; show this one's
-    if (double) { document.body.hidden = true; form.submit(); return; }
+  // ---- refusals: what ended, and what to do (the server's 401 names the reason)
+  const owner = () => auth && auth.role === "owner";
+  const WHY = {
+    restarted: () => owner()
+      ? "The review server was restarted: this page's session ended. Open the new address `gensets review serve` printed (its link changed); every saved decision is kept."
+      : "The review server was restarted: this page's session ended. Open your personal link again to go on; every saved decision is kept.",
+    revoked: () => "Your link was revoked: this page saves nothing more. Ask whoever runs the review for a new one.",
+    expired: () => "Your link expired: this page saves nothing more. Ask whoever runs the review for a new one.",
+    ended: () => "This page's session ended (unused for an hour): open your link again.",
+    link: () => "This page has no session: open your link again.",
+    unknown: () => "This link is unknown, expired or revoked: ask whoever runs the review for a new one.",
+    gone: () => "The review server does not answer (stopped, or restarting): nothing is saved until it answers again.",
+  };
+  let refusedFor = null;
+  function banner(reason, text) {
+    refusedFor = reason;
+    $("banner-text").textContent = text || (WHY[reason] || WHY.link)();
+    $("banner").hidden = false;
+    document.body.dataset.refused = reason;
   }
-  const reviewer = () => reviewerInput.value.trim();
-  if (!signedIn) reviewerInput.addEventListener("change", () => {
-    localStorage.setItem("gensets-reviewer", reviewer());
-    if (double) form.submit(); // each reviewer sees their own decisions
-  });
-  form.querySelectorAll("select").forEach((s) => s.addEventListener("change", () => form.submit()));
+  function unbanner() { if (refusedFor === "gone") { $("banner").hidden = true; refusedFor = null; delete document.body.dataset.refused; } }
+  const ended = () => refusedFor && refusedFor !== "gone";
+
+  async function fail(res) {
+    const body = await res.json().catch(() => ({ error: res.statusText }));
+    const e = Object.assign(new Error(body.error || res.statusText), { status: res.status, body });
+    if (res.status === 401) banner(body.reason || "link");
+    return e;
+  }
+  const headers = (extra = {}) => ({ "X-Gensets-Session": auth.session, ...extra });
+  async function get(path) {
+    const res = await fetch(path, { headers: headers() });
+    if (!res.ok) throw await fail(res);
+    return res.json();
+  }
+  async function post(path, body) {
+    const res = await fetch(path, {
+      method: "POST", headers: headers({ "Content-Type": "application/json", "X-CSRF-Token": auth.csrf }),
+      body: JSON.stringify({ reviewer: reviewer(), ...body }),
+    });
+    if (!res.ok) throw await fail(res);
+    return res.json();
+  }
+
+  async function signIn() {
+    const link = params.get("token");
+    if (link !== null) {
+      params.delete("token"); // out of the address (and of this tab's history entry) at once
+      history.replaceState(null, "", location.pathname + (params.toString() ? "?" + params : ""));
+      const res = await fetch("/api/session", { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ token: link }) });
+      const out = await res.json().catch(() => ({ error: res.statusText }));
+      if (!res.ok) { $("signin-why").textContent = out.error || res.statusText; return null; }
+      sessionStorage.setItem(STORE, JSON.stringify(out));
+    }
+    try { return JSON.parse(sessionStorage.getItem(STORE) || "null"); } catch (e) { return null; }
+  }
+
+  // ---- images: fetched with the session, shown as blobs (an <img src> could not send it)
+  const blobs = new Map(); // url -> Promise of an object URL
+  const waiting = [];
+  let fetching = 0;
+  function blob(url) {
+    if (!blobs.has(url)) blobs.set(url, new Promise((resolve) => { waiting.push({ url, resolve }); pumpImages(); }));
+    return blobs.get(url);
+  }
+  function pumpImages() {
+    while (fetching < 6 && waiting.length) {
+      const { url, resolve } = waiting.shift();
+      fetching += 1;
+      fetch(url, { headers: headers() }).then(async (res) => {
+        if (!res.ok) { if (res.status === 401) await fail(res); resolve(""); return; }
+        resolve(URL.createObjectURL(await res.blob()));
+      }).catch(() => resolve("")).finally(() => { fetching -= 1; pumpImages(); });
+    }
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
 
   let toastTimer;
   function toast(text, bad = false) {
@@ -49,18 +113,127 @@
     toastTimer = setTimeout(() => (t.className = ""), bad ? 4000 : 1600);
   }
 
-  function el(tag, cls, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
+  const reviewerInput = $("reviewer");
+  const reviewer = () => reviewerInput.value.trim();
+  const form = $("filters");
+
+  // ---- the page: everything the shell shows, from GET /api/page
+  let items = [], cards = [], double = false, lead = false, todoView = false, cursor = null, pollMs = 2000;
+  let undoMax = 1, bulkMax = 1, references = false;
+
+  function option(select, value, text, chosen) {
+    const o = el("option", "", text);
+    o.value = value;
+    o.selected = value === chosen;
+    select.append(o);
   }
 
+  function render(p) {
+    double = p.double; lead = p.lead; undoMax = p.undo_max; bulkMax = p.bulk_max; pollMs = p.poll_ms || 2000;
+    references = p.references; todoView = p.filters.status === "todo" && p.leased;
+    cursor = p.cursor;
+    items = p.items;
+    document.title = `Review · ${p.title}`;
+    $("title").textContent = p.title;
+    $("title").title = p.workspace;
+    $("mode").hidden = !double;
+    document.body.dataset.double = double ? "1" : "0";
+    document.body.dataset.view = todoView ? "todo" : "";
+    document.querySelectorAll(".double").forEach((e) => (e.hidden = !double));
+    document.querySelectorAll(".lead").forEach((e) => (e.hidden = !lead || (e.classList.contains("disputed") && !double)));
+    // the reviewer: a personal link's (read-only), else the name in the address or the last one used here
+    reviewerInput.value = p.reviewer;
+    if (p.signed_in) {
+      reviewerInput.readOnly = true;
+      reviewerInput.dataset.signedIn = "1";
+      $("reviewer-label").title = "you review as the reviewer of your personal link";
+    } else {
+      reviewerInput.name = "reviewer";
+    }
+    $("role").textContent = p.role;
+    $("role").title = { owner: "you run this review page: you may also settle disagreements",
+      adjudicator: "you may also settle disagreements of double review",
+      reviewer: "you review; an adjudicator settles disagreements" }[p.role] || "";
+    const f = p.filters;
+    $("f-class").replaceChildren();
+    option($("f-class"), "", "all classes", f.class);
+    for (const [name, n] of p.classes) option($("f-class"), name, `${name} (${n})`, f.class);
+    $("f-config").replaceChildren();
+    option($("f-config"), "", "all kinds", f.config);
+    for (const [name, n] of p.configs) option($("f-config"), name, `${name} (${n})`, f.config);
+    $("f-status").replaceChildren();
+    const label = { todo: "to review", flagged: "several objects" };
+    for (const s of p.statuses) option($("f-status"), s, label[s] || s, f.status);
+    $("sort").replaceChildren();
+    for (const [s, text] of Object.entries(p.sorts)) option($("sort"), s, text, f.sort);
+    $("showing").textContent = `${p.matching} image${p.matching === 1 ? "" : "s"}`
+      + (items.length && (p.before !== null || p.after !== null) ? ` · ${items.length} shown` : "");
+    const pager = $("pager");
+    pager.replaceChildren();
+    for (const [name, id, text, title] of [["before", "prev", "‹ prev", "previous page (p)"], ["after", "next", "next ›", "next page (n)"]]) {
+      if (p[name] === null || p[name] === undefined) continue;
+      const b = el("button", "link", text);
+      Object.assign(b, { type: "submit", name, value: p[name], id, title });
+      pager.append(b);
+    }
+    $("class-list").replaceChildren(...p.class_names.map((c) => { const o = el("option"); o.value = c; return o; }));
+    $("instructions-text").replaceChildren(...p.instructions.map((t) => el("p", "", t)));
+    updateCounts(p.counts);
+    updateMe(p.me);
+    // the cards
+    const grid = $("grid");
+    grid.replaceChildren();
+    cards = items.map((it, i) => {
+      const c = el("article", "card");
+      c.dataset.i = i;
+      c.dataset.key = it.key;
+      const thumb = el("div", "thumb"), img = el("img");
+      img.alt = it.label;
+      img.decoding = "async";
+      thumb.append(img);
+      const cap = el("div", "cap"), cls = el("div", "cls");
+      cls.append(el("span", "orig", it.label), el("span", "new"));
+      cap.append(cls, el("div", "nuis", `${it.config} · ${it.nuisance}`));
+      if (it.surrogates.length && it.failures !== null && it.failures !== undefined) {
+        const s = el("div", "sur1");
+        s.title = "how many surrogates fail; the most confident surrogate's first guess and its score";
+        s.append(el("span", "fails", `${it.failures}/${it.surrogates.length} fail`));
+        if (it.top1_name) s.append(" ", el("span", "top1", `${it.confidence.toFixed(2)} ${it.top1_name}`));
+        cap.append(s);
+      }
+      const flag = el("span", "flagmark", "⚑ several");
+      flag.title = "several objects";
+      c.append(thumb, cap, el("span", "badge"), flag);
+      grid.append(c);
+      return c;
+    });
+    cards.forEach((c, i) => { updateCard(i); showImage(i); });
+    const empty = $("empty");
+    empty.hidden = items.length > 0;
+    const c = p.counts;
+    empty.textContent = "Nothing to show with these filters. " + (f.status === "todo" && c.todo
+      ? `The ${c.todo} image${c.todo === 1 ? "" : "s"} left to review are on other reviewers' pages; this page draws them if they come free.`
+      : f.status === "todo" ? "All done here 🎉" : "");
+  }
+
+  function showImage(i) {
+    const img = cards[i].querySelector("img"), key = items[i].key;
+    blob(`/image/${encodeURIComponent(key)}`).then((u) => {
+      if (!u) return;
+      img.src = u;
+      const mark = () => { if (img.naturalWidth && img.naturalWidth < 160) img.classList.add("small"); };
+      img.complete ? mark() : img.addEventListener("load", mark, { once: true });
+      if (i === sel) renderDetail();
+    });
+  }
+
+  // ---- selection and the detail pane
+  let sel = -1;
   function renderDetail() {
     const it = items[sel];
     if (!it) return;
-    const img = $("d-img");
-    img.src = cards[sel].querySelector("img").src;
+    const img = $("d-img"), src = cards[sel].querySelector("img").src;
+    if (img.getAttribute("src") !== src) { if (src) img.src = src; else img.removeAttribute("src"); }
     img.alt = it.label;
     $("d-class").textContent = it.label;
     $("d-new").textContent = it.status === "relabeled" ? " → " + it.review_label : "";
@@ -68,12 +241,15 @@
     $("d-prompt").textContent = it.prompt || "";
     $("d-seed").textContent = it.seed ?? "";
     $("d-key").textContent = it.key;
-    $("d-status").textContent = it.status + (it.flagged ? " · several objects" : "") + (double ? ` · ${it.n} reviewer(s) so far` : "");
+    $("d-status").textContent = it.status + (it.flagged ? " · several objects" : "")
+      + (double ? (it.dispute ? " · disputed" : ` · ${it.n} reviewer(s) so far`) : "");
     if (!$("zoom").hidden) showZoom();
     showReferences(it.label);
     $("b-flag").setAttribute("aria-pressed", String(!!it.flagged));
     $("d-comment").textContent = it.comment || "";
+    $("d-extra").replaceChildren(...(it.extra || []).flatMap((x) => [el("dt", "", x.name), el("dd", "", x.value)]));
     showConflict(it);
+    showDispute(it);
     showHistory();
     const n = it.surrogates.length;
     $("d-failures").textContent = it.failures == null ? "" : `· ${it.failures} of ${n} fail`;
@@ -98,7 +274,7 @@
   function select(i, scroll = true) {
     if (!cards.length) return;
     i = Math.max(0, Math.min(cards.length - 1, i));
-    if (sel >= 0) cards[sel].classList.remove("sel");
+    if (sel >= 0 && cards[sel]) cards[sel].classList.remove("sel");
     sel = i;
     cards[sel].classList.add("sel");
     if (scroll) cards[sel].scrollIntoView({ block: "nearest" });
@@ -114,10 +290,21 @@
       + (c.time ? ` (${c.time})` : "") + ". Decide again to override it (logged as an override)." : "";
   }
 
+  // double review, an adjudicator's page: the reviewers' decisions on a disputed image, side by side
+  function showDispute(it) {
+    const box = $("d-dispute"), d = it && it.dispute;
+    box.hidden = !d;
+    $("d-dispute-list").replaceChildren(...(d || []).map((x) => el("li", "",
+      `${x.reviewer}: ${x.status}${x.label ? " → " + x.label : ""}${x.note ? " · " + x.note : ""}`)));
+  }
+
   function updateCard(i) {
     const it = items[i], c = cards[i];
-    c.className = `card status-${it.status}${it.flagged ? " flagged" : ""}${it.conflict ? " conflict" : ""}${i === sel ? " sel" : ""}`;
-    c.querySelector(".badge").textContent = it.status + (it.conflict ? " · " + it.conflict.by : "");
+    c.className = `card status-${it.status}${it.flagged ? " flagged" : ""}${it.conflict ? " conflict" : ""}`
+      + `${it.dispute ? " disputed" : ""}${i === sel ? " sel" : ""}${c.classList.contains("picked") ? " picked" : ""}`
+      + `${it.saving ? " saving" : ""}`;
+    c.querySelector(".badge").textContent = it.saving ? "saving…" : it.status + (it.conflict ? " · " + it.conflict.by : "")
+      + (it.dispute && it.status === "pending" ? " · disputed" : "");
     c.querySelector(".new").textContent = it.status === "relabeled" ? " → " + it.review_label : "";
   }
 
@@ -128,17 +315,27 @@
     $("me-rate").textContent = me.rate == null ? "–" : Math.round(me.rate);
   }
 
-  async function post(path, body) {
-    const res = await fetch(path, {
-      method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify({ reviewer: reviewer(), ...body }),
-    });
-    const out = await res.json().catch(() => ({ error: res.statusText }));
-    if (!res.ok) throw Object.assign(new Error(out.error || res.statusText), { status: res.status, body: out });
-    return out;
+  function updateCounts(c) {
+    for (const k of ["pending", "accepted", "rejected", "relabeled", "flagged", "total", "double_reviewed", "disputed"]) {
+      const e = $("n-" + k);
+      if (e && c[k] !== undefined) e.textContent = c[k];
+    }
+    const total = c.total || 1;
+    for (const k of ["accepted", "relabeled", "rejected"]) {
+      document.querySelector(".seg." + k).style.width = (100 * c[k]) / total + "%";
+    }
+    $("bar").title = `decided ${c.total - c.pending} of ${c.total}`;
+    if (double) refreshKappa();
   }
 
-  // an image's new state (from a bulk decision or an undo) on the page, where it is shown
+  async function refreshKappa() {
+    try {
+      const a = await get("/api/agreement");
+      $("kappa").textContent = a.kappa == null ? "–" : a.kappa.toFixed(2) + ` (${a.items})`;
+    } catch (e) { /* the count stays as it was */ }
+  }
+
+  // an image's new state (a decision, a bulk decision, an undo) on the page, where it is shown
   function apply(state) {
     const i = items.findIndex((it) => it.key === state.key);
     if (i < 0) return -1;
@@ -148,49 +345,56 @@
     it.status = state.status;
     it.review_label = state.status === "relabeled" ? state.label : it.label;
     it.flagged = state.flagged;
+    if (state.comment !== undefined) it.comment = state.comment;
     if (state.version !== undefined) { it.version = state.version; it.conflict = null; } // one's own decision now
+    if (it.dispute && decided(state.status)) it.dispute = null; // settled (or one's own change of mind): the poll says
     updateCard(i);
     return i;
   }
 
-  function updateCounts(c) {
-    for (const k of ["pending", "accepted", "rejected", "relabeled", "flagged", "total", "double_reviewed"]) {
-      const e = $("n-" + k);
-      if (e && c[k] !== undefined) e.textContent = c[k];
-    }
-    const total = c.total || 1;
-    for (const k of ["accepted", "relabeled", "rejected"]) {
-      document.querySelector(".seg." + k).style.width = (100 * c[k]) / total + "%";
-    }
-    if (double) refreshKappa();
+  // ---- saving: one request at a time, in the order the keys were pressed; each saved, or answered with a message
+  const JOBS_MAX = 20;
+  const jobs = [];
+  let working = false;
+  function enqueue(what, run) {
+    if (ended()) { toast("not saved: " + (WHY[refusedFor] || WHY.link)(), true); return false; }
+    if (jobs.length >= JOBS_MAX) { toast(`${jobs.length} actions are still waiting to be saved: this key was not taken`, true); return false; }
+    if (working || jobs.length) toast(`${what}: waits for the decision being saved`);
+    jobs.push(run);
+    pumpJobs();
+    return true;
   }
-
-  async function refreshKappa() {
+  async function pumpJobs() {
+    if (working) return;
+    working = true;
     try {
-      const a = await (await fetch("/api/agreement")).json();
-      $("kappa").textContent = a.kappa == null ? "–" : a.kappa.toFixed(2) + ` (${a.items})`;
-    } catch (e) { /* the count stays as it was */ }
+      while (jobs.length) {
+        const run = jobs.shift();
+        try { await run(); } catch (e) {
+          if (e.status === 401) { // the session ended: nothing more can be saved
+            const left = jobs.length;
+            jobs.length = 0;
+            toast(`not saved${left ? ` (nor the ${left} after it)` : ""}: ${e.message}`, true);
+          }
+        }
+      }
+    } finally { working = false; }
   }
+  const nameFirst = () => { if (reviewer()) return true; toast("enter your name in Reviewer first", true); reviewerInput.focus(); return false; };
 
   const verbs = { accept: "accepted", reject: "rejected", relabel: "relabeled" };
-  async function decide(action, extra = {}) {
-    const it = items[sel];
-    if (!it || busy) return;
-    if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
-    busy = true;
+  // one decision on image i: its version and conflict read when it is sent (after the decisions before it)
+  async function save(i, action, extra) {
+    const it = items[i];
     const t0 = performance.now();
-    const i = sel;
+    it.saving = true;
+    updateCard(i);
     try {
       const out = await post("/api/decide", { key: it.key, action, version: it.version, override: !!it.conflict, ...extra });
       const ms = Math.round(performance.now() - t0);
-      if (double && it.status === "pending" && out.status !== "pending") it.n += 1;
-      it.status = out.status;
-      it.review_label = out.status === "relabeled" ? out.label : it.label;
-      it.flagged = out.flagged;
-      it.comment = out.comment;
-      it.version = out.version;
-      it.conflict = null;
-      updateCard(sel);
+      it.saving = false;
+      apply({ ...out, key: it.key });
+      if (i === sel) renderDetail();
       updateCounts(out.counts);
       updateMe(out.me);
       undoSizes.push(1);
@@ -198,15 +402,22 @@
       const what = action === "flag" ? (out.flagged ? "flagged: several objects" : "flag removed")
         : action === "comment" ? "comment" : verbs[action] + (action === "relabel" ? " → " + out.label : "");
       toast(`${what}${out.override ? " (override)" : ""} · saved (${ms} ms)`);
-      if (action === "flag" || action === "comment") renderDetail(); else if (sel < cards.length - 1) select(sel + 1); else renderDetail();
       if (todoView && !items.some((x) => x.status === "pending")) toast(`${what} · saved · all done on this page: n draws the next images`);
+      return out;
     } catch (e) {
-      if (e.status === 409) { (e.body.newest || []).forEach((c) => newer(c, true)); if (sel === i) renderDetail(); }
-      toast(e.message, true);
+      it.saving = false;
+      updateCard(i);
+      if (e.status === 409) { (e.body.newest || []).forEach((c) => newer(c, true)); select(i); }
+      toast(`${it.key}: ${e.message}`, true);
       throw e;
-    } finally {
-      busy = false;
     }
+  }
+  // a key press: the decision waits its turn; accept and reject move on to the next image at once
+  function decide(action, extra = {}, advance = false) {
+    const i = sel;
+    if (!items[i] || !nameFirst()) return;
+    const taken = enqueue(verbs[action] || action, () => save(i, action, extra));
+    if (taken && advance && i === sel && i < cards.length - 1) select(i + 1);
   }
 
   const box = $("relabel-box"), input = $("relabel-input");
@@ -218,19 +429,25 @@
     input.focus();
   }
   function closeRelabel() { box.hidden = true; }
-  async function confirmRelabel() {
+  function confirmRelabel() {
     const label = input.value.trim();
     if (!label) { $("relabel-error").textContent = "type or pick a class"; return; }
-    try {
-      await decide("relabel", { label });
-      closeRelabel();
-    } catch (e) {
-      $("relabel-error").textContent = e.message;
-    }
+    const i = sel;
+    if (!nameFirst()) return;
+    enqueue("relabel", async () => {
+      try {
+        await save(i, "relabel", { label });
+        if (sel === i) { closeRelabel(); if (i < cards.length - 1) select(i + 1); }
+      } catch (e) {
+        if (sel === i) { box.hidden = false; $("relabel-error").textContent = e.message; }
+        throw e;
+      }
+    });
   }
-  const safe = (p) => p.catch(() => {});
 
   // ---- ranges: shift-click from the selected image, x for one more; A / R decide them in one request
+  const picked = new Set(); // indices of the range selected for a bulk decision
+  const undoSizes = []; // how many decisions each of this page's actions made: z takes the last one back whole
   function showPicked() {
     cards.forEach((c, i) => c.classList.toggle("picked", picked.has(i)));
     const n = picked.size;
@@ -247,30 +464,29 @@
     picked.has(i) ? picked.delete(i) : picked.add(i);
     showPicked();
   }
-  async function bulk(action, indices, what) {
-    if (busy) return;
-    const keys = indices.map((i) => items[i].key);
-    if (!keys.length) { toast(what === "page" ? "nothing left to decide on this page" : "select images first", true); return; }
-    if (keys.length > bulkMax) { toast(`at most ${bulkMax} images at once`, true); return; }
-    if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
-    busy = true;
-    try {
-      const versions = Object.fromEntries(indices.map((i) => [items[i].key, items[i].version]));
-      const out = await post("/api/bulk", { keys, action, versions });
-      out.items.forEach(apply);
-      updateCounts(out.counts);
-      updateMe(out.me);
-      undoSizes.push(out.items.length);
-      picked.clear();
-      showPicked();
-      renderDetail();
-      toast(`${out.items.length} ${verbs[action]} · saved · z takes them back`);
-    } catch (e) {
-      if (e.status === 409) { (e.body.newest || []).forEach((c) => newer(c, true)); renderDetail(); }
-      toast(e.message, true);
-    } finally {
-      busy = false;
-    }
+  function bulk(action, indices, what) {
+    if (!indices.length) { toast(what === "page" ? "nothing left to decide on this page" : "select images first", true); return; }
+    if (indices.length > bulkMax) { toast(`at most ${bulkMax} images at once`, true); return; }
+    if (!nameFirst()) return;
+    picked.clear();
+    showPicked();
+    enqueue(`${indices.length} ${verbs[action]}`, async () => {
+      try {
+        const keys = indices.map((i) => items[i].key);
+        const versions = Object.fromEntries(indices.map((i) => [items[i].key, items[i].version]));
+        const out = await post("/api/bulk", { keys, action, versions });
+        out.items.forEach(apply);
+        updateCounts(out.counts);
+        updateMe(out.me);
+        undoSizes.push(out.items.length);
+        renderDetail();
+        toast(`${out.items.length} ${verbs[action]} · saved · z takes them back`);
+      } catch (e) {
+        if (e.status === 409) { (e.body.newest || []).forEach((c) => newer(c, true)); renderDetail(); }
+        toast(e.message, true);
+        throw e;
+      }
+    });
   }
   const pickedList = () => Array.from(picked).sort((a, b) => a - b);
   const undecided = () => items.map((it, i) => (it.status === "pending" ? i : -1)).filter((i) => i >= 0);
@@ -279,26 +495,22 @@
   $("b-page-accept").addEventListener("click", () => bulk("accept", undecided(), "page"));
 
   // ---- undo: the reviewer's last action taken back by new decisions (the server logs them)
-  async function undo() {
-    if (busy) return;
-    if (!reviewer()) { toast("enter your name in Reviewer first", true); reviewerInput.focus(); return; }
-    busy = true;
-    try {
-      const n = Math.min(undoSizes.pop() || 1, undoMax);
-      const out = await post("/api/undo", { n });
-      if (!out.items.length) { toast("nothing left to undo"); return; }
-      let last = -1;
-      out.items.forEach((s) => { const i = apply(s); if (i >= 0) last = i; });
-      updateCounts(out.counts);
-      updateMe(out.me);
-      if (last >= 0) select(last); else renderDetail();
-      const off = out.items.length - out.items.filter((s) => items.some((it) => it.key === s.key)).length;
-      toast(`undone: ${out.items.length} decision${out.items.length > 1 ? "s" : ""}` + (off ? ` (${off} on another page)` : ""));
-    } catch (e) {
-      toast(e.message, true);
-    } finally {
-      busy = false;
-    }
+  function undo() {
+    if (!nameFirst()) return;
+    enqueue("undo", async () => {
+      try {
+        const n = Math.min(undoSizes.pop() || 1, undoMax);
+        const out = await post("/api/undo", { n });
+        if (!out.items.length) { toast("nothing left to undo"); return; }
+        let last = -1;
+        out.items.forEach((s) => { const i = apply(s); if (i >= 0) last = i; });
+        updateCounts(out.counts);
+        updateMe(out.me);
+        if (last >= 0 && !jobs.length) select(last); else renderDetail();
+        const off = out.items.length - out.items.filter((s) => items.some((it) => it.key === s.key)).length;
+        toast(`undone: ${out.items.length} decision${out.items.length > 1 ? "s" : ""}` + (off ? ` (${off} on another page)` : ""));
+      } catch (e) { toast(e.message, true); throw e; }
+    });
   }
   $("b-undo").addEventListener("click", () => undo());
 
@@ -308,7 +520,8 @@
   function showZoom() {
     const it = items[sel];
     if (!it) return;
-    if (zoomImg.dataset.key !== it.key) { zoomImg.dataset.key = it.key; zoomImg.src = cards[sel].querySelector("img").src; }
+    const src = cards[sel].querySelector("img").src;
+    if (zoomImg.dataset.key !== it.key && src) { zoomImg.dataset.key = it.key; zoomImg.src = src; }
     const w = zoomImg.naturalWidth, h = zoomImg.naturalHeight;
     if (w) { zoomImg.style.width = w * scale + "px"; zoomImg.style.height = h * scale + "px"; }
     $("zoom-scale").textContent = `${Math.round(scale * 100)}%` + (w ? ` of ${w}×${h}` : "");
@@ -342,11 +555,43 @@
   pane.addEventListener("pointerup", endDrag);
   pane.addEventListener("pointercancel", endDrag);
 
-  // ---- the keys overlay
-  const help = $("help");
+  // ---- the keys overlay, the team panel
+  const help = $("help"), team = $("team");
   const toggleHelp = (on = help.hidden) => { help.hidden = !on; };
   $("b-help").addEventListener("click", () => toggleHelp(true));
   $("help-close").addEventListener("click", () => toggleHelp(false));
+  function cell(tag, text) { return el(tag, "", text === null || text === undefined ? "" : String(text)); }
+  function tableOf(head, rows) {
+    const t = el("table");
+    const tr = el("tr");
+    head.forEach((h) => tr.append(cell("th", h)));
+    t.append(tr, ...rows.map((r) => { const row = el("tr"); r.forEach((c) => row.append(cell("td", c))); return row; }));
+    return t;
+  }
+  async function showTeam() {
+    if (!lead) return;
+    team.hidden = false;
+    try {
+      const t = await get("/api/team");
+      const cols = ["reviewer", "decided", "accepted", "rejected", "relabeled", "flagged", "decisions", "undos", "rate", "leased", "last"];
+      $("team-progress").replaceChildren(...tableOf(["reviewer", "decided", "accepted", "rejected", "relabeled", "several objects",
+        "decisions", "undos", "per hour", "handed out now", "latest"], t.progress.reviewers.map((p) => cols.map((c) => p[c]))).childNodes);
+      const tot = t.progress.totals;
+      $("team-totals").textContent = `${tot.images} images: ` + Object.entries(tot).filter(([k, n]) => k !== "images" && n)
+        .map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ");
+      const a = t.agreement, box = $("team-agreement");
+      box.replaceChildren();
+      if (!a.items) { box.append(el("p", "muted", "Agreement: no image decided by two reviewers yet.")); return; }
+      box.append(el("h3", "", `Agreement of the first two reviewers: ${a.items} images, observed ${a.observed_agreement}, κ ${a.kappa ?? "undefined"}`));
+      for (const [name, title] of [["by_class", "class"], ["by_nuisance", "nuisance kind"]]) {
+        box.append(tableOf([title, "images", "agreement", "κ"], Object.entries(a[name]).map(([g, s]) => [g, s.items, s.observed_agreement, s.kappa ?? "–"])));
+      }
+      box.append(el("p", "muted", "The two reviewers' decisions (rows: the first reviewer's, columns: the second's):"));
+      box.append(tableOf(["", ...a.confusion.labels], a.confusion.labels.map((lb, i) => [lb, ...a.confusion.counts[i]])));
+    } catch (e) { $("team-totals").textContent = e.message; }
+  }
+  $("b-team").addEventListener("click", showTeam);
+  $("team-close").addEventListener("click", () => (team.hidden = true));
 
   // ---- pages
   const goPage = (id) => {
@@ -360,54 +605,63 @@
     const i = items.findIndex((it) => it.key === c.key);
     if (i < 0) return;
     const it = items[i];
-    if (double) { // blind: one's own decisions, and how many reviewers decided
+    if (it.saving) return; // its own answer follows
+    if (double) { // blind: one's own decisions, how many reviewers decided (a lead: whether it is still disputed)
       it.n = c.n;
       if (c.version !== undefined) it.version = c.version;
+      if ("dispute" in c) it.dispute = c.dispute;
       if (it.status !== c.status) { it.status = c.status; it.review_label = c.status === "relabeled" ? c.label : it.label; it.flagged = c.flagged; }
     } else if (c.by === reviewer() || c.status === "pending" && !stale) { // one's own (another tab, a command), or undone
       Object.assign(it, { status: c.status, review_label: c.label || it.label, flagged: c.flagged, version: c.version, conflict: null });
-    } else { // someone else's: shown; a decision on it is refused (409) once, then overrides it
-      Object.assign(it, { status: c.status, review_label: c.label || it.label, flagged: c.flagged, conflict: c });
-      if (stale) it.version = c.version; // the page has seen it now: the next decision overrides knowingly
+    } else { // someone else's: shown; the page has seen it, so the next decision on it overrides it knowingly
+      Object.assign(it, { status: c.status, review_label: c.label || it.label, flagged: c.flagged, conflict: c, version: c.version });
     }
     updateCard(i);
     if (i === sel) renderDetail();
   }
 
-  let lastTodo = null, lastCounts = null;
+  let lastTodo = null, lastCounts = null, misses = 0, timer = null;
   const emptySince = Date.now();
   async function poll() {
+    if (ended()) { clearInterval(timer); return; }
+    let res;
     try {
       const q = new URLSearchParams({ reviewer: reviewer() });
       if (cursor !== null) q.set("since", cursor);
-      const res = await fetch("/api/changes?" + q);
-      if (!res.ok) return;
-      const ch = await res.json();
-      if (ch.reload) { location.reload(); return; }
-      cursor = ch.cursor;
-      ch.items.forEach((c) => newer(c));
-      const counts = JSON.stringify(ch.counts);
-      if (counts !== lastCounts) { lastCounts = counts; updateCounts(ch.counts); }
-      // a work view with nothing on it: the next images, once others' decisions free some (or every 30 s)
-      if (todoView && !cards.length && ch.counts.todo > 0
-          && ((lastTodo !== null && ch.counts.todo !== lastTodo) || Date.now() - emptySince > 30000)) form.submit();
-      lastTodo = ch.counts.todo;
-    } catch (e) { /* the next poll tries again */ }
+      res = await fetch("/api/changes?" + q, { headers: headers() });
+    } catch (e) { // no answer at all: the server stopped, or is restarting
+      if (++misses >= 2) banner("gone");
+      return;
+    }
+    misses = 0;
+    unbanner();
+    if (!res.ok) { await fail(res); return; }
+    const ch = await res.json();
+    if (ch.reload) { location.reload(); return; }
+    cursor = ch.cursor;
+    ch.items.forEach((c) => newer(c));
+    const counts = JSON.stringify(ch.counts);
+    if (counts !== lastCounts) { lastCounts = counts; updateCounts(ch.counts); }
+    // a work view with nothing on it: the next images, once others' decisions free some (or every 30 s)
+    if (todoView && !cards.length && ch.counts.todo > 0
+        && ((lastTodo !== null && ch.counts.todo !== lastTodo) || Date.now() - emptySince > 30000)) form.submit();
+    lastTodo = ch.counts.todo;
   }
-  setInterval(poll, pollMs);
 
   // ---- real images of the class (review.references in the config)
   const refs = {};
   async function showReferences(label) {
-    if (document.body.dataset.references !== "1") return;
+    if (!references) return;
     const box = $("d-refs"), row = box.querySelector(".refs");
     box.dataset.class = label;
     try {
-      refs[label] = refs[label] || (await (await fetch("/api/references?" + new URLSearchParams({ class: label }))).json());
+      refs[label] = refs[label] || (await get("/api/references?" + new URLSearchParams({ class: label })));
     } catch (e) { refs[label] = []; }
     if (box.dataset.class !== label) return; // another image was selected meanwhile
-    row.replaceChildren(...refs[label].map((src) => { const im = el("img"); im.src = src; im.alt = label; return im; }));
-    box.hidden = !refs[label].length;
+    const urls = await Promise.all(refs[label].map(blob));
+    if (box.dataset.class !== label) return;
+    row.replaceChildren(...urls.map((src) => { const im = el("img"); im.src = src; im.alt = label; return im; }));
+    box.hidden = !urls.length;
   }
   $("relabel-go").addEventListener("click", confirmRelabel);
   input.addEventListener("keydown", (e) => {
@@ -417,16 +671,17 @@
   });
 
   function comment() {
-    if (!items[sel]) return;
-    const text = prompt("Comment on this image (empty: none)", items[sel].comment || "");
-    if (text !== null) safe(decide("comment", { comment: text }));
+    const i = sel;
+    if (!items[i]) return;
+    const text = prompt("Comment on this image (empty: none)", items[i].comment || "");
+    if (text !== null && nameFirst()) enqueue("comment", () => save(i, "comment", { comment: text }));
   }
-  // the selected image's history (every decision on it; in double review the reviewer's own), while shown
+  // the selected image's history (every decision on it; in double review the reviewer's own, an adjudicator's all)
   async function showHistory() {
     const it = items[sel], list = $("d-history-list");
     if (!it || !$("d-history").open) return;
     try {
-      const h = await (await fetch("/api/history?" + new URLSearchParams({ key: it.key, reviewer: reviewer() }))).json();
+      const h = await get("/api/history?" + new URLSearchParams({ key: it.key, reviewer: reviewer() }));
       if (items[sel] !== it) return;
       list.replaceChildren(...(h.history || []).map((d) => el("li", d.undone ? "muted" : "",
         `${d.time} ${d.reviewer}: ${d.status}${d.label ? " → " + d.label : ""}` + (d.undoes != null ? " (undo)" : "")
@@ -435,19 +690,17 @@
   }
   $("d-history").addEventListener("toggle", showHistory);
 
+  // a disputed image settled with one reviewer's decision (1: the first, 2: the second)
+  function settle(n) {
+    const it = items[sel], d = it && it.dispute && it.dispute[n - 1];
+    if (!d) { toast(it && it.dispute ? `no decision ${n} on this image` : "1 / 2 settle a disputed image (an adjudicator's)", true); return; }
+    const action = { accepted: "accept", rejected: "reject", relabeled: "relabel" }[d.status];
+    decide(action, action === "relabel" ? { label: d.label } : {}, true);
+  }
+
   const act = (a) => (a === "relabel" ? openRelabel() : a === "comment" ? comment() : a === "flag"
-    ? safe(decide("flag", { flagged: !items[sel]?.flagged })) : safe(decide(a)));
+    ? decide("flag", { flagged: !items[sel]?.flagged }) : decide(a, {}, true));
   document.querySelectorAll(".actions button").forEach((b) => b.addEventListener("click", () => act(b.dataset.action)));
-  cards.forEach((c, i) => c.addEventListener("click", (e) => {
-    if (e.shiftKey) { e.preventDefault(); pickRange(i); }
-    else if (e.ctrlKey || e.metaKey) togglePick(i);
-    select(i, false);
-  }));
-  cards.forEach((c) => {
-    const img = c.querySelector("img");
-    const mark = () => { if (img.naturalWidth && img.naturalWidth < 160) img.classList.add("small"); };
-    img.complete ? mark() : img.addEventListener("load", mark);
-  });
   $("d-img").addEventListener("load", (e) => e.target.classList.toggle("small", e.target.naturalWidth < 256));
 
   function columns() {
@@ -457,16 +710,17 @@
     return n === -1 ? cards.length : n;
   }
 
-  document.addEventListener("keydown", (e) => {
+  function keys(e) {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (["INPUT", "SELECT", "TEXTAREA"].includes(e.target.tagName)) return;
-    if (!help.hidden) { // the overlay takes ? and Esc only
-      if (e.key === "?" || e.key === "Escape") { e.preventDefault(); toggleHelp(false); }
+    if (!help.hidden || !team.hidden) { // an overlay takes ? and Esc only
+      if (e.key === "?" || e.key === "Escape") { e.preventDefault(); toggleHelp(false); team.hidden = true; }
       return;
     }
     const zoomed = !$("zoom").hidden;
-    const keys = {
+    const k = {
       a: () => act("accept"), r: () => act("reject"), l: () => act("relabel"), s: () => act("flag"), c: () => act("comment"),
+      1: () => settle(1), 2: () => settle(2), t: () => showTeam(),
       j: () => select(sel + 1), ArrowRight: () => select(sel + 1),
       k: () => select(sel - 1), ArrowLeft: () => select(sel - 1),
       ArrowDown: () => select(sel + columns()), ArrowUp: () => select(sel - columns()),
@@ -478,10 +732,42 @@
       Escape: () => { if (zoomed) closeZoom(); else if (!box.hidden) closeRelabel(); else { picked.clear(); showPicked(); } },
     };
     if (zoomed && ["ArrowDown", "ArrowUp", "ArrowLeft", "ArrowRight", "PageDown", "PageUp"].includes(e.key)) return; // pans
-    if (keys[e.key]) { e.preventDefault(); keys[e.key](); }
-  });
+    if (k[e.key]) { e.preventDefault(); k[e.key](); }
+  }
 
-  select(0, false);
-  if (double) refreshKappa();
-  window.gensetsReview = { items, select, decide, undo, bulk, poll }; // for tests and the console
+  async function start() {
+    auth = await signIn();
+    if (!auth) return; // the shell says how to get a link
+    // the reviewer's name on the owner's page: the address's, else the last one used in this browser
+    const stored = localStorage.getItem("gensets-reviewer");
+    if (auth.reviewer === null && !params.get("reviewer") && stored) {
+      params.set("reviewer", stored);
+      history.replaceState(null, "", location.pathname + "?" + params);
+    }
+    let p;
+    try { p = await get("/api/page?" + params); } catch (e) {
+      if (e.status === 401) { document.body.className = "out"; $("signin-why").textContent = e.message; $("banner").hidden = true; return; }
+      document.body.className = "";
+      banner("error", e.message);
+      return;
+    }
+    document.body.className = "";
+    render(p);
+    if (!p.signed_in) reviewerInput.addEventListener("change", () => {
+      localStorage.setItem("gensets-reviewer", reviewer());
+      if (double) form.submit(); // each reviewer sees their own decisions
+    });
+    form.querySelectorAll("select").forEach((s) => s.addEventListener("change", () => form.submit()));
+    cards.forEach((c, i) => c.addEventListener("click", (e) => {
+      if (e.shiftKey) { e.preventDefault(); pickRange(i); }
+      else if (e.ctrlKey || e.metaKey) togglePick(i);
+      select(i, false);
+    }));
+    document.addEventListener("keydown", keys);
+    select(0, false);
+    timer = setInterval(poll, pollMs);
+    document.body.dataset.ready = "1";
+  }
+  start();
+  window.gensetsReview = { get items() { return items; }, select, decide, undo, bulk, poll }; // for tests and the console
 })();
