@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -319,3 +320,34 @@ def test_bad_input_is_one_line(tmp_path):
     assert p.returncode != 0 and p.stderr.strip().count("\n") == 0 and "no such folder" in p.stderr
     p = run_cli("audit", tmp_path, "--phash-threshold", "99")
     assert p.returncode != 0 and "--phash-threshold" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_review_page_shows_a_flagged_images_neighbour(planted_build, tmp_path):
+    """After an audit of the workspace, the review page's detail of a flagged image names each neighbour with its
+    methods and distances, a neighbour within the workspace with its key to show its image; an image the audit
+    did not flag has no such field."""
+    from gensets.curation.review_state import ReviewState
+
+    root, ws, pairs = planted_build
+    copy = tmp_path / "ws"
+    shutil.copytree(ws, copy)
+    run_cli("audit", copy, "--quiet", check=0)
+    keys = _keys_of(copy)
+    planted = {frozenset((keys[a], keys[b])) for a, b, _ in pairs}
+    rs = ReviewState(copy, keep_open=True)
+    try:
+        items = rs.page("", status="all")["items"]
+        seen = {}
+        for it in items:
+            for x in it["extra"]:
+                assert x["name"] == "near-duplicate of" and re.search(r" \((exact|phash|dhash) ", x["value"])
+                seen.setdefault(it["key"], set()).add(x["image"])
+        shown = {it["key"] for it in items}
+        assert shown and seen  # the page shows flagged images
+        for key, neighbours in seen.items():
+            assert all(frozenset((key, n)) in planted for n in neighbours)
+        assert {k for pair in planted for k in pair if k in shown} == set(seen)
+        img, mime = rs.image(next(iter(next(iter(seen.values())))))  # the neighbour's image is served
+        assert img and mime.startswith("image/")
+    finally:
+        rs.close()

@@ -61,9 +61,37 @@ BULK_MAX = 500  # keys of one bulk decision (a page holds PAGE_SIZE)
 WHERE_MAX = 10_000  # image locations kept for the pages shown (a page has PAGE_SIZE)
 CHANGES_MAX = 500  # images one /api/changes answer lists; more changed since the page's cursor: it reloads
 LEADS = ("owner", "adjudicator")  # the roles that see the team's progress and double review's disputes
-# what the page shows of an image besides its own fields: functions (con, items) -> None that add an ``extra``
-# list of {"name", "value"} to each item (the detail pane lists them); none yet
-EXTRA_FIELDS: tuple = ()
+
+
+def audit_neighbours(con, items: list[dict]) -> None:
+    """A flagged image's near-duplicates and copies of reference images, from state.duckdb's ``audit_neighbours``
+    (written by ``gensets audit WORKSPACE`` and finalize's audit stage; absent before either ran): one field per
+    neighbour, its methods and distances; a neighbour in this workspace (``source`` self) with its key as
+    ``image``, which the page shows beside it."""
+    if not items or not con.execute("SELECT count(*) FROM information_schema.tables "
+                                    "WHERE table_name = 'audit_neighbours'").fetchall()[0][0]:
+        return
+    rows = con.execute("SELECT key, reference, neighbour, source, method, hamming, cosine FROM audit_neighbours "
+                       "WHERE key IN (SELECT unnest(?)) ORDER BY key, reference, neighbour, method",
+                       [[r["key"] for r in items]]).fetchall()
+    found: dict[tuple, list[str]] = {}
+    for key, reference, neighbour, source, method, hamming, cosine in rows:
+        found.setdefault((key, reference, neighbour, source), []).append(
+            f"{method} {hamming} bits" if cosine is None else f"{method} cosine {cosine:.3f}")
+    by_key: dict[str, list[dict]] = {}
+    for (key, reference, neighbour, source), how in found.items():
+        field = {"name": "near-duplicate of" if reference == "self" else f"copy of {reference} image",
+                 "value": f"{neighbour} ({', '.join(how)})"}
+        if source == "self":
+            field["image"] = neighbour
+        by_key.setdefault(key, []).append(field)
+    for r in items:
+        r["extra"] += by_key.get(r["key"], [])
+
+
+# what the page shows of an image besides its own fields: functions (con, items) -> None that add to each item's
+# ``extra`` list of {"name", "value"[, "image": a key of this workspace]} (the detail pane lists them)
+EXTRA_FIELDS: tuple = (audit_neighbours,)
 
 
 class Stale(GensetsError):

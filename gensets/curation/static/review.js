@@ -247,7 +247,16 @@
     showReferences(it.label);
     $("b-flag").setAttribute("aria-pressed", String(!!it.flagged));
     $("d-comment").textContent = it.comment || "";
-    $("d-extra").replaceChildren(...(it.extra || []).flatMap((x) => [el("dt", "", x.name), el("dd", "", x.value)]));
+    $("d-extra").replaceChildren(...(it.extra || []).flatMap((x) => {
+      const dd = el("dd", "", x.value);
+      if (x.image) { // a neighbour in this workspace (the audit's near-duplicate): shown beside its key
+        const im = el("img", "neighbour");
+        im.alt = x.image;
+        blob(`/image/${encodeURIComponent(x.image)}`).then((u) => { if (u) im.src = u; });
+        dd.append(im);
+      }
+      return [el("dt", "", x.name), dd];
+    }));
     showConflict(it);
     showDispute(it);
     showHistory();
