@@ -48,7 +48,7 @@ FOOTNOTE = ("† a surrogate: a model whose failures selected this dataset's ima
             "construction, compare the held-out models.")
 RANDOM = ("‡ random weights: a `tiny:` or `random:` model, or images one generated; these numbers are noise, a test "
           "of the path only.")
-TWO_WAY = ("counted / n: the answers top-1 counts of the run's n; two-way (the ImageNet-D authors' TRUE / (TRUE + "
+TWO_WAY = ("counted / n: the answers top-1 counts of the run's n; two-way (TRUE / (TRUE + "
            "FALSE)) leaves out those naming both options or neither, which two-way all counts wrong.")
 
 
