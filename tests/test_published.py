@@ -311,3 +311,31 @@ def test_published_numbers_cite_the_paper_never_a_local_file():
     assert packaged.genbench_published()["tables"]["2"]["source"]["arxiv"] == "2307.13697"
     assert "arXiv:2307.13697" in json.dumps(genbench_report.VARIANTS)
     assert "shared/papers" not in json.dumps(genbench_report.VARIANTS)
+
+
+BORJI = "000_8ad347efd34e9ea2.txt"
+
+
+def test_borji_published_numbers_are_the_papers():
+    """Each number is read from the words it quotes (found in the paper's text when it is beside the repo): Sec. 2's
+    "around 60% top-1 and about 80% top-5" (approximate, of resnext101_32x8d_wsl, averaged over the 17 categories
+    as Fig. 2's caption says) and Sec. 3's 77.27% of OFA on 241 questions of 50 images."""
+    from gensets.sources.packaged import borji_published
+
+    pub = borji_published()
+    top1, top5 = pub["recognition"]
+    assert (top1["value"], top5["value"]) == (0.60, 0.80)
+    for r in (top1, top5):
+        assert r["precision"] == {"kind": "approximate"} and r["aggregation"] == "mean-of-categories"
+        assert r["model"]["checkpoints"][0] == "timm/resnext101_32x8d.fb_wsl_ig1b_ft_in1k" and r["n"] == 1862
+    (ofa,) = pub["vqa"]
+    assert (ofa["value"], ofa["n"], ofa["images"], ofa["model"]["level"]) == (0.7727, 241, 50, "family")
+    assert round(0.7727 * 241) / 241 != 0.7727 and ofa["aggregation"] == "unknown"  # no whole count of 241
+    paper = next((b / BORJI for b in (ROOT.parent / "shared" / "papers", ROOT / "shared" / "papers")
+                  if (b / BORJI).exists()), None)
+    if paper is None:
+        pytest.skip("shared/papers is not beside this checkout")
+    text = paper.read_text(encoding="utf-8")
+    for r in (top1, top5, ofa):
+        assert r["source"]["quote"] in text, r["source"]["quote"]
+    assert "averaged over 17 categories" in text and "We did not distinguish between images" in text

@@ -98,7 +98,8 @@ def compared(numbers: list[dict], per_model: list[dict], population: str) -> lis
             c = compare(p, Measured(r["accuracy"], "vqa-accuracy", "pooled-questions", population,
                                     protocol=PROTOCOL, model=r["model"], random_weights=r["random_weights"],
                                     n=r["questions"]))
-            out.append({"what": p["what"], "published": p["value"], "questions": p["n"], "images": p["images"],
+            out.append({"what": p["what"], "published": p["value"], "digits": p["precision"].get("digits"),
+                        "questions": p["n"], "images": p["images"],
                         "model": r["model"], "config": r["config"], "gensets": r["accuracy"],
                         "gensets_images": r["accuracy_images"], "interval": r.get("accuracy_interval"),
                         "difference": c.difference, "random_weights": r["random_weights"], "comparison": c.as_dict()})
@@ -117,7 +118,8 @@ def write(rep: dict, out: str | Path) -> Path:
     cols = ["model", "protocol", "config", "questions", "images", "accuracy", "accuracy_images", "yes_accuracy",
             "no_accuracy"]
     pub = rep["published"]
-    published = [[r["what"], f"{r['questions']} questions, {r['images']} images", _pct(r["published"]),
+    published = [[r["what"], f"{r['questions']} questions, {r['images']} images",
+                  f"{100 * r['published']:.{r.get('digits') or 1}f}",
                   f"`{r['model']}` on `{r['config']}`" + (" (random weights)" if r["random_weights"] else ""),
                   f"{_pct(r['gensets'])} / {_pct(r['gensets_images'])}", _interval(r["interval"]),
                   "-" if r["difference"] is None else f"{100 * r['difference']:+.1f}", r["comparison"]["text"]]
