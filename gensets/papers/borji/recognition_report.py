@@ -29,6 +29,7 @@ from ...evaluation import store
 from ...evaluation.reports.base import Report, add_precision, pick_run_set, random_weights_note, rows
 from ...labels.wordset import BORJI_CATEGORIES
 from ...output import files
+from ...records import slug
 from ...registry import REPORTS
 from ...sources.packaged import borji_published
 
@@ -148,8 +149,8 @@ def compute(db: str | Path, dataset: str | None = None, protocol: str = "wordset
         raise GensetsError(f"{db}: no {precision} runs of dataset {dataset!r} with protocol {protocol!r} "
                            "(another --precision?)")
     configs = sorted({r["config"] for r in per_model})
-    if population is None:
-        population = "paper-images" if set(configs) <= set(PAPER_IMAGES) else "other"
+    if population is None:  # an import's config is named by its source (slugged: dall_e_2)
+        population = "paper-images" if set(configs) <= {slug(x) for x in PAPER_IMAGES} else "other"
     categories = [name(f["target"]) for f in fails]
     classes = "all" if set(BORJI_CATEGORIES) <= set(categories) else tuple(categories)
     published = borji_published()
