@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [d for d in (dict(zip(cols, r, strict=True)) for r in rows) if tuple(d[k] for k in ident) in done]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    shown = ["config", "split", "model", "protocol", "n", "top1", "top1_lo", "top1_hi", "top5", "mean_per_class"]
+    shown = ["config", "split", "model", "protocol", "n", "counted", "top1", "top1_lo", "top1_hi", "two_way_all",
+             "top5", "mean_per_class", "random_weights"]
     with open(out / "leaderboard.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
@@ -129,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     def cell(v):
         return f"{100 * v:.2f}" if isinstance(v, float) else str(v)
 
-    lines = [f"# Leaderboard: {cfg.dataset}", "", "Accuracy in %, 95% bootstrap interval for top-1.", "",
+    noise = [f"**Random weights** ({', '.join(sorted({r['model'] for r in rows if r['random_weights']}))}): these "
+             "numbers are noise, a test of the path only.", ""] if any(r["random_weights"] for r in rows) else []
+    lines = [f"# Leaderboard: {cfg.dataset}", "", *noise, "Accuracy in %, 95% bootstrap interval for top-1; counted: "
+             "the answers top-1 counts of n (two-way leaves out those naming both options or neither).", "",
              "| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
     lines += ["| " + " | ".join(cell(r[c]) for c in shown) + " |" for r in rows]
     if rows and {r["config"] for r in rows} <= set(imagenet_d.NUISANCES):  # an ImageNet-D: the paper beside
