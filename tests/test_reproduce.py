@@ -63,7 +63,7 @@ def test_imagenet_d_table_smoke_beside_the_published_drops(reference, tmp_path):
     assert all(v["quantity"].startswith("accuracy drop") for v in rows.values())
     import numpy as np
 
-    from gensets.papers.imagenet_d.report import NUISANCES, outcomes
+    from gensets.papers.imagenet_d.report import NUISANCES
 
     db = out / "results.duckdb"
     for what, model in (("ResNet", "tiny:resnet"), ("ViT-L/16", "tiny:vit"), ("CLIP", "tiny:clip")):
