@@ -460,14 +460,22 @@ def public(value):
 
 
 def publish_results(db, repo: str, *, target: Target | None = None, revision: str | None = None,
-                    dry_run: bool = False, out: Callable[[str], None] = print) -> str | None:
+                    dry_run: bool = False, out: Callable[[str], None] = print,
+                    allow_random_weights: bool = False) -> str | None:
     """The leaderboard rows of a results database as ``results/leaderboard.parquet`` (and .csv, .html, .md) in
-    the repo: datasets named without local paths, surrogate models marked (:mod:`gensets.evaluation.leaderboard`)."""
+    the repo: datasets named without local paths, surrogate models marked (:mod:`gensets.evaluation.leaderboard`).
+    A database holding runs of random-weight models (``tiny:``, ``random:``, or images one made: noise) is refused
+    unless ``allow_random_weights``; then every file says so."""
     import tempfile
 
     rows = leaderboard.public_rows(db)
     if not rows:
         raise GensetsError(f"{db}: no runs to publish (run `gensets eval` first)")
+    noise = sorted({r["model"] for r in rows if r.get("random_weights")})
+    if noise and not allow_random_weights:
+        more = f", ... ({len(noise)} in all)" if len(noise) > 5 else ""
+        raise GensetsError(f"{db}: runs of random-weight models ({', '.join(noise[:5])}{more}): their numbers are "
+                           "noise, for testing the path only; refusing to publish them (--allow-random-weights)")
     rels = [f"results/leaderboard.{ext}" for ext in ("parquet", "csv", "html", "md")]
     message = f"Leaderboard results ({len(rows)} rows)"
     check_repo(repo)

@@ -8,11 +8,13 @@ goes into ``--out`` (default ``out/reproduce/<table>[-smoke]``): the workspace(s
 folder and ``reproduce.md`` / ``reproduce.json``; running the command again resumes the build and skips finished
 evaluations. :func:`tables` lists every registered paper's tables, in the registry's order.
 
-Variance: every gensets number has its 95% interval over images where the paper's report computes one and, with
-``--seeds N`` where the number depends on generation (a table whose ``no_seeds`` says nothing), the range of N
-builds at seeds config seed + 0 .. N-1 (:func:`~gensets.papers.tables.over_seeds`); the published number is
-called ``within`` or ``outside`` each. Smoke runs set tiny models beside the paper's families
-(:attr:`Table.stand_ins`), each row naming its stand-in.
+Comparison: each row names the test that fits it (:func:`gensets.compare.compare`, from the two numbers' typed
+definitions: "not comparable: <field>", the same images, independent images, a prediction interval over
+``--seeds N`` builds at seeds config seed + 0 .. N-1, an approximate or family-only published number), and a
+verdict (``consistent`` / ``differs``) only where that test gives one. Every gensets number also has its own 95%
+interval over images where the paper's report computes one: its uncertainty, which decides nothing. Smoke runs set
+tiny models beside the paper's families (:attr:`Table.stand_ins`), each row naming its stand-in; random weights
+are named in every row and above the table.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ def plan(name: str, run: Run) -> list[str]:
     if table.plan and not run.smoke:
         return table.plan(table, run) + seeds
     lines = [f"build {run.ws} from {run.configs / config}"] if config else []
-    return lines + [f"score {run.ws} with {', '.join(e.models)} (protocol {e.protocol})"
-                    for e in evaluations(table, run)] + seeds
+    val = [f"score imagenet-val:{run.imagenet_val} with {', '.join(e.models)} (protocol {e.protocol})"
+           for e in evaluations(table, run)] if run.imagenet_val else []
+    return lines + val + [f"score {run.ws} with {', '.join(e.models)} (protocol {e.protocol})"
+                          for e in evaluations(table, run)] + seeds
 
 
 def estimate(name: str, run: Run, price_per_hour: float | None = None) -> dict:
@@ -113,6 +117,14 @@ def _check(table: Table, run: Run) -> None:
         readers = [t.name for t in tables().values() if t.sources]
         raise GensetsError(f"--source: {table.name}{mode} reads no released or test set"
                            + (f" ({_and(readers)}'s paper runs do)" if readers else ""))
+    if run.imagenet_val is not None:
+        if not table.imagenet_val:
+            readers = [t.name for t in tables().values() if t.imagenet_val]
+            raise GensetsError(f"--imagenet-val: {table.name} reads no ImageNet validation images"
+                               + (f" ({_and(readers)} does)" if readers else ""))
+        if not run.imagenet_val.is_dir():
+            raise GensetsError(f"--imagenet-val {run.imagenet_val}: no such folder (an ImageNet validation folder of "
+                               "class folders named by WordNet id, e.g. n01440764/)")
     if table.check:
         table.check(table, run)
 
@@ -137,8 +149,9 @@ def reproduce(name: str, run: Run) -> dict:
     _check(table, run)
     claim(run.out, f"gensets reproduce {name}")  # a user's non-empty folder is refused before anything runs
     result = table.run(table, run)
+    noise = sorted({r["model"] for r in result["rows"] if r.get("random_weights") and r.get("model")})
     result = {"table": name, "paper": table.paper, "what": table.what, "smoke": run.smoke,
-              **({"smoke_note": SMOKE_NOTE} if run.smoke else {}), **result}
+              **({"smoke_note": SMOKE_NOTE} if run.smoke else {}), **result, "random_weights": noise}
     with files(run.out) as staged:  # both or neither
         staged.write("reproduce.json", json.dumps(result, indent=1) + "\n")
         staged.write("reproduce.md", markdown(result))
@@ -151,24 +164,39 @@ def _interval(ci, kind: str | None) -> str:
     return "-" if ci is None else f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}] ({kind})"
 
 
+def _seeds(r: dict) -> str:
+    v = (r.get("seeds") or {}).get("values")
+    return "-" if not v else ", ".join(_pct(x) for x in v)
+
+
+RANDOM = ("**Random weights**: {models}: the numbers of these models (or of images they made) are noise; no row "
+          "with one is compared.")
+
+
 def markdown(result: dict) -> str:
     seeds = next((r["seeds"]["n"] for r in result["rows"] if "seeds" in r), 0)
-    rows = [[r["what"], r["protocol"], _pct(r["published"]), _pct(r["gensets"]),
+    rows = [[r["what"], r.get("quantity") or r.get("protocol") or "-", _pct(r["published"]),
+             _pct(r["gensets"]) + (f" ({r['gensets_note']})" if r.get("gensets_note") else ""),
+             _interval(r.get("interval"), r.get("interval_kind")),
              "-" if r["difference"] is None else f"{100 * r['difference']:+.2f}",
-             _interval(r.get("interval"), r.get("interval_kind")), r.get("verdict") or "-",
-             *([_interval(r["seeds"]["range"], f"{seeds} seeds"), r["seeds"]["verdict"] or "-"] if seeds else []),
-             "not run" if r["model"] is None else code(r["model"], True),
+             *([_seeds(r)] if seeds else []), (r.get("comparison") or {}).get("text") or "-",
+             "not run" if r["model"] is None else code(r["model"], True)
+             + (" (random weights)" if r.get("random_weights") else ""),
              "-" if r["variant"] is None else code(r["variant"], True)] for r in result["rows"]]
     head = [f"# {result['table']}: {result['paper']}", "", result["what"] + ".", ""]
     if result["smoke"]:
         head += [f"**{result['smoke_note']}.**", ""]
-    spread = (f" Over seeds: the range (min, max) of the {seeds} builds' numbers at seeds config seed + 0 .. "
-              f"{seeds - 1}; the table's number is the first's." if seeds else "")
-    return "\n".join([*head, table(["row", "protocol / metric", "published", "gensets", "difference",
-                                    "95% interval", "published is",
-                                    *(["over seeds", "published is (seeds)"] if seeds else []),
-                                    "gensets model", "variant"], rows), "",
-                      f"Interval: {result['interval']}; published is: within or outside it.{spread}", "",
+    if result.get("random_weights"):
+        head += [RANDOM.format(models=", ".join(code(m, True) for m in result["random_weights"])), ""]
+    spread = (f" Over seeds: the number of each of the {seeds} builds at seeds config seed + 0 .. {seeds - 1} (the "
+              "table's number is the first's); the comparison is then a prediction interval for one more build."
+              if seeds else "")
+    return "\n".join([*head, table(["row", "quantity", "published", "gensets", "gensets 95% interval", "difference",
+                                    *(["over seeds"] if seeds else []), "comparison", "gensets model", "variant"],
+                                   rows), "",
+                      f"gensets' interval: {result['interval']} (its own uncertainty, which decides nothing). "
+                      "Comparison: the test that fits the two numbers' definitions (README, \"How gensets compares "
+                      f"with a paper\"); a verdict only where that test gives one.{spread}", "",
                       f"Published: {result['source']}. {result['note']}", "",
                       *[x for line in result.get("not_run", ()) for x in (f"Not run: {line}", "")],
                       f"Full report: {result['report']}", ""])

@@ -13,6 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
 
+from .compare import AGGREGATIONS, POPULATIONS, QUANTITIES
+
 # C0 and C1 controls, DEL, the line / paragraph separators and the bidirectional overrides and isolates: what
 # moves a terminal's cursor, colours it, or reorders what a reader sees
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -278,5 +280,129 @@ class LabelStudioTask(Open):
     annotations: list[Annotation] | None = None
 
 
-__all__ = ["AnyRecord", "CandidateRow", "CommitMarker", "DatasetManifest", "Environment", "LabelStudioTask",
-           "Lease", "ReviewServers", "TIState", "Timing"]
+# ------------------------------------------------------------------------------------------ published numbers
+# gensets/data/<paper>/published.json: every number a paper published that gensets sets beside its own, as a typed
+# quantity (gensets.compare: the vocabularies, and the one function that compares)
+Arxiv = Annotated[str, Field(pattern=r"^\d{4}\.\d{4,5}(v\d+)?$")]
+Value = Annotated[float, Field(ge=-1e12, le=1e12, allow_inf_nan=False)]
+
+
+class PaperSource(Record):
+    """Where a published number is read: the paper (its arXiv id), the place in it, the words it is read from
+    (tests/test_published.py finds them in the paper's text) and any further evidence."""
+
+    arxiv: Arxiv
+    where: Name  # "abstract", "Table 2", "Figure 5's caption", "Sec. 3"
+    quote: Text
+    also: list[Text] = []
+
+
+class ModelRef(Record):
+    """The model a published number is of: an exact ``checkpoint`` (``checkpoints``: the ids gensets' specs have
+    when they are it, :func:`gensets.compare.checkpoint_id`) or only a ``family`` (compared, never judged)."""
+
+    name: Name
+    level: Literal["checkpoint", "family"]
+    checkpoints: list[Name] = []
+
+
+class Precision(Record):
+    """How precisely a number is printed: ``exact`` to ``digits`` decimals (of the printed percent, or of the
+    mantissa of a number printed as a power of ten), or ``approximate`` ("about 60%")."""
+
+    kind: Literal["exact", "approximate"]
+    digits: Count | None = None
+
+
+class Definition(Record):
+    """What a published number is: its quantity (and the gensets protocol whose top-1 it is), its aggregation, the
+    images it was measured on, its classes (all, or a subset), how precisely it is printed, its n where the paper
+    gives it, its unit, and which of these fields are gensets' reading where the paper leaves them open
+    (``assumed``). Every field but ``protocol``, ``n``, ``unit`` and ``assumed`` is required."""
+
+    quantity: Literal[tuple(QUANTITIES)]
+    protocol: Name | None = None
+    aggregation: Literal[tuple(AGGREGATIONS)]
+    population: Literal[tuple(POPULATIONS)]
+    classes: Literal["all"] | list[Name]
+    precision: Precision
+    n: Count | None = None
+    unit: Literal["fraction", "percent", "USD", "count"] = "fraction"
+    assumed: list[Literal["quantity", "protocol", "aggregation", "population", "classes", "n"]] = []
+
+
+class PublishedNumber(Definition):
+    """One published number: its :class:`Definition`, what it is (for a reader), the model it is of (None: no
+    model, e.g. a cost), its value (in ``unit``) and its :class:`PaperSource`."""
+
+    what: Text
+    model: ModelRef | None
+    value: Value
+    source: PaperSource
+    note: Text | None = None
+
+
+class ImageNetDPublished(Record):
+    """gensets/data/imagenet_d/published.json: the five headline drops, and the abstract's "up to 60%"."""
+
+    WHAT: ClassVar[str] = "ImageNet-D's published numbers"
+    paper: Text
+    checked: Text
+    numbers: list[PublishedNumber]
+    drop_up_to: PublishedNumber
+
+
+class BorjiVQANumber(PublishedNumber):
+    images: Count
+
+
+class BorjiPublished(Record):
+    """gensets/data/borji/published.json: the recognition numbers (Sec. 2) and OFA's VQA accuracy (Sec. 3)."""
+
+    WHAT: ClassVar[str] = "Borji's published numbers"
+    paper: Text
+    url: Text
+    checked: Text
+    recognition: list[PublishedNumber]
+    vqa: list[BorjiVQANumber]
+
+
+class WilesNumber(PublishedNumber):
+    label: Name
+    caption: Text
+    target: Name | None
+
+
+class WilesPublished(Record):
+    """gensets/data/failure_modes/published.json: Figure 5's failure rates."""
+
+    WHAT: ClassVar[str] = "Wiles et al.'s published numbers"
+    paper: Text
+    checked: Text
+    figure5: list[WilesNumber]
+
+
+class GenBenchTable(Open):
+    """A table of gensets/data/genbench/published.json: its source, the :class:`Definition` of its numbers (every
+    number of its rows is one entry: the definition, the row's model from ``models``, the value), and its rows (as
+    the paper prints them)."""
+
+    source: PaperSource
+    definition: Definition
+    models: dict[Name, ModelRef] | None = None
+    rows: list[Plain]
+
+
+class GenBenchPublished(Record):
+    """gensets/data/genbench/published.json: Tables 1-5."""
+
+    WHAT: ClassVar[str] = "GenBench's published numbers"
+    MAX_BYTES: ClassVar[int] = 1 << 20
+    paper: Text
+    note: Text
+    tables: dict[Literal["1", "2", "3", "4", "5"], GenBenchTable]
+
+
+__all__ = ["AnyRecord", "BorjiPublished", "CandidateRow", "CommitMarker", "DatasetManifest", "Definition", "Environment",
+           "GenBenchPublished", "ImageNetDPublished", "LabelStudioTask", "Lease", "PublishedNumber", "ReviewServers",
+           "TIState", "Timing", "WilesPublished"]

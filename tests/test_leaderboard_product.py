@@ -44,7 +44,8 @@ def test_leaderboard_of_three_tiny_models_on_two_datasets(two_datasets, tmp_path
     assert all(r["surrogate"] for r in rows if r["dataset"] == "imagenet-d-small")
     assert list(csv.DictReader(open(out / "leaderboard.csv")))[0].keys() == set(leaderboard.COLUMNS)
     md, html = (out / "leaderboard.md").read_text(), (out / "leaderboard.html").read_text()
-    assert md.count("| tiny:") == 9 and md.count(" † |") == 3 and leaderboard.FOOTNOTE in md
+    assert md.count("| tiny:") == 9 and md.count(" † ‡ |") == 3 and leaderboard.FOOTNOTE in md
+    assert all(r["random_weights"] for r in rows) and leaderboard.RANDOM in md and leaderboard.RANDOM in html
     assert html.count('<tr class="surrogate">') == 3 and "<script>" in html
     assert "http" not in html  # self-contained: no CDN, no external file
     for f in out.iterdir():  # no local path in any file
@@ -60,9 +61,11 @@ def test_leaderboard_of_three_tiny_models_on_two_datasets(two_datasets, tmp_path
     plain = run_cli("leaderboard", "--db", db, "--format", "json", check=0)
     assert str(imagenet_d) in plain.stdout
     # publish-results: the same rows, with no local path, in the plan and in what it uploads
-    dry = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run", check=0)
+    refused = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run")
+    assert refused.returncode == 2 and "--allow-random-weights" in refused.stderr
+    dry = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run", "--allow-random-weights", check=0)
     assert "upload results/leaderboard.parquet" in dry.stdout and str(tmp_path.parent) not in dry.stdout
-    run_cli("publish-results", "--db", db, "--repo", f"file://{tmp_path / 'repo'}", check=0)
+    run_cli("publish-results", "--db", db, "--repo", f"file://{tmp_path / 'repo'}", "--allow-random-weights", check=0)
     published = pq.read_table(tmp_path / "repo" / "results" / "leaderboard.parquet").to_pylist()
     assert published == rows
     assert str(tmp_path.parent).encode() not in (tmp_path / "repo" / "results" / "leaderboard.html").read_bytes()

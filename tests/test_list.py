@@ -18,7 +18,7 @@ EXPECTED = {
     "models": lambda: [f"tiny:{k}" for k in built_kinds("tiny")] + [f"random:{k}" for k in built_kinds("random")],
     "configs": lambda: [f"configs/{p.name}" for p in sorted((ROOT / "configs").glob("*.yaml"))],
     "tables": lambda: [f"genbench:table-{i}" for i in range(1, 6)] + ["borji:recognition", "borji:vqa",
-                                                                       "imagenet-d:top1", "failure-modes:figure-5"]
+                                                                       "imagenet-d:drops", "failure-modes:figure-5"]
     + [f"reproduce:{name}" for name in __import__("gensets.reproduce", fromlist=["tables"]).tables()],
 }
 

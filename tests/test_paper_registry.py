@@ -80,7 +80,7 @@ TOY = {
             pub = published()["accuracy"]
             return {"rows": [{"what": "accuracy", "protocol": "toy", "published": pub, "model": "tiny:toy",
                               "variant": None, "gensets": value, "difference": value - pub, "interval": None,
-                              "interval_kind": None, "verdict": None}],
+                              "interval_kind": None}],
                     "report": "none", "source": published()["paper"], "interval": "none", "note": "a toy."}
 
 
@@ -138,7 +138,7 @@ def test_a_toy_paper_outside_gensets_is_listed_and_offered_by_reproduce(toy_pape
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
     assert (result["table"], result["rows"][0]["published"], result["rows"][0]["gensets"]) == ("toy-table", 0.625, 0.5)
-    assert "| accuracy | toy | 62.50 | 50.00 | -12.50 |" in (out / "reproduce.md").read_text()
+    assert "| accuracy | toy | 62.50 | 50.00 | - | -12.50 | - |" in (out / "reproduce.md").read_text()
 
 
 def test_without_the_toy_paper_it_is_not_there(tmp_path):

@@ -264,3 +264,49 @@ def test_publish_results_publishes_no_local_path_or_login(tmp_path):
     published += [p.read_bytes().decode("latin-1") for p in repo.rglob("*") if p.is_file()]
     for text in published:
         assert str(tmp_path) not in text and login not in text and "/home" not in text, text
+
+
+def test_publish_results_refuses_random_weights_and_every_file_says_so(tmp_path):
+    """A database with a tiny model's run (random weights: noise) and a real model's two-way run where 3 of 12
+    answers named both options or neither: publish-results refuses it in one line (dry run too) unless
+    --allow-random-weights; then the md and html say so above the table and mark the row, the csv and parquet
+    carry random_weights; the two-way row shows counted / n (9 / 12) and two_way_all beside top-1."""
+    import csv
+    import datetime as dt
+    from html import escape
+
+    import pyarrow.parquet as pq
+
+    from gensets.evaluation import leaderboard, store
+
+    db = tmp_path / "r.duckdb"
+    con = store.connect(db)
+    now = dt.datetime(2026, 1, 1)
+    for model, protocol, mets in (
+            ("tiny:resnet", "imagenet", [{"name": "top1", "value": 0.25, "lo": 0.1, "hi": 0.4}]),
+            ("hf:llava-hf/llava-1.5-7b-hf", "two-way (wrong_option=released-csv)",
+             [{"name": "top1", "value": 6 / 9, "lo": 0.3, "hi": 0.9}, {"name": "two_way_all", "value": 0.5, "lo": None,
+                                                                       "hi": None},
+              {"name": "unparseable", "value": 0.25, "lo": None, "hi": None}])):
+        store.write_run(con, {"dataset": "zcs15/ImageNet-D", "dataset_revision": "r", "config": "background",
+                              "split": "test", "model": model, "model_id": model, "model_revision": None,
+                              "protocol": protocol, "label_space": "dataset", "n": 12, "started": now, "finished": now,
+                              "versions": {}}, [], mets)
+    con.close()
+    for args in ((), ("--dry-run",)):
+        r = run_cli("publish-results", "--db", db, "--repo", "org/name", *args)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        assert "tiny:resnet" in r.stderr and "--allow-random-weights" in r.stderr and "llava" not in r.stderr
+    repo = tmp_path / "repo"
+    run_cli("publish-results", "--db", db, "--repo", f"file://{repo}", "--allow-random-weights", check=0)
+    out = repo / "results"
+    md, html = (out / "leaderboard.md").read_text(), (out / "leaderboard.html").read_text()
+    assert md.index(leaderboard.RANDOM) < md.index("| dataset |") and "tiny:resnet ‡ |" in md
+    assert html.index(escape(leaderboard.RANDOM)) < html.index("<table>") and "tiny:resnet ‡</td>" in html
+    rows = {r["model"]: r for r in csv.DictReader(open(out / "leaderboard.csv"))}
+    assert rows["tiny:resnet"]["random_weights"] == "True" and rows["hf:llava-hf/llava-1.5-7b-hf"]["random_weights"] == "False"
+    table = {r["model"]: r for r in pq.read_table(out / "leaderboard.parquet").to_pylist()}
+    assert table["tiny:resnet"]["random_weights"] and not table["hf:llava-hf/llava-1.5-7b-hf"]["random_weights"]
+    llava = table["hf:llava-hf/llava-1.5-7b-hf"]
+    assert (llava["n"], llava["counted"], llava["two_way_all"]) == (12, 9, 0.5) and table["tiny:resnet"]["counted"] == 12
+    assert "| 9 / 12 | 66.67 | 30.00–90.00 | 50.00 |" in md and leaderboard.TWO_WAY in md

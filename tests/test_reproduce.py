@@ -25,6 +25,9 @@ from .test_eval import query
     ("timm:hf-hub:timm/vit_large_patch14_clip_224.openai_ft_in1k", "imagenet", None),  # patch 14, not ViT-L/16
     ("timm:hf-hub:timm/vit_base_patch16_224.augreg2_in21k_ft_in1k", "imagenet", None),
     ("open_clip:ViT-L-14/openai", "zero-shot (imagenet-d official)", "CLIP"),
+    ("hf:openai/clip-vit-base-patch16", "zero-shot", "CLIP"),
+    ("open_clip:ViT-bigG-14/laion2b_s39b_b160k", "zero-shot", None),  # LAION's: not the paper's (OpenAI's) CLIP
+    ("timm:hf-hub:timm/resnext101_32x8d.fb_wsl_ig1b_ft_in1k", "imagenet", None),
     ("open_clip:ViT-L-14/openai", "imagenet", None),  # CLIP is compared under zero-shot only
     ("timm:hf-hub:timm/resnet50.a1_in1k", "zero-shot", None),
     ("hf:llava-hf/llava-1.5-13b-hf", "two-way (wrong_option=released-csv)", "LLaVa"),
@@ -36,13 +39,14 @@ def test_a_run_is_compared_with_the_paper_family_of_its_protocol_and_spec(model,
 
 
 @pytest.mark.slow
-def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_path):
+def test_imagenet_d_table_smoke_beside_the_published_drops(reference, tmp_path):
     """The smoke run (the build resumed from a copy of the session's smoke build: nothing left to generate)
     scores the tiny stand-ins of the paper's families (tiny:resnet for ResNet, tiny:vit for ViT-L/16 under
-    imagenet, tiny:clip for CLIP under zero-shot, tiny:vlm-chair for LLaVa under two-way) and prints each family beside
-    its stand-in: the value is every image's top-1 pooled over the three nuisances, recomputed here from the stored
-    predictions, with the written-out bootstrap of those outcomes as its interval and the published number
-    within or outside it; the difference is gensets - published. MiniGPT-4 alone has no runnable model."""
+    imagenet, tiny:clip for CLIP under zero-shot, tiny:vlm-chair for LLaVa under two-way) and prints each family's
+    published DROP beside its stand-in: without ImageNet runs, its ImageNet-D top-1 pooled over the three nuisances
+    (recomputed here from the stored predictions, with the written-out bootstrap of those outcomes as gensets' own
+    interval) and "drop: needs ImageNet accuracy"; never a verdict (random weights, and no drop). MiniGPT-4 alone has
+    no runnable model. A rerun resumes; --seeds 2 lists each build's number and decides nothing either."""
     from gensets.output import claim
 
     out = tmp_path / "idt"
@@ -53,12 +57,13 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
     res = json.loads(r.stdout)
     assert res["smoke"] is True and "meaningless" in res["smoke_note"]
     rows = {x["what"]: x for x in res["rows"]}
-    # the paper's numbers, as the summary prints them ("ResNet (55.02%)", ...)
+    # the paper's numbers, drops as the summary prints them ("ResNet (55.02%)", ...)
     assert {k: v["published"] for k, v in rows.items()} == {
         "ResNet": 0.5502, "ViT-L/16": 0.594, "CLIP": 0.4605, "LLaVa": 0.2967, "MiniGPT-4": 0.1681}
+    assert all(v["quantity"].startswith("accuracy drop") for v in rows.values())
     import numpy as np
 
-    from gensets.papers.imagenet_d.report import NUISANCES, outcomes
+    from gensets.papers.imagenet_d.report import NUISANCES
 
     db = out / "results.duckdb"
     for what, model in (("ResNet", "tiny:resnet"), ("ViT-L/16", "tiny:vit"), ("CLIP", "tiny:clip")):
@@ -69,69 +74,106 @@ def test_imagenet_d_table_smoke_beside_the_published_accuracies(reference, tmp_p
         ci = _loop_ci(len(right), lambda i, r=right: r[i].mean())
         row = rows[what]
         assert row["model"] == model and row["variant"].endswith(f"; stand-in for {what}")
-        assert row["gensets"] == pytest.approx(right.mean())
-        assert row["difference"] == pytest.approx(right.mean() - row["published"])
-        assert row["interval"] == pytest.approx(ci, abs=1e-12) and row["interval_kind"] == "images"
-        assert row["verdict"] == ("within" if ci[0] <= row["published"] <= ci[1] else "outside")
+        assert row["gensets"] is None and row["difference"] is None and row["random_weights"]
+        assert row["gensets_note"] == f"ImageNet-D top-1 {100 * right.mean():.2f}; drop: needs ImageNet accuracy"
+        assert row["interval"] == pytest.approx(ci, abs=1e-12) and row["interval_kind"] == "ImageNet-D, images"
+        assert row["comparison"]["text"].startswith("not comparable: quantity (drop: needs ImageNet accuracy)")
+        assert row["comparison"]["verdict"] is None
     assert rows["CLIP"]["variant"] == "zero-shot (imagenet-d official); stand-in for CLIP"
-    # LLaVa: tiny:vlm-chair under two-way answers "chair" to every question: TRUE on each chair image (the true
-    # class is an option), FALSE where CLIP offered chair as the wrong class, left out otherwise; the row is the
-    # authors' TRUE / (TRUE + FALSE), counted here by hand
     llava = rows["LLaVa"]
     assert llava["model"] == "tiny:vlm-chair" and "stand-in for LLaVa" in llava["variant"]
     assert "fp32 on cpu, pad-square" in llava["variant"]  # not the authors' fp16 (CUDA only), named
-    answers = query(db, "SELECT p.*, r.class_names FROM predictions p JOIN runs r USING (run_id) "
-                        "WHERE r.model = 'tiny:vlm-chair'")
-    chair = json.loads(answers[0]["class_names"]).index("chair")
-    assert all(list(a["top5"] or []) in ([], [chair]) for a in answers)  # it only ever names chair
-    n_true = sum(a["target"] == chair for a in answers)
-    n_false = sum(list(a["top5"] or []) == [chair] and a["target"] != chair for a in answers)
-    assert n_true > 0 and n_true + n_false < len(answers)  # some answers name neither option: left out
-    assert llava["gensets"] == pytest.approx(n_true / (n_true + n_false))
-    assert llava["gensets"] == pytest.approx(np.mean(outcomes("two-way", answers)))
-    assert llava["verdict"] in ("within", "outside") and len(llava["interval"]) == 2
-    # the family no gensets model runs is shown as not run, never estimated
-    assert rows["MiniGPT-4"]["model"] is None and rows["MiniGPT-4"]["gensets"] is None
-    # the full report: per nuisance, and its JSON agrees with the table
+    assert rows["MiniGPT-4"]["model"] is None and rows["MiniGPT-4"]["comparison"]["test"] == "not run"
     rep = json.loads((out / "report" / "report.json").read_text())
     resnet = next(m for m in rep["per_model"] if m["model"] == "tiny:resnet")
-    assert resnet["complete"] and resnet["all"] == pytest.approx(rows["ResNet"]["gensets"])
-    assert resnet["interval"] == rows["ResNet"]["interval"]
-    assert sum(c["n"] for c in resnet["configs"].values()) == resnet["n"]
+    assert resnet["complete"] and resnet["interval"] == rows["ResNet"]["interval"] and resnet["drop"] is None
 
     # a rerun resumes: nothing built, every evaluation skipped, the same table, as markdown
     again = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", check=0)
     assert "0 run now" in again.stderr and again.stderr.count("skipped ") >= 3, again.stderr
-    assert "| row | protocol / metric | published | gensets | difference | 95% interval | published is |" \
-        in again.stdout
-    assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in again.stdout and "smoke run" in again.stdout
+    assert "| row | quantity | published | gensets | gensets 95% interval | difference | comparison |" in again.stdout
+    assert "| ResNet | accuracy drop (imagenet), ImageNet-D pooled | 55.02 | - (ImageNet-D top-1 " in again.stdout
+    assert "smoke run" in again.stdout and "**Random weights**" in again.stdout
     assert (out / "reproduce.md").read_text() == again.stdout
     assert "shared/papers" not in again.stdout
+    for text in (again.stdout, (out / "report" / "report.md").read_text()):
+        assert not any(w in text for w in ("| consistent", "| differs", "within", "outside")), text
 
-    # the README's line: a workspace of its own (`--workspace`), scored into the same --out; a plain run after it
-    # reports the dataset it scored, not "2 ImageNet-D datasets ... name one with --dataset"
-    shutil.copytree(reference, tmp_path / "demo")
-    run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--workspace", tmp_path / "demo", check=0)
-    plain = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, check=0)
-    assert "| ResNet | imagenet, top-1 pooled | 55.02 |" in plain.stdout
-
-    # --seeds 2: a second build at the config's seed + 1 (workspace-seed1), scored the same way; each row's
-    # range over seeds is its number's min and max over the two builds' reports
+    # --seeds 2: a second build at the config's seed + 1 (workspace-seed1), scored the same way; each row lists its
+    # number of each build (none here: no drop without ImageNet runs), and nothing is judged
     two = json.loads(run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--seeds", "2", "--json",
                              check=0).stdout)
     import yaml
 
     assert yaml.safe_load((out / "workspace-seed1" / "config.yaml").read_text())["seed"] == 1
-    second = json.loads((out / "report-workspace-seed1" / "report.json").read_text())["published"]["rows"]
     for row in two["rows"]:
-        other = next(x["gensets"] for x in second if x["family"] == row["what"] and x["model"] == row["model"])
-        values = [rows[row["what"]]["gensets"], other]
-        if None in values:
-            assert row["seeds"]["range"] is None
-        else:
-            assert row["seeds"]["range"] == [min(values), max(values)] and row["seeds"]["n"] == 2
-            assert row["seeds"]["verdict"] == ("within" if min(values) <= row["published"] <= max(values)
-                                               else "outside")
+        assert row["seeds"] == {"n": 2, "values": None} and row["comparison"]["verdict"] is None
+
+
+def _imagenet_val(folder: Path, per_class: int = 2) -> Path:
+    """A smoke ImageNet validation folder: tiny noise images in the WordNet-id folders of ImageNet-D's backpack, chair
+    (three ImageNet classes) and mug, and of one class ImageNet-D does not map (left out)."""
+    import numpy as np
+    from PIL import Image
+
+    from gensets.papers.imagenet_d.imagenet_val import class_of_wnid
+
+    rng = np.random.default_rng(0)
+    wnids = [w for w, c in class_of_wnid().items() if c["name"] in ("backpack", "chair", "mug")] + ["n01440764"]
+    for w in wnids:
+        (folder / w).mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray(rng.integers(0, 255, (24, 24, 3), dtype=np.uint8)).save(folder / w / f"val_{i}.png")
+    return folder
+
+
+def test_imagenet_d_table_smoke_computes_drops_with_an_imagenet_val_folder(reference, tmp_path):
+    """`reproduce imagenet-d-table --smoke`: without --imagenet-val each row says "drop" and "drop: needs ImageNet
+    accuracy", with no verdict; with a smoke ImageNet validation folder the same models under the same protocols
+    score its images of the 113 classes (the unmapped class left out) and each row is gensets' drop, ImageNet top-1
+    minus ImageNet-D top-1, recomputed here from the stored predictions; still never judged (random weights)."""
+    from gensets.output import claim
+
+    out = tmp_path / "idt"
+    claim(out, "gensets reproduce imagenet-d-table")
+    shutil.copytree(reference, out / "workspace")
+    first = run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs", check=0)
+    assert first.stdout.count("drop: needs ImageNet accuracy") >= 4 and "| accuracy drop (imagenet)" in first.stdout
+    val = _imagenet_val(tmp_path / "val")
+    res = json.loads(run_cli("reproduce", "imagenet-d-table", "--smoke", "--out", out, "--configs", ROOT / "configs",
+                             "--imagenet-val", val, "--json", check=0).stdout)
+    db = out / "results.duckdb"
+    from gensets.papers.imagenet_d.report import outcomes
+
+    ran = query(db, "SELECT DISTINCT dataset, config FROM runs WHERE dataset = 'imagenet-val'")
+    assert ran == [{"dataset": "imagenet-val", "config": "imagenet-val"}]
+    n_val = query(db, "SELECT count(*) AS n FROM predictions JOIN runs USING (run_id) WHERE model = 'tiny:resnet' "
+                      "AND dataset = 'imagenet-val'")[0]["n"]
+    assert n_val == 2 * 5  # backpack, mug and chair's three ImageNet classes; the tench folder left out
+    rows = {r["what"]: r for r in res["rows"]}
+    for what, model in (("ResNet", "tiny:resnet"), ("CLIP", "tiny:clip"), ("LLaVa", "tiny:vlm-chair")):
+        acc = {}
+        for dataset in ("imagenet-val", "<d>"):
+            where = "r.dataset = 'imagenet-val'" if dataset == "imagenet-val" else "r.dataset <> 'imagenet-val'"
+            preds = query(db, "SELECT p.correct1, p.top5, r.protocol FROM predictions p JOIN runs r USING (run_id) "
+                              f"WHERE r.model = '{model}' AND {where}")
+            counted = outcomes(preds[0]["protocol"], preds)
+            acc[dataset] = sum(counted) / len(counted) if counted else None
+        row = rows[what]
+        if None in acc.values():  # two-way's chair-only answers: no counted answer on a side
+            assert row["gensets"] is None
+            continue
+        assert row["gensets"] == pytest.approx(acc["imagenet-val"] - acc["<d>"])
+        assert row["gensets_note"].startswith("ImageNet ") and row["random_weights"]
+        assert row["comparison"]["test"] == "not comparable" and "random weights" in row["comparison"]["text"]
+        assert row["comparison"]["verdict"] is None and row["difference"] is None
+    md = (out / "reproduce.md").read_text()
+    report = (out / "report" / "report.md").read_text()
+    assert "**Random weights**" in md and "**Random weights**" in report and "| ImageNet | drop |" in report
+    for text in (md, report):
+        assert not any(w in text for w in ("| consistent", "| differs", "within", "outside"))
+    bad = run_cli("reproduce", "borji-vqa", "--smoke", "--imagenet-val", val, "--out", tmp_path / "o", "--dry-run")
+    assert bad.returncode == 2 and "--imagenet-val" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_reproduce_refuses_what_it_cannot_run_in_one_line(tmp_path):
@@ -215,7 +257,8 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     assert llava["pooled"] == pytest.approx(3 / 6) and llava["counted"] == 6 and llava["n"] == 10
     assert llava["mean"] == pytest.approx((2 / 3 + 1 + 0) / 3)
     row = next(x for x in rep["published"]["rows"] if x["family"] == "LLaVa")
-    assert row["gensets"] == pytest.approx(0.5) and row["overall"] == "pooled"
+    assert row["imagenet_d"] == pytest.approx(0.5) and row["overall"] == "pooled" and row["drop"] is None
+    assert row["comparison"]["text"].startswith("not comparable: quantity (drop: needs ImageNet accuracy)")
     # the interval of each reading: pooled, the written-out bootstrap of the six counted outcomes (subset order)
     import numpy as np
 
@@ -223,15 +266,32 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     pooled_ci = _loop_ci(6, lambda i: counted[i].mean())
     assert llava["intervals"]["pooled"] == pytest.approx(pooled_ci, abs=1e-12)
     assert llava["intervals"]["mean"] is None  # texture has one counted answer: no per-subset resampling
-    assert (f"| 50.00 | [{100 * pooled_ci[0]:.2f}, {100 * pooled_ci[1]:.2f}] | 55.56 | - | 10 (6 counted) |"
+    assert (f"| 50.00 | [{100 * pooled_ci[0]:.2f}, {100 * pooled_ci[1]:.2f}] | 55.56 | - | 10 (6 counted) | - | - |"
             in (tmp_path / "rep" / "report.md").read_text())
     mean = json.loads(run_cli("report", "imagenet-d", "--db", db, "--out", tmp_path / "rep2", "--json",
                               "--overall", "mean", check=0).stdout)
-    assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["gensets"] == pytest.approx(5 / 9)
+    assert next(x for x in mean["published"]["rows"] if x["family"] == "LLaVa")["imagenet_d"] == pytest.approx(5 / 9)
 
+    # the same model on ImageNet's validation images (the dataset imagenet-val): 3 TRUE, 1 FALSE, 1 left out ->
+    # ImageNet 3 / 4, the drop 0.75 - 0.5; every image here is a backpack, one of the 113 classes: another quantity
+    # than the paper's all-class drop, so not compared (the family-only comparison: tests/test_compare.py)
+    con = store.connect(db)
+    keys = [f"n0000000{i}/v.png" for i in range(5)]
+    split = Split("imagenet-val", "test", names, records=lambda: iter(()), wrong_options=dict.fromkeys(keys, 1))
+    p = PROTOCOLS.get("two-way")(_Answers(dict(zip(keys, [_SAY[x] for x in ("TRUE", "TRUE", "TRUE", "FALSE", "both")],
+                                                   strict=True))), split, first={}, cfg=cfg, models=Models())
+    images = []
+    for k in keys:
+        im = Image.new("RGB", (8, 8))
+        im.info["key"] = k
+        images.append(im)
+    val = p.score(images, [{"key": k, "target": 0} for k in keys])
+    store.write_run(con, {"dataset": "imagenet-val", "dataset_revision": "v1", "config": "imagenet-val",
+                          "split": "test", "model": spec, "model_id": spec, "model_revision": None,
+                          "protocol": p.run_protocol, "label_space": "dataset", "n": 5, "settings": "s",
+                          "class_names": names}, val.rows, p.metrics(val.rows, val.extra))
     # a second ImageNet-D scored into the same database (`--workspace` runs sharing one --out): the table is
     # the dataset the run scored, named by the run, not a refusal
-    con = store.connect(db)
     store.write_run(con, {"dataset": "elsewhere", "dataset_revision": "r1", "config": "background", "split": "test",
                           "model": spec, "model_id": spec, "model_revision": None, "protocol": p.run_protocol,
                           "label_space": "dataset", "n": len(keys), "precision": "fp32", "settings": "s",
@@ -240,13 +300,15 @@ def test_llava_row_is_the_authors_true_over_true_plus_false_in_run_report_and_re
     res = imagenet_d_rows(db, tmp_path / "reproduce-report", cfg.dataset)
     assert "shared/papers" not in res["source"] and "arXiv:2403.18775" in res["source"]
     llava_row = next(x for x in res["rows"] if x["what"] == "LLaVa")
-    assert llava_row["gensets"] == pytest.approx(0.5) and llava_row["protocol"] == "two-way, top-1 pooled"
-    assert llava_row["difference"] == pytest.approx(0.5 - 0.2967)
-    assert llava_row["interval"] == pytest.approx(pooled_ci, abs=1e-12) and llava_row["interval_kind"] == "images"
-    assert llava_row["verdict"] == ("within" if pooled_ci[0] <= 0.2967 <= pooled_ci[1] else "outside")
+    assert llava_row["gensets"] == pytest.approx(0.75 - 0.5)
+    assert llava_row["quantity"] == "accuracy drop (two-way), ImageNet-D pooled"
+    assert llava_row["gensets_note"] == "ImageNet 75.00 - ImageNet-D 50.00"
+    assert llava_row["difference"] is None and llava_row["interval"] == pytest.approx(pooled_ci, abs=1e-12)
+    assert llava_row["comparison"]["test"] == "not comparable" and llava_row["comparison"]["verdict"] is None
     md = markdown({"table": "imagenet-d-table", "paper": "p", "what": "w", "smoke": False, **res})
-    assert "| LLaVa | two-way, top-1 pooled | 29.67 | 50.00 | +20.33 | [" in md
-    assert f"{100 * pooled_ci[1]:.2f}] (images) | {llava_row['verdict']} |" in md
+    assert ("| LLaVa | accuracy drop (two-way), ImageNet-D pooled | 29.67 | 25.00 (ImageNet 75.00 - ImageNet-D 50.00) "
+            f"| [{100 * pooled_ci[0]:.2f}, {100 * pooled_ci[1]:.2f}] (ImageNet-D, images) | - | not comparable: "
+            "classes (all vs 1 of them) |") in md
 
 
 def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_named_variant(tmp_path):
@@ -270,27 +332,71 @@ def test_imagenet_d_vit_l16_is_the_authors_torchvision_checkpoint_and_augreg_a_n
     assert "vit-l16-augreg-in21k" in r.stderr and not (tmp_path / "o").exists()
 
 
-def test_borji_fig2_prints_no_difference_on_images_other_than_the_papers(tmp_path):
-    """Borji (2022) scored DALL-E 2 and Midjourney images: the paper config's SD 2.1 / SDXL images are labelled as
-    such and get no difference; imports of the paper's two sources do."""
-    from gensets.papers.borji.tables import borji_rows, image_sources
-    from gensets.workspace import load_build_config
+def test_borji_pools_two_imported_sources_into_one_row_and_compares_the_papers_images_only(tmp_path):
+    """A recognition set of the paper's two sources, imported (dall-e-2 and midjourney, two categories, tiny images):
+    its population is the paper's (images_of), and each published number has ONE row per model, its number over
+    both sources' images together (mean over categories, counted here from the stored predictions), not the best of
+    (model x source); a tiny model is random weights: not compared, no difference, no verdict in any output. The
+    paper config's SD 2.1 / SDXL sources are other images."""
+    import numpy as np
+    from PIL import Image
 
-    _, cfg = load_build_config(ROOT / "configs" / "recognition.yaml")
-    (tmp_path / "config.yaml").write_text((ROOT / "configs" / "recognition.yaml").read_text())
-    sources = image_sources(tmp_path)
-    assert sources == tuple(g.name for g in cfg.generate) == ("stable-diffusion-2-1", "sdxl")
-    rep = {"protocol": "wordset", "per_model": [{"model": "m", "top1": 0.5, "top5": 0.7, "top1_interval": [0.4, 0.55]}],
-           "published": {"numbers": [{"what": "top-1", "metric": "top1", "value": 0.6, "approximate": True}],
-                         "source": "Borji (2022)", "checked": "From the abstract."}, "interval": "over images"}
-    ours = borji_rows(rep, sources)
-    assert ours["rows"][0]["difference"] is None and ours["rows"][0]["gensets"] == 0.5
-    assert "not the paper's DALL-E 2 / Midjourney" in ours["rows"][0]["variant"] and "imports" in ours["note"]
-    assert ours["rows"][0]["interval"] == [0.4, 0.55] and ours["rows"][0]["verdict"] is None  # not the paper's images
-    paper = borji_rows(rep, ("dall-e-2", "midjourney"))
-    assert paper["rows"][0]["difference"] == pytest.approx(-0.1) and paper["rows"][0]["variant"] == "wordset"
-    assert paper["rows"][0]["verdict"] == "outside" and paper["rows"][0]["interval_kind"] == "images"
-    assert paper["interval"] == "over images"
+    from gensets.papers.borji import recognition_report as recognition
+    from gensets.papers.borji.tables import borji_rows, images_of
+
+    rng = np.random.default_rng(0)
+    for source in ("dall-e-2", "midjourney"):
+        for cat in ("clock", "rabbit"):
+            (tmp_path / source / cat).mkdir(parents=True)
+            for i in range(2):
+                Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(tmp_path / source / cat / f"{i}.png")
+    (tmp_path / "rec.yaml").write_text("builder: recognition\nname: rec\ncategories: [clock, rabbit]\nimports:\n"
+                                       "  - {path: dall-e-2, source: dall-e-2}\n  - {path: midjourney, source: midjourney}\n")
+    ws, db = tmp_path / "ws", tmp_path / "r.duckdb"
+    run_cli("build", tmp_path / "rec.yaml", "--out", ws, "--quiet", check=0)
+    run_cli("finalize", ws, "--include-pending", check=0)
+    run_cli("eval", ws, "--model", "tiny:resnet", "--protocol", "wordset", "--db", db, "--quiet", check=0)
+    assert images_of(ws, "recognition") == "paper-images"
+    (tmp_path / "paper.yaml").write_text((ROOT / "configs" / "recognition.yaml").read_text())
+    shutil.copy(tmp_path / "paper.yaml", tmp_path / "config.yaml")
+    assert images_of(tmp_path, "recognition") == "other"  # SD 2.1 and SDXL: not the paper's images
+    rep = recognition.compute(db)  # configs named by the paper's sources: its population
+    assert rep["population"] == "paper-images" and rep["configs"] == ["dall_e_2", "midjourney"]
+    res = borji_rows(rep, "recognition", {"tiny:resnet": "resnext101_32x8d_wsl"})
+    assert [(r["what"][:5], r["model"]) for r in res["rows"]] == [("top-1", "tiny:resnet"), ("top-5", "tiny:resnet")]
+    preds = query(db, "SELECT p.target, p.correct1, p.correct5 FROM predictions p")
+    assert len(preds) == 8
+    for r, k in zip(res["rows"], ("correct1", "correct5"), strict=True):
+        by_cat = {t: np.mean([p[k] for p in preds if p["target"] == t]) for t in {p["target"] for p in preds}}
+        assert r["gensets"] == pytest.approx(np.mean(list(by_cat.values())))  # both sources, pooled
+        assert "dall_e_2, midjourney pooled" in r["variant"] and "stand-in for resnext101_32x8d_wsl" in r["variant"]
+        assert r["difference"] is None and r["comparison"]["verdict"] is None and r["random_weights"]
+        assert "model (random weights)" in r["comparison"]["text"] and "population" not in r["comparison"]["text"]
+    run_cli("report", "recognition", "--db", db, "--out", tmp_path / "rep", check=0)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "**Random weights**" in md and "configs `dall_e_2`, `midjourney` pooled" in md
+    assert not any(w in md for w in ("| consistent", "| differs", "within", "outside"))
+
+
+@pytest.mark.parametrize("name", ["borji-fig2", "borji-vqa"])
+def test_borji_smoke_tables_print_no_verdict_anywhere(name, tmp_path):
+    """`reproduce borji-fig2 / borji-vqa --smoke` from an empty folder: tiny generated images (not the paper's) and
+    tiny models (random weights): every row is not comparable, with no difference, and no verdict appears in
+    reproduce.md or the report it links to; a recognition row is one model over both smoke sources, pooled."""
+    out = tmp_path / "out"
+    res = json.loads(run_cli("reproduce", name, "--smoke", "--out", out, "--configs", ROOT / "configs", "--json",
+                             check=0).stdout)
+    assert res["rows"] and res["random_weights"]
+    for r in res["rows"]:
+        assert r["comparison"]["test"] == "not comparable" and "population" in r["comparison"]["text"]
+        assert r["difference"] is None and r["comparison"]["verdict"] is None and r["random_weights"]
+    if name == "borji-fig2":
+        assert len(res["rows"]) == 2 * 2  # two published numbers x two models, each over both sources
+        assert all("sd_2_steps, sd_4_steps pooled" in r["variant"] for r in res["rows"])
+    for f in (out / "reproduce.md", out / "report" / "report.md"):
+        text = f.read_text()
+        assert "**Random weights**" in text
+        assert not any(w in text for w in ("| consistent", "| differs", "within", "outside")), f
 
 
 PACKAGED = ROOT / "gensets" / "data" / "configs"
@@ -424,33 +530,44 @@ def test_imagenet_d_intervals_pooled_over_images_and_per_subset_for_the_mean():
     assert intervals({**by, "material": [True]})["mean"] is None
 
 
-@pytest.mark.parametrize(("published", "interval", "expected"), [
-    (0.5, [0.4, 0.6], "within"), (0.4, [0.4, 0.6], "within"), (0.6, [0.4, 0.6], "within"),
-    (0.3999, [0.4, 0.6], "outside"), (0.61, [0.4, 0.6], "outside"), (0.5, None, None), (None, [0.4, 0.6], None)])
-def test_a_published_number_is_within_or_outside_the_closed_interval(published, interval, expected):
-    from gensets.evaluation.reports.base import verdict
+def test_seeds_are_compared_by_a_prediction_interval_over_the_builds_never_their_range():
+    """Three builds' numbers of a row whose published number is of the paper's generation: the comparison is the
+    95% prediction interval for one more build (mean +- t(0.975, 2) s sqrt(1 + 1/3), written out here), and a row
+    some build lacks has no comparison over seeds."""
+    import numpy as np
+    from scipy.stats import t
 
-    assert verdict(published, interval) == expected
-
-
-def test_over_seeds_is_the_range_of_each_rows_number_over_the_builds():
-    from gensets.papers.tables import over_seeds
+    from gensets.compare import Measured
+    from gensets.papers.tables import compared
     from gensets.reproduce import markdown
 
+    entry = {"what": "x", "quantity": "cler", "aggregation": "dataset-metric", "population": "paper-generation",
+             "classes": "all", "model": {"name": "SD", "level": "checkpoint", "checkpoints": ["org/sd"]},
+             "precision": {"kind": "exact", "digits": 2}, "value": 0.55,
+             "source": {"arxiv": "2307.13697", "where": "Table 2", "quote": "55.00"}}
+
     def res(a, b):
-        common = {"protocol": "imagenet", "variant": "v", "difference": None}
-        return {"rows": [{"what": "ResNet", "model": "tiny:resnet", "published": 0.55, "gensets": a, **common},
-                         {"what": "CLIP", "model": "tiny:clip", "published": 0.46, "gensets": b, **common}],
+        common = {"quantity": "CLER", "variant": "v", "difference": None, "comparison": {"text": "one build"}}
+        return {"rows": [{"what": "cifar-10 ST", "model": "diffusers:org/sd", "published": 0.55, "gensets": a,
+                          "published_entry": entry, **common,
+                          "measured": Measured(a, "cler", "dataset-metric", "rebuild", model="diffusers:org/sd")},
+                         {"what": "cifar-10 CE", "model": "diffusers:org/sd", "published": 0.46, "gensets": b,
+                          "published_entry": entry, "measured": None, **common}],
                 "report": "r", "source": "s", "note": "n", "interval": "i"}
 
-    out = over_seeds([res(0.5, 0.1), res(0.6, 0.2), res(0.52, None)])
-    resnet, clip = out["rows"]
-    assert resnet["gensets"] == 0.5  # the config's seed
-    assert resnet["seeds"] == {"n": 3, "values": [0.5, 0.6, 0.52], "range": [0.5, 0.6], "verdict": "within"}
-    assert clip["seeds"] == {"n": 3, "values": None, "range": None, "verdict": None}  # a seed without a number
+    out = compared([res(0.5, 0.1), res(0.6, 0.2), res(0.52, None)])
+    st, ce = out["rows"]
+    assert "measured" not in st and "published_entry" not in st and st["gensets"] == 0.5  # the config's seed
+    v = [0.5, 0.6, 0.52]
+    half = t.ppf(0.975, 2) * float(np.std(v, ddof=1)) * (1 + 1 / 3) ** 0.5
+    lo, hi = sum(v) / 3 - half, sum(v) / 3 + half
+    assert st["seeds"] == {"n": 3, "values": v} and st["comparison"]["interval"] == pytest.approx([lo, hi])
+    assert st["comparison"]["verdict"] == ("consistent" if lo <= 0.55 <= hi else "differs")
+    assert st["comparison"]["test"] == "prediction interval over seeds"
+    assert ce["seeds"] == {"n": 3, "values": None} and ce["comparison"] == {"text": "one build"}  # a build lacks it
     md = markdown({"table": "t", "paper": "p", "what": "w", "smoke": False, **out})
-    assert "| over seeds | published is (seeds) |" in md and "[50.00, 60.00] (3 seeds) | within |" in md
-    assert over_seeds([res(0.5, 0.1)]) == res(0.5, 0.1)  # one build: no seeds column
+    assert "| over seeds | comparison |" in md and "50.00, 60.00, 52.00" in md and "prediction interval" in md
+    assert compared([res(0.5, 0.1)])["rows"][0]["comparison"] == {"text": "one build"}  # one build: as it was
 
 
 def test_seeds_are_refused_where_nothing_is_generated(tmp_path):

@@ -224,11 +224,14 @@ def _leaderboard_md(board) -> str:
     for r in rows:
         ci = f" ({pct(r['top1_lo'])}-{pct(r['top1_hi'])})" if r.get("top1_lo") is not None else ""
         out.append(([r["dataset"]] if many else []) + [
-            f"`{r['model']}`", r["config"], r["split"], r["protocol"], r["n"], pct(r["top1"]) + ci,
-            pct(r.get("top5")), pct(r.get("mean_per_class"))])
+            f"`{r['model']}`" + (" (random weights)" if r.get("random_weights") else ""), r["config"], r["split"],
+            r["protocol"], r["n"], pct(r["top1"]) + ci, pct(r.get("top5")), pct(r.get("mean_per_class"))])
     head = (["dataset"] if many else []) + ["model", "config", "split", "protocol", "images",
                                              "top-1 % (95% CI)", "top-5 %", "mean per class %"]
-    return table(head, out)
+    noise = [f"`{r['model']}`" for r in rows if r.get("random_weights")]
+    warn = (f"**Random weights**: {', '.join(dict.fromkeys(noise))} (or the images they scored) had random weights: "
+            "their numbers are noise.\n\n" if noise else "")
+    return warn + table(head, out)
 
 
 def licence_warning(message: str) -> None:

@@ -50,6 +50,10 @@ def add_parser(sub) -> None:
                    "sampling at temperature 0.2 seeded per image, up to 512 new tokens, LLaVA-1.5's own conversation "
                    "for LLaVA models) or greedy (10 new tokens, the processor's chat template; the run's protocol "
                    "names it)")
+    e.add_argument("--vlm-precision", choices=("fp16", "fp32"), help="a LLaVA model's weights (vqa, two-way): fp16 "
+                   "(the authors', default on CUDA) or fp32 (default elsewhere); the run's protocol names it")
+    e.add_argument("--vlm-aspect", choices=("pad-square", "crop"), help="a LLaVA model's images: pad-square "
+                   "(default: LLaVA's expand2square, the authors') or crop (the processor's resize and centre crop)")
     e.add_argument("--template", action="append", metavar="TEXT", dest="templates",
                    help="zero-shot prompt template with {} for the class name (repeatable; default: the "
                    "dataset's paper's, e.g. ImageNet-D's 'A photo of a {}', else 'a photo of a {}.')")
@@ -60,7 +64,7 @@ def add_parser(sub) -> None:
                    "depend on it")
     e.add_argument("--precision", choices=list(PRECISIONS), default="fp32",
                    help="fp32 (default: comparable results) or autocast to bf16 / fp16 (GPUs); recorded in the run "
-                   "row, and the leaderboard names it")
+                   "row (autocast; precision: the dtype the model computed in), and the leaderboard names it")
     e.add_argument("--force", action="store_true",
                    help="score again the runs that --db holds complete already with the same settings (by default "
                    "they are skipped, so an interrupted eval goes on where it stopped)")
@@ -107,7 +111,7 @@ def _eval(a) -> int:
                                   batch_size=a.batch_size, workers=a.workers, limit=a.limit, quiet=a.quiet or a.json,
                                   allow_pickle=a.allow_pickle, trust_remote_code=a.trust_remote_code, clip=a.clip,
                                   templates=a.templates, precision=a.precision, force=a.force,
-                                  decoding=a.decoding))
+                                  decoding=a.decoding, vlm_dtype=a.vlm_precision, vlm_aspect=a.vlm_aspect))
     if rank():  # the other processes of an accelerate launch: process 0 prints
         return 0
     if a.json:

@@ -51,6 +51,9 @@ def add_parser(sub) -> None:
                     "file:///path: a local folder")
     pr.add_argument("--revision", metavar="BRANCH", help="upload to this branch (default: main)")
     pr.add_argument("--dry-run", action="store_true", help="print the commit it would make, upload nothing")
+    pr.add_argument("--allow-random-weights", action="store_true",
+                    help="publish runs of random-weight models (tiny:, random:; noise: refused without this, and "
+                    "every file says so)")
     pr.set_defaults(func=_publish_results)
 
 
@@ -85,7 +88,8 @@ def _publish(a) -> int:
 
 
 def _publish_results(a) -> int:
-    url = publish_results(a.db, a.repo, revision=a.revision, dry_run=a.dry_run)
+    url = publish_results(a.db, a.repo, revision=a.revision, dry_run=a.dry_run,
+                          allow_random_weights=a.allow_random_weights)
     if url:
         print(f"published: {url}")
     return 0

@@ -45,11 +45,13 @@ def add_parser(sub) -> None:
                           + "; ".join(f"{t.name}: " + ", ".join(f"{n} ({what})" for n, (what, _) in t.variants.items())
                                       for t in tables_.values() if t.variants))
     rp2.add_argument("--seeds", type=positive_int, default=1, metavar="N",
-                     help="N builds at seeds config seed + 0 .. N-1, the range of each number over them beside the "
-                     "published one (" + ", ".join(
+                     help="N builds at seeds config seed + 0 .. N-1, each number compared over them (a prediction "
+                     "interval for one more build) with the published one (" + ", ".join(
                          t.name if t.no_seeds is None and t.no_seeds_smoke is None else
                          f"{t.name} --smoke" if t.no_seeds_smoke is None else f"{t.name}'s paper run"
                          for t in tables_.values() if t.no_seeds is None or t.no_seeds_smoke is None) + ")")
+    rp2.add_argument("--imagenet-val", metavar="DIR", help="a local ImageNet validation folder (class folders named "
+                     "by WordNet id, n01440764/...): " + per_table("--imagenet-val"))
     rp2.add_argument("--batch-size", type=positive_int, default=32)
     rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
     rp2.add_argument("--quiet", action="store_true", help="no progress")
@@ -61,7 +63,7 @@ def _reproduce(a) -> int:
     quiet = a.quiet or a.json
     run = Run(out, a.smoke, tuple(a.dataset), a.batch_size, quiet, Path(a.configs) if a.configs else CONFIGS,
               Path(a.workspace) if a.workspace else None, tuple(a.variant), tuple(a.source), a.dry_run,
-              log=log(quiet), seeds=a.seeds)
+              log=log(quiet), seeds=a.seeds, imagenet_val=Path(a.imagenet_val) if a.imagenet_val else None)
     if a.plan:
         e = estimate(a.table, run, a.price_per_hour)
         print(json.dumps(e, indent=1) if a.json else "\n".join(estimate_lines(e)))

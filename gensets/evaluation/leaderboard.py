@@ -4,7 +4,9 @@ repo can host: ``leaderboard.md``, ``leaderboard.html`` (one self-contained page
 
 Each (model, dataset) goes through :func:`gensets.evaluation.runner.evaluate`, which skips the runs the database
 holds complete already: a second call is a resume. One row per run (config, split, protocol), with top-1's 95%
-bootstrap interval. The files name a dataset by its Hub id, or a local one by the name given (``NAME=PATH``) or
+bootstrap interval, the answers top-1 counts of the run's n (``counted``: two-way's TRUE / (TRUE + FALSE) leaves out
+the answers naming both options or neither; ``two_way_all`` beside top-1 counts them wrong) and whether its numbers
+are noise (``random_weights``: a ``tiny:`` or ``random:`` model, or images one generated), which every file says. The files name a dataset by its Hub id, or a local one by the name given (``NAME=PATH``) or
 its folder's name, never by a local path. A dataset built by a failure filter (ImageNet-D) records its surrogate
 classifiers in each sample's provenance (``surrogates[].model``); a model listed there is marked ``surrogate``:
 its score is biased low by the selection and is not comparable with the held-out models'.
@@ -42,13 +44,17 @@ from .runner import EvalConfig, evaluate
 SHIPPED = {f.name.removesuffix(".yaml").replace("_", "-"): f.name for f in
            sorted(resources.files("gensets.data").joinpath("leaderboards").iterdir(), key=lambda f: f.name)
            if f.name.endswith(".yaml")}
-COLUMNS = ["dataset", "revision", "config", "split", "model", "protocol", "n", "top1", "top1_lo", "top1_hi",
-           "top5", "mean_per_class", "masked_top1", "surrogate"]
+COLUMNS = ["dataset", "revision", "config", "split", "model", "protocol", "n", "counted", "top1", "top1_lo", "top1_hi",
+           "two_way_all", "top5", "mean_per_class", "masked_top1", "surrogate", "random_weights"]
 # the results database's record of each scored dataset: its public name and its surrogates
 NAMES = """CREATE TABLE IF NOT EXISTS leaderboard_datasets (
     dataset VARCHAR, revision VARCHAR, name VARCHAR, surrogates JSON)"""
 FOOTNOTE = ("† a surrogate: a model whose failures selected this dataset's images; its score is biased low by "
             "construction, compare the held-out models.")
+RANDOM = ("‡ random weights: a `tiny:` or `random:` model, or images one generated; these numbers are noise, a test "
+          "of the path only.")
+TWO_WAY = ("counted / n: the answers top-1 counts of the run's n; two-way (TRUE / (TRUE + "
+           "FALSE)) leaves out those naming both options or neither, which two-way all counts wrong.")
 
 
 @dataclass(frozen=True)
@@ -267,7 +273,8 @@ def public_rows(db, only: set | None = None) -> list[dict]:
             continue
         name, surrogates = named.get((d["dataset"], d["revision"])) or (public_name(d["dataset"]), [])
         out.append({**{c: d.get(c) for c in COLUMNS}, "dataset": name,
-                    "surrogate": isinstance(surrogates, list) and d["model"] in surrogates})
+                    "surrogate": isinstance(surrogates, list) and d["model"] in surrogates,
+                    "random_weights": bool(d.get("random_weights"))})
     out.sort(key=lambda d: (d["dataset"], d["config"], d["split"], d["top1"] is None, -(d["top1"] or 0), d["model"]))
     return out
 
@@ -278,21 +285,32 @@ def _pct(v) -> str:
 
 def _cells(r: dict) -> list[str]:
     ci = f"{_pct(r['top1_lo'])}–{_pct(r['top1_hi'])}" if r["top1_lo"] is not None else ""
-    return [r["dataset"], f"{r['config']}/{r['split']}", r["model"] + (" †" if r["surrogate"] else ""),
-            r["protocol"], str(r["n"]), _pct(r["top1"]), ci, _pct(r["top5"]), _pct(r["mean_per_class"])]
+    counted = str(r["n"]) if r.get("counted") in (None, r["n"]) else f"{r['counted']} / {r['n']}"
+    return [r["dataset"], f"{r['config']}/{r['split']}",
+            r["model"] + (" †" if r["surrogate"] else "") + (" ‡" if r.get("random_weights") else ""),
+            r["protocol"], counted, _pct(r["top1"]), ci, _pct(r.get("two_way_all")), _pct(r["top5"]),
+            _pct(r["mean_per_class"])]
 
 
-SHOWN = ["dataset", "config/split", "model", "protocol", "n", "top-1 %", "95% interval", "top-5 %",
-         "mean per class %"]
+SHOWN = ["dataset", "config/split", "model", "protocol", "counted / n", "top-1 %", "95% interval", "two-way all %",
+         "top-5 %", "mean per class %"]
 ABOUT = ("Accuracy in percent; the interval is a seeded percentile bootstrap over images (95%). One row per run: "
          "a dataset's config and split, a model, its protocol.")
 
 
+def notes(rows: list[dict]) -> list[str]:
+    """The lines every file of the leaderboard says about its rows: random weights first (above the table)."""
+    return ([RANDOM] if any(r.get("random_weights") for r in rows) else []) + \
+        ([TWO_WAY] if any(r.get("counted") not in (None, r["n"]) or r.get("two_way_all") is not None for r in rows)
+         else []) + ([FOOTNOTE] if any(r["surrogate"] for r in rows) else [])
+
+
 def markdown(rows: list[dict]) -> str:
-    lines = ["# Leaderboard", "", ABOUT, "", markdown_table(SHOWN, [_cells(r) for r in rows],
-                                                            lambda v: str(v).replace("|", "\\|")).rstrip("\n")]
-    if any(r["surrogate"] for r in rows):
-        lines += ["", FOOTNOTE]
+    warn = [f"**{RANDOM}**", ""] if any(r.get("random_weights") for r in rows) else []
+    lines = ["# Leaderboard", "", *warn, ABOUT, "",
+             markdown_table(SHOWN, [_cells(r) for r in rows], lambda v: str(v).replace("|", "\\|")).rstrip("\n")]
+    for n in notes(rows):
+        lines += ["", n]
     return "\n".join(lines) + "\n"
 
 
@@ -303,13 +321,14 @@ def page(rows: list[dict]) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in SHOWN)
     body = "\n".join("<tr" + (' class="surrogate"' if r["surrogate"] else "") + ">"
                      + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)) + "</tr>" for r in rows)
-    foot = f"<p>{escape(FOOTNOTE)}</p>" if any(r["surrogate"] for r in rows) else ""
+    warn = f"<p><strong>{escape(RANDOM)}</strong></p>" if any(r.get("random_weights") for r in rows) else ""
+    foot = "".join(f"<p>{escape(n)}</p>" for n in notes(rows))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Leaderboard</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left}}th{{cursor:pointer;background:#f3f3f3}}
 tr.surrogate{{color:#888}}</style></head><body>
-<h1>Leaderboard</h1><p>{escape(ABOUT)} Click a column to sort.</p>
+<h1>Leaderboard</h1>{warn}<p>{escape(ABOUT)} Click a column to sort.</p>
 <table><thead><tr>{head}</tr></thead><tbody>
 {body}
 </tbody></table>{foot}
@@ -352,8 +371,9 @@ def table(rows: list[dict]):
     """The rows as an Arrow table of :data:`COLUMNS` (typed even when empty)."""
     import pyarrow as pa
 
-    s, f = pa.string(), pa.float64()
+    s, f, i, b = pa.string(), pa.float64(), pa.int64(), pa.bool_()
     schema = pa.schema([("dataset", s), ("revision", s), ("config", s), ("split", s), ("model", s),
-                        ("protocol", s), ("n", pa.int64()), ("top1", f), ("top1_lo", f), ("top1_hi", f),
-                        ("top5", f), ("mean_per_class", f), ("masked_top1", f), ("surrogate", pa.bool_())])
+                        ("protocol", s), ("n", i), ("counted", i), ("top1", f), ("top1_lo", f), ("top1_hi", f),
+                        ("two_way_all", f), ("top5", f), ("mean_per_class", f), ("masked_top1", f), ("surrogate", b),
+                        ("random_weights", b)])
     return pa.Table.from_pylist(rows, schema=schema)

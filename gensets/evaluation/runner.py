@@ -24,6 +24,7 @@ from .. import notices
 from ..config import control_char
 from ..errors import GensetsError
 from ..models.device import default_device, distributed
+from ..models.spec import random_weights
 from ..progress import bar as progress
 from ..records import content_id, library_versions
 from ..registry import IDENTIFIERS, PROTOCOLS
@@ -91,6 +92,8 @@ class EvalConfig:
     device: str | None = None
     precision: str = "fp32"
     pin_memory: bool | None = None
+    vlm_dtype: str | None = None  # a LLaVA model's weights: fp16 or fp32 (None: fp16 on CUDA, else fp32)
+    vlm_aspect: str | None = None  # a LLaVA model's images: pad-square (the authors') or crop (None: pad-square)
 
     def __post_init__(self):
         object.__setattr__(self, "models", tuple(dict.fromkeys(self.models)))
@@ -132,7 +135,8 @@ def evaluate(cfg: EvalConfig) -> list[dict]:
             sp.templates = list(cfg.templates)
     dist = distributed()
     device = cfg.device or default_device()
-    models = Models(allow_pickle=cfg.allow_pickle, trust_remote_code=cfg.trust_remote_code, device=device)
+    models = Models(allow_pickle=cfg.allow_pickle, trust_remote_code=cfg.trust_remote_code, device=device,
+                    vlm={k: v for k, v in (("dtype", cfg.vlm_dtype), ("aspect", cfg.vlm_aspect)) if v})
     versions = library_versions()
     con = store.connect(cfg.db) if dist.rank == 0 else None  # one writer: process 0
     results = []
@@ -163,6 +167,22 @@ def _settings(sp: Split, p: Protocol, cfg: EvalConfig) -> str:
     return content_id([list(getattr(sp, "templates", None) or []), p.model.revision, p.label_space, p.class_names,
                        cfg.clip, cfg.seed, *([cfg.decoding] if p.name.startswith("two-way") else []),
                        *([v] if (v := getattr(p.model, "variant", "")) else [])])  # a LLaVA model's dtype, aspect
+
+
+def computed_in(model, autocast: str) -> str:
+    """The dtype a run's model computed in: its weights' (a LLaVA model loaded in fp16), else the autocast
+    dtype (``gensets eval --precision``), else fp32."""
+    dtype = str(getattr(getattr(model, "model", None), "dtype", "")).removeprefix("torch.")
+    named = {"float16": "fp16", "bfloat16": "bf16"}.get(dtype)
+    return named or autocast
+
+
+def noise(spec: str, p: Protocol, cfg: EvalConfig, first: dict) -> bool:
+    """Whether a run's numbers are noise: its model, the CLIP model that picks two-way's wrong options, or the
+    generator of its images (the first sample's provenance) has random weights."""
+    generator = (first.get("meta") or {}).get("generator") or {}
+    return (random_weights(spec) or (p.name.startswith("two-way") and random_weights(cfg.clip))
+            or random_weights(generator.get("spec") if isinstance(generator, dict) else None))
 
 
 def _bind(cfg: EvalConfig, models: Models, spec: str, sp: Split, first: dict) -> Protocol:
@@ -254,8 +274,9 @@ def _evaluate_split(cfg: EvalConfig, source: Source, sp: Split, models: Models, 
                "protocol": p.run_protocol, "label_space": p.label_space, "n": n, "started": started,
                "finished": finished, "seconds": s, "images_per_second": n / s if s and p.row_per_image else None,
                "versions": versions, "class_names": p.class_names, "sample_limit": _cut(cfg.limit, images, data.n),
-               "precision": cfg.precision, "execution": execution, "settings": _settings(sp, p, cfg)}
-        store.write_run(con, run, rows[spec], mets)
+               "precision": computed_in(p.model, cfg.precision), "autocast": cfg.precision,
+               "random_weights": noise(spec, p, cfg, first), "execution": execution, "settings": _settings(sp, p, cfg)}
+        store.write_run(con, run, rows[spec], mets, p.answers(rows[spec], extra[spec]))
         out.append({"model": spec, "dataset": source.id, "revision": source.revision, "config": sp.config,
                     "split": sp.split, "protocol": p.name, "variant": p.run_protocol, "n": n, "precision": cfg.precision,
                     "metrics": {m["name"]: m["value"] for m in mets},

@@ -1,7 +1,7 @@
 """Results in DuckDB: ``runs``, ``predictions`` (per sample) and ``metrics``.
 
-A run is identified by (dataset, revision, config, split, model, protocol) and its ``precision`` when not
-fp32 (an autocast run is another run; fp32 runs keep their ids); writing it again replaces it, in one
+A run is identified by (dataset, revision, config, split, model, protocol) and its ``autocast`` (``gensets eval
+--precision``) when not fp32 (an autocast run is another run; fp32 runs keep their ids); writing it again replaces it, in one
 transaction, so a killed evaluation leaves no half-written run. A run cut short by
 ``--limit`` (``sample_limit``) never replaces a complete one with fewer samples. Bulk rows go through Arrow
 and every value is a parameter or an Arrow column: model specs and keys are plain data, never SQL.
@@ -27,12 +27,26 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS sample_limit INTEGER;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS precision VARCHAR;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS execution JSON;
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS settings VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS autocast VARCHAR;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS random_weights BOOLEAN;
 CREATE TABLE IF NOT EXISTS predictions (
     run_id VARCHAR, key VARCHAR, target INTEGER, target_ids INTEGER[], top5 INTEGER[],
     scores DOUBLE[], correct1 BOOLEAN, correct5 BOOLEAN);
 CREATE TABLE IF NOT EXISTS metrics (
     run_id VARCHAR, name VARCHAR, value DOUBLE, lo DOUBLE, hi DOUBLE);
+CREATE TABLE IF NOT EXISTS answers (
+    run_id VARCHAR, key VARCHAR, question VARCHAR, answer VARCHAR, flag VARCHAR);
 """
+# the columns a later gensets added to runs, as a database written before them reads them (NULL): a read-only
+# connection to such a database sees `runs` with them (a temporary view), so every query reads every database
+LATER_RUN_COLUMNS = {"class_names": "JSON", "sample_limit": "INTEGER", "precision": "VARCHAR", "execution": "JSON",
+                     "settings": "VARCHAR", "autocast": "VARCHAR", "random_weights": "BOOLEAN"}
+# SQL over `runs r`: whether a run's numbers are noise (its models or its images from random-weight models); a
+# run written before the column: its model spec's kind (tiny:, random:)
+RANDOM_WEIGHTS = "coalesce(r.random_weights, r.model LIKE 'tiny:%' OR r.model LIKE 'random:%')"
+# SQL over `runs r`: the --precision of `gensets eval` a run was scored at (autocast; `precision` is the dtype the
+# model computed in, e.g. fp16 for a LLaVA model on CUDA); a run written before the column: its precision
+AUTOCAST = "coalesce(r.autocast, r.precision, 'fp32')"
 
 
 # A read-only connection reaches nothing but its own database (``gensets query`` runs anyone's SQL on a
@@ -94,7 +108,7 @@ def connect(path: str | Path, read_only: bool = False):
         raise GensetsError(f"{path}: no results database")
     try:
         if read_only:
-            return duckdb.connect(str(path), read_only=True, config=SEALED)
+            return _with_later_columns(duckdb.connect(str(path), read_only=True, config=SEALED))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(str(path))
     except duckdb.Error as e:  # not a DuckDB file, or another process holds its write lock
@@ -106,24 +120,41 @@ def connect(path: str | Path, read_only: bool = False):
     return con
 
 
+def _with_later_columns(con):
+    """``con`` where a ``runs`` table lacks :data:`LATER_RUN_COLUMNS` (an older database): a temporary view of it
+    with them, NULL, shadowing it (the file is not changed)."""
+    have = {c for (c,) in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' "
+                                      "AND table_schema = 'main'").fetchall()}
+    missing = [c for c in LATER_RUN_COLUMNS if c not in have]
+    if have and missing:
+        extra = ", ".join(f"NULL::{LATER_RUN_COLUMNS[c]} AS {c}" for c in missing)
+        con.execute(f"CREATE TEMP VIEW runs AS SELECT *, {extra} FROM main.runs")
+    return con
+
+
 def run_id(dataset: str, revision: str | None, config: str, split: str, model: str, protocol: str,
            precision: str | None = None) -> str:
     extra = [precision] if precision not in (None, "fp32") else []
     return content_id([dataset, revision, config, split, model, protocol, *extra])
 
 
-def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> str:
+def write_run(con, run: dict, predictions: list[dict], metrics: list[dict], answers: list[dict] | None = None) -> str:
     """Replace the run with the same identity by this one, atomically.
 
     ``run["sample_limit"]``: the --limit that cut this run short (None: every sample). GensetsError
-    when it would replace a complete run that has more samples. ``run["precision"]``: fp32 (None: fp32),
-    bf16 or fp16; ``run["execution"]``: how it ran (device, processes, workers, ...), which the results do
-    not depend on.
+    when it would replace a complete run that has more samples. ``run["autocast"]``: ``gensets eval
+    --precision`` (fp32, bf16, fp16; part of the run's identity when not fp32; None: ``run["precision"]``);
+    ``run["precision"]``: the dtype the model computed in (a LLaVA model on CUDA: fp16; None: fp32);
+    ``run["random_weights"]``: its numbers are noise (a model, or the images' generator, has random weights);
+    ``run["execution"]``: how it ran (device, processes, workers, ...), which the results do not depend on.
+    ``answers``: a VLM's answers, one ``{"key", "question", "answer", "flag"}`` per prediction row (the table
+    ``answers``: its raw text and how it was counted: TRUE, FALSE, DOUBLE, TODO).
     """
     import pyarrow as pa
 
+    autocast = run.get("autocast") or run.get("precision")
     rid = run_id(run["dataset"], run["dataset_revision"], run["config"], run["split"], run["model"],
-                 run["protocol"], run.get("precision"))
+                 run["protocol"], autocast)
     old = con.execute("SELECT n, sample_limit FROM runs WHERE run_id = ?", [rid]).fetchone()
     if old and old[1] is None and run.get("sample_limit") is not None and run["n"] < old[0]:
         raise GensetsError(
@@ -132,11 +163,12 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
             "drop --limit or use another --db")
     run = {**run, "run_id": rid, "versions": json.dumps(run.get("versions") or {}, sort_keys=True),
            "class_names": json.dumps(run["class_names"]) if run.get("class_names") else None,
-           "precision": run.get("precision") or "fp32",
+           "precision": run.get("precision") or "fp32", "autocast": autocast or "fp32",
            "execution": json.dumps(run["execution"], sort_keys=True) if run.get("execution") else None}
     cols = ["run_id", "dataset", "dataset_revision", "config", "split", "model", "model_id",
             "model_revision", "protocol", "label_space", "n", "started", "finished", "seconds",
-            "images_per_second", "versions", "class_names", "sample_limit", "precision", "execution", "settings"]
+            "images_per_second", "versions", "class_names", "sample_limit", "precision", "execution", "settings",
+            "autocast", "random_weights"]
     preds = pa.Table.from_pylist([{**p, "run_id": rid} for p in predictions], schema=pa.schema([
         ("run_id", pa.string()), ("key", pa.string()), ("target", pa.int32()),
         ("target_ids", pa.list_(pa.int32())), ("top5", pa.list_(pa.int32())),
@@ -144,8 +176,11 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
     mets = pa.Table.from_pylist([{**m, "run_id": rid} for m in metrics], schema=pa.schema([
         ("run_id", pa.string()), ("name", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
         ("hi", pa.float64())]))
+    said = pa.Table.from_pylist([{**a, "run_id": rid} for a in answers or ()], schema=pa.schema([
+        ("run_id", pa.string()), ("key", pa.string()), ("question", pa.string()), ("answer", pa.string()),
+        ("flag", pa.string())]))
     with transaction(con):
-        for table in ("runs", "predictions", "metrics"):
+        for table in ("runs", "predictions", "metrics", "answers"):
             con.execute(f"DELETE FROM {table} WHERE run_id = ?", [rid])
         con.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                     [run.get(c) for c in cols])
@@ -155,6 +190,9 @@ def write_run(con, run: dict, predictions: list[dict], metrics: list[dict]) -> s
         con.register("_mets", mets)
         con.execute("INSERT INTO metrics SELECT * FROM _mets")
         con.unregister("_mets")
+        con.register("_said", said)
+        con.execute("INSERT INTO answers SELECT * FROM _said")
+        con.unregister("_said")
     return rid
 
 
@@ -171,9 +209,9 @@ def finished_run(con, rid: str, settings: str) -> dict | None:
             "intervals": {m[0]: [m[2], m[3]] for m in mets if m[2] is not None}}
 
 
-LEADERBOARD = """
+LEADERBOARD = f"""
 SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model,
-       -- a run under autocast names its precision beside its protocol: 'imagenet [bf16]'
+       -- a run under autocast (or a model in half precision) names its dtype beside its protocol: 'imagenet [bf16]'
        CASE WHEN coalesce(r.precision, 'fp32') = 'fp32' THEN r.protocol
             ELSE r.protocol || ' [' || r.precision || ']' END AS protocol, r.n,
        max(m.value) FILTER (WHERE m.name = 'top1') AS top1,
@@ -181,17 +219,26 @@ SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model,
        max(m.hi) FILTER (WHERE m.name = 'top1') AS top1_hi,
        max(m.value) FILTER (WHERE m.name = 'top5') AS top5,
        max(m.value) FILTER (WHERE m.name = 'mean_per_class') AS mean_per_class,
-       max(m.value) FILTER (WHERE m.name = 'masked_top1') AS masked_top1
+       max(m.value) FILTER (WHERE m.name = 'masked_top1') AS masked_top1,
+       -- two-way (the authors' TRUE / (TRUE + FALSE)): top-1 counts the answers naming one option only
+       CASE WHEN split_part(r.protocol, ' (', 1) = 'two-way'
+            THEN round(r.n * (1 - coalesce(max(m.value) FILTER (WHERE m.name = 'unparseable'), 0)))::INTEGER
+            ELSE r.n END AS counted,
+       max(m.value) FILTER (WHERE m.name = 'two_way_all') AS two_way_all,
+       {RANDOM_WEIGHTS} AS random_weights
 FROM runs r JOIN metrics m USING (run_id)
 WHERE (? IS NULL OR r.dataset = ?) AND (? IS NULL OR r.config = ?) AND (? IS NULL OR r.split = ?)
-GROUP BY r.run_id, r.dataset, r.dataset_revision, r.config, r.split, r.model, r.protocol, r.precision, r.n
+GROUP BY r.run_id, r.dataset, r.dataset_revision, r.config, r.split, r.model, r.protocol, r.precision, r.n,
+         r.random_weights
     -- runs never merge: two revisions of a dataset are two rows
 ORDER BY r.dataset, r.config, r.split, top1 DESC, r.model, r.dataset_revision
 """
 
 
 def leaderboard(con, dataset: str | None = None, config: str | None = None, split: str | None = None):
-    """(columns, rows) of the leaderboard, best top-1 first within each (dataset, config, split)."""
+    """(columns, rows) of the leaderboard, best top-1 first within each (dataset, config, split): top-1 with its
+    interval, top-5, ...; ``counted`` the answers top-1 counts of the run's ``n`` (two-way leaves out those naming
+    both options or neither; ``two_way_all`` counts them wrong) and ``random_weights`` (its numbers are noise)."""
     cur = con.execute(LEADERBOARD, [dataset, dataset, config, config, split, split])
     return [d[0] for d in cur.description], cur.fetchall()
 
@@ -244,8 +291,9 @@ def build_leaderboard(db, configs, build_id: str) -> tuple[list[str], list]:
     con = connect(db, read_only=True)
     try:
         # a temporary `runs` of this build's runs only shadows the database's for the leaderboard query
-        con.execute("CREATE TEMP TABLE runs AS SELECT * FROM main.runs "
+        con.execute("CREATE TEMP TABLE build_runs AS SELECT * FROM runs "
                     "WHERE dataset_revision = ? AND list_contains(?, config)", [build_id, list(configs)])
+        con.execute("CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM build_runs")
         return leaderboard(con)
     finally:
         con.close()
@@ -256,14 +304,17 @@ TABLES = {
     "runs": "one row per evaluation run (gensets eval); key: run_id",
     "predictions": "one row per image of a run; joins runs on run_id",
     "metrics": "one row per metric of a run (name: top1, top5, ...; lo, hi: its interval); joins runs on run_id",
+    "answers": "one row per VLM answer of a run (vqa, two-way): its question, raw text and flag (TRUE, FALSE, DOUBLE, "
+               "TODO: how top-1 counted it); joins runs on run_id, predictions on (run_id, key)",
     "results": "a view of runs JOIN metrics: one row per (run, metric), the metric's name as `metric`",
     "scores": "one row per (image, metric) of gensets score; key: dataset, revision, config, split, key, metric",
     "score_summaries": "one row per (config, split, metric) of gensets score: value, lo, hi, n",
 }
-RESULTS_VIEW = """
+RESULTS_VIEW = f"""
 CREATE TEMP VIEW results AS
 SELECT r.dataset, r.dataset_revision AS revision, r.config, r.split, r.model, r.protocol,
-       coalesce(r.precision, 'fp32') AS precision, r.n, m.name AS metric, m.value, m.lo, m.hi, r.run_id
+       coalesce(r.precision, 'fp32') AS precision, coalesce(r.autocast, r.precision, 'fp32') AS autocast,
+       {RANDOM_WEIGHTS} AS random_weights, r.n, m.name AS metric, m.value, m.lo, m.hi, r.run_id
 FROM runs r JOIN metrics m USING (run_id)
 """
 EXAMPLES = [

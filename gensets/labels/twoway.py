@@ -78,20 +78,32 @@ def _names(name: str, answer: str) -> bool:
     return name in answer or any(w in answer for w in imagenet_d_two_way_synonyms().get(name, ()))
 
 
-def official_choice(answer: str, options: Sequence[str]) -> int | None:
-    """The authors' answer matching: 0 (the first option, the true class), 1 (the wrong one), or None when the
-    answer names both or neither. A name counts when it, or one of its synonyms, is a substring of the
-    lower-cased answer (no word boundaries, as the authors' code)."""
+FLAGS = ("TRUE", "FALSE", "DOUBLE", "TODO")  # the authors' flags of an answer (compute_accuracy.py)
+
+
+def official_flag(answer: str, options: Sequence[str]) -> str:
+    """The authors' flag of an answer (chenshuang-zhang/imagenet_d, ``LLaVA/compute_accuracy.py``): ``TRUE`` (it
+    names the true class, the first option), ``FALSE`` (the wrong one), ``DOUBLE`` (both) or ``TODO`` (neither). A
+    name counts when it, or one of its synonyms, is a substring of the lower-cased answer (no word boundaries, as
+    the authors' code); for the two pairs whose names nest ("pen" in "can opener", "plate" in "drying rack for
+    plates") the longer name's side is tested first and an answer is never DOUBLE. Top-1 counts TRUE / (TRUE +
+    FALSE): DOUBLE and TODO are left out."""
     true, wrong = options
     text = answer.lower()
     t, w = _names(true, text), _names(wrong, text)
     if (true, wrong) in _NESTED:  # the wrong option's name contains the true one's
-        return 1 if w else 0 if t else None
+        return "FALSE" if w else "TRUE" if t else "TODO"
     if (wrong, true) in _NESTED:
-        return 0 if t else 1 if w else None
+        return "TRUE" if t else "FALSE" if w else "TODO"
     if t and w:
-        return None
-    return 0 if t else 1 if w else None
+        return "DOUBLE"
+    return "TRUE" if t else "FALSE" if w else "TODO"
+
+
+def official_choice(answer: str, options: Sequence[str]) -> int | None:
+    """The authors' answer matching as an option index: 0 (the first option, the true class: TRUE), 1 (the wrong
+    one: FALSE), or None when the answer names both or neither (DOUBLE, TODO; :func:`official_flag`)."""
+    return {"TRUE": 0, "FALSE": 1}.get(official_flag(answer, options))
 
 
 def build_question(true_name: str, wrong_name: str, seed: int | str) -> tuple[str, list[str]]:
@@ -108,17 +120,33 @@ def _name_spans(answer: str, name: str) -> list[tuple[int, int]]:
     return [m.span() for m in re.finditer(pattern, answer)] if words else []
 
 
-def parse_choice(answer: str, options: Sequence[str]) -> int | None:
-    """The index of the option an answer picks, by letter ("B", "(b)", "the answer is B") or by name
-    (case-insensitive, whole words); None when it picks both, contradicts itself, or picks neither."""
+def picked(answer: str, options: Sequence[str]) -> set[int]:
+    """The indices of the options an answer names, by letter ("B", "(b)", "the answer is B") or by name
+    (case-insensitive, whole words)."""
     text = " ".join(answer.lower().split())
-    picked = {LETTERS.index(next(g for g in m.groups() if g)) for m in _LETTER.finditer(text)}
+    out = {LETTERS.index(next(g for g in m.groups() if g)) for m in _LETTER.finditer(text)}
     spans = [_name_spans(text, o) for o in options]
     for i, own in enumerate(spans):  # "sports car" names one option, not also an option "car"
         others = [s for j, other in enumerate(spans) if j != i for s in other]
         if any(not any(a <= s and e <= b and (a, b) != (s, e) for a, b in others) for s, e in own):
-            picked.add(i)
-    return picked.pop() if len(picked) == 1 else None
+            out.add(i)
+    return out
+
+
+def parse_choice(answer: str, options: Sequence[str]) -> int | None:
+    """The index of the option an answer picks (:func:`picked`); None when it picks both, contradicts itself, or
+    picks neither."""
+    chosen = picked(answer, options)
+    return chosen.pop() if len(chosen) == 1 else None
+
+
+def flag(answer: str, options: Sequence[str], correct: int, variant: str = "official") -> str:
+    """An answer's flag (:data:`FLAGS`) under a two-way variant: ``official`` the authors' (:func:`official_flag`);
+    ``shuffled`` TRUE / FALSE for the option it picks (:func:`picked`), DOUBLE for both, TODO for neither."""
+    if variant == "official":
+        return official_flag(answer, options)
+    chosen = picked(answer, options)
+    return "DOUBLE" if len(chosen) > 1 else "TODO" if not chosen else "TRUE" if chosen == {correct} else "FALSE"
 
 
 def two_way_accuracy(choices: Sequence[int | None], correct_index: Sequence[int]) -> dict:
@@ -177,8 +205,8 @@ def score_two_way(
     gensets.models.vlm.VQAModel, `clip_classifier` a zero-shot classifier whose label_names are
     `class_names` (in order). ``wrong``: each image's wrong class given (the released ImageNet-D's questions
     CSV); then no CLIP model runs (``clip_classifier`` may be None). Returns two_way_accuracy's dict plus
-    `items`: per image the target, wrong class, question, options, answer, choice, correct index and the chosen
-    class (None: unparseable). ``decoding``: how the VLM answers (:data:`DECODING`)."""
+    `items`: per image the target, wrong class, question, options, answer, choice, correct index, the chosen
+    class (None: unparseable) and the answer's flag (:func:`flag`). ``decoding``: how the VLM answers (:data:`DECODING`)."""
     if decoding not in DECODING:
         raise GensetsError(f"two-way protocol: unknown decoding {decoding!r} ({', '.join(DECODING)})")
     how = DECODING[decoding]
@@ -228,7 +256,8 @@ def score_two_way(
         parse = official_choice if variant == "official" else parse_choice
         for row, answer in zip(rows, answers, strict=True):
             choice = parse(answer, row["options"])
-            row.update(answer=answer, choice=choice, chosen=None if choice is None else row["classes"][choice])
+            row.update(answer=answer, choice=choice, chosen=None if choice is None else row["classes"][choice],
+                       flag=flag(answer, row["options"], row["correct"], variant))
             items.append(row)
     result = two_way_accuracy([r["choice"] for r in items], [r["correct"] for r in items])
     return {**result, "items": items}

@@ -67,3 +67,15 @@ def parse_spec(s: str) -> ModelSpec:
         raise ModelError(f"bad model spec {s!r}: empty model name after '{kind}:'")
     name, revision = FAMILIES.get(kind).parse(s, name)
     return ModelSpec(kind=kind, name=name, revision=revision, raw=s)
+
+
+def random_weights(spec: str | None) -> bool:
+    """Whether the model ``spec`` names has random weights: one built locally from a config (``tiny:``, ``random:``,
+    any family whose models are built). Its numbers are noise; every output that shows one says so. A spec that
+    does not parse is not known to be random (False)."""
+    if not isinstance(spec, str):
+        return False
+    try:
+        return parse_spec(spec).is_built
+    except ModelError:
+        return False

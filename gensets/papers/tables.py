@@ -1,18 +1,24 @@
 """A paper table of ``gensets reproduce``: :class:`Table` (its configs, models and protocols, of the paper run and
 of ``--smoke``), :class:`Run` (one call: where everything goes and how), and the steps every table shares: build
 (or resume) a config, score a dataset with the table's evaluations, several seeds' builds (:func:`seeded`) and
-their range (:func:`over_seeds`). Each paper folder defines its tables with these; ``gensets.reproduce`` runs
-them."""
+the comparison of each row over them (:func:`compared`: :func:`gensets.compare.compare` with every build's
+number). Each paper folder defines its tables with these; ``gensets.reproduce`` runs them.
+
+A table's row: ``what``, ``quantity``, ``published``, ``model``, ``variant``, ``gensets`` (and ``gensets_note``
+where gensets' number is not the published quantity), ``interval`` (gensets' own 95% interval over images; it
+decides nothing), ``difference``, ``comparison`` (:meth:`gensets.compare.Comparison.as_dict`), ``random_weights``;
+and, for :func:`compared` to redo the comparison over seeds, ``published_entry`` (the published number's typed
+entry) and ``measured`` (:class:`gensets.compare.Measured`), which it takes out of the output."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..builders.runner import build as build_ws
+from ..compare import compare
 from ..errors import GensetsError
-from ..evaluation.reports.base import verdict
 from ..evaluation.runner import EvalConfig
 from ..evaluation.runner import evaluate as evaluate_dataset
 
@@ -63,6 +69,7 @@ class Table:
     # the (workspace, --set overrides) of each build of the run at its first seed (None: one build of the config
     # into run.ws); what `reproduce --plan` counts
     builds: Callable[[Table, Run], list[tuple[Path, tuple[str, ...]]]] | None = None
+    imagenet_val: bool = False  # the table reads --imagenet-val DIR (its reading: options["--imagenet-val"])
 
 
 @dataclass
@@ -80,7 +87,8 @@ class Run:
     sources: tuple[str, ...] = ()  # --source: the table's reading (Table.options)
     dry_run: bool = False
     log: Callable[[str], None] = field(default=print)
-    seeds: int = 1  # --seeds: builds at seeds config seed + 0 .. N-1, their range beside each number
+    seeds: int = 1  # --seeds: builds at seeds config seed + 0 .. N-1, compared over them (gensets.compare)
+    imagenet_val: Path | None = None  # --imagenet-val: a local ImageNet validation folder (Table.imagenet_val)
 
     @property
     def db(self) -> Path:
@@ -122,22 +130,28 @@ def seeded(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] =
                                         (*overrides, f"seed={base + i}")) for i in range(1, run.seeds)]
 
 
-def over_seeds(results: list[dict]) -> dict:
-    """The first result (the config's seed) with, in each row, the range of its gensets number over every result
-    (rows matched by what and model): ``seeds`` {n, values, range, verdict}; none where a seed lacks the number."""
-    if len(results) < 2:
-        return results[0]
+def compared(results: list[dict]) -> dict:
+    """The first result (the config's seed) as the output shows it. With several builds (``--seeds N``): each
+    row's number in every build (``seeds``: {n, values}; values None where a build lacks it) and its comparison
+    redone by :func:`gensets.compare.compare` with those numbers (a prediction interval for one more build, where
+    the test is one over builds), rows matched by what and model. ``measured`` and ``published_entry`` are taken
+    out of every row."""
     values: dict[tuple, list] = {}
     for res in results:
         for r in res["rows"]:
             values.setdefault((r["what"], r["model"]), []).append(r["gensets"])
     rows = []
     for r in results[0]["rows"]:
-        v = values[(r["what"], r["model"])]
-        ok = len(v) == len(results) and None not in v
-        span = [min(v), max(v)] if ok else None
-        rows.append({**r, "seeds": {"n": len(results), "values": v if ok else None, "range": span,
-                                    "verdict": verdict(r["published"], span)}})
+        r = dict(r)
+        measured, entry = r.pop("measured", None), r.pop("published_entry", None)
+        if len(results) > 1:
+            v = values[(r["what"], r["model"])]
+            ok = len(v) == len(results) and None not in v
+            r["seeds"] = {"n": len(results), "values": v if ok else None}
+            if ok and measured is not None and entry is not None:
+                c = compare(entry, replace(measured, seeds=tuple(v)))
+                r["comparison"], r["difference"] = c.as_dict(), c.difference
+        rows.append(r)
     return {**results[0], "rows": rows}
 
 

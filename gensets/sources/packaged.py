@@ -9,6 +9,8 @@ import json
 from functools import cache
 from importlib import resources
 
+from .. import recordio
+
 
 @cache
 def _data_text(package: str, name: str) -> str:
@@ -67,37 +69,42 @@ def imagenet_d_nuisances(kind: str) -> list[str]:
     return [r["name"] for r in rows]
 
 
+def _published(package: str, schema: str) -> dict:
+    """A paper's packaged published numbers, read through the records door against their schema
+    (:mod:`gensets.schemas`: every number a typed quantity, :class:`~gensets.schemas.PublishedNumber`)."""
+    return recordio.parse(_data_text(package, "published.json"), schema, f"gensets/data/{package}/published.json")
+
+
 @cache
 def genbench_published() -> dict:
     """GenBench's published numbers (Li et al.: Tables 1-5 of shared/papers/001_f04b4de81b95e690.txt): {"paper",
-    "cite", "note", "tables": {"1": costs per image, "2": CLER of 20-shot GLIDE / SD sets per dataset x strategy,
-    "3": Textual Inversion, "4": the datasets, "5": the cost breakdown}}, each table with its ``source`` (cite:
-    the arXiv id; table); dataset columns by gensets' packaged dataset ids."""
-    return json.loads(_data_text("genbench", "published.json"))
+    "note", "tables": {"1": costs per image, "2": CLER of 20-shot GLIDE / SD sets per dataset x strategy, "3":
+    Textual Inversion, "4": the datasets, "5": the cost breakdown}}, each table with its ``source`` (arxiv, where,
+    quote), the ``definition`` of its numbers and (2, 3) its ``models``; dataset columns by gensets' packaged ids."""
+    return _published("genbench", "GenBenchPublished")
 
 
 @cache
 def imagenet_d_published() -> dict:
-    """ImageNet-D's published accuracies (Zhang et al. 2024, from the summary shared/papers/004_bd0ce56ed9367d6b.txt):
-    {"paper", "cite", "checked", "top1": [{"model", "value", "protocol", "text"}], "drop_up_to"}; ``text`` is the
-    phrase each number was read from (tests/test_published.py finds it in the paper's text)."""
-    return json.loads(_data_text("imagenet_d", "published.json"))
+    """ImageNet-D's published accuracy drops (Zhang et al. 2024, from the summary shared/papers/004_bd0ce56ed9367d6b.txt):
+    {"paper", "checked", "numbers": [PublishedNumber, one per model family], "drop_up_to"}; each number's
+    ``source.quote`` is the phrase it was read from (tests/test_published.py finds it in the paper's text)."""
+    return _published("imagenet_d", "ImageNetDPublished")
 
 
 @cache
 def wiles_published() -> dict:
     """Wiles et al. (2022)'s published failure rates (Figure 5's caption, from the summary
-    shared/papers/002_c8f194d3454d00cb.txt): {"paper", "cite", "checked", "figure5": [{"what", "label", "target",
-    "metric" (target_rate | failure_rate), "value", "text"}]}; ``text`` is the phrase each was read from."""
-    return json.loads(_data_text("failure_modes", "published.json"))
+    shared/papers/002_c8f194d3454d00cb.txt): {"paper", "checked", "figure5": [PublishedNumber + label, caption,
+    target]}; ``source.quote`` is the phrase each was read from."""
+    return _published("failure_modes", "WilesPublished")
 
 
 @cache
 def borji_published() -> dict:
-    """Borji (2022)'s published numbers for what gensets can run (recognition, VQA), with their source:
-    {"source", "url", "checked", "recognition": [...], "vqa": [...]}, each number {"what", "metric", "value",
-    "approximate", "note", ...}."""
-    return json.loads(_data_text("borji", "published.json"))
+    """Borji (2022)'s published numbers for what gensets can run, with their source: {"paper", "url", "checked",
+    "recognition": [PublishedNumber], "vqa": [PublishedNumber + images]}."""
+    return _published("borji", "BorjiPublished")
 
 
 @cache
@@ -107,6 +114,15 @@ def imagenet_superclasses() -> tuple[str, ...]:
     rows = json.loads(_data_text("wordnet", "imagenet_superclasses.json"))["classes"]
     assert [r["index"] for r in rows] == list(range(1000))
     return tuple(r["superclass"] for r in rows)
+
+
+@cache
+def imagenet_wnids() -> tuple[str, ...]:
+    """The WordNet ids (``n01440764``) of the ImageNet-1k classes, in class-index order: the folder names of an
+    ImageNet validation folder (gensets/data/wordnet/imagenet_lemmas.json, from timm's synset files)."""
+    rows = json.loads(_data_text("wordnet", "imagenet_lemmas.json"))["classes"]
+    assert [r["index"] for r in rows] == list(range(1000))
+    return tuple(r["wnid"] for r in rows)
 
 
 @cache

@@ -69,8 +69,9 @@ class Models:
     """The models of one evaluation, each loaded once (a zero-shot model once per label space); the loaders'
     options (``allow_pickle``, ``trust_remote_code``, ``device``) are given once, to the constructor."""
 
-    def __init__(self, **options):
+    def __init__(self, vlm: dict | None = None, **options):
         self.options = options
+        self.vlm = vlm or {}  # a LLaVA model's dtype and aspect (gensets eval --vlm-precision, --vlm-aspect)
         self._classifiers: dict[tuple, Any] = {}
         self._vqa: dict[str, Any] = {}
 
@@ -86,7 +87,7 @@ class Models:
 
     def vqa(self, spec: str):
         if spec not in self._vqa:
-            self._vqa[spec] = load_vqa(spec, **self.options)
+            self._vqa[spec] = load_vqa(spec, **self.options, **self.vlm)
         return self._vqa[spec]
 
 
@@ -155,6 +156,11 @@ class Protocol:
     def metrics(self, rows: list[dict], extra: dict[str, list]) -> list[dict]:
         """The run's metric rows ``{"name", "value", "lo", "hi"}``."""
         raise NotImplementedError
+
+    def answers(self, rows: list[dict], extra: dict[str, list]) -> list[dict] | None:
+        """A VLM's answers, one ``{"key", "question", "answer", "flag"}`` per prediction row, for the results
+        database's ``answers`` table (None: the protocol's model gives no text)."""
+        return None
 
 
 class ClassifierProtocol(Protocol):

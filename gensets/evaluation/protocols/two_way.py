@@ -5,8 +5,9 @@ zero-shot CLIP model (``--clip``) over the dataset's class names; the VLM is ask
 - ``two-way`` (default) is the authors' evaluation code: normalised names, "A photo of a {}" for CLIP, the
   question "What is the main object in this image? Choose from the following list: {true}, {wrong}.",
   substring matching with their synonym map. ``top1`` is their accuracy, TRUE / (TRUE + FALSE): answers
-  naming both options or neither are left out; ``two_way_all`` counts them wrong; ``unparseable`` is their
-  fraction.
+  naming both options or neither (DOUBLE, TODO) are left out; ``two_way_all`` counts them wrong; ``unparseable``
+  is their fraction. Every answer is stored with its question and flag (the results database's ``answers``), so
+  the authors' ``compute_accuracy.py`` counts can be redone from gensets' output.
 - ``two-way-shuffled`` (gensets' own reading): readable names, CLIP's default template, seeded random lettered
   options, whole-word parsing. ``top1`` counts unparseable answers wrong; ``two_way_parsed`` drops them.
 
@@ -94,7 +95,7 @@ class TwoWay(VQAProtocol):
         res = score_two_way(self.model, self.clip, inputs, [int(r["target"]) for r in records], self.names,
                             self.cfg.seed, batch_size=self.cfg.batch_size, keys=keys, variant=self.variant,
                             wrong=self._wrong(records), decoding=self.cfg.decoding)
-        out = Scored([], {"choice": [], "correct": []})
+        out = Scored([], {"choice": [], "correct": [], "question": [], "answer": [], "flag": []})
         for key, item in zip(keys, res["items"], strict=True):
             ok = item["choice"] == item["correct"]
             out.rows.append({"key": key, "target": item["target"], "target_ids": [item["target"]],
@@ -102,7 +103,14 @@ class TwoWay(VQAProtocol):
                              "correct1": ok, "correct5": ok})
             out.extra["choice"].append(item["choice"])
             out.extra["correct"].append(item["correct"])
+            for k in ("question", "answer", "flag"):
+                out.extra[k].append(item[k])
         return out
+
+    def answers(self, rows, extra):
+        """Each answer's question, raw text and flag (TRUE, FALSE, DOUBLE, TODO: how ``top1`` counted it)."""
+        return [{"key": r["key"], "question": q, "answer": a, "flag": f}
+                for r, q, a, f in zip(rows, extra["question"], extra["answer"], extra["flag"], strict=True)]
 
     def metrics(self, rows, extra):
         acc = two_way_accuracy(extra["choice"], extra["correct"])

@@ -12,11 +12,12 @@ from pathlib import Path
 from ...cards.figures import PALETTE, figure, save
 from ...cards.markdown import table
 from ...errors import GensetsError
+from ...models.spec import random_weights
 from ...output import files
 from ...registry import REPORTS
 from ..data import open_source
 from ..scoring import summaries
-from .base import Report
+from .base import Report, random_weights_note
 
 
 def _short(dataset: str) -> str:
@@ -70,7 +71,9 @@ def markdown(rep: dict) -> str:
                                                          for n, c in cols.items())]
     body = [[r["name"], r["config"], ", ".join(r["generators"]) or "-", r["n"],
              *(_cell(r["cells"].get(n), c["best"]) for n, c in cols.items())] for r in rep["rows"]]
-    lines = ["# Quality report", "",
+    specs = {g for r in rep["rows"] for g in r["generators"]} | {
+        m for c in cols.values() for v in c["variants"] for m in v["models"].values() if isinstance(m, str)}
+    lines = ["# Quality report", "", *random_weights_note(s for s in specs if random_weights(s)),
              f"Quality and alignment scores (`gensets score`, results in `{Path(rep['db']).name}`): per-image metrics "
              "are means with a 95% percentile bootstrap interval; set-level metrics (FID, KID, IS, precision / recall, "
              "LPIPS diversity) one value per config. Best per column in bold (↑ higher is better, ↓ lower).", "",

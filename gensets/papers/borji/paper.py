@@ -11,7 +11,7 @@ from .tables import FIG2, VQA
 def published() -> list[dict]:
     d = borji_published()
     return [{"name": f"borji:{key}", "description": f"{len(d[key])} published figures "
-             f"({d.get('source', '')[:120]})"} for key in ("recognition", "vqa") if key in d]
+             f"({d['paper'][:120]})"} for key in ("recognition", "vqa") if key in d]
 
 
 PAPER = Paper("borji", "Borji, How good are deep models in understanding the generated images? (arXiv:2208.10760)",

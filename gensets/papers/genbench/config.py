@@ -274,8 +274,8 @@ def paper_labelling() -> ReferenceCost:
     pub = genbench_published()
     t5 = pub["tables"]["5"]
     row = next(r for r in t5["rows"] if r["data_type"] == "Original")
-    return ReferenceCost(row["cost_per_image"], f"GenBench (Li et al. 2023), {t5['source']['table']}: "
-                         f"{row['data_type']}, {row['collection_source']} ({t5['source']['cite']})")
+    return ReferenceCost(row["cost_per_image"], f"GenBench (Li et al. 2023), {t5['source']['where']}: "
+                         f"{row['data_type']}, {row['collection_source']} (arXiv:{t5['source']['arxiv']})")
 
 
 # GenBench's price of a generator GPU hour: Table 5's "Generative, Model Inference" row, 1.47 USD per hour of an

@@ -9,10 +9,11 @@ from .tables import TABLE
 
 def published() -> list[dict]:
     d = imagenet_d_published()
-    return [{"name": "imagenet-d:top1", "description": f"{len(d['top1'])} published accuracies "
-             f"({', '.join(r['model'] for r in d['top1'])}; from the paper's summary)"}]
+    return [{"name": "imagenet-d:drops", "description": f"{len(d['numbers'])} published accuracy drops, ImageNet "
+             f"minus ImageNet-D ({', '.join(r['what'] for r in d['numbers'])}; from the paper's summary)"}]
 
 
 PAPER = Paper("imagenet-d", "Zhang et al., ImageNet-D (CVPR 2024)",
-              modules=tuple(f"gensets.papers.imagenet_d.{m}" for m in ("builder", "report", "identify", "released", "label_space")),
+              modules=tuple(f"gensets.papers.imagenet_d.{m}" for m in ("builder", "report", "identify", "released", "imagenet_val",
+                                                                      "label_space")),
               tables=(TABLE,), published=published)

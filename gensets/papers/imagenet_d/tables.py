@@ -1,16 +1,24 @@
 """ImageNet-D's ``gensets reproduce`` table: ``imagenet-d-table`` (Zhang et al. 2024): the released ImageNet-D
 (``hf:zcs15/ImageNet-D``) scored with the paper's model families under their protocols (``imagenet``,
 ``zero-shot``, ``two-way``); ``gensets report imagenet-d``. Smoke: the smoke build of
-``configs/imagenet_d.smoke.yaml``. Every gensets number has its 95% interval over images (a bootstrap:
-:data:`~gensets.papers.imagenet_d.report.INTERVAL`)."""
+``configs/imagenet_d.smoke.yaml``.
+
+The paper's five numbers are accuracy drops (ImageNet minus ImageNet-D). ``--imagenet-val DIR`` (a local ImageNet
+validation folder of class folders named by WordNet id: :mod:`gensets.papers.imagenet_d.imagenet_val`) scores the
+same models under the same protocols on its images of the 113 classes, and each row is then gensets' drop; without
+it a row shows the ImageNet-D accuracy and "drop: needs ImageNet accuracy", never a verdict. The paper leaves open
+how the subsets combine (gensets: pooled over their images) and which ImageNet split and classes (gensets: the
+validation images of the 113 classes); the comparison is :func:`gensets.compare.compare`'s (the paper names model
+families only: shown, never judged)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ...errors import GensetsError
-from ..tables import Evaluation, Run, Table, build, evaluate, over_seeds, seeded
+from ..tables import Evaluation, Run, Table, build, compared, evaluate, seeded
 from . import report as imagenet_d
+from .imagenet_val import PREFIX
 from .released import looks_released
 
 RELEASED = "hf:zcs15/ImageNet-D"
@@ -28,6 +36,8 @@ def released(run: Run) -> str:
 
 
 def _imagenet_d(table: Table, run: Run) -> dict:
+    if run.imagenet_val:
+        _score_imagenet_val(table, run)
     if not run.smoke:  # the released images: no generation to vary (--seeds refused by Table.no_seeds)
         return imagenet_d_rows(run.db, run.out / "report", evaluate(table, run, released(run)))
     results = []
@@ -36,7 +46,22 @@ def _imagenet_d(table: Table, run: Run) -> dict:
         dataset = evaluate(table, run, str(build(table, run, ws, overrides)))
         results.append(imagenet_d_rows(run.db, run.out / ("report" if i == 0 else f"report-{ws.name}"), dataset,
                                        table.stand_ins))
-    return over_seeds(results)
+    return compared(results)
+
+
+# two-way on ImageNet's images: no released questions there, so CLIP picks each wrong option (the table's CLIP)
+IMAGENET_VAL_CLIP = "open_clip:ViT-B-16/openai"
+
+
+def _score_imagenet_val(table: Table, run: Run) -> None:
+    """The table's models under the same protocols on ``imagenet-val:DIR`` (two-way's wrong options from the
+    table's CLIP), into the same database: the ImageNet side of each drop."""
+    from dataclasses import replace
+
+    clip = "tiny:clip" if run.smoke else IMAGENET_VAL_CLIP
+    evs = tuple(replace(e, clip=e.clip or clip) if e.protocol.startswith("two-way") else e
+                for e in (table.smoke_evaluations if run.smoke else table.evaluations))
+    evaluate(replace(table, evaluations=evs, smoke_evaluations=evs), run, f"{PREFIX}{run.imagenet_val}")
 
 
 def _check(table: Table, run: Run) -> None:
@@ -45,36 +70,52 @@ def _check(table: Table, run: Run) -> None:
 
 
 def _plan(table: Table, run: Run) -> list[str]:
-    return [f"score {released(run)} with {', '.join(e.models)} (protocol {e.protocol})" for e in table.evaluations]
+    val = ([f"score {PREFIX}{run.imagenet_val} with {', '.join(e.models)} (protocol {e.protocol}): the ImageNet side "
+            "of each drop" for e in table.evaluations] if run.imagenet_val else [])
+    return val + [f"score {released(run)} with {', '.join(e.models)} (protocol {e.protocol})" for e in table.evaluations]
 
 
 # the paper as the table's output cites it (the numbers: gensets/data/imagenet_d/published.json)
 IMAGENET_D_PAPER = ("Zhang et al., \"ImageNet-D: Benchmarking Neural Network Robustness on Diffusion Synthetic "
-                    "Object\", CVPR 2024 (arXiv:2403.18775): the per-family accuracies as a summary of its key results gives "
-                    "them (the paper's tables were not available to check)")
+                    "Object\", CVPR 2024 (arXiv:2403.18775): the per-family accuracy drops as a summary of its key "
+                    "results gives them (the paper's tables were not available to check)")
 
 
 def imagenet_d_rows(db: Path, report_dir: Path, dataset: str | None = None,
                     stand_ins: dict[str, str] | None = None) -> dict:
     """``gensets report imagenet-d`` on ``db`` (written to ``report_dir``; ``dataset``: the one of the database's
     ImageNet-D datasets, None: its only one; ``stand_ins``: tiny models beside families) as the table's rows: each
-    family's top-1 under the report's default reading of overall (pooled over the subsets' images), named in the
-    row, with its interval over images and the published number's verdict."""
+    family's drop (or, without ImageNet runs, its ImageNet-D accuracy, pooled over the subsets' images), named in
+    the row, with gensets' own interval over images and the comparison (:func:`gensets.compare.compare`)."""
     rep = imagenet_d.compute(db, dataset, stand_ins=stand_ins)
     report = imagenet_d.write(rep, report_dir)
-    rows = [{"what": r["family"], "protocol": f"{r['protocol']}, top-1 {r['overall']}", "published": r["published"],
-             "model": r["model"],
-             "variant": None if r["model"] is None else r["variant"]
-             + ("" if r["stand_in"] is None else f"; stand-in for {r['family']}")
-             + ("" if r["gensets"] is not None else f"; {r['counted']} of {r['n']} answers name one option: no "
-                                                    "TRUE / (TRUE + FALSE)"),
-             "gensets": r["gensets"], "difference": r["difference"], "interval": r["interval"],
-             "interval_kind": "images", "verdict": r["verdict"]}
-            for r in rep["published"]["rows"]]
-    overall = f"top-1 {rep['overall']}: {imagenet_d.OVERALL[rep['overall']]}"
+    per = {(m["model"], m["variant"]): m for m in rep["per_model"]}
+    entries = {p["what"]: p for p in imagenet_d.imagenet_d_published()["numbers"]}
+    rows = []
+    for r in rep["published"]["rows"]:
+        m = per.get((r["model"], r["variant"]))
+        note = None
+        if m is not None and m["drop"] is None:
+            note = f"ImageNet-D top-1 {100 * m['all']:.2f}; drop: needs ImageNet accuracy" if m["all"] is not None \
+                else f"{m['counted']} of {m['n']} answers name one option: no TRUE / (TRUE + FALSE)"
+        elif m is not None:
+            note = f"ImageNet {100 * m['imagenet']['top1']:.2f} - ImageNet-D {100 * m['all']:.2f}"
+        rows.append({
+            "what": r["family"], "quantity": f"accuracy drop ({r['protocol']}), ImageNet-D {rep['overall']}",
+            "published": r["published"], "model": r["model"],
+            "variant": None if r["model"] is None else r["variant"]
+            + ("" if r["stand_in"] is None else f"; stand-in for {r['family']}"),
+            "gensets": None if m is None else m["drop"], "gensets_note": note,
+            "interval": None if m is None else m["interval"], "interval_kind": None if m is None else "ImageNet-D, images",
+            "difference": r["difference"], "comparison": r["comparison"], "random_weights": r["random_weights"],
+            "published_entry": entries[r["family"]],
+            "measured": None if m is None else imagenet_d.measured(m, rep["overall"], rep["population"])})
+    overall = f"ImageNet-D {rep['overall']}: {imagenet_d.OVERALL[rep['overall']]}"
     return {"rows": rows, "report": str(report), "source": IMAGENET_D_PAPER, "interval": rep["interval"],
-            "note": f"{rep['published']['checked']} gensets' {overall} (the report has each subset and the mean of "
-                    "subsets too; two-way counts TRUE / (TRUE + FALSE), as the authors' compute_accuracy.py)."}
+            "random_weights": rep["random_weights"],
+            "note": f"{rep['published']['checked']} gensets' drop: its ImageNet top-1 (--imagenet-val) minus its "
+                    f"{overall} (the report has each subset and the mean of subsets too; two-way counts TRUE / "
+                    "(TRUE + FALSE), as the authors' compute_accuracy.py)."}
 
 
 # ImageNet-D's ResNet and ViT-L/16 as the authors load models: torchvision's ImageNet-1k weights (timm has no
@@ -84,7 +125,8 @@ VIT_L16 = "torchvision:vit_l_16@IMAGENET1K_V1"
 
 TABLE = Table(
     "imagenet-d-table", "ImageNet-D (Zhang et al. 2024)",
-    "accuracy of ResNet, ViT-L/16, CLIP, LLaVA on the released ImageNet-D, beside the paper's",
+    "accuracy drops (ImageNet minus ImageNet-D) of ResNet, ViT-L/16, CLIP, LLaVA on the released ImageNet-D, beside "
+    "the paper's",
     "the Hub (the released dataset, ~4,800 images; the models) and a GPU for LLaVA-1.5-13B (~1 hour on one "
     "A100; the rest minutes)", _imagenet_d,
     smoke_config="imagenet_d.smoke.yaml",
@@ -108,5 +150,8 @@ TABLE = Table(
     stand_ins={"tiny:resnet": "ResNet", "tiny:vit": "ViT-L/16", "tiny:clip": "CLIP", "tiny:vlm-chair": "LLaVa"},
     no_seeds="scores the released images, no generation or selection to vary", sources=True,
     options={"--source": "PATH, a local copy of the released ImageNet-D (its authors' layout) instead of "
-                         "hf:zcs15/ImageNet-D"},
+                         "hf:zcs15/ImageNet-D",
+             "--imagenet-val": "the same models and protocols on its images of ImageNet-D's 113 classes: each row "
+                               "becomes gensets' accuracy drop (without it: the ImageNet-D accuracy, no drop)"},
+    imagenet_val=True,
     check=_check, plan=_plan)

@@ -18,11 +18,13 @@ from pathlib import Path
 from ... import recordio
 from ...cards.figures import PALETTE, figure, save
 from ...cards.markdown import table
+from ...compare import Measured, compare
 from ...curation import state
 from ...errors import DataError, GensetsError
 from ...evaluation import store
-from ...evaluation.reports.base import Report, add_precision
+from ...evaluation.reports.base import Report, add_precision, random_weights_note
 from ...images import decode_image
+from ...models.spec import random_weights
 from ...output import files
 from ...registry import REPORTS
 from ...shards import read_at
@@ -32,10 +34,11 @@ from ...workspace import Workspace
 PUBLISHED = ("Wiles et al. (2022) publish failure rates of a ResNet-50 on Imagen images generated from two captions of "
              "Persian cat (Figure 5): \"... it is walking in the snow.\" and the automatically found \"... the "
              "background is green.\"; neither model is available, so no gensets configuration is the paper's. "
-             "gensets' number is the same quantity, the rate of this build's images regenerated from a caption of the "
-             "label that contains the paper's caption (a failure mode's), and difference = gensets - published only "
-             "then; where the build has no such caption the number is left empty. Beside it, for context only, this "
-             "build's baseline rate of the label (its images without a caption: another quantity, no difference).")
+             "gensets' number beside each is the same rate of this build's images regenerated from a caption of the "
+             "label that contains the paper's caption (a failure mode's), left empty where the build has no such "
+             "caption; but its images are another generator's, not the paper's Imagen ones, so it is never compared "
+             "(gensets.compare: not comparable: population) and no difference is printed. Beside it, for context "
+             "only, this build's baseline rate of the label (its images without a caption).")
 
 
 def _rate(images: dict | None, row: dict) -> float | None:
@@ -53,21 +56,28 @@ def _rate(images: dict | None, row: dict) -> float | None:
 
 def published(rep: dict) -> dict:
     """Figure 5's rates (gensets/data/failure_modes/published.json), each beside the same rate of this build's images
-    regenerated from a caption of the label containing the paper's (a mode's; ``gensets``, ``gensets_caption``,
-    ``difference``), and, for context, the label's baseline rate (``baseline``: images without a caption, no
-    difference)."""
+    regenerated from a caption of the label containing the paper's (a mode's; ``gensets``, ``gensets_caption``),
+    compared by :func:`gensets.compare.compare` (another generator's images: not comparable, no difference), and,
+    for context, the label's baseline rate (``baseline``: images without a caption)."""
     pub = wiles_published()
+    noise = random_weights(rep.get("classifier")) or random_weights(rep.get("generator"))
     rows = []
     for p in pub["figure5"]:
         b = (rep.get("baseline") or {}).get(p["label"])
         mode = next((m for m in rep.get("modes") or () if m.get("label") == p["label"] and m.get("n")
                      and p["caption"].lower() in str(m.get("caption") or "").lower()), None)
-        value = _rate(mode, p)
-        rows.append({**p, "gensets": value, "gensets_images": mode["n"] if value is not None else None,
+        value = _rate(mode, {"metric": p["quantity"].replace("-", "_"), "target": p["target"]})
+        c = compare(p, Measured(value, p["quantity"], "pooled-images", "other", classes=(p["label"],),
+                                protocol="imagenet", model=rep.get("classifier"), random_weights=noise,
+                                n=mode["n"] if value is not None else None, note="no such caption in this build"))
+        rows.append({"what": p["what"], "metric": p["quantity"].replace("-", "_"), "value": p["value"],
+                     "label": p["label"], "caption": p["caption"], "target": p["target"], "gensets": value,
+                     "gensets_images": mode["n"] if value is not None else None,
                      "gensets_caption": mode["caption"] if value is not None else None,
-                     "difference": None if value is None else value - p["value"],
-                     "baseline": _rate(b, p), "baseline_images": b.get("n") if b else None})
-    return {"paper": pub["paper"], "cite": pub["cite"], "checked": pub["checked"], "note": PUBLISHED,
+                     "difference": c.difference, "comparison": c.as_dict(),
+                     "baseline": _rate(b, {"metric": p["quantity"].replace("-", "_"), "target": p["target"]}),
+                     "baseline_images": b.get("n") if b else None})
+    return {"paper": pub["paper"], "checked": pub["checked"], "note": PUBLISHED, "random_weights": noise,
             "numbers": rows}
 
 # an image fails a model as it failed the classifier under test: no target among its top-k (k = the build's top_k)
@@ -75,7 +85,7 @@ TRANSFER = """
 SELECT r.model, r.config, count(*) AS n,
        count(*) FILTER (WHERE NOT list_has_any(list_slice(p.top5, 1, $k), p.target_ids)) AS failed
 FROM predictions p JOIN runs r USING (run_id)
-WHERE r.dataset_revision = $build AND r.protocol = 'imagenet' AND coalesce(r.precision, 'fp32') = $precision
+WHERE r.dataset_revision = $build AND r.protocol = 'imagenet' AND coalesce(r.autocast, r.precision, 'fp32') = $precision
 GROUP BY ALL ORDER BY r.model, r.config
 """
 
@@ -238,6 +248,7 @@ def _write(rep: dict, out: Path, staged) -> Path:
                   m["confused"], m["p_failure"], m["p_failure_adjusted"], m["p_confusion_adjusted"],
                   "**yes**" if m["discovered"] else "no"] for m in rep["modes"]]
     md = [f"# Failure modes of `{rep['classifier']}`", "",
+          *random_weights_note([m for m in (rep.get("classifier"), rep.get("generator")) if random_weights(m)]),
           f"Build `{rep['build']}`. Generator `{rep['generator']}`, "
           f"embedder `{rep['embedder']}`, captioner `{rep['captioner']}`.", "",
           f"Variant: baseline template `{rep['template']}`, regeneration `{rep['mode_template']}`, top-{k} failures "
@@ -275,13 +286,13 @@ def _write(rep: dict, out: Path, staged) -> Path:
     pub = rep["published"]
     rows = [[p["what"], p["metric"], f"{100 * p['value']:.4g}%",
              "no such caption" if p["gensets"] is None else f"{100 * p['gensets']:.4g}% of {p['gensets_images']}",
-             "-" if p["difference"] is None else f"{100 * p['difference']:+.4g} points",
+             "-" if p["difference"] is None else f"{100 * p['difference']:+.4g} points", p["comparison"]["text"],
              "not built" if p["baseline"] is None else f"{100 * p['baseline']:.4g}% of {p['baseline_images']}"]
             for p in pub["numbers"]]
     md += ["## Published numbers (Wiles et al. 2022, Figure 5)", "", pub["note"], "",
-           table(["published (Figure 5)", "metric", "paper", "gensets, same caption", "difference",
+           table(["published (Figure 5)", "metric", "paper", "gensets, same caption", "difference", "comparison",
                   "gensets baseline (no caption, context)"], rows), "",
-           f"Source: {pub['paper']} ({pub['cite']}). {pub['checked']}", "",
+           f"Source: {pub['paper']}. {pub['checked']}", "",
            "Everything above is in the workspace: `modes.json`, and the tables `failure_baseline`, "
            "`failure_modes`, `failure_mode_targets`, `failure_mode_members`, `failure_mode_images` of "
            "`state.duckdb`."]
