@@ -60,7 +60,7 @@ def section(manifest: dict) -> str:
     closest = a["pairs"]["closest"]
     if closest:
         out += ["", f"The closest pairs ({len(closest)} of {a['pairs']['total']}):", "",
-                table(["image", "config", "reference", "neighbour", "within"],
+                table(["image", "config", "reference", "neighbour", "distances"],
                       [[_c(p["key"]), text(str(p["config"])), _c(p["reference"]), _c(p["neighbour"]),
                         ", ".join(_value(m, v) for m, v in p["methods"].items())] for p in closest])]
     else:

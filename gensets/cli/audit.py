@@ -48,7 +48,7 @@ def _audit(a) -> int:
     shown = result.pairs[:a.pairs]
     if shown:
         print(f"\n{len(result.pairs)} pair(s) within the thresholds; the closest {len(shown)}:")
-        print_rows(["image", "reference", "neighbour", "within"],
+        print_rows(["image", "reference", "neighbour", "distances"],
                    [[p["key"], p["reference"], p["neighbour"], ", ".join(f"{m} {v}" for m, v in p["methods"].items())]
                     for p in shown], "table")
     else:

@@ -273,11 +273,11 @@ def verdicts(con) -> dict[str, tuple[str, str | None, str | None, dt.datetime | 
     An image decided by one reviewer only is ``pending`` (accepted or relabeled) or ``held`` (rejected:
     counted as pending, but never published).
     """
-    return {key: verdict(ds) for key, ds in decisions(con).items()}
+    return {key: outcome(ds) for key, ds in decisions(con).items()}
 
 
-def verdict(ds: Sequence[tuple]) -> tuple[str, str | None, str | None, dt.datetime | None]:
-    """The verdict of one image (:func:`verdicts`) from its reviewers' latest decisions ``(reviewer, status, label,
+def outcome(ds: Sequence[tuple]) -> tuple[str, str | None, str | None, dt.datetime | None]:
+    """The outcome of one image (:func:`verdicts`) from its reviewers' latest decisions ``(reviewer, status, label,
     time, ...)`` in the order of their first decision on it (:func:`decisions`; pending is no decision)."""
     if len(ds) < 2:
         return ("held" if ds[0][1] == "rejected" else "pending", None, None, None)

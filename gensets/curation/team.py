@@ -78,7 +78,7 @@ def disputes(con, keys: list[str] | None = None) -> dict[str, list[dict]]:
         by_key.setdefault(key, []).append(tuple(d))
     return {key: [{"reviewer": r, "status": s, "label": lb if s == "relabeled" else None, "note": note}
                   for r, s, lb, _, note in ds]
-            for key, ds in by_key.items() if review.verdict(ds)[0] == "disputed"}
+            for key, ds in by_key.items() if review.outcome(ds)[0] == "disputed"}
 
 
 def disagreement(decisions: list[dict]) -> str:
