@@ -100,8 +100,10 @@ def check_candidate_row(row: dict, where: str) -> dict:
 def read_dataset_manifest(path: str | os.PathLike, where: str | None = None) -> dict:
     """A dataset's ``manifest.json`` as ``gensets finalize`` writes it (a regular file, of the dataset manifest
     schema: ``build`` a name, ``counts`` config -> count, ``shards`` a list of {path, config, split, sha256, n,
-    nbytes}, the environments that built it). DataError naming the file and key for one that is not."""
-    return recordio.read(path, "DatasetManifest", where=where)
+    nbytes}, the environments that built it). DataError naming the file and key for one that is not, and for a
+    ``manifest.json`` that is a symlink out of its dataset folder (what publish and eval refuse)."""
+    path = Path(path)
+    return recordio.read(path.name, "DatasetManifest", root=path.parent, where=where)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
