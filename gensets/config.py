@@ -455,5 +455,7 @@ positive_int = _number(int, 1, what="a whole number of at least 1")
 nonneg_int = _number(int, 0, what="a whole number of at least 0")
 nonneg_float = _number(float, 0.0, what="a finite number of at least 0")
 positive_float = _number(float, 1e-300, what="a finite number above 0")
+# a time limit: at most ~31 years, well inside what a timer can wait (threading.TIMEOUT_MAX, ~292 years)
+seconds = _number(float, 0.0, 1e9, what="a number of seconds from 0 to 1e9")
 port = _number(int, 0, 65535, what="a port number 0..65535")
 page_size = _number(int, 1, 500, what="a whole number 1..500")  # images per page of the review page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..config import nonneg_float, positive_int
+from ..config import positive_int, seconds
 from ..db import interruptible
 from ..errors import GensetsError
 from ..evaluation import leaderboard, store
@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
                    "creates), their columns and types, how they join, and two example queries")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
     q.add_argument("--json", action="store_true", help="the same as --format json")
-    q.add_argument("--timeout", type=nonneg_float, default=300.0, metavar="SECONDS",
+    q.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS",
                    help="stop the query after this many seconds, exit 1 (default 300; 0: no limit); Ctrl-C stops "
                    "it too, exit 130")
     q.add_argument("--output", metavar="FILE", help="write the result to FILE (whole, or not at all) instead of "
