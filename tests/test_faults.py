@@ -41,3 +41,65 @@ def test_a_query_time_limit_too_long_for_a_timer_is_refused_in_one_line(tmp_path
     import duckdb
 
     assert interruptible(duckdb.connect(), "SELECT 42", 1e308) == (["42"], [(42,)])
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (a connection to it is refused at once)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_gcs_store_out_of_reach_is_one_line_per_retry_then_exit_3():
+    """GCS's endpoint refusing connections: gcsfs retried each request six times, up to 32 s apart, logging each
+    failure with a traceback, and its error was "failed" (exit 1) after about 70 s. Now gensets' own retries only,
+    one line each (1, 2, 4 s), then one line, exit 3, no traceback."""
+    import pytest
+
+    pytest.importorskip("gcsfs")
+    url = "gs://gensets-test/ws"
+    r = run_cli("verify", url, env={"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{_closed_port()}"})
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 3 and "Traceback" not in r.stderr and r.stdout == "", r.stderr
+    said = f"{url}: the store cannot be reached while looking for its bucket"
+    assert len(lines) == 4 and all(said in x for x in lines), r.stderr
+    assert [x.rsplit("; ", 1)[-1] for x in lines[:3]] == [f"trying again in {s} s" for s in (1, 2, 4)], lines
+    assert lines[3].startswith(f"gensets: error: {said}"), lines
+
+
+def test_a_store_clients_unretrieved_connection_errors_are_not_logged(caplog):
+    """s3fs's event loop (one per process; a Ray worker's too) logged "Task exception was never retrieved" with a
+    traceback for every concurrent request a connection reset failed, beside the one whose failure gensets retries
+    in one line. Once a store is opened, a task failed by the connection is not logged; any other still is."""
+    import asyncio
+    import gc
+    import logging
+
+    import pytest
+
+    pytest.importorskip("s3fs")
+    from fsspec.asyn import sync
+
+    from gensets.store import Store
+
+    fs = Store("s3://gensets-test/ws").fs  # opening it makes no request
+
+    def orphan(error: BaseException) -> None:
+        async def fail():
+            raise error
+
+        async def leave_it():  # a task that fails while nobody awaits it, then is dropped
+            task = asyncio.ensure_future(fail())
+            await asyncio.sleep(0.05)
+            del task
+            gc.collect()
+
+        sync(fs.loop, leave_it)
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        orphan(ConnectionResetError(104, "Connection reset by peer"))
+        orphan(ValueError("not the store's outage"))
+    said = [r for r in caplog.records if "never retrieved" in r.getMessage()]
+    assert len(said) == 1 and "ValueError" in repr(said[0].exc_info or said[0].getMessage()), caplog.records
