@@ -103,3 +103,64 @@ def test_a_store_clients_unretrieved_connection_errors_are_not_logged(caplog):
         orphan(ValueError("not the store's outage"))
     said = [r for r in caplog.records if "never retrieved" in r.getMessage()]
     assert len(said) == 1 and "ValueError" in repr(said[0].exc_info or said[0].getMessage()), caplog.records
+
+
+def _full_disk_command(folder, argv: list[str]):
+    """``argv`` (a gensets command writing into ``folder``) run where ``folder`` is full, and how: on a 64 KiB tmpfs
+    mounted there in a mount namespace of its own (``unshare -rm``: a real ENOSPC), else, where namespaces are not
+    allowed, under a 64 KiB file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: EFBIG, the same path through the write
+    door, but not a full disk). ``folder`` first holds ``out.csv`` = "old"; stderr ends with what it holds after."""
+    import shutil as sh
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    tail = 'rc=$?; printf "\\nleft: %s" "$(cat "$0/out.csv")" >&2; exit $rc'
+    probe = ["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$0"', str(folder)]
+    if sh.which("unshare") and subprocess.run(probe, capture_output=True).returncode == 0:
+        script = f'mount -t tmpfs -o size=64k tmpfs "$0" && printf old > "$0/out.csv" && "$@"; {tail}'
+        return "tmpfs", subprocess.run(["unshare", "-rm", "sh", "-c", script, str(folder), sys.executable, "-m",
+                                        "gensets.cli", *argv], capture_output=True, text=True, cwd=ROOT)
+    import resource
+    import signal
+
+    (folder / "out.csv").write_text("old")
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    return "rlimit", subprocess.run(["sh", "-c", f'"$@"; {tail}', str(folder), sys.executable, "-m", "gensets.cli",
+                                     *argv], capture_output=True, text=True, cwd=ROOT, preexec_fn=limit)
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path):
+    """A write the disk cannot take was a bare "[Errno 28] No space left on device", naming no file: now one line
+    naming the file, exit 1, and the file as it was (written whole or not at all)."""
+    from .test_card import make_results_db
+
+    db = make_results_db(tmp_path / "r.duckdb")
+    folder = tmp_path / "full"
+    folder.mkdir()
+    how, r = _full_disk_command(folder, ["query", "--db", str(db), "SELECT repeat('x', 200000) AS x",
+                                         "--output", str(folder / "out.csv")])
+    print(f"the disk was full by {how}")
+    err, left = r.stderr.rsplit("\nleft: ", 1)
+    lines = err.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and "Traceback" not in err, (how, r.stderr)
+    said = "No space left on device (errno ENOSPC)" if how == "tmpfs" else "File too large (errno EFBIG)"
+    assert lines[0].startswith(f"gensets: error: {folder / 'out.csv'}: cannot write it: {said}"), (how, lines)
+    assert left == "old"
+
+
+def test_a_missing_output_folder_is_named_in_one_line_exit_2(tmp_path):
+    """`--output no/such/folder/out.csv` named gensets' temporary file (`.out.csv.tmp-PID`), hinted at a symlink or
+    FIFO that is not there, and exited 1: now the folder that is missing, exit 2."""
+    from .test_card import make_results_db
+
+    db = make_results_db(tmp_path / "r.duckdb")
+    out = tmp_path / "no" / "such" / "folder" / "out.csv"
+    r = run_cli("query", "--db", db, "SELECT 1", "--output", out)
+    one_line_error(r, f"{out}: no such folder {out.parent}", code=2)
+    assert ".tmp-" not in r.stderr and "symlink" not in r.stderr and not (tmp_path / "no").exists()

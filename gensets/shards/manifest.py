@@ -11,6 +11,7 @@ from typing import Any
 
 from gensets import recordio
 from gensets.errors import DataError
+from gensets.output import naming
 from gensets.safety import open_regular
 from gensets.shards.writer import atomic_open, canonical_json
 
@@ -44,10 +45,11 @@ class Manifest:
                 raise DataError(f"{self.path}: the manifest is not a regular file; refusing to append to it")
             fcntl.flock(fd, fcntl.LOCK_EX)  # released by close
             self._cut_torn_tail(fd)
-            written = os.write(fd, line)
+            with naming(self.path):  # a full disk names the manifest (a short write leaves a torn line, cut later)
+                written = os.write(fd, line)
+                os.fsync(fd)
             if written != len(line):
                 raise OSError(f"{self.path}: short write ({written} of {len(line)} bytes)")
-            os.fsync(fd)
         finally:
             os.close(fd)
 
