@@ -424,15 +424,18 @@ def check_planned(terms, source: str | Path, node: _Node, limit: int = MAX_IMAGE
                       f"{limit:,} one build may plan; a typo? (a larger set: several builds)")
 
 
-def control_char(text: str) -> str | None:
-    """The first control character (NUL, newline, ESC, ...: Unicode Cc, or a line / paragraph separator) of
-    ``text`` as ``U+XXXX``; None when it has none. Such a character in a name would reach a card or a terminal."""
-    import unicodedata
+# The characters no string gensets reads may hold (a config's, a class list's, a record's: gensets.schemas uses
+# this one definition too): C0 and C1 controls, DEL, the line / paragraph separators and the bidirectional overrides
+# and isolates: what moves a terminal's cursor, colours it, or reorders what a reader of a card sees
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
-    for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
-            return f"U+{ord(ch):04X}"
-    return None
+
+def control_char(text: str) -> str | None:
+    """The first forbidden character of ``text`` (:data:`CONTROL`: NUL, newline, ESC, a bidi override such as
+    U+202E, ...) as ``U+XXXX``; None when it has none. Such a character in a name would reach a card or a
+    terminal."""
+    m = CONTROL.search(text)
+    return f"U+{ord(m.group()):04X}" if m else None
 
 
 def _number(kind: type, low, high=None, what: str = ""):

@@ -8,20 +8,17 @@ control characters), never left unchecked.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
 
-# C0 and C1 controls, DEL, the line / paragraph separators and the bidirectional overrides and isolates: what
-# moves a terminal's cursor, colours it, or reorders what a reader sees
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+from .config import control_char
 
 
 def _no_control(s: str) -> str:
-    m = _CONTROL.search(s)
-    if m:
-        raise ValueError(f"a control character (U+{ord(m.group()):04X}) at position {m.start()}")
+    bad = control_char(s)  # the one definition of what no string may hold, a config's too (gensets.config)
+    if bad:
+        raise ValueError(f"a control character ({bad})")
     return s
 
 
@@ -44,9 +41,9 @@ def _plain(value):
         v, at = todo.pop()
         where = f" at {at.lstrip('.')}" if at else ""
         if isinstance(v, str):
-            m = _CONTROL.search(v)
-            if m:
-                raise ValueError(f"a control character (U+{ord(m.group()):04X}){where}")
+            bad = control_char(v)
+            if bad:
+                raise ValueError(f"a control character ({bad}){where}")
         elif isinstance(v, bool) or v is None:
             pass
         elif isinstance(v, int):
@@ -59,7 +56,7 @@ def _plain(value):
             todo.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
         elif isinstance(v, dict):
             for k, x in v.items():
-                if not isinstance(k, str) or _CONTROL.search(k):
+                if not isinstance(k, str) or control_char(k):
                     raise ValueError(f"a key with a control character ({ascii(k)[:40]}){where}")
                 todo.append((x, f"{at}.{k}" if k.isidentifier() else f"{at}[{ascii(k)[:40]}]"))
         else:

@@ -164,3 +164,34 @@ def test_a_missing_output_folder_is_named_in_one_line_exit_2(tmp_path):
     r = run_cli("query", "--db", db, "SELECT 1", "--output", out)
     one_line_error(r, f"{out}: no such folder {out.parent}", code=2)
     assert ".tmp-" not in r.stderr and "symlink" not in r.stderr and not (tmp_path / "no").exists()
+
+
+FORBIDDEN = ["\u202e", "\u202a", "\u2066", "\u2069", "\u0000", "\u001b", "\u007f", "\u0085", "\u2028", "\u2029"]
+
+
+def test_config_strings_and_records_refuse_the_same_characters(tmp_path):
+    """A bidi override (U+202E) in a config's pretty_name reached the card raw while every record refused it: the
+    config's check and the records' were two definitions. Now one: every forbidden character is refused by both, in
+    a config as one line naming its key (exit 2), and any other character is accepted by both."""
+    import json
+
+    import pytest
+
+    from gensets import recordio
+    from gensets.config import control_char
+    from gensets.errors import DataError
+
+    for ch in FORBIDDEN + ["é", "\u200b", " ", "日本"]:
+        forbidden = ch in FORBIDDEN
+        assert (control_char(f"a{ch}b") is not None) == forbidden, ascii(ch)
+        record = json.dumps({"what": "build", "pid": 1, "host": f"h{ch}", "time": 1.0}).encode()
+        if forbidden:
+            with pytest.raises(DataError, match=rf"control character \(U\+{ord(ch):04X}\)"):
+                recordio.parse(record, "Lease", "lease")
+        else:
+            recordio.parse(record, "Lease", "lease")
+    config = tmp_path / "bidi.yaml"
+    config.write_text("builder: imagenet-d\npretty_name: \"ImageNet-D \u202egnp.exe\"\n", encoding="utf-8")
+    r = run_cli("build", config, "--out", tmp_path / "ws")
+    one_line_error(r, "pretty_name", "U+202E", code=2)
+    assert not (tmp_path / "ws").exists()
