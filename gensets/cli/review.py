@@ -166,7 +166,12 @@ def _review(a) -> int:
                   f"{' '.join((r['note'] or '').split())}\t{r['prompt']}")
         print(f"{len(rows)} sample(s)", file=sys.stderr)
         return 0
-    n, status = reviewing.decide(a.workspace, a.action, a.keys, all_pending=getattr(a, "all_pending", False),
+    all_pending = getattr(a, "all_pending", False)
+    if all_pending and not a.keys and not reviewing.outcomes(a.workspace, status="pending", limit=1):
+        print(f"nothing pending in {a.workspace}: every sample has a decision (gensets review list "
+              f"{a.workspace} --status all)")
+        return 0  # --all-pending run again: nothing left to do, not a mistake
+    n, status = reviewing.decide(a.workspace, a.action, a.keys, all_pending=all_pending,
                                  label=getattr(a, "to", None), reviewer=a.reviewer, note=a.note)
     print(f"{n} sample(s) {status}")
     return 0
