@@ -208,6 +208,14 @@ class Lease(Open):
     time: Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
 
 
+class ConfigDir(Record):
+    """Where a workspace's frozen config's relative paths lead (.config-dir.json: Workspace.record_config_dir)."""
+
+    WHAT: ClassVar[str] = "a workspace's config folder"
+    MAX_BYTES: ClassVar[int] = 1 << 16
+    config_dir: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_control)]
+
+
 # ------------------------------------------------------------------------------------------ the cache, servers
 class Timing(Record):
     """A timings record (timings/<build>/<unit>.json under the cache: gensets.timings.record_timing)."""

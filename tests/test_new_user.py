@@ -18,3 +18,23 @@ def test_accept_all_pending_again_says_nothing_pending_and_the_readme_shows_the_
     accept = next(i for i, x in enumerate(lines) if x.startswith("gensets review accept ") and "--all-pending" in x)
     build = next(i for i, x in enumerate(lines) if x.startswith("gensets build "))
     assert build < serve < accept, (build, serve, accept)
+
+
+def test_genbench_finalize_plans_the_build_from_the_workspace(tmp_path):
+    """GenBench's frozen config names its reference folder relative to configs/ (`folder:genbench.smoke-refs`):
+    finalize, run from the checkout, warned that the plan "cannot be made here" and skipped the completeness check.
+    The folder the config was read from is recorded beside the frozen copy: the plan is made (no warning), so a
+    unit missing from the build is refused."""
+    import json
+
+    ws = tmp_path / "gb"
+    run_cli("build", ROOT / "configs" / "genbench.smoke.yaml", "--out", ws, "--quiet", check=0)
+    recorded = json.loads((ws / ".config-dir.json").read_text())["config_dir"]  # relative: no path of this machine
+    assert not recorded.startswith("/") and (ws / recorded).resolve() == (ROOT / "configs").resolve(), recorded
+    r = run_cli("finalize", ws, check=0)
+    assert "cannot be made here" not in r.stderr and "warning" not in r.stderr, r.stderr
+    manifest = ws / "candidates" / "manifest.jsonl"
+    rows = manifest.read_text().splitlines()
+    manifest.write_text("\n".join(rows[1:]) + "\n")  # a unit of the plan no longer committed
+    r = run_cli("finalize", ws)
+    assert r.returncode == 1 and f"1 of {len(rows)} units of the build are not committed" in r.stderr, r.stderr
