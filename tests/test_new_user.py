@@ -38,3 +38,29 @@ def test_genbench_finalize_plans_the_build_from_the_workspace(tmp_path):
     manifest.write_text("\n".join(rows[1:]) + "\n")  # a unit of the plan no longer committed
     r = run_cli("finalize", ws)
     assert r.returncode == 1 and f"1 of {len(rows)} units of the build are not committed" in r.stderr, r.stderr
+
+
+def _snippet(card: str) -> str:
+    """The card's load snippet, as written (the python block between its <!-- load --> markers)."""
+    block = card.split("<!-- load -->", 1)[1].split("<!-- /load -->", 1)[0]
+    return block.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_cards_load_snippet_runs_as_written_where_the_card_is(reference, tmp_path):
+    """The card's snippet read `REPO = "path/or/org/name"` and failed with a traceback. Now, before publishing, it
+    loads the folder the card is in, run there (no path of this machine in the card: a dataset's bytes do not
+    depend on where it was built), and the card published into a folder (`file://`) loads that folder at its
+    revision, run anywhere: each as written, offline."""
+    import subprocess
+    import sys
+
+    repo = tmp_path / "published"
+    run_cli("publish", reference, "--repo", f"file://{repo}", check=0)
+    for card, here in ((reference / "dataset" / "README.md", reference / "dataset"), (repo / "README.md", tmp_path)):
+        code = _snippet(card.read_text(encoding="utf-8"))
+        assert "path/or/org/name" not in code, code
+        r = subprocess.run([sys.executable, "-c", code + "\nprint(len(ds), ds.features['cls'].names)"],
+                           capture_output=True, text=True, cwd=here, timeout=600)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (card, r.stderr[-3000:])
+        n, names = r.stdout.strip().splitlines()[-1].split(" ", 1)
+        assert int(n) > 0 and "backpack" in names, r.stdout
