@@ -64,3 +64,42 @@ def test_the_cards_load_snippet_runs_as_written_where_the_card_is(reference, tmp
         assert r.returncode == 0 and "Traceback" not in r.stderr, (card, r.stderr[-3000:])
         n, names = r.stdout.strip().splitlines()[-1].split(" ", 1)
         assert int(n) > 0 and "backpack" in names, r.stdout
+
+
+def test_accepted_and_ignored_options_are_refused_or_honoured(tmp_path):
+    """`leaderboard --metric` without `--pivot` printed the plain leaderboard as if honoured: now refused in one
+    line. `reproduce --dry-run --json` printed text: now JSON. A paper run that fails offline left an empty
+    out/reproduce/<table>/ behind: now nothing."""
+    import json
+
+    from .test_card import make_results_db
+    from .test_hardening import one_line_error
+
+    db = make_results_db(tmp_path / "r.duckdb")
+    one_line_error(run_cli("leaderboard", "--db", db, "--metric", "top5"), "--metric top5", "--pivot", code=2)
+    run_cli("leaderboard", "--db", db, "--metric", "top5", "--pivot", check=0)
+    r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--dry-run", "--json", "--out", tmp_path / "dry", check=0)
+    plan = json.loads(r.stdout)
+    assert plan["table"] == "imagenet-d-table" and plan["smoke"] and plan["dry_run"] and plan["steps"], plan
+    assert not (tmp_path / "dry").exists()
+    out = tmp_path / "new" / "reproduce" / "imagenet-d-table"
+    r = run_cli("reproduce", "imagenet-d-table", "--out", out)  # the paper run: the released dataset, offline
+    assert r.returncode == 3 and r.stderr.strip().splitlines()[-1].startswith("gensets: error: dataset hf:"), r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "new").exists()
+
+
+def test_reproduce_scores_a_reviewed_workspace_without_rewriting_its_dataset(reference, tmp_path):
+    """`reproduce --smoke --workspace WS` finalized WS again with its pending images, silently rewriting the dataset
+    its owner had finalized from their review: now that dataset is scored as it is, and a line says so."""
+    from .test_card import digest
+
+    ws = shutil.copytree(reference, tmp_path / "ws")
+    keys = run_cli("review", "list", ws, check=0).stdout.splitlines()[1:3]
+    run_cli("review", "accept", ws, *[k.split("\t")[0] for k in keys], "--reviewer", "ana", check=0)
+    run_cli("finalize", ws, check=0)  # the owner's dataset: the two images they accepted
+    before = digest(ws / "dataset")
+    r = run_cli("reproduce", "imagenet-d-table", "--smoke", "--workspace", ws, "--out", tmp_path / "out",
+                "--quiet", check=0)
+    assert digest(ws / "dataset") == before
+    assert f"{ws}/dataset: finalized before from its review's decisions alone" in r.stderr, r.stderr
+    assert "not finalized again" in r.stderr

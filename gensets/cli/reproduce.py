@@ -46,7 +46,8 @@ def add_parser(sub) -> None:
                          f"{t.name} --smoke" if t.no_seeds_smoke is None else f"{t.name}'s paper run"
                          for t in tables_.values() if t.no_seeds is None or t.no_seeds_smoke is None) + ")")
     rp2.add_argument("--batch-size", type=positive_int, default=32)
-    rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
+    rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table "
+                     "(with --dry-run: {table, smoke, dry_run, steps})")
     rp2.add_argument("--quiet", action="store_true", help="no progress")
     rp2.set_defaults(func=_reproduce)
 
@@ -58,7 +59,9 @@ def _reproduce(a) -> int:
               Path(a.workspace) if a.workspace else None, tuple(a.variant), tuple(a.source), a.dry_run,
               log=log(quiet), seeds=a.seeds)
     if a.dry_run:
-        print("\n".join(plan(a.table, run)))
+        steps = plan(a.table, run)
+        print(json.dumps({"table": a.table, "smoke": a.smoke, "dry_run": True, "steps": steps}, indent=1) if a.json
+              else "\n".join(steps))
         return 0
     result = reproduce(a.table, run)
     print(json.dumps(result, indent=1) if a.json else markdown(result), end="\n" if a.json else "")
