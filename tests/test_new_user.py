@@ -103,3 +103,36 @@ def test_reproduce_scores_a_reviewed_workspace_without_rewriting_its_dataset(ref
     assert digest(ws / "dataset") == before
     assert f"{ws}/dataset: finalized before from its review's decisions alone" in r.stderr, r.stderr
     assert "not finalized again" in r.stderr
+
+
+def test_list_alone_packaged_configs_distinct_descriptions_and_a_mistyped_path(tmp_path):
+    """`gensets list` alone was an argparse error: now the lists. Outside the checkout `list configs` printed
+    nothing: now the paper configs gensets ships. `list protocols` showed variants with one description (cut, or
+    their module's): now each says what it is. A mistyped relative path was reported as a Hub lookup only: now
+    that no such folder exists here, then that it was tried as a Hub id."""
+    import subprocess
+    import sys
+
+    from gensets.catalog import LISTS
+    from gensets.reproduce import CONFIGS
+
+    r = run_cli("list", check=0)
+    assert [x.split()[0] for x in r.stdout.splitlines()] == list(LISTS), r.stdout
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    elsewhere = subprocess.run([sys.executable, "-m", "gensets.cli", "list", "configs"], capture_output=True,
+                               text=True, cwd=tmp_path, timeout=300, env=env)
+    names = [x.split()[0] for x in elsewhere.stdout.splitlines()]
+    assert elsewhere.returncode == 0 and str(CONFIGS / "imagenet_d.smoke.yaml") in names, elsewhere
+    assert sorted(names) == sorted(str(p) for p in CONFIGS.glob("*.yaml")) and "no ./configs here" in elsewhere.stderr
+    here = run_cli("list", "configs", check=0)  # in the checkout: its configs/, as before
+    assert "configs/imagenet_d.smoke.yaml" in [x.split()[0] for x in here.stdout.splitlines()]
+    for what in ("protocols", "builders", "reports", "metrics"):
+        shown = [x.split(None, 1)[1] for x in run_cli("list", what, check=0).stdout.splitlines()]
+        assert len(set(shown)) == len(shown), (what, shown)
+    r = run_cli("eval", "my-build/dataset", "--model", "tiny:resnet", "--db", tmp_path / "r.duckdb")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 3 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"gensets: error: my-build/dataset: no such folder here (in {ROOT}), so it was tried "
+                               "as a Hub dataset id: "), lines
