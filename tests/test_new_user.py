@@ -136,3 +136,32 @@ def test_list_alone_packaged_configs_distinct_descriptions_and_a_mistyped_path(t
     assert r.returncode == 3 and len(lines) == 1, r.stderr
     assert lines[0].startswith(f"gensets: error: my-build/dataset: no such folder here (in {ROOT}), so it was tried "
                                "as a Hub dataset id: "), lines
+
+
+DUPLICATE = """
+import logging
+from gensets import notices
+from gensets.models.classifier import load_classifier
+notices.to_stderr()  # as the CLI does
+load_classifier("tiny:clip", labels=["a", "b"])  # open_clip calls logging.info on the root logger: basicConfig
+load_classifier("tiny:clip", labels=["a", "b"])
+logging.getLogger("another.library").warning("another library's warning")
+"""
+
+
+def test_each_notice_is_printed_once_after_a_library_configures_the_root_logger():
+    """open_clip's `logging.info` on the root logger called logging.basicConfig as a model loaded; every later
+    notice was then printed twice, the second time as `INFO:gensets:loading ...` (failure-modes builds, reproduce).
+    Now once; another library's warning is still printed, once, bare."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GENSETS_ANNOUNCE": "always",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    r = subprocess.run([sys.executable, "-c", DUPLICATE], capture_output=True, text=True, cwd=ROOT, env=env,
+                       timeout=600)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 0 and not any("gensets:" in x.split(" ")[0] for x in lines), r.stderr
+    assert len(lines) == 3 and all(x.startswith("loading tiny:clip: ") for x in lines[:2]), lines
+    assert lines[2] == "another library's warning"
