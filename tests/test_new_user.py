@@ -165,3 +165,44 @@ def test_each_notice_is_printed_once_after_a_library_configures_the_root_logger(
     assert r.returncode == 0 and not any("gensets:" in x.split(" ")[0] for x in lines), r.stderr
     assert len(lines) == 3 and all(x.startswith("loading tiny:clip: ") for x in lines[:2]), lines
     assert lines[2] == "another library's warning"
+
+
+def test_review_help_agreement_invite_json_and_plurals(reference, tmp_path):
+    """The top-level help called `review` "list, accept, reject, relabel" only: now every verb. `review agreement`
+    with no image decided twice said "observed agreement None"; `review invite --list` had no --json; finalize
+    said "1 shards" and a log "12/12 unit": now words that fit."""
+    import json
+    import re
+
+    ws = shutil.copytree(reference, tmp_path / "ws")
+    top = run_cli("--help", check=0).stdout
+    line = " ".join(re.search(r"^    review\s+(.*?)(?=^    \S)", top, re.M | re.S).group(1).split())
+    verbs = re.findall(r"^    ([a-z-]+)\b", run_cli("review", "--help", check=0).stdout, re.M)
+    assert len(verbs) >= 11 and all(re.search(rf"\b{v}\b", line) for v in verbs), (line, verbs)
+    run_cli("review", "mode", ws, "double", check=0)
+    r = run_cli("review", "agreement", ws, check=0)
+    assert "None" not in r.stdout and r.stdout.startswith("no image decided by two reviewers yet"), r.stdout
+    run_cli("review", "invite", ws, "ana", check=0)
+    links = json.loads(run_cli("review", "invite", ws, "--list", "--json", check=0).stdout)
+    assert [(x["reviewer"], x["role"], x["state"]) for x in links] == [("ana", "reviewer", "valid")], links
+    assert "token" not in json.dumps(links).lower()
+    run_cli("review", "mode", ws, "single", check=0)
+    key = run_cli("review", "list", ws, check=0).stdout.splitlines()[1].split("\t")[0]
+    run_cli("review", "accept", ws, key, "--reviewer", "ana", check=0)
+    r = run_cli("finalize", ws, check=0)  # one accepted image: one shard
+    assert re.search(r": 1 shard; images per config", r.stdout), r.stdout
+    small = run_cli("build", ROOT / "configs" / "imagenet_d.smoke.yaml", "--out", tmp_path / "one", "--set",
+                    "nuisances={background: {limit: 1}}", "--set", "classes=[mug]", "--set", "images_per_pair=1",
+                    check=0)
+    assert ": 1 unit (0 done before, 1 run here); 1 sample written" in small.stdout, small.stdout
+    assert "imagenet-d: 1/1 unit in " in small.stderr, small.stderr
+    import contextlib
+    import io
+
+    from gensets.progress import bar
+
+    for unit, n, said in (("unit", 12, "12/12 units in "), ("img", 3, "3/3 images in "), ("img", 1, "1/1 image in ")):
+        log = io.StringIO()  # a log, not a terminal: one line when the stage ends
+        with contextlib.redirect_stderr(log):
+            list(bar(range(n), total=n, desc="stage", unit=unit))
+        assert log.getvalue().startswith(f"stage: {said}"), log.getvalue()

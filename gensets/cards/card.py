@@ -506,8 +506,11 @@ def annotation_md(builder, manifest: dict, stats: dict) -> str:
     else:
         kinds = ", ".join(f"{n} {k}" for k, n in r["decisions"].items()) or "none"
         lines.append(f"{r['reviewers']} reviewer(s) decided {r['decided']} image(s) (decisions: {kinds}).")
-        if r["double"]:
-            kappa = "undefined (one answer only)" if r["kappa"] is None and r["double_reviewed"] else r["kappa"]
+        if r["double"] and not r["double_reviewed"]:
+            lines.append("Double review: no image decided by two reviewers yet, so no agreement measured; an image "
+                         "is published when its two reviewers agree, or later reviewers settle it.")
+        elif r["double"]:
+            kappa = "undefined (one answer only)" if r["kappa"] is None else r["kappa"]
             lines.append(f"Double review: {r['double_reviewed']} image(s) decided by two reviewers, observed "
                          f"agreement {r['observed_agreement']}, Cohen's kappa {kappa}; an image is published when its "
                          "two reviewers agree, or later reviewers settle it.")

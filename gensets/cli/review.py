@@ -15,7 +15,8 @@ from .common import argument
 
 
 def add_parser(sub) -> None:
-    r = sub.add_parser("review", help="the review queue: list, accept, reject, relabel")
+    r = sub.add_parser("review", help="the review queue (list, accept, reject, relabel), its page (serve, invite, "
+                       "revoke), double review (mode, agreement), files (export, import)")
     rsub = r.add_subparsers(dest="action", required=True, metavar="ACTION")
     rl = rsub.add_parser("list", help="list the samples still to review (--status all: every sample, with "
                          "its reviewer and note)", description="The pending samples by default (those finalize "
@@ -95,6 +96,8 @@ def _add_team(rsub) -> None:
     iv.add_argument("--list", action="store_true", help="list every link made: reviewer, role, created, expires, "
                     "state (valid, expired, revoked)")
     iv.add_argument("--revoke", metavar="NAME", help="end every link of reviewer NAME")
+    iv.add_argument("--json", action="store_true", help="with --list: the links as a JSON list of {reviewer, role, "
+                    "created, expires, state, revoked}")
     iv.set_defaults(func=_invite, action="invite")
     rv = rsub.add_parser("revoke", help="end every personal link of a reviewer (as review invite --revoke)")
     rv.add_argument("workspace")
@@ -198,6 +201,8 @@ def _invite(a) -> int:
         raise GensetsError("review invite: give the reviewer's NAME (or --list, or --revoke NAME)")
     if action != "invite" and a.action != "revoke" and (a.name or a.role or a.expires or a.url):
         raise GensetsError("review invite: --list and --revoke take no NAME, --role, --expires or --url")
+    if getattr(a, "json", False) and action != "list":
+        raise GensetsError("review invite: --json goes with --list (a new link is printed as it is)")
     expires = reviewers.duration(a.expires) if getattr(a, "expires", None) else None
     if action == "revoke":
         n = reviewing.revoke(a.workspace, name)
@@ -205,6 +210,9 @@ def _invite(a) -> int:
         return 0
     if action == "list":
         rows = reviewing.links(a.workspace)
+        if a.json:
+            print(json.dumps(rows, indent=1, default=str))
+            return 0
         print("reviewer\trole\tcreated\texpires\tstate")
         for r in rows:
             print(f"{r['reviewer']}\t{r['role']}\t{r['created']}\t{r['expires'] or 'never'}\t{r['state']}"
@@ -233,9 +241,12 @@ def _agreement(a) -> int:
     if a.json:
         print(json.dumps(r, indent=1))
         return 0
-    kappa = "undefined (one label only)" if r["kappa"] is None and r["items"] else r["kappa"]
+    if not r["items"]:
+        print(f"no image decided by two reviewers yet ({r['reviewed_once']} by one so far): no agreement to measure")
+        return 0
+    kappa = "undefined (one label only)" if r["kappa"] is None else r["kappa"]
     print(f"{r['items']} image(s) decided by two reviewers ({r['reviewed_once']} by one so far); "
-          f"Cohen's kappa {kappa if r['items'] else '-'}; observed agreement {r['observed_agreement']}")
+          f"Cohen's kappa {kappa}; observed agreement {r['observed_agreement']}")
     for pair in r["pairs"]:
         print(f"  {' & '.join(pair['reviewers'])}: {pair['items']} image(s), kappa {pair['kappa']}")
     for d in r["disagreements"]:

@@ -70,8 +70,8 @@ class WordSetLemmas(WordSet):
 
 @PROTOCOLS.register("wordset-gensets")
 class WordSetGensets(WordSet):
-    """wordset as gensets read it before issue #24: the lemma lists and gensets' extra synonyms (sunglass ->
-    sunglasses, teddy -> teddy bear)."""
+    """wordset as gensets first read it: the lemma lists and gensets' extra synonyms (sunglass -> sunglasses,
+    teddy -> teddy bear)."""
 
     words = "lemmas"
     extra_synonyms = True
