@@ -3,6 +3,8 @@ dataset, a query time limit too large for a timer, a missing output folder, a fu
 
 import shutil
 
+import pytest
+
 from .conftest import run_cli
 from .test_hardening import one_line_error
 
@@ -56,8 +58,6 @@ def test_a_gcs_store_out_of_reach_is_one_line_per_retry_then_exit_3():
     """GCS's endpoint refusing connections: gcsfs retried each request six times, up to 32 s apart, logging each
     failure with a traceback, and its error was "failed" (exit 1) after about 70 s. Now gensets' own retries only,
     one line each (1, 2, 4 s), then one line, exit 3, no traceback."""
-    import pytest
-
     pytest.importorskip("gcsfs")
     url = "gs://gensets-test/ws"
     r = run_cli("verify", url, env={"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{_closed_port()}"})
@@ -76,8 +76,6 @@ def test_a_store_clients_unretrieved_connection_errors_are_not_logged(caplog):
     import asyncio
     import gc
     import logging
-
-    import pytest
 
     pytest.importorskip("s3fs")
     from fsspec.asyn import sync
@@ -175,8 +173,6 @@ def test_config_strings_and_records_refuse_the_same_characters(tmp_path):
     a config as one line naming its key (exit 2), and any other character is accepted by both."""
     import json
 
-    import pytest
-
     from gensets import recordio
     from gensets.config import control_char
     from gensets.errors import DataError
@@ -195,3 +191,129 @@ def test_config_strings_and_records_refuse_the_same_characters(tmp_path):
     r = run_cli("build", config, "--out", tmp_path / "ws")
     one_line_error(r, "pretty_name", "U+202E", code=2)
     assert not (tmp_path / "ws").exists()
+
+
+class _FlakyEndpoint:
+    """A TCP proxy on loopback in front of the S3 server: it forwards, but during :meth:`outage` it resets every
+    connection it holds and every new one (RST: "connection reset by peer"), as an endpoint going through a restart."""
+
+    def __init__(self, port: int):
+        import socket
+        import threading
+
+        self.upstream, self.resetting, self.lock, self.live = port, threading.Event(), threading.Lock(), set()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @staticmethod
+    def _reset(s) -> None:
+        import contextlib
+        import socket
+        import struct
+
+        with contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.resetting.is_set():
+                self._reset(client)
+                continue
+            try:
+                server = socket.create_connection(("127.0.0.1", self.upstream))
+            except OSError:
+                self._reset(client)
+                continue
+            with self.lock:
+                self.live |= {client, server}
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, a, b) -> None:
+        try:
+            while data := a.recv(1 << 16):
+                if self.resetting.is_set():
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            self._reset(s)
+        with self.lock:
+            self.live -= {a, b}
+
+    def outage(self, seconds: float) -> None:
+        import time
+
+        self.resetting.set()
+        with self.lock:
+            for s in list(self.live):
+                self._reset(s)
+        time.sleep(seconds)
+        self.resetting.clear()
+
+    def close(self) -> None:
+        self._reset(self.sock)
+
+
+@pytest.mark.slow
+def test_a_ray_build_on_s3_rides_out_connection_resets_without_tracebacks(tmp_path):
+    """The S3 endpoint resets every connection for 10 s while a Ray build runs: the build rides it out (each retry
+    one line), and no worker's "Task exception was never retrieved" traceback reaches stderr through Ray's log
+    forwarding."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("ray")
+    pytest.importorskip("moto")
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from .conftest import HANG, ROOT, SMOKE
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    creds = {"AWS_ACCESS_KEY_ID": "GENSETSDUMMYKEY0042", "AWS_SECRET_ACCESS_KEY": "gensets-dummy-secret",
+             "AWS_DEFAULT_REGION": "us-east-1"}
+    client = boto3.client("s3", endpoint_url=f"http://{host}:{port}", **{k.lower(): v for k, v in creds.items()
+                                                                          if k != "AWS_DEFAULT_REGION"},
+                          region_name="us-east-1")
+    client.create_bucket(Bucket="flaky")
+    proxy = _FlakyEndpoint(port)
+    env = {**os.environ, **creds, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}", "GENSETS_TEST_FORK": "0",
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+           "RAY_AUTH_TOKEN": secrets.token_hex(32), "GENSETS_CACHE": str(tmp_path / "cache")}
+    args = ["build", str(SMOKE), "--out", "s3://flaky/ws", "--backend", "ray", "--workers", "2", "--set",
+            "unit_size=1", "--set", "images_per_pair=1", "--set", "nuisances.background.limit=4"]
+    p = subprocess.Popen([sys.executable, "-m", "gensets.cli", *args], cwd=ROOT, env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + HANG
+        while not client.list_objects_v2(Bucket="flaky", Prefix="ws/candidates/_committed/").get("KeyCount"):
+            assert p.poll() is None and time.monotonic() < deadline, "the build ended before its first commit"
+            time.sleep(0.2)
+        proxy.outage(10)  # mid-build: units are being written
+        out, err = p.communicate(timeout=HANG)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        proxy.close()
+        server.stop()
+    assert p.returncode == 0, (out, err[-4000:])
+    assert "never retrieved" not in err and "Traceback" not in err, err[-4000:]
+    assert "units (0 done before, " in out, out
