@@ -1,6 +1,7 @@
 """What gensets has, as ``gensets list WHAT`` shows it: the registered builders, evaluation protocols, quality
-metrics and reports, the tiny: and random: models, the configs under ./configs, and every registered paper's
-published numbers and reproduce tables. Rows of name and description (and kind-specific fields)."""
+metrics and reports, the tiny: and random: models, the configs under ./configs (else the packaged paper configs),
+and every registered paper's published numbers and reproduce tables. Rows of name and description (and
+kind-specific fields); ``lists``: the lists themselves (`gensets list` alone)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ from .errors import GensetsError
 from .models.random import packaged
 from .models.tiny import built_kinds, built_model
 from .registry import BUILDERS, PAPERS, PROTOCOLS, QUALITY_METRICS, REPORTS
-from .reproduce import tables
+from .reproduce import CONFIGS, tables
 
 LISTS = ("builders", "configs", "protocols", "metrics", "reports", "models", "tables")
+ABOUT = {"builders": "what a config's `builder` names: how a dataset is generated (gensets build)",
+         "configs": "the configs under ./configs, else the paper configs gensets ships",
+         "protocols": "how gensets eval scores a model (--protocol)",
+         "metrics": "image-quality metrics (gensets score --metric)",
+         "reports": "what gensets report KIND writes",
+         "models": "tiny: and random: models, built offline (model specs)",
+         "tables": "the papers' published numbers, and the tables of gensets reproduce"}
 
 
 def doc(obj) -> str:
@@ -46,8 +54,10 @@ def catalog(what: str) -> list[dict]:
                  + (f"; the architecture of {real[k]}, random weights (timing only)" if family == "random" else
                     "; small random weights, built offline (tests, demos)")}
                 for family in ("tiny", "random") for k in built_kinds(family)]
+    if what == "lists":  # `gensets list` alone: what it lists
+        return [{"name": n, "description": ABOUT[n]} for n in LISTS]
     if what == "configs":
-        return _configs(Path.cwd() / "configs")
+        return _configs(configs_folder())
     if what == "tables":  # every registered paper's published numbers, then its reproduce tables
         rows = [row for _, paper in PAPERS.items() for row in paper.published()]
         return rows + [{"name": f"reproduce:{t.name}", "description": f"gensets reproduce {t.name}: {t.what}"}
@@ -55,12 +65,21 @@ def catalog(what: str) -> list[dict]:
     raise GensetsError(f"gensets list: unknown {what!r} (expected one of {', '.join(LISTS)})")
 
 
+def configs_folder() -> Path:
+    """Where `gensets list configs` looks: ./configs (a checkout), else the paper configs gensets ships
+    (:data:`gensets.reproduce.CONFIGS`, a checkout's configs/ copied into the package)."""
+    here = Path.cwd() / "configs"
+    return here if here.is_dir() and any(here.glob("*.yaml")) else CONFIGS
+
+
 def _configs(folder: Path) -> list[dict]:
-    """The configs of a folder (./configs), each with the first paragraph of its opening comment."""
+    """The configs of a folder, each named as `gensets build` takes it (relative to here when below it) with the
+    first paragraph of its opening comment."""
     rows = []
     for f in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
         lines = f.read_text(errors="replace").splitlines()
         head = [line.lstrip("#").strip() for line in itertools.takewhile(lambda t: t.startswith("#"), lines)]
         first = " ".join(itertools.takewhile(bool, head))  # the first paragraph of its opening comment
-        rows.append({"name": f"configs/{f.name}", "description": first})
+        name = f.relative_to(Path.cwd()) if f.is_relative_to(Path.cwd()) else f
+        rows.append({"name": str(name), "description": first})
     return rows

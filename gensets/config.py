@@ -424,15 +424,18 @@ def check_planned(terms, source: str | Path, node: _Node, limit: int = MAX_IMAGE
                       f"{limit:,} one build may plan; a typo? (a larger set: several builds)")
 
 
-def control_char(text: str) -> str | None:
-    """The first control character (NUL, newline, ESC, ...: Unicode Cc, or a line / paragraph separator) of
-    ``text`` as ``U+XXXX``; None when it has none. Such a character in a name would reach a card or a terminal."""
-    import unicodedata
+# The characters no string gensets reads may hold (a config's, a class list's, a record's: gensets.schemas uses
+# this one definition too): C0 and C1 controls, DEL, the line / paragraph separators and the bidirectional overrides
+# and isolates: what moves a terminal's cursor, colours it, or reorders what a reader of a card sees
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
-    for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
-            return f"U+{ord(ch):04X}"
-    return None
+
+def control_char(text: str) -> str | None:
+    """The first forbidden character of ``text`` (:data:`CONTROL`: NUL, newline, ESC, a bidi override such as
+    U+202E, ...) as ``U+XXXX``; None when it has none. Such a character in a name would reach a card or a
+    terminal."""
+    m = CONTROL.search(text)
+    return f"U+{ord(m.group()):04X}" if m else None
 
 
 def _number(kind: type, low, high=None, what: str = ""):
@@ -455,5 +458,7 @@ positive_int = _number(int, 1, what="a whole number of at least 1")
 nonneg_int = _number(int, 0, what="a whole number of at least 0")
 nonneg_float = _number(float, 0.0, what="a finite number of at least 0")
 positive_float = _number(float, 1e-300, what="a finite number above 0")
+# a time limit: at most ~31 years, well inside what a timer can wait (threading.TIMEOUT_MAX, ~292 years)
+seconds = _number(float, 0.0, 1e9, what="a number of seconds from 0 to 1e9")
 port = _number(int, 0, 65535, what="a port number 0..65535")
 page_size = _number(int, 1, 500, what="a whole number 1..500")  # images per page of the review page

@@ -42,7 +42,7 @@ def interruptible(con, sql: str, timeout: float | None = None) -> tuple[list[str
     worker = threading.Thread(target=run, name="gensets-sql", daemon=True)
     worker.start()
     try:
-        finished = done.wait(timeout or None)
+        finished = done.wait(min(timeout, threading.TIMEOUT_MAX) if timeout else None)  # a timer waits no longer
     except KeyboardInterrupt:
         con.interrupt()
         worker.join(10)

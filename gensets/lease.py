@@ -15,6 +15,7 @@ import time
 
 from . import recordio
 from .errors import Busy, DataError, GensetsError
+from .notices import warn
 
 LOCK = "_lock.json"
 LEASE_TTL = 300.0  # a lease not renewed for this long (its holder gone) may be taken over
@@ -102,10 +103,17 @@ class _Lease:
             elif s.create(LOCK, self.body()):
                 break
             holder = self.holder()
+            ahead = _ahead(holder)
             if holder and not _stale(holder):
                 raise Busy(f"{s.url}: another gensets {holder.get('what', 'command')} (pid {holder.get('pid')} "
-                           f"on {holder.get('host')}) is running on this workspace; wait for it to end (or stop "
-                           "it), then run this again")
+                           f"on {holder.get('host')}) is running on this workspace"
+                           + (f" (its lease dated {ahead:.0f} s ahead of this machine's clock)" if ahead > 0 else "")
+                           + "; wait for it to end (or stop it), then run this again")
+            if ahead > LEASE_TTL:
+                warn(f"warning: {s.url_of(LOCK)}: the lease of gensets {holder.get('what', 'command')} (pid "
+                     f"{holder.get('pid')} on {holder.get('host')}) is dated {ahead:.0f} s ahead of this machine's "
+                     f"clock, more than its time to live ({LEASE_TTL:g} s): a clock running ahead or a copied "
+                     f"{LOCK}; taken over as stale")
             if s.conditional:
                 if seen:  # a dead holder's lease, replaced only if it is still that one: one taker of two wins
                     self.etag = s.put_if(LOCK, self.body(), seen)
@@ -165,7 +173,7 @@ class _Lease:
 def _stale(holder: dict) -> bool:
     """A lease not renewed for :data:`LEASE_TTL` s, whoever wrote it (a live pid on "this host" proves nothing: a
     restarted container runs its driver under the same hostname and pid); sooner, one of a pid of this host that is
-    not running."""
+    not running; at once, one dated more than :data:`LEASE_TTL` s ahead of this machine's clock."""
     if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
         try:
             os.kill(holder["pid"], 0)
@@ -174,4 +182,12 @@ def _stale(holder: dict) -> bool:
         except (PermissionError, OverflowError, ValueError):
             pass
     t = holder.get("time")
-    return not isinstance(t, (int, float)) or time.time() - t > LEASE_TTL
+    # a lease dated further ahead than its time to live was not written by a clock that agrees with this one (a
+    # driver's clock running ahead, a copied lease): judged by the time to live as if dated now, it would never end
+    return not isinstance(t, (int, float)) or abs(time.time() - t) > LEASE_TTL
+
+
+def _ahead(holder: dict) -> float:
+    """How many seconds ahead of this machine's clock a lease is dated (0 when it is not)."""
+    t = holder.get("time")
+    return max(0.0, t - time.time()) if isinstance(t, (int, float)) else 0.0

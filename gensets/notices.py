@@ -44,6 +44,18 @@ class _Stderr(logging.StreamHandler):
         return sys.stderr
 
 
+class _Others(_Stderr):
+    """On the root logger of a process that prints its notices: other libraries' warnings, each its bare message
+    (what Python's last-resort handler printed), never a notice again. Being there, it also keeps a library's
+    ``logging.info(...)`` on the root logger (open_clip's, as a model loads) from calling ``logging.basicConfig``,
+    whose handler printed every later notice a second time as ``INFO:gensets:...``."""
+
+    def __init__(self):
+        super().__init__()
+        self.setLevel(logging.WARNING)
+        self.addFilter(lambda r: r.name != LOGGER.name and not r.name.startswith(LOGGER.name + "."))
+
+
 def to_stderr(quiet: bool = False) -> None:
     """Print the notices on stderr from now on, one bare message a line (installed once: a second call only sets
     ``quiet``). ``quiet``: warnings only."""
@@ -54,6 +66,8 @@ def to_stderr(quiet: bool = False) -> None:
     handler.setLevel(logging.WARNING if quiet else logging.INFO)
     if LOGGER.level == logging.NOTSET or LOGGER.level > logging.INFO:
         LOGGER.setLevel(logging.INFO)
+    if not any(isinstance(h, _Others) for h in logging.root.handlers):
+        logging.root.addHandler(_Others())
 
 
 def shown() -> bool:

@@ -13,11 +13,14 @@
 - A file copied from a folder gensets reads (a workspace's ``environments/``) is read as a regular file inside
   that folder (:func:`copy_in`): a symlink out of it is refused, not copied.
 
-Every refusal is a :class:`~gensets.errors.DataError`: one line naming the path.
+Every refusal is a :class:`~gensets.errors.DataError`: one line naming the path; a folder that is not there, a
+:class:`~gensets.errors.GensetsError` (exit 2) naming it; a full disk (or a quota, a file size limit), a DataError
+naming the file being written (:func:`naming`), never a bare ``[Errno 28]``.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -25,7 +28,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import DataError
+from .errors import DataError, GensetsError
 from .safety import file_kind, inside, parts_of, read_regular, writable_inside
 
 MARKER = ".gensets-output"  # in a folder gensets made for a command's output: the command that made it
@@ -67,6 +70,9 @@ def atomic_open(path):
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:  # the folder is not there (a typo in --output): the user's path, not the temporary
+        folder = path.parent if str(path.parent) else Path(".")
+        raise GensetsError(f"{path}: no such folder {folder}; make it first, or write elsewhere") from None
     except OSError as e:
         raise DataError(f"{tmp}: cannot write it ({e.strerror or e}; a symlink or FIFO there is refused)") from None
     mode = os.fstat(fd).st_mode
@@ -74,7 +80,7 @@ def atomic_open(path):
         os.close(fd)
         raise DataError(f"{tmp}: {file_kind(mode)}, not a regular file; refusing to write it")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with naming(path), os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -83,6 +89,23 @@ def atomic_open(path):
         tmp.unlink(missing_ok=True)  # the file this opened (a regular file, by name: nothing else was there)
         raise
     fsync_dir(path.parent if str(path.parent) else ".")
+
+
+FULL = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space within your disk quota",
+        errno.EFBIG: "raise the file size limit (ulimit -f) or write elsewhere"}  # and then, what to do
+
+
+@contextmanager
+def naming(path):
+    """A write to ``path`` that the disk cannot take (no space left, a quota, a file size limit): a DataError
+    naming ``path`` (the OSError names no file), said while the write is still whole or not at all."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in FULL:
+            raise
+        raise DataError(f"{path}: cannot write it: {e.strerror or e} (errno {errno.errorcode[e.errno]}); nothing "
+                        f"of it was written: {FULL[e.errno]}, then run the same command again") from None
 
 
 def _target(path: Path, what: str) -> Path:
@@ -193,7 +216,7 @@ class Files:
     @contextmanager
     def open(self, rel):
         """``rel`` staged, opened for writing in binary."""
-        with open(self.path(rel), "wb") as f:
+        with naming(self.root / rel), open(self.path(rel), "wb") as f:
             yield f
 
     def remove(self, rel) -> None:

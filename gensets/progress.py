@@ -8,6 +8,7 @@ import sys
 import time
 
 LOG_EVERY = 60.0  # seconds between the lines of a running stage in a log
+WORDS = {"img": "image"}  # a bar's unit as a log line writes it ("12/12 images", "1/1 unit")
 
 
 def bar(iterable=None, *, total: int | None, desc: str, unit: str, disable: bool = False):
@@ -52,6 +53,8 @@ class _Lines:
     def _line(self) -> None:
         s = time.monotonic() - self.start
         of = f"/{self.total}" if self.total else ""
-        rate = f", {self.n / s:.2f} {self.unit}/s" if s > 0 else ""
+        word = WORDS.get(self.unit, self.unit)
+        rate = f", {self.n / s:.2f} {word}/s" if s > 0 else ""
         post = f", {self.postfix}" if self.postfix else ""
-        print(f"{self.desc}: {self.n}{of} {self.unit} in {s:.0f} s{rate}{post}", file=sys.stderr, flush=True)
+        print(f"{self.desc}: {self.n}{of} {word}{'s' * ((self.total or self.n) != 1)} in {s:.0f} s{rate}{post}",
+              file=sys.stderr, flush=True)

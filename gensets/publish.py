@@ -439,24 +439,26 @@ _LOCAL_PATH = re.compile(r"(?:(?<=^)|(?<=[\s:=,(]))(?:file://)?(?:~|/(?!/))[^\s,
 
 def public(value):
     """``value`` fit to publish: a local path in it (``/home/me/out/ws``, ``~/x``, ``hf:/abs/model``) cut to its
-    last name (a workspace's ``dataset/`` folder, a glob: the folder above: ``ws``), the login name replaced by
-    ``user``; anything not a string as it is."""
+    last name (a workspace's ``dataset/`` folder, a glob: the folder above: ``ws``; a home folder itself: ``user``,
+    not the login name); the rest of the value as it is (the login name elsewhere is a name the user chose, a split
+    ``test`` for the login ``test``); anything not a string as it is."""
     import getpass
 
     if not isinstance(value, str):
         return value
 
+    login = None
+    with contextlib.suppress(Exception):  # no login name to be found: nothing to replace
+        login = getpass.getuser()
+
     def name(m) -> str:
         parts = [p for p in m.group(0).removeprefix("file://").split("/") if p not in ("", "~", ".", "..")]
         while parts and (parts[-1] == "dataset" or any(c in parts[-1] for c in "*?[")):
             parts.pop()
-        return parts[-1] if parts else "local"
+        last = parts[-1] if parts else "local"
+        return "user" if login and last == login else last  # a home folder itself (/home/ana): not the login
 
-    value = _LOCAL_PATH.sub(name, value)
-    with contextlib.suppress(Exception):  # no login name to be found: nothing to replace
-        login = getpass.getuser()
-        value = re.sub(rf"(?<![A-Za-z0-9]){re.escape(login)}(?![A-Za-z0-9])", "user", value) if login else value
-    return value
+    return _LOCAL_PATH.sub(name, value)  # only the paths: a split `test`, a dataset `ana-bench` stay as they are
 
 
 def publish_results(db, repo: str, *, target: Target | None = None, revision: str | None = None,
@@ -479,13 +481,16 @@ def publish_results(db, repo: str, *, target: Target | None = None, revision: st
     rels = [f"results/leaderboard.{ext}" for ext in ("parquet", "csv", "html", "md")]
     message = f"Leaderboard results ({len(rows)} rows)"
     check_repo(repo)
-    rows = [{k: public(v) for k, v in r.items()} for r in rows]  # no local path or login name leaves this machine
+    rows = [{k: public(v) for k, v in r.items()} for r in rows]  # no local path leaves this machine
     if dry_run:
         out(f"create dataset repo {repo} if missing")
         out(f"commit 1/1 to {repo}: {message}")
         names = ", ".join(sorted({str(r.get("dataset")) for r in rows}))
         for rel in rels:
             out(f"  upload {rel}: {names}")
+        out(f"the values it publishes ({rels[1]}):")
+        for line in leaderboard.csv_text(rows).splitlines():
+            out(f"  {line}")
         return None
     target = target or target_for(repo)
     with tempfile.TemporaryDirectory() as tmp:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gensets.errors import GensetsError
+from gensets.notices import warn
 
 PLUGIN_GROUP = "gensets.plugins"
 
@@ -53,6 +54,7 @@ class Registry:
         self._walk = walk  # False: import only each package's __init__ (which declares "module:attr" targets)
         self._also = also
         self._entries: dict[str, Any] = {}
+        self._owners: dict[str, str] = {}  # name -> who registered it: "plugin 'x' (pkg.mod)" or the module
         self._discovered = not packages
 
     def register(self, name: str, obj: Any = None) -> Callable[[Any], Any] | Any:
@@ -62,20 +64,39 @@ class Registry:
         def add(o: Any) -> Any:
             old = self._entries.get(name)
             if old is not None and old is not o and not (isinstance(old, Target) and _loads_as(old, o)):
-                raise KeyError(f"{self.kind} '{name}' is registered twice")
+                if not self._plugin_refused(name, old, o):
+                    return o  # a plugin's registration of a name gensets' own entry holds: refused, said once
             if isinstance(o, type) and not vars(o).get("name"):
                 o.name = name  # a registered class knows its name, a subclass of one too (builders, protocols, strategies, reports)
             self._entries[name] = o
+            self._owners[name] = _LOADING or _module(o)
             return o
 
         if isinstance(obj, str):
             if ":" not in obj:
                 raise ValueError(f"{self.kind} '{name}': a target is 'module:attr', not {obj!r}")
-            if name in self._entries and self._entries[name] != obj:
-                raise KeyError(f"{self.kind} '{name}' is registered twice")
-            self._entries.setdefault(name, Target(obj))
+            old = self._entries.get(name)
+            if old is not None and old != obj and not self._plugin_refused(name, old, Target(obj)):
+                return obj
+            if old is None or old != obj:
+                self._entries[name] = Target(obj)
+                self._owners[name] = _LOADING or _module(Target(obj))
             return obj
         return add if obj is None else add(obj)
+
+    def _plugin_refused(self, name: str, old: Any, new: Any) -> bool:
+        """A second registration of ``name``: whether ``new`` takes it. gensets' own entry (a module of gensets)
+        keeps its name against a plugin's (or any other package's), whichever registered first: a paper's entries
+        register as its modules are first imported, which may be after the plugins loaded. The plugin's
+        registration is refused with one warning naming both; two entries of gensets, or of two plugins: KeyError."""
+        new_owner = _LOADING or _module(new)
+        old_owner = self._owners.get(name) or _module(old)
+        if _builtin(new_owner) == _builtin(old_owner):
+            raise KeyError(f"{self.kind} '{name}' is registered twice ({old_owner} and {new_owner})")
+        plugin, own = (new_owner, _module(old)) if _builtin(old_owner) else (old_owner, _module(new))
+        warn(f"warning: {plugin} registers {self.kind} '{name}', a name gensets' own {self.kind} ({own}) "
+             f"declares: the plugin's registration is refused, gensets' own is used")
+        return _builtin(new_owner)
 
     def _resolve(self, name: str) -> Any:
         entry = self._entries[name]
@@ -90,6 +111,7 @@ class Registry:
 
     def unregister(self, name: str) -> None:
         self._entries.pop(name, None)
+        self._owners.pop(name, None)
 
     def _discover(self) -> None:
         if not self._discovered:
@@ -128,12 +150,24 @@ class Registry:
         return iter(sorted(self.names()))
 
 
+def _module(obj: Any) -> str:
+    """The module an entry comes from (a target's module, or the object's)."""
+    if isinstance(obj, Target):
+        return obj.partition(":")[0]
+    return getattr(obj, "__module__", None) or type(obj).__module__
+
+
+def _builtin(owner: str) -> bool:
+    return owner == "gensets" or owner.startswith("gensets.")
+
+
 def _loads_as(target: Target, obj: Any) -> bool:
     module, _, attr = target.partition(":")
     return getattr(obj, "__module__", None) == module and getattr(obj, "__qualname__", None) == attr
 
 
 _PLUGINS: dict[str, str] = {}  # entry point name -> its target, once loaded in this process
+_LOADING: str | None = None  # "plugin 'name' (target)" while load_plugins imports it: whose registrations these are
 
 
 def load_plugins() -> list[str]:
@@ -141,10 +175,12 @@ def load_plugins() -> list[str]:
     is a callable is called. The names loaded. A plugin that fails to load: GensetsError, one line naming it."""
     from importlib.metadata import entry_points
 
+    global _LOADING
     for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         if ep.name in _PLUGINS:
             continue
         _PLUGINS[ep.name] = ep.value
+        _LOADING = f"plugin {ep.name!r} ({ep.value})"
         try:
             obj = ep.load()
             if callable(obj) and not isinstance(obj, type):
@@ -152,6 +188,8 @@ def load_plugins() -> list[str]:
         except Exception as e:  # noqa: BLE001 - a broken plugin: one line naming it, never a traceback
             raise GensetsError(f"plugin {ep.name!r} ({ep.value}, entry point group {PLUGIN_GROUP}) cannot be "
                                f"loaded: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+        finally:
+            _LOADING = None
     return sorted(_PLUGINS)
 
 

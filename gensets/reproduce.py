@@ -26,7 +26,7 @@ from .builders import planning
 from .cards.markdown import code, table
 from .cost import PRICE
 from .errors import GensetsError
-from .output import claim, claimable, files
+from .output import MARKER, claim, claimable, files, remove_tree
 from .papers.tables import CONFIGS, Run, Table, builds, evaluations
 from .registry import PAPERS
 
@@ -147,8 +147,14 @@ def reproduce(name: str, run: Run) -> dict:
     table = _table(name, run)
     claimable(run.out, f"gensets reproduce {name}")
     _check(table, run)
+    made = next((p for p in (run.out, *run.out.parents)[::-1] if not p.exists()), None)  # the first folder made
     claim(run.out, f"gensets reproduce {name}")  # a user's non-empty folder is refused before anything runs
-    result = table.run(table, run)
+    try:
+        result = table.run(table, run)
+    except BaseException:
+        if made is not None and _holds_nothing(run.out):  # a run that failed before writing (offline): no trace
+            remove_tree(made)
+        raise
     noise = sorted({r["model"] for r in result["rows"] if r.get("random_weights") and r.get("model")})
     result = {"table": name, "paper": table.paper, "what": table.what, "smoke": run.smoke,
               **({"smoke_note": SMOKE_NOTE} if run.smoke else {}), **result, "random_weights": noise}
@@ -156,6 +162,14 @@ def reproduce(name: str, run: Run) -> dict:
         staged.write("reproduce.json", json.dumps(result, indent=1) + "\n")
         staged.write("reproduce.md", markdown(result))
     return result
+
+
+def _holds_nothing(folder) -> bool:
+    """Whether ``folder`` holds nothing but the output marker :func:`claim` wrote and empty folders."""
+    return all((p.is_dir() and not p.is_symlink()) or (p.name == MARKER and p.parent == folder)
+               for p in folder.rglob("*"))
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.2f}"
 

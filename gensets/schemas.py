@@ -8,22 +8,18 @@ control characters), never left unchecked.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
 
 from .compare import AGGREGATIONS, POPULATIONS, QUANTITIES
-
-# C0 and C1 controls, DEL, the line / paragraph separators and the bidirectional overrides and isolates: what
-# moves a terminal's cursor, colours it, or reorders what a reader sees
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+from .config import control_char
 
 
 def _no_control(s: str) -> str:
-    m = _CONTROL.search(s)
-    if m:
-        raise ValueError(f"a control character (U+{ord(m.group()):04X}) at position {m.start()}")
+    bad = control_char(s)  # the one definition of what no string may hold, a config's too (gensets.config)
+    if bad:
+        raise ValueError(f"a control character ({bad})")
     return s
 
 
@@ -46,9 +42,9 @@ def _plain(value):
         v, at = todo.pop()
         where = f" at {at.lstrip('.')}" if at else ""
         if isinstance(v, str):
-            m = _CONTROL.search(v)
-            if m:
-                raise ValueError(f"a control character (U+{ord(m.group()):04X}){where}")
+            bad = control_char(v)
+            if bad:
+                raise ValueError(f"a control character ({bad}){where}")
         elif isinstance(v, bool) or v is None:
             pass
         elif isinstance(v, int):
@@ -61,7 +57,7 @@ def _plain(value):
             todo.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
         elif isinstance(v, dict):
             for k, x in v.items():
-                if not isinstance(k, str) or _CONTROL.search(k):
+                if not isinstance(k, str) or control_char(k):
                     raise ValueError(f"a key with a control character ({ascii(k)[:40]}){where}")
                 todo.append((x, f"{at}.{k}" if k.isidentifier() else f"{at}[{ascii(k)[:40]}]"))
         else:
@@ -211,6 +207,14 @@ class Lease(Open):
     host: Name
     lease: Name | None = None  # a lease from before its token
     time: Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
+
+
+class ConfigDir(Record):
+    """Where a workspace's frozen config's relative paths lead (.config-dir.json: Workspace.record_config_dir)."""
+
+    WHAT: ClassVar[str] = "a workspace's config folder"
+    MAX_BYTES: ClassVar[int] = 1 << 16
+    config_dir: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_control)]
 
 
 # ------------------------------------------------------------------------------------------ the cache, servers

@@ -100,6 +100,37 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:300] or type(e).__name__
 
 
+def _drop(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.CRITICAL
+
+
+def _quiet(name: str) -> None:
+    """The logger ``name`` (a store client's) shows nothing below CRITICAL: gensets says what failed, once."""
+    logger = logging.getLogger(name)
+    if _drop not in logger.filters:
+        logger.addFilter(_drop)
+
+
+def _quiet_loop(fs) -> None:
+    """An fsspec filesystem's event loop (s3fs's, gcsfs's: one per process, in a thread of its own) no longer logs a
+    task that failed because the store could not be reached ("Task exception was never retrieved", a traceback
+    each, forwarded from every Ray worker while an endpoint resets connections): the request that task served
+    failed too, and :meth:`Store._retry` says so in one line. Any other such exception is logged as asyncio would."""
+    loop = getattr(fs, "loop", None)
+    if loop is None or getattr(loop.get_exception_handler(), "gensets", False):
+        return
+
+    def handler(loop, context) -> None:
+        e = context.get("exception")
+        if isinstance(e, (ConnectionError, TimeoutError)) or (
+                e is not None and type(e).__module__.startswith("aiohttp") and "Connection" in type(e).__name__):
+            return
+        loop.default_exception_handler(context)
+
+    handler.gensets = True
+    loop.set_exception_handler(handler)
+
+
 class Unreachable(Unavailable):
     """The store did not answer (a connection refused or cut, a timeout): worth trying again."""
 
@@ -216,6 +247,9 @@ class Store(WorkspaceStore):
     remote = True
     package: ClassVar[str | None] = None  # the fsspec backend's package, imported first (a one-line error without it)
     conditional: ClassVar[bool] = False  # see put_if: S3's If-Match; the lease relies on it where it is True
+    client_loggers: ClassVar[tuple[str, ...]] = ()
+    """The client library's loggers whose lines (its own retries, with tracebacks) gensets' lines replace: one per
+    retry of :meth:`_retry`, then the one-line error. Not shown (a filter on each, below CRITICAL)."""
 
     def __new__(cls, url: str):
         if cls is Store:  # the class of the URL's scheme
@@ -243,7 +277,10 @@ class Store(WorkspaceStore):
             try:
                 if package:
                     __import__(package)
+                for name in self.client_loggers:
+                    _quiet(name)
                 self._fs, self.base = self.filesystem()
+                _quiet_loop(self._fs)
             except ImportError as e:
                 raise GensetsError(f"{self.url}: needs {package or 'fsspec'} (pip install 'gensets[distributed]'): "
                                    f"{e}") from None

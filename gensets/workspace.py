@@ -24,9 +24,13 @@ from .shards import Manifest, check_candidate_row, iter_shard
 from .stores import open_store
 
 OWN = ("config.yaml", "candidates", "state.duckdb", "state.duckdb.wal", "dataset", "environments", ".gensets.lock",
-       ".review-server.json")
+       ".review-server.json", ".config-dir.json")
+CONFIG_DIR = ".config-dir.json"
+"""Where the frozen config's relative paths lead (a reference folder, an import), beside config.yaml and not in it
+(neither frozen nor fingerprinted: a build never depends on where its files lie): the folder of the config it was
+built from, relative to the workspace (or, on a store, to its local cache on this machine)."""
 """A workspace's own entries: none is ever a symlink, and no command writes a file of its own over one."""
-_LEFTOVER = re.compile(r"^\.(?:(?:config\.yaml|dataset|state\.snapshot)\.tmp-|dataset\.old-)\d+(?:\.wal)?$")  # what create / finalize leave
+_LEFTOVER = re.compile(r"^\.(?:(?:config\.yaml|dataset|state\.snapshot|\.config-dir\.json)\.tmp-|dataset\.old-)\d+(?:\.wal)?$")  # what create / finalize leave
 _ENV_LEFTOVER = re.compile(r"^\.[0-9a-f]+\.json\.tmp-\d+$")  # what record_environment leaves
 
 
@@ -159,6 +163,7 @@ class Workspace:
             if fingerprint(old) != fp:
                 raise GensetsError(f"{ws.where}: this workspace holds another build "
                                    f"({fingerprint(old)}, not {fp}); use a new --out folder")
+            ws.record_config_dir(cfg)
             return ws
         ws.refuse_foreign_folder()
         ws.candidates.mkdir(parents=True, exist_ok=True)
@@ -168,6 +173,7 @@ class Workspace:
         if not ws.store.publish_config(text.encode("utf-8")):  # a store: another driver's, meanwhile
             ws.config_path.unlink()
             return cls.create(root, builder, cfg)
+        ws.record_config_dir(cfg)
         return ws
 
     def pull_config(self, fresh: bool = False) -> None:
@@ -253,7 +259,20 @@ class Workspace:
         if not self.config_path.exists():
             raise GensetsError(f"{self.where}: not a gensets workspace (no config.yaml)")
         self.check_links()
-        return load_build_config(self.config_path, frozen=True)
+        builder, cfg = load_build_config(self.config_path, frozen=True)
+        if (self.root / CONFIG_DIR).exists():  # the frozen config's relative paths resolve from the workspace
+            rel = recordio.read(CONFIG_DIR, "ConfigDir", self.root)["config_dir"]
+            object.__setattr__(cfg, "base_dir", Path(os.path.normpath(self.root / rel)))
+        return builder, cfg
+
+    def record_config_dir(self, cfg) -> None:
+        """Where ``cfg``'s relative paths lead (the folder of the config file it was read from), recorded beside
+        the frozen copy (:data:`CONFIG_DIR`), relative to the workspace: finalize, a report or a rebuild from the
+        workspace find the reference folders and imports the build read, from any working directory."""
+        base = vars(cfg).get("base_dir")  # set by load_build_config on a config file, never on a frozen copy
+        if base is not None:
+            rel = os.path.relpath(Path(base).resolve(), self.root.resolve())
+            write_inside(self.root, CONFIG_DIR, json.dumps({"config_dir": rel}, sort_keys=True) + "\n")
 
     def manifest(self):
         """``candidates/manifest.jsonl`` as a :class:`~gensets.shards.Manifest` whose rows are checked as read: a

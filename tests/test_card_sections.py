@@ -152,7 +152,8 @@ def test_publish_fills_in_the_repo_and_revision(small, tmp_path):
     text = (repo / "README.md").read_text()
     assert f'REPO, REVISION = "{repo}", "v1"' in text and "path/or/org/name" not in text
     assert f"<!-- repo -->{repo}, revision `v1`<!-- /repo -->" in text
-    assert "path/or/org/name" in (small / "dataset" / "README.md").read_text()  # the local card unchanged
+    local = (small / "dataset" / "README.md").read_text()  # the local card unchanged: it loads its own folder
+    assert "REPO, REVISION = os.getcwd(), None" in local and str(repo) not in local and "import os" not in text
     assert len(datasets.load_dataset(str(repo), split="test")) > 0
 
 

@@ -148,8 +148,8 @@ def test_a_rerun_prints_one_summary_and_no_empty_bar_and_a_log_gets_each_bar_onc
     assert "\r" not in first.stderr and first.stderr.count("imagenet-d: 1/1 unit in ") == 1, first.stderr
     again = run_cli("build", SMOKE, "--out", ws, *SMALL, check=0)  # a no-op
     assert "unit" not in again.stderr and "\r" not in again.stderr, again.stderr
-    assert [line for line in again.stdout.splitlines() if "units (" in line] == [
-        f"{ws}: 1 units (1 done before, 0 run here); 0 samples written, 0 added to state.duckdb"]
+    assert [line for line in again.stdout.splitlines() if " done before, " in line] == [
+        f"{ws}: 1 unit (1 done before, 0 run here); 0 samples written, 0 added to state.duckdb"]
     assert json.loads(run_cli("build", SMOKE, "--out", ws, *SMALL, "--json", check=0).stdout)["units_run"] == 0
 
 

@@ -547,6 +547,19 @@ def test_a_lease_of_this_host_with_a_live_pid_expires_by_time(moto_s3):
     assert "_lock.json" not in objects(s3, prefix)
 
 
+def test_a_lease_dated_ahead_by_more_than_its_time_to_live_is_taken_over_on_s3(moto_s3):
+    """A copied _lock.json, or a driver whose clock ran an hour ahead: the lease is stale (taken over, the
+    conditional takeover on the ETag read), not a lock for good."""
+    from gensets.store import LEASE_TTL, Store
+
+    s3, prefix = moto_s3, "ahead"
+    ahead = {"what": "build", "pid": 4242, "host": "ahead.example", "time": time.time() + 12 * LEASE_TTL}
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/_lock.json", Body=json.dumps(ahead).encode())
+    with Store(f"s3://{BUCKET}/{prefix}").lease("finalize"):
+        assert json.loads(_lease(s3, prefix))["what"] == "finalize"
+    assert "_lock.json" not in objects(s3, prefix)
+
+
 @pytest.mark.parametrize("creds, says", [
     ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "no credentials found"),
     ({"AWS_ACCESS_KEY_ID": "GENSETSWRONGKEY", "AWS_SECRET_ACCESS_KEY": "wrong"}, "wrong credentials"),

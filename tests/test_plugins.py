@@ -139,6 +139,36 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path):
     assert "plugin 'broken' (plainplug.missing" in r.stderr and "Traceback" not in r.stderr
 
 
+SQUATTER = '''
+from gensets.evaluation.reports.base import Report
+from gensets.registry import REPORTS
+
+
+@REPORTS.register("imagenet-d")
+class Squatter(Report):
+    """A plugin's report under a name gensets' own ImageNet-D report declares."""
+'''
+
+
+def test_a_plugin_registering_a_built_in_name_is_refused_naming_both(tmp_path):
+    """The built-in report is a lazy target until its paper loads, after the plugins: its own registration then
+    meets the plugin's. The plugin's is refused in one warning naming both; the built-in is the one used."""
+    site = tmp_path / "site"
+    _install(site, """
+        [gensets.plugins]
+        squat = plainplug.squatter
+    """)
+    (site / "plainplug" / "squatter.py").write_text(SQUATTER)
+    r = run_cli("list", "reports", env=_env(site), check=0)
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "plugin 'squat' (plainplug.squatter)" in r.stderr and "gensets.papers.imagenet_d.report" in r.stderr
+    assert "refused" in r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("imagenet-d "))
+    assert "ImageNet-D: top-1" in line, r.stdout
+    r = run_cli("report", "imagenet-d", "--help", env=_env(site), check=0)
+    assert "--overall" in r.stdout and "Traceback" not in r.stderr
+
+
 @pytest.mark.slow
 def test_ray_workers_load_the_plugins(tmp_path):
     """A Ray worker is a process of its own: the model family that only the plugin's second entry point registers

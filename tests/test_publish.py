@@ -310,3 +310,25 @@ def test_publish_results_refuses_random_weights_and_every_file_says_so(tmp_path)
     llava = table["hf:llava-hf/llava-1.5-7b-hf"]
     assert (llava["n"], llava["counted"], llava["two_way_all"]) == (12, 9, 0.5) and table["tiny:resnet"]["counted"] == 12
     assert "| 9 / 12 | 66.67 | 30.00–90.00 | 50.00 |" in md and leaderboard.TWO_WAY in md
+
+
+def test_publish_results_keeps_the_login_name_outside_paths_and_the_dry_run_shows_the_values(tmp_path):
+    """With the login `test`, the split `test` and the dataset `test-bench` are published as they are (only local
+    paths are cleaned: a path under the home folder is still cut to its last folder); the dry run prints the values
+    the CSV will hold, the ones then really published."""
+    import csv
+
+    login = "test"
+    home = tmp_path / "home" / login
+    db = make_results_db(tmp_path / "r.duckdb", configs=("background",), dataset="test-bench")
+    make_results_db(db, configs=("texture",), dataset=str(home / "out" / "my-ws"))
+    env = {"HOME": str(home), "USER": login, "LOGNAME": login}
+    dry = run_cli("publish-results", "--db", db, "--repo", "org/name", "--dry-run", env=env, check=0)
+    repo = tmp_path / "published"
+    run_cli("publish-results", "--db", db, "--repo", f"file://{repo}", env=env, check=0)
+    published = (repo / "results" / "leaderboard.csv").read_text()
+    rows = list(csv.DictReader(published.splitlines()))
+    assert {r["split"] for r in rows} == {"test"} and {r["dataset"] for r in rows} == {"test-bench", "my-ws"}, rows
+    assert "user" not in published and str(home) not in published
+    shown = dry.stdout.split("the values it publishes (results/leaderboard.csv):\n", 1)[1]
+    assert [line.strip() for line in shown.splitlines()] == published.splitlines(), dry.stdout

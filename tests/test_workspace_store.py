@@ -75,3 +75,30 @@ def test_the_workspace_never_asks_which_store_it_has():
                    or isinstance(x, ast.Name) and x.id in ("store", "is_url") for x in ast.walk(n.test)):
                 bad.append(ast.unparse(n.test))
     assert not bad, bad
+
+
+def test_a_lease_dated_in_the_future_is_stale_past_its_time_to_live(caplog):
+    """A lease whose writer's clock ran ahead (or a copied _lock.json) is dated in the future: judged only by
+    `now - time > TTL` it never became stale and locked the workspace for good. One dated further ahead than the
+    time to live is taken over, with a warning that says why; one dated a little ahead is still a live holder's,
+    refused with a line that says how far ahead it is."""
+    import json
+    import logging
+    import os
+    import time
+
+    from gensets.errors import Busy
+    from gensets.store import LEASE_TTL, LOCK
+
+    store = Store(f"memory://leases-ahead/{os.getpid()}")
+    other = {"what": "build", "pid": 4242, "host": "ahead.example"}
+    store.write(LOCK, json.dumps({**other, "time": time.time() + 60}).encode())
+    with pytest.raises(Busy) as e, store.lease("finalize"):
+        pass
+    assert "(pid 4242 on ahead.example)" in str(e.value) and "s ahead of this machine's clock" in str(e.value)
+    store.write(LOCK, json.dumps({**other, "time": time.time() + 10 * LEASE_TTL}).encode())
+    with caplog.at_level(logging.WARNING, logger="gensets"), store.lease("finalize"):
+        assert json.loads(store.read(LOCK))["what"] == "finalize"
+    said = [r.getMessage() for r in caplog.records if "ahead of this machine's clock" in r.getMessage()]
+    assert len(said) == 1 and "taken over as stale" in said[0] and "pid 4242 on ahead.example" in said[0], said
+    assert not store.exists(LOCK)

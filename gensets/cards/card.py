@@ -46,7 +46,9 @@ def size_category(n: int) -> str:
 
 # a builder's task categories -> the Hub's task_ids where one fits (the classification sets: one class per image)
 TASK_IDS = {"image-classification": "multi-class-image-classification"}
-REPO_PLACEHOLDER = "path/or/org/name"  # the load snippet's dataset until `gensets publish` names the repo
+# the load snippet's dataset until `gensets publish` names the repo: the folder the card is in, the snippet run there
+# (a path of this machine would make the dataset's bytes depend on where it was built; datasets refuses ".")
+HERE = "import os\n\nREPO, REVISION = os.getcwd(), None  # this folder: run it here (published: the repo and revision)"
 
 
 def annotators(manifest: dict) -> list[str]:
@@ -514,8 +516,11 @@ def annotation_md(builder, manifest: dict, stats: dict) -> str:
     else:
         kinds = ", ".join(f"{n} {k}" for k, n in r["decisions"].items()) or "none"
         lines.append(f"{r['reviewers']} reviewer(s) decided {r['decided']} image(s) (decisions: {kinds}).")
-        if r["double"]:
-            kappa = "undefined (one answer only)" if r["kappa"] is None and r["double_reviewed"] else r["kappa"]
+        if r["double"] and not r["double_reviewed"]:
+            lines.append("Double review: no image decided by two reviewers yet, so no agreement measured; an image "
+                         "is published when its two reviewers agree, or later reviewers settle it.")
+        elif r["double"]:
+            kappa = "undefined (one answer only)" if r["kappa"] is None else r["kappa"]
             lines.append(f"Double review: {r['double_reviewed']} image(s) decided by two reviewers, observed "
                          f"agreement {r['observed_agreement']}, Cohen's kappa {kappa}; an image is published when its "
                          "two reviewers agree, or later reviewers settle it.")
@@ -556,8 +561,8 @@ def _agreement_md(a: dict | None) -> str:
 
 def load_md(builder, cfg, manifest: dict, patterns: dict, repo: str | None = None,
             revision: str | None = None) -> str:
-    """How to load: the default config without a name, another by name; the repo and revision once published
-    (between markers: :func:`for_repo` fills them in)."""
+    """How to load: the default config without a name, another by name; from the folder the card is in (run
+    there), and from the repo and revision once published (:func:`for_repo` fills them in)."""
     default = default_config(builder, cfg, manifest)
     other = next((c for c, n in manifest["counts"].items() if n and c != default), None)
     split, fmt = builder.split, cfg.image.format
@@ -579,7 +584,7 @@ Evaluate a model on it with `gensets eval`."""
 
 def repo_line(repo: str | None, revision: str | None) -> str:
     if repo is None:
-        return f'REPO, REVISION = "{REPO_PLACEHOLDER}", None  # this folder, or the Hub repo it was published to'
+        return HERE
     return f"REPO, REVISION = {repo!r}, {revision!r}  # published with gensets publish".replace("'", '"')
 
 
@@ -593,7 +598,8 @@ def repository_line(repo: str | None, revision: str | None) -> str:
 def for_repo(text: str, repo: str, revision: str | None) -> str:
     """The card as published to ``repo`` at ``revision``: the load snippet's REPO / REVISION line and the
     Repository line filled in (``gensets publish`` uploads this text; the local card stays as written)."""
-    text = re.sub(r"^REPO, REVISION = .*$", lambda _: repo_line(repo, revision), text, count=1, flags=re.M)
+    text = re.sub(r"^(?:import os\n\n)?REPO, REVISION = .*$", lambda _: repo_line(repo, revision), text, count=1,
+                  flags=re.M)
     return re.sub(r"<!-- repo -->.*?<!-- /repo -->", lambda _: repository_line(repo, revision), text, count=1)
 
 

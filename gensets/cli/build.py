@@ -89,9 +89,9 @@ def _build(a) -> int:
     if r["rank"] == 0 and a.json:
         print(json.dumps(r, indent=1, default=str))
     elif r["rank"] == 0:
-        print(f"{r['workspace']}: {r['units']} units ({r['done_before']} done before, "
-              f"{r['units_run']} run here); {r['samples_written']} samples written, "
-              f"{r['samples_ingested']} added to state.duckdb")
+        print(f"{r['workspace']}: {r['units']} unit{'s' * (r['units'] != 1)} ({r['done_before']} done before, "
+              f"{r['units_run']} run here); {r['samples_written']} sample{'s' * (r['samples_written'] != 1)} "
+              f"written, {r['samples_ingested']} added to state.duckdb")
         if r.get("workers"):  # a Ray build that ran units
             n = r["units_retried"]
             print(f"Ray: {r['workers']} workers; {n} unit{'s' * (n != 1)} run again after their worker died")
@@ -119,7 +119,7 @@ def _finalize(a) -> int:
     if a.json:
         print(json.dumps(r, indent=1, default=str))
         return 0
-    print(f"{r['dataset']}: {r['shards']} shards; images per config: "
+    print(f"{r['dataset']}: {r['shards']} shard{'s' * (r['shards'] != 1)}; images per config: "
           + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
     for config, f in r["funnel"].items():
         below = f" -> below quality {f['below_quality']}" if "below_quality" in f else ""

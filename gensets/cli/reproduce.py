@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
     rp2.add_argument("--imagenet-val", metavar="DIR", help="a local ImageNet validation folder (class folders named "
                      "by WordNet id, n01440764/...): " + per_table("--imagenet-val"))
     rp2.add_argument("--batch-size", type=positive_int, default=32)
-    rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table")
+    rp2.add_argument("--json", action="store_true", help="print reproduce.json's content instead of the table "
+                     "(with --dry-run: {table, smoke, dry_run, steps})")
     rp2.add_argument("--quiet", action="store_true", help="no progress")
     rp2.set_defaults(func=_reproduce)
 
@@ -69,7 +70,9 @@ def _reproduce(a) -> int:
         print(json.dumps(e, indent=1) if a.json else "\n".join(estimate_lines(e)))
         return 0
     if a.dry_run:
-        print("\n".join(plan(a.table, run)))
+        steps = plan(a.table, run)
+        print(json.dumps({"table": a.table, "smoke": a.smoke, "dry_run": True, "steps": steps}, indent=1) if a.json
+              else "\n".join(steps))
         return 0
     result = reproduce(a.table, run)
     print(json.dumps(result, indent=1) if a.json else markdown(result), end="\n" if a.json else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..config import nonneg_float, positive_int
+from ..config import positive_int, seconds
 from ..db import interruptible
 from ..errors import GensetsError
 from ..evaluation import leaderboard, store
@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
     lb.add_argument("--json", action="store_true", help="the same as --format json")
     lb.add_argument("--pivot", action="store_true",
                     help="a grid: one row per model (and protocol), one column per config/split, --metric in the cells")
-    lb.add_argument("--metric", default="top1", help="the cell of --pivot (default top1; e.g. top5, masked_top1)")
+    lb.add_argument("--metric", help="with --pivot: the cell (default top1; e.g. top5, masked_top1)")
     lb.add_argument("--output", metavar="FILE", help="write the result to FILE (whole, or not at all) instead of "
                     "stdout; - is stdout")
     lb.add_argument("--percent", action="store_true", help="accuracies in percent, as the card and reproduce print "
@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
                    "creates), their columns and types, how they join, and two example queries")
     q.add_argument("--format", choices=["table", "markdown", "csv", "json"], default="table")
     q.add_argument("--json", action="store_true", help="the same as --format json")
-    q.add_argument("--timeout", type=nonneg_float, default=300.0, metavar="SECONDS",
+    q.add_argument("--timeout", type=seconds, default=300.0, metavar="SECONDS",
                    help="stop the query after this many seconds, exit 1 (default 300; 0: no limit); Ctrl-C stops "
                    "it too, exit 130")
     q.add_argument("--output", metavar="FILE", help="write the result to FILE (whole, or not at all) instead of "
@@ -76,6 +76,9 @@ def add_parser(sub) -> None:
 
 
 def _leaderboard(a) -> int:
+    if a.metric is not None and not a.pivot:  # accepted and ignored, it would look as if it had been honoured
+        raise GensetsError(f"--metric {a.metric}: picks the cells of --pivot; add --pivot (without it, each metric "
+                           "has its own column)")
     if a.models or a.out:
         return _leaderboard_run(a)
     if a.dataset and len(a.dataset) > 1:
@@ -88,7 +91,7 @@ def _leaderboard(a) -> int:
     if why:
         raise GensetsError(f"{a.db}: {why}")
     if a.pivot:
-        cols, rows = store.pivot(cols, rows, a.metric)
+        cols, rows = store.pivot(cols, rows, a.metric or "top1")
     if a.percent:  # every float of the leaderboard is a fraction (top1, its interval, top5, ...)
         if a.json or a.format == "json":
             raise GensetsError("--percent: the JSON keeps fractions (0-1); use --format table, markdown or csv")

@@ -17,7 +17,8 @@ from .common import argument
 
 
 def add_parser(sub) -> None:
-    r = sub.add_parser("review", help="the review queue: list, accept, reject, relabel")
+    r = sub.add_parser("review", help="the review queue (list, accept, reject, relabel), its page (serve, invite, "
+                       "revoke), double review (mode, agreement), files (export, import)")
     rsub = r.add_subparsers(dest="action", required=True, metavar="ACTION")
     rl = rsub.add_parser("list", help="list the samples still to review (--status all: every sample, with "
                          "its reviewer and note)", description="The pending samples by default (those finalize "
@@ -104,6 +105,8 @@ def _add_team(rsub) -> None:
     iv.add_argument("--list", action="store_true", help="list every link made: reviewer, role, created, expires, "
                     "state (valid, expired, revoked)")
     iv.add_argument("--revoke", metavar="NAME", help="end every link of reviewer NAME")
+    iv.add_argument("--json", action="store_true", help="with --list: the links as a JSON list of {reviewer, role, "
+                    "created, expires, state, revoked}")
     iv.set_defaults(func=_invite, action="invite")
     rv = rsub.add_parser("revoke", help="end every personal link of a reviewer (as review invite --revoke)")
     rv.add_argument("workspace")
@@ -181,7 +184,12 @@ def _review(a) -> int:
                   f"{' '.join((r['note'] or '').split())}\t{r['prompt']}")
         print(f"{len(rows)} sample(s)", file=sys.stderr)
         return 0
-    n, status = reviewing.decide(a.workspace, a.action, a.keys, all_pending=getattr(a, "all_pending", False),
+    all_pending = getattr(a, "all_pending", False)
+    if all_pending and not a.keys and not reviewing.outcomes(a.workspace, status="pending", limit=1):
+        print(f"nothing pending in {a.workspace}: every sample has a decision (gensets review list "
+              f"{a.workspace} --status all)")
+        return 0  # --all-pending run again: nothing left to do, not a mistake
+    n, status = reviewing.decide(a.workspace, a.action, a.keys, all_pending=all_pending,
                                  label=getattr(a, "to", None), reviewer=a.reviewer, note=a.note)
     print(f"{n} sample(s) {status}")
     return 0
@@ -209,6 +217,8 @@ def _invite(a) -> int:
         raise GensetsError("review invite: give the reviewer's NAME (or --list, or --revoke NAME)")
     if action != "invite" and a.action != "revoke" and (a.name or a.role or a.expires or a.url):
         raise GensetsError("review invite: --list and --revoke take no NAME, --role, --expires or --url")
+    if getattr(a, "json", False) and action != "list":
+        raise GensetsError("review invite: --json goes with --list (a new link is printed as it is)")
     expires = reviewers.duration(a.expires) if getattr(a, "expires", None) else None
     if action == "revoke":
         n = reviewing.revoke(a.workspace, name)
@@ -216,6 +226,9 @@ def _invite(a) -> int:
         return 0
     if action == "list":
         rows = reviewing.links(a.workspace)
+        if a.json:
+            print(json.dumps(rows, indent=1, default=str))
+            return 0
         print("reviewer\trole\tcreated\texpires\tstate")
         for r in rows:
             print(f"{r['reviewer']}\t{r['role']}\t{r['created']}\t{r['expires'] or 'never'}\t{r['state']}"

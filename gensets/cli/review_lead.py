@@ -40,9 +40,12 @@ def _agreement(a) -> int:
     if a.json:
         print(json.dumps(r, indent=1))
         return 0
-    kappa = "undefined (one label only)" if r["kappa"] is None and r["items"] else r["kappa"]
+    if not r["items"]:
+        print(f"no image decided by two reviewers yet ({r['reviewed_once']} by one so far): no agreement to measure")
+        return 0
+    kappa = "undefined (one label only)" if r["kappa"] is None else r["kappa"]
     print(f"{r['items']} image(s) decided by two reviewers ({r['reviewed_once']} by one so far); "
-          f"Cohen's kappa {kappa if r['items'] else '-'}; observed agreement {r['observed_agreement']}")
+          f"Cohen's kappa {kappa}; observed agreement {r['observed_agreement']}")
     for pair in r["pairs"]:
         print(f"  {' & '.join(pair['reviewers'])}: {pair['items']} image(s), kappa {pair['kappa']}")
     for name, title in (("by_class", "class"), ("by_nuisance", "nuisance kind")):

@@ -294,5 +294,9 @@ def open_source(dataset: str, config: str | None = None, split: str | None = Non
         if Path(first).is_dir():  # out/nope where out/ is a folder here: a mistyped path, not a Hub id
             raise GensetsError(f"{dataset}: no such workspace or folder ({first}/ is a folder here, so this is read "
                                f"as a path; the Hub dataset of that name: hf:{dataset})")
-        return hub_dataset(dataset, config, split)
+        try:
+            return hub_dataset(dataset, config, split)
+        except Unavailable as e:  # a mistyped path reads as org/name too: say both what was looked for and where
+            raise type(e)(f"{dataset}: no such folder here (in {Path.cwd()}), so it was tried as a Hub dataset id: "
+                          f"{e}") from None
     raise GensetsError(f"{dataset}: no such workspace, folder, shard glob or hub dataset id")

@@ -346,25 +346,30 @@ document.querySelectorAll("th").forEach((th, i) => th.onclick = () => {{
 def write(rows: list[dict], out: str | Path) -> list[Path]:
     """leaderboard.md, .html, .parquet and .csv under ``out`` (a folder gensets made, or a new one), published
     together, whole or not at all."""
-    import csv
-    import io
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     out = Path(out)
-    text = io.StringIO()
-    w = csv.writer(text)
-    w.writerow(COLUMNS)
-    w.writerows([csv_cell(v) if isinstance(v, str) else v for v in (r[c] for c in COLUMNS)] for r in rows)
     buf = pa.BufferOutputStream()
     pq.write_table(table(rows), buf)
     files = {"leaderboard.md": markdown(rows).encode(), "leaderboard.html": page(rows).encode(),
-             "leaderboard.parquet": buf.getvalue().to_pybytes(), "leaderboard.csv": text.getvalue().encode()}
+             "leaderboard.parquet": buf.getvalue().to_pybytes(), "leaderboard.csv": csv_text(rows).encode()}
     with staged_files(out, "gensets leaderboard") as staged:  # published together, never through a symlink
         for name, data in files.items():
             staged.write(name, data)
     return [out / name for name in files]
+
+
+def csv_text(rows: list[dict]) -> str:
+    """The rows as leaderboard.csv holds them: :data:`COLUMNS`, every value."""
+    import csv
+    import io
+
+    text = io.StringIO()
+    w = csv.writer(text)
+    w.writerow(COLUMNS)
+    w.writerows([csv_cell(v) if isinstance(v, str) else v for v in (r[c] for c in COLUMNS)] for r in rows)
+    return text.getvalue()
 
 
 def table(rows: list[dict]):

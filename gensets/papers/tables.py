@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import notices
 from ..builders.runner import build as build_ws
 from ..compare import compare
 from ..errors import GensetsError
 from ..evaluation.runner import EvalConfig
 from ..evaluation.runner import evaluate as evaluate_dataset
+from ..shards import read_dataset_manifest
 
 # the paper configs gensets ships (package data), read unless --configs names another folder: copies of a
 # checkout's configs/, the source of truth that make and the golden builds read (tests/test_reproduce.py holds
@@ -115,9 +117,24 @@ def build(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = 
     run.log(f"building {workspace} from {config.name}" + (f" ({', '.join(overrides)})" if overrides else ""))
     r = build_ws(config, workspace, quiet=run.quiet, overrides=overrides)
     run.log(f"  {r['units']} units ({r['done_before']} done before, {r['units_run']} run now)")
-    if finalize:
+    if finalize and _finalize_again(workspace):
         finalize_ws(workspace, include_pending=True)
     return workspace
+
+
+def _finalize_again(workspace: Path) -> bool:
+    """Whether the table's build in ``workspace`` is finalized (again) with its pending images. A dataset/ already
+    there that was finalized from its review alone (a user's workspace, ``--workspace``) is scored as it is, never
+    rewritten; one finalized with pending images (by reproduce, ``make demo``) is finalized again, and each is said."""
+    manifest = workspace / "dataset" / "manifest.json"
+    if not manifest.is_file():
+        return True
+    if read_dataset_manifest(manifest).get("include_pending"):
+        notices.notice(f"{workspace}/dataset: finalized again with its pending images, as it was before")
+        return True
+    notices.notice(f"{workspace}/dataset: finalized before from its review's decisions alone (no pending images): "
+                   "scored as it is, not finalized again (a new --workspace builds one of the table's own)")
+    return False
 
 
 def seeded(table: Table, run: Run, workspace: Path, overrides: tuple[str, ...] = ()) -> list[tuple[Path, tuple]]:

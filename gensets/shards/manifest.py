@@ -11,6 +11,7 @@ from typing import Any
 
 from gensets import recordio
 from gensets.errors import DataError
+from gensets.output import naming
 from gensets.safety import open_regular
 from gensets.shards.writer import atomic_open, canonical_json
 
@@ -44,10 +45,11 @@ class Manifest:
                 raise DataError(f"{self.path}: the manifest is not a regular file; refusing to append to it")
             fcntl.flock(fd, fcntl.LOCK_EX)  # released by close
             self._cut_torn_tail(fd)
-            written = os.write(fd, line)
+            with naming(self.path):  # a full disk names the manifest (a short write leaves a torn line, cut later)
+                written = os.write(fd, line)
+                os.fsync(fd)
             if written != len(line):
                 raise OSError(f"{self.path}: short write ({written} of {len(line)} bytes)")
-            os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -100,8 +102,10 @@ def check_candidate_row(row: dict, where: str) -> dict:
 def read_dataset_manifest(path: str | os.PathLike, where: str | None = None) -> dict:
     """A dataset's ``manifest.json`` as ``gensets finalize`` writes it (a regular file, of the dataset manifest
     schema: ``build`` a name, ``counts`` config -> count, ``shards`` a list of {path, config, split, sha256, n,
-    nbytes}, the environments that built it). DataError naming the file and key for one that is not."""
-    return recordio.read(path, "DatasetManifest", where=where)
+    nbytes}, the environments that built it). DataError naming the file and key for one that is not, and for a
+    ``manifest.json`` that is a symlink out of its dataset folder (what publish and eval refuse)."""
+    path = Path(path)
+    return recordio.read(path.name, "DatasetManifest", root=path.parent, where=where)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:

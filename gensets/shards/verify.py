@@ -109,6 +109,7 @@ def card_classes(folder: Path) -> dict[str, int]:
     readme = folder / "README.md"
     if not readme.is_file():
         return {}
+    inside(folder, "README.md")  # a card that is a symlink out of the dataset is not read
     text = readme.read_text(encoding="utf-8", errors="replace")
     if not text.startswith("---"):
         return {}
@@ -278,6 +279,7 @@ def verify(root: str | os.PathLike, *, progress: bool = False) -> list[Problem]:
             elif fname in ("manifest.json", "manifest.jsonl"):
                 manifest_dirs.add(folder)
                 try:
+                    inside(root, p.relative_to(root))  # a manifest that is a symlink out of the folder is not read
                     entries = _read_manifest(p)
                     declared = card_classes(folder) if fname == "manifest.json" else {}
                 except DataError as e:

@@ -126,9 +126,15 @@ class TwoWay(VQAProtocol):
 
 @PROTOCOLS.register("two-way")
 class TwoWayOfficial(TwoWay):
+    """two-way (ImageNet-D's protocol for VLMs, the authors' evaluation code): the true class against CLIP's top
+    wrong one, their names, template, question and substring matching; top1 is TRUE / (TRUE + FALSE)."""
+
     variant = "official"
 
 
 @PROTOCOLS.register("two-way-shuffled")
 class TwoWayShuffled(TwoWay):
+    """two-way, gensets' own reading: readable names, CLIP's default template, seeded random lettered options,
+    whole-word parsing; top1 counts unparseable answers wrong."""
+
     variant = "shuffled"

@@ -48,20 +48,30 @@ class WordSet(ClassifierProtocol):
 
 @PROTOCOLS.register("wordset")
 class WordSetExact(WordSet):
-    pass
+    """wordset (Borji 2022), the paper's rule: the target word (or rabbit ~ hare) is exactly one of the words of
+    the predicted label's name."""
 
 
 @PROTOCOLS.register("wordset-plural")
 class WordSetPlural(WordSet):
+    """wordset, plural-lenient (gensets' reading): as the paper's rule, a trailing "s" / "es" optional on either
+    side ("sunglass" hits "sunglasses")."""
+
     plural = True
 
 
 @PROTOCOLS.register("wordset-lemmas")
 class WordSetLemmas(WordSet):
+    """wordset over WordNet lemmas: the words of the label's whole lemma list ("loggerhead turtle" is hit by
+    "turtle"), the paper's synonyms."""
+
     words = "lemmas"
 
 
 @PROTOCOLS.register("wordset-gensets")
 class WordSetGensets(WordSet):
+    """wordset as gensets first read it: the lemma lists and gensets' extra synonyms (sunglass -> sunglasses,
+    teddy -> teddy bear)."""
+
     words = "lemmas"
     extra_synonyms = True

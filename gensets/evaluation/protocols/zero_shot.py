@@ -22,6 +22,9 @@ from .base import DatasetClasses, class_names_of, label_space
 
 @PROTOCOLS.register("zero-shot")
 class ZeroShot(DatasetClasses):
+    """zero-shot: a CLIP model's text classifier over the dataset's class names; on a dataset whose label space
+    follows a paper (ImageNet-D), the authors' names and prompt."""
+
     follow_paper = True  # a label space with a paper's reading (LABEL_SPACES): its names and prompt
 
     @classmethod
@@ -52,4 +55,7 @@ class ZeroShot(DatasetClasses):
 
 @PROTOCOLS.register("zero-shot-readable")
 class ZeroShotReadable(ZeroShot):
+    """zero-shot, gensets' reading on every dataset (ImageNet-D included): readable class names and the default
+    templates."""
+
     follow_paper = False
