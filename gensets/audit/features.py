@@ -95,7 +95,7 @@ class Features:
     exact: list[str]
     hashes: dict[str, np.ndarray]  # phash, dhash, phash_mirror, dhash_mirror: uint64 [N]
     embeddings: np.ndarray | None = None  # float32 [N, D], L2-normalised
-    counts: dict = field(default_factory=dict)  # images decoded, embedded, read from the cache
+    counts: dict = field(default_factory=dict)  # images decoded, embedded, read from the cache; workers computing
 
 
 def _pack(fp: dict) -> bytes:
@@ -231,5 +231,6 @@ def extract(images: ImageSet, cache: Cache, embedder=None, *, progress=None, poo
             progress(idx[-1] + 1)
     if not lead:
         return None
+    counts["workers"] = (pool.size if pool is not None else dist.world) if counts["decoded"] else 0  # that computed
     emb = np.stack(embs) if embedder is not None and n else (np.zeros((0, 1), np.float32) if embedder else None)
     return Features(exact, cols, emb, counts)
