@@ -382,6 +382,25 @@ def test_drop_near_duplicates_removes_exactly_one_image_of_each_group(planted_bu
     run_cli("finalize", ws, "--include-pending", check=0)  # as before, for the other tests
 
 
+def test_finalize_takes_the_backend_options(planted_build, tmp_path):
+    root, ws, pairs = planted_build
+    r = run_cli("finalize", ws, "--include-pending", "--workers", "2")
+    assert r.returncode == 2 and r.stderr.strip() == "gensets: error: --workers is an option of --backend ray"
+
+
+@pytest.mark.slow
+def test_finalize_on_ray_workers_records_the_audit_of_one_process(planted_build, tmp_path):
+    """finalize --backend ray with an empty feature cache: the images are hashed on the Ray workers, and the
+    manifest's audit is the one-process finalize's."""
+    root, ws, pairs = planted_build
+    copy = tmp_path / "ws"
+    shutil.copytree(ws, copy)
+    before = json.loads((ws / "dataset" / "manifest.json").read_text())["audit"]
+    run_cli("finalize", copy, "--include-pending", "--backend", "ray", "--workers", "2",
+            env={"GENSETS_CACHE": str(tmp_path / "cache")}, check=0)
+    assert json.loads((copy / "dataset" / "manifest.json").read_text())["audit"] == before
+
+
 def test_a_killed_and_resumed_build_audits_as_an_uninterrupted_one(planted_build, tmp_path):
     root, ws, pairs = planted_build
     (tmp_path / "planted").symlink_to(root / "planted")
