@@ -31,7 +31,7 @@ from ..cards import card
 from ..curation import queue, review, state
 from ..db import transaction
 from ..errors import DataError, GensetsError
-from ..models.device import distributed
+from ..models.device import world_size
 from ..output import files, replace
 from ..records import Sample
 from ..shards import ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
@@ -67,7 +67,7 @@ def finalize(workspace: str | Path, *, include_pending: bool = False, progress: 
         raise GensetsError("--drop near-duplicates needs the audit (leave out --no-audit)")
     if audit is not None:
         audit_check.check_options(audit)
-    if distributed().world > 1:
+    if world_size() > 1:
         raise GensetsError("finalize runs as one process, not under accelerate launch (its audit's embedding runs on "
                            "Ray workers with --backend ray; `gensets audit` runs under accelerate launch)")
     pool = backends.embedding_pool(audit.model, audit.allow_pickle, quiet=not progress, **(where or {})) \
