@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from PIL import Image
 from gensets.audit import check, hashes, search
 from gensets.audit.run import audit
 
-from .conftest import run_cli
+from .conftest import HANG, run_cli
 from .planted import plant
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,6 +131,147 @@ def test_cosine_search_is_the_largest_dot_product():
     s = x @ x.T
     np.fill_diagonal(s, -np.inf)
     assert how == "exact" and (idx == s.argmax(1)).all() and np.allclose(sim, s.max(1))
+
+
+# ------------------------------------------------------------------ where the features are computed
+
+class _TwoRanks:
+    """Two ranks of ``accelerate launch`` as two threads: ``gather`` is accelerate's gather_object (every rank's
+    items, in rank order, on every rank), here through shared slots and a barrier."""
+
+    def __init__(self):
+        import threading
+
+        self.slots, self.barrier = [None, None], threading.Barrier(2)
+
+    def rank(self, r: int):
+        from gensets.models.device import Dist
+
+        group = self
+
+        class Rank(Dist):
+            def gather(self, items):
+                group.slots[r] = list(items)
+                group.barrier.wait()
+                out = [x for part in group.slots for x in part]
+                group.barrier.wait()
+                return out
+
+        return Rank(r, 2)
+
+
+def test_chunks_on_a_pool_or_two_ranks_give_the_in_process_features(tmp_path, monkeypatch):
+    """The audit's features computed on a pool's worker (the EmbedWorker a Ray actor is, run here) and by two ranks
+    each computing its share of the chunks (rank 1 reads only its chunks' images) equal the in-process ones: the
+    same fingerprints, the same embeddings, the same neighbours."""
+    import threading
+
+    from gensets.audit import features
+    from gensets.audit.features import Cache, EmbedWorker, extract
+    from gensets.audit.sources import ImageSet, open_set
+    from gensets.builders import backends
+    from gensets.models.embedder import load_embedder
+
+    monkeypatch.setattr(features, "BATCH", 3)  # 13 images: 5 chunks in 3 windows of 2
+    monkeypatch.setattr(features, "WINDOW", 2)
+    plant(tmp_path / "imgs", 10, {"jpeg": 2, "flip": 1})
+    s = open_set(str(tmp_path / "imgs"), "self")
+    embedder = load_embedder("tiny:resnet")
+    one = extract(s, Cache(tmp_path / "one.duckdb"), embedder)
+    pooled = extract(s, Cache(tmp_path / "pool.duckdb"), embedder,
+                     pool=backends.pool("local", ("tiny:resnet", False), worker=EmbedWorker))
+    group, out, read = _TwoRanks(), {}, {0: [], 1: []}
+
+    def rank(r):
+        mine = ImageSet(s.name, s.source, s.keys, s.configs, lambda i: read[r].append(i) or s.read(i))
+        out[r] = extract(mine, Cache(tmp_path / f"rank{r}.duckdb"), embedder, dist=group.rank(r))
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out[1] is None and sorted(read[0]) == list(range(13))  # rank 0 reads every image (its sha256)
+    assert read[1] == [3, 4, 5, 9, 10, 11]  # rank 1: chunks 1 and 3 (windows: chunks 0-1, 2-3, 4)
+    o = check.Options(model="tiny:resnet", cosine=0.99)
+    want = check.find(s.keys, s.configs, one, [], o)
+    assert one.counts == {"images": 13, "decoded": 13, "hashed": 13, "embedded": 13, "cached": 0, "workers": 1}
+    assert out[0].counts == {**one.counts, "workers": 2}
+    for f in (pooled, out[0]):
+        assert {**f.counts, "workers": 1} == one.counts and f.exact == one.exact
+        assert all((f.hashes[k] == one.hashes[k]).all() for k in one.hashes)
+        assert np.allclose(f.embeddings, one.embeddings, atol=1e-6, rtol=0)
+        got = check.find(s.keys, s.configs, f, [], o)
+        assert [[(e["method"], e["key"], e["hamming"]) for e in n] for n in got.neighbours] == \
+            [[(e["method"], e["key"], e["hamming"]) for e in n] for n in want.neighbours]
+        assert np.allclose([e["cosine"] or 0 for n in got.neighbours for e in n],
+                           [e["cosine"] or 0 for n in want.neighbours for e in n], atol=1e-6)
+    assert any(e["method"] == "embedding" for n in want.neighbours for e in n)
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """139 images with planted copies and a reference of 70 (3 and 2 chunks of 64), audited in one process with
+    an embedding, each image's neighbours in a results database."""
+    root = tmp_path_factory.mktemp("many")
+    plant(root / "imgs", 130, {"jpeg": 3, "flip": 3, "resize": 3})
+    plant(root / "ref", 70, {}, seed=7)
+    args = ("audit", root / "imgs", "--against", f"ref={root / 'ref'}", "--embedding", "tiny:resnet", "--json")
+    one = json.loads(run_cli(*args, "--db", root / "one.duckdb", env={"GENSETS_CACHE": str(root / "c-one")},
+                             check=0).stdout)
+    assert one["features"]["embedded"] == one["features"]["images"] == 139 and one["features"]["workers"] == 1
+    return root, args, _audit_rows(root / "one.duckdb")
+
+
+def _audit_rows(db: Path) -> list[tuple]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT key, reference, method, neighbour, hamming, duplicate, cosine FROM audit "
+                           "ORDER BY key, reference, method").fetchall()
+    finally:
+        con.close()
+
+
+def _same_audit(db: Path, want: list[tuple]) -> None:
+    """The same neighbours by every method, the same distances, cosines within float tolerance (thread counts)."""
+    got = _audit_rows(db)
+    assert [r[:6] for r in got] == [r[:6] for r in want]
+    assert np.allclose([r[6] or 0 for r in got], [r[6] or 0 for r in want], atol=1e-5, rtol=0)
+    assert sum(r[2] == "embedding" and r[5] for r in want)  # planted copies found by the embedding too
+
+
+@pytest.mark.slow
+def test_two_processes_under_accelerate_audit_as_one(many):
+    """accelerate launch --multi_gpu with 2 CPU processes (gloo): each computes its share of the chunks, process 0
+    gathers, caches and searches: every image's neighbours equal the one-process audit's."""
+    root, args, want = many
+    accelerate = Path(sys.executable).with_name("accelerate")
+    p = subprocess.run(
+        [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "gensets.cli", *map(str, args),
+         "--db", str(root / "two.duckdb")],
+        cwd=ROOT, capture_output=True, text=True, timeout=HANG, env={**os.environ, "GENSETS_CACHE": str(root / "c-2")})
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout)  # process 0 alone prints
+    assert out["features"]["embedded"] == 139 and out["features"]["workers"] == 2
+    _same_audit(root / "two.duckdb", want)
+
+
+@pytest.mark.slow
+def test_ray_workers_audit_as_one_process(many):
+    """--backend ray on a local cluster of 2 workers (started and stopped by the audit, on 127.0.0.1): the chunks the
+    cache lacks go to the workers; every image's neighbours equal the one-process audit's."""
+    root, args, want = many
+    r = run_cli(*args, "--db", root / "ray.duckdb", "--backend", "ray", "--workers", "2",
+                env={"GENSETS_CACHE": str(root / "c-ray")}, check=0)
+    out = json.loads(r.stdout)
+    assert out["features"]["embedded"] == 139 and out["features"]["workers"] == 2
+    _same_audit(root / "ray.duckdb", want)
+    # again: everything from the cache, no cluster started
+    again = json.loads(run_cli(*args, "--backend", "ray", env={"GENSETS_CACHE": str(root / "c-ray")}, check=0).stdout)
+    assert again["features"]["cached"] == 139 and again["features"]["workers"] == 0
 
 
 # ------------------------------------------------------------------ end to end
@@ -238,6 +382,25 @@ def test_drop_near_duplicates_removes_exactly_one_image_of_each_group(planted_bu
     run_cli("finalize", ws, "--include-pending", check=0)  # as before, for the other tests
 
 
+def test_finalize_takes_the_backend_options(planted_build, tmp_path):
+    root, ws, pairs = planted_build
+    r = run_cli("finalize", ws, "--include-pending", "--workers", "2")
+    assert r.returncode == 2 and r.stderr.strip() == "gensets: error: --workers is an option of --backend ray"
+
+
+@pytest.mark.slow
+def test_finalize_on_ray_workers_records_the_audit_of_one_process(planted_build, tmp_path):
+    """finalize --backend ray with an empty feature cache: the images are hashed on the Ray workers, and the
+    manifest's audit is the one-process finalize's."""
+    root, ws, pairs = planted_build
+    copy = tmp_path / "ws"
+    shutil.copytree(ws, copy)
+    before = json.loads((ws / "dataset" / "manifest.json").read_text())["audit"]
+    run_cli("finalize", copy, "--include-pending", "--backend", "ray", "--workers", "2",
+            env={"GENSETS_CACHE": str(tmp_path / "cache")}, check=0)
+    assert json.loads((copy / "dataset" / "manifest.json").read_text())["audit"] == before
+
+
 def test_a_killed_and_resumed_build_audits_as_an_uninterrupted_one(planted_build, tmp_path):
     root, ws, pairs = planted_build
     (tmp_path / "planted").symlink_to(root / "planted")
@@ -320,6 +483,8 @@ def test_bad_input_is_one_line(tmp_path):
     assert p.returncode != 0 and p.stderr.strip().count("\n") == 0 and "no such folder" in p.stderr
     p = run_cli("audit", tmp_path, "--phash-threshold", "99")
     assert p.returncode != 0 and "--phash-threshold" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("audit", tmp_path, "--workers", "2")
+    assert p.returncode == 2 and p.stderr.strip() == "gensets: error: --workers is an option of --backend ray"
 
 
 def test_the_review_page_shows_a_flagged_images_neighbour(planted_build, tmp_path):

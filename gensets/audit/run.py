@@ -13,6 +13,7 @@ from ..curation import state
 from ..db import transaction
 from ..errors import GensetsError
 from ..images import decode_image
+from ..models.device import distributed
 from ..workspace import Workspace, is_workspace
 from . import check
 from .features import Cache, extract
@@ -61,23 +62,28 @@ def open_references(specs: list[str], bases: tuple[Path, ...] = (), *, required:
     return refs, skipped
 
 
-def load_model(o: check.Options):
+def load_model(o: check.Options, pool=None):
+    """The embedder ``o`` names (None: no embedding); with a ``pool`` (Ray workers embed) on the CPU, for its id."""
     if not o.model:
         return None
     from ..models.embedder import load_embedder  # lazy: torch, only when an embedding is asked for
 
-    return load_embedder(o.model, allow_pickle=o.allow_pickle)
+    return load_embedder(o.model, allow_pickle=o.allow_pickle, device="cpu" if pool is not None else None)
 
 
-def features_of(sets: list[ImageSet], embedder, cache: Cache, log=None) -> list:
+def features_of(sets: list[ImageSet], embedder, cache: Cache, log=None, *, pool=None, dist=None) -> list | None:
+    """Each set's features (:func:`extract`): in this process, on ``pool``'s workers, or each process of ``dist``
+    its share; None on a process of ``accelerate launch`` other than process 0."""
     out = []
     for s in sets:
-        f = extract(s, cache, embedder)
+        f = extract(s, cache, embedder, pool=pool, dist=dist)
+        if f is None:
+            continue
         if log:
             log(f"{s.name}: {len(s)} images ({f.counts['cached']} from the cache, {f.counts['hashed']} hashed, "
                 f"{f.counts['embedded']} embedded)")
         out.append(f)
-    return out
+    return out if len(out) == len(sets) else None
 
 
 def target_set(target: str) -> tuple[ImageSet, Workspace | None]:
@@ -94,9 +100,13 @@ def target_set(target: str) -> tuple[ImageSet, Workspace | None]:
     return open_set(target, "self"), None
 
 
-def audit(target: str, against: list[str], o: check.Options, *, log=None, cache: Cache | None = None) -> Audit:
+def audit(target: str, against: list[str], o: check.Options, *, log=None, cache: Cache | None = None,
+          pool=None) -> Audit | None:
     """``gensets audit``: the set ``target`` and every ``--against`` reference; a workspace also declares its
-    builder's references (GenBench: the real test set) and gets its neighbours recorded in state.duckdb."""
+    builder's references (GenBench: the real test set) and gets its neighbours recorded in state.duckdb.
+
+    What the cache lacks is computed on ``pool`` (``--backend ray``), else here; under ``accelerate launch`` each
+    process computes its share and process 0 does the rest (the others return None)."""
     o = check.check_options(o)
     s, ws = target_set(target)
     refs, skipped = open_references(list(against))
@@ -106,12 +116,15 @@ def audit(target: str, against: list[str], o: check.Options, *, log=None, cache:
         declared = [f"{n}={src}" for n, src in builder.audit_references(cfg).items() if n not in named]
         more, skipped = open_references(declared, config_bases(cfg), required=False)
         refs += more
-    embedder = load_model(o)
+    embedder = load_model(o, pool)
+    dist = distributed()
     cache = cache or Cache()
     try:
-        feats = features_of([s, *refs], embedder, cache, log)
+        feats = features_of([s, *refs], embedder, cache, log if dist.rank == 0 else None, pool=pool, dist=dist)
     finally:
         cache.close()
+    if feats is None:
+        return None
     result = check.find(s.keys, s.configs, feats[0], list(zip(refs, feats[1:], strict=True)), o)
     a = Audit(s, refs, result, check.summary(result, o, embedder, skipped=skipped), o)
     if ws is not None and ws.state_path.is_file():

@@ -10,6 +10,11 @@ Ray is imported only by :class:`RayPool`, when a ``--backend ray`` build has a u
 imports it. A Ray worker holds one :class:`UnitWorker` (its models loaded once) and takes the next unit when it
 finished one; the unit of a worker that died goes to the next free worker, and Ray restarts the dead one wherever
 there is room. The workspace is a path every worker can write (one machine, or a shared filesystem).
+
+The pools run other workers too: the audit's (:class:`gensets.audit.features.EmbedWorker`, :func:`embedding_pool`)
+decodes, hashes and embeds chunks of images the same way. A pool's worker class takes its arguments, answers
+``ping`` and ``run(unit)`` (a unit: ``id`` and ``payload``) and says, in ``ranked(args, rank, world)``, the arguments
+of its worker ``rank`` of ``world`` and the :class:`BuildEnvironment` it computes in (None: Ray's defaults).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import sys
 from pathlib import Path
 
 from .. import notices
+from ..audit.features import EmbedWorker
 from ..errors import GensetsError
+from ..models.device import distributed
 from ..quality.thresholds import QualityFilter
 from ..registry import load_plugins
 from ..shards import write_shard
@@ -94,6 +101,12 @@ class UnitWorker:
         if self.quality:
             self.quality.load()
         self.env = self.ws.record_environment(self.environment.record())
+
+    @staticmethod
+    def ranked(args: tuple, rank: int, world: int) -> tuple[tuple, BuildEnvironment]:
+        """The arguments of a pool's worker ``rank`` of ``world``, and the environment it builds in."""
+        builder, cfg, root, environment, _rank, _world, config_path = args
+        return (builder, cfg, root, environment, rank, world, config_path), environment
 
     def ping(self) -> bool:
         """A restarted Ray worker's first answer (it loads its context at its next unit)."""
@@ -199,7 +212,7 @@ class LocalPool:
 
 
 class RayPool:
-    """A pool of Ray actors, each a :class:`UnitWorker`; started at the first unit to run.
+    """A pool of Ray actors, each a ``worker`` (:class:`UnitWorker`); started at the first unit to run.
 
     ``address``: join that cluster (``ray start --head``, KubeRay, Slurm); None: start a local one for the run
     (``workers`` CPUs, on 127.0.0.1, no dashboard, no usage statistics) and stop it at the end. Units are handed
@@ -211,8 +224,8 @@ class RayPool:
     is waited for by nothing."""
 
     def __init__(self, args: tuple, *, workers: int | None, address: str | None, quiet: bool,
-                 gpus_per_worker: float | None = None, cpus_per_worker: int | None = None):
-        self.args, self.workers, self.address, self.quiet = args, workers, address, quiet
+                 gpus_per_worker: float | None = None, cpus_per_worker: int | None = None, worker=UnitWorker):
+        self.args, self.workers, self.address, self.quiet, self.worker = args, workers, address, quiet, worker
         self.gpus = gpus_per_worker or 0.0
         self.cpus = cpus_per_worker  # None: cpu_share (a GPU worker's share of its node's cores; 1 on CPU)
         self.ray = None
@@ -271,9 +284,9 @@ class RayPool:
         if self.gpus and have.get("GPU", 0) < self.gpus:
             raise GensetsError(f"--gpus-per-worker {self.gpus:g}: the Ray cluster has {have.get('GPU', 0):g} GPUs")
         n = self.workers or (int(have["GPU"] / self.gpus) if self.gpus else max(1, int(have.get("CPU", 1))))
-        builder, cfg, root, environment, _rank, _world, config_path = self.args
+        environment = self.worker.ranked(self.args, 0, n)[1]
         # the pins of reproducible: strict, and the test hook, in every worker (on a cluster joined by --address too)
-        env = environment.pins()
+        env = environment.pins() if environment is not None else {}
         for hook in (faults.FAULT, faults.GATE):
             if os.environ.get(hook):
                 env[hook] = os.environ[hook]
@@ -283,9 +296,9 @@ class RayPool:
         env[NICENESS] = os.environ.get(NICENESS, "0")
         # a GPU worker sees only its share (Ray sets CUDA_VISIBLE_DEVICES); a CPU worker none
         self.cpus = self.cpus or cpu_share(ray.nodes(), self.gpus)
-        actor = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(UnitWorker)
-        self.actors = [actor.options(runtime_env={"env_vars": env}).remote(
-            builder, cfg, root, environment, i, n, config_path) for i in range(n)]
+        actor = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus, max_restarts=-1, max_task_retries=0)(self.worker)
+        self.actors = [actor.options(runtime_env={"env_vars": env}).remote(*self.worker.ranked(self.args, i, n)[0])
+                       for i in range(n)]
         self.size = n
 
     def alive(self) -> int:
@@ -361,12 +374,37 @@ class RayPool:
 
 
 def pool(backend: str, args: tuple, *, workers: int | None = None, address: str | None = None, quiet: bool = False,
-         gpus_per_worker: float | None = None, cpus_per_worker: int | None = None):
-    """The pool that runs a build's units: ``args`` are :class:`UnitWorker`'s."""
+         gpus_per_worker: float | None = None, cpus_per_worker: int | None = None, worker=UnitWorker):
+    """The pool that runs a build's units: ``args`` are :class:`UnitWorker`'s (or ``worker``'s)."""
     if backend == "local":
-        return LocalPool(UnitWorker(*args))
+        return LocalPool(worker(*args))
     if backend == "ray":
         return RayPool(args, workers=workers, address=address, quiet=quiet, gpus_per_worker=gpus_per_worker,
-                       cpus_per_worker=cpus_per_worker)
+                       cpus_per_worker=cpus_per_worker, worker=worker)
     raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+
+
+def check_backend(backend: str, workers: int | None, address: str | None, gpus_per_worker: float | None,
+                  world: int = 1) -> None:
+    """A backend and its Ray options as a build (or an audit) is given them: one line for what does not go together."""
+    if backend not in BACKENDS:
+        raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    if backend != "ray":
+        for flag, value in (("--workers", workers), ("--address", address), ("--gpus-per-worker", gpus_per_worker)):
+            if value is not None:
+                raise GensetsError(f"{flag} is an option of --backend ray")
+    if backend == "ray" and world > 1:
+        raise GensetsError("--backend ray starts its own workers: run it as one process, not under accelerate launch")
+
+
+def embedding_pool(spec: str | None, allow_pickle: bool, *, backend: str = "local", workers: int | None = None,
+                   address: str | None = None, gpus_per_worker: float | None = None, quiet: bool = False):
+    """Where an audit decodes, hashes and embeds the images its cache lacks (:func:`gensets.audit.features.extract`):
+    None for ``local`` (this process, or each process's share under ``accelerate launch``), else a :class:`RayPool` of
+    :class:`EmbedWorker` (the embedder ``spec``, None: hashes only), started at the first chunk."""
+    check_backend(backend, workers, address, gpus_per_worker, distributed().world)
+    if backend == "local":
+        return None
+    return pool(backend, (spec, allow_pickle), workers=workers, address=address, quiet=quiet,
+                gpus_per_worker=gpus_per_worker, worker=EmbedWorker)
 

@@ -31,16 +31,18 @@ from ..cards import card
 from ..curation import queue, review, state
 from ..db import transaction
 from ..errors import DataError, GensetsError
+from ..models.device import world_size
 from ..output import files, replace
 from ..records import Sample
 from ..shards import ShardSamples, read_at, sha256_file, write_json_atomic, write_shard
 from ..workspace import Workspace
+from . import backends
 from .ingest import ingest
 
 
 def finalize(workspace: str | Path, *, include_pending: bool = False, progress: bool = False,
              publish_emails: bool = False, audit: audit_check.Options | None = audit_check.Options(),
-             against: tuple[str, ...] = (), drop: bool = False) -> dict:
+             against: tuple[str, ...] = (), drop: bool = False, where: dict | None = None) -> dict:
     """Write the publishable ``dataset/``: accepted images per config, manifest and card.
 
     In double review an image's decision is :func:`review.verdicts`'s, not the latest one: images whose
@@ -56,7 +58,8 @@ def finalize(workspace: str | Path, *, include_pending: bool = False, progress: 
     ``audit`` (None: no audit): the checks and thresholds of the audit stage (:mod:`gensets.audit`), against the
     set itself, the builder's declared references and ``against``; ``drop``: near-duplicates within the set are
     left out, one image of each group kept (the one reviewed first, else the first by key), all recorded in the
-    manifest and the card.
+    manifest and the card. ``where``: where the audit computes what its cache lacks (:func:`backends.embedding_pool`'s
+    backend, workers, address, gpus_per_worker; None: in this process).
     """
     ws = Workspace(workspace)
     builder, cfg = ws.load()  # before the lock: a mistyped path is an error, not a new folder
@@ -64,12 +67,23 @@ def finalize(workspace: str | Path, *, include_pending: bool = False, progress: 
         raise GensetsError("--drop near-duplicates needs the audit (leave out --no-audit)")
     if audit is not None:
         audit_check.check_options(audit)
-    with ws.lock("finalize"):  # not while a build (or another finalize) writes the workspace
-        return _finalize(ws, builder, cfg, include_pending, progress, publish_emails, audit, tuple(against), drop)
+    if world_size() > 1:
+        raise GensetsError("finalize runs as one process, not under accelerate launch (its audit's embedding runs on "
+                           "Ray workers with --backend ray; `gensets audit` runs under accelerate launch)")
+    pool = backends.embedding_pool(audit.model, audit.allow_pickle, quiet=not progress, **(where or {})) \
+        if audit is not None else None
+    try:
+        with ws.lock("finalize"):  # not while a build (or another finalize) writes the workspace
+            return _finalize(ws, builder, cfg, include_pending, progress, publish_emails, audit, tuple(against), drop,
+                             pool)
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, publish_emails: bool = False,
-              audit: audit_check.Options | None = None, against: tuple[str, ...] = (), drop: bool = False) -> dict:
+              audit: audit_check.Options | None = None, against: tuple[str, ...] = (), drop: bool = False,
+              pool=None) -> dict:
     environments = _prepare(ws, builder, cfg)
     pseudonyms = None if publish_emails or not builder.needs_review else _pseudonym_key(ws)
     tmp = ws.root / f".dataset.tmp-{os.getpid()}"
@@ -79,7 +93,7 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
         out = _Shards(ws, builder, con, tmp, pseudonyms)
         try:
             statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
-            found = _audit(ws, builder, cfg, con, out, statuses, seen.verdicts, audit, against, drop) \
+            found = _audit(ws, builder, cfg, con, out, statuses, seen.verdicts, audit, against, drop, pool) \
                 if audit is not None else None
             _write_configs(con, builder, cfg, out, statuses, seen.verdicts, shown)
         finally:
@@ -328,7 +342,7 @@ class _Audited:
 
 
 def _audit(ws: Workspace, builder, cfg, con, out: _Shards, statuses: list[str], verdicts: dict,
-           options: audit_check.Options, against: tuple[str, ...], drop: bool) -> _Audited:
+           options: audit_check.Options, against: tuple[str, ...], drop: bool, pool=None) -> _Audited:
     """The published images' neighbours within the set and in each reference (the builder's declared ones, which
     are skipped with a warning when they cannot be read, and ``against``); with ``drop``, the near-duplicate groups
     and the image each keeps, and the neighbours again among the images that stay. Sets ``out.audit`` and
@@ -348,10 +362,10 @@ def _audit(ws: Workspace, builder, cfg, con, out: _Shards, statuses: list[str], 
     declared = [f"{n}={src}" for n, src in builder.audit_references(cfg).items() if n not in named]
     more, skipped = audit_run.open_references(declared, config_bases(cfg), required=False)
     refs += more
-    embedder = audit_run.load_model(options)
+    embedder = audit_run.load_model(options, pool)
     cache = Cache()
     try:
-        feats = audit_run.features_of([target, *refs], embedder, cache)
+        feats = audit_run.features_of([target, *refs], embedder, cache, pool=pool)
     finally:
         cache.close()
     pairs_of = list(zip(refs, feats[1:], strict=True))

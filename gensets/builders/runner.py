@@ -42,18 +42,12 @@ def build(config_path: str | Path, out: str | Path, *, quiet: bool = False, thre
     bytes. Throughput on CPU comes from processes (``accelerate launch``, or ``backend="ray"``: ``workers`` Ray
     workers on the cluster at ``address``, or on a local cluster started for the run), not threads.
     """
-    if backend not in backends.BACKENDS:
-        raise GensetsError(f"--backend {backend!r}: expected one of {', '.join(backends.BACKENDS)}")
-    if backend != "ray":
-        for flag, value in (("--workers", workers), ("--address", address), ("--gpus-per-worker", gpus_per_worker)):
-            if value is not None:
-                raise GensetsError(f"{flag} is an option of --backend ray")
+    backends.check_backend(backend, workers, address, gpus_per_worker)
     builder, cfg = load_build_config(config_path, overrides)  # --set key=value, frozen with the config
     environment = BuildEnvironment.of(cfg, threads)  # how every process of the build computes, decided once
     environment.pin()  # before torch first runs (distributed() may import it)
     dist = distributed()
-    if backend == "ray" and dist.world > 1:
-        raise GensetsError("--backend ray starts its own workers: run it as one process, not under accelerate launch")
+    backends.check_backend(backend, workers, address, gpus_per_worker, dist.world)
     ws = Workspace(out)
     if dist.rank == 0:  # before the lock creates anything in it: --out of the wrong folder is refused as it is
         ws.check_links()

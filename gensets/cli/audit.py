@@ -7,9 +7,10 @@ import json
 from datetime import UTC, datetime
 
 from ..audit.run import audit
+from ..builders.backends import embedding_pool
 from ..evaluation import store
 from .common import log, print_rows
-from .options import add_audit_options, audit_options
+from .options import add_audit_options, audit_options, backend_of
 
 
 def add_parser(sub) -> None:
@@ -17,7 +18,9 @@ def add_parser(sub) -> None:
                        description="For every image of TARGET (a workspace: its dataset/, else its candidates; a "
                        "dataset folder; a folder of images) its nearest neighbour within the set and in each "
                        "reference, by exact pixels, perceptual hashes (pHash, dHash) and, with --embedding, an image "
-                       "embedding. Features are cached per image: an audit run again re-reads nothing it has seen.")
+                       "embedding. Features are cached per image: an audit run again re-reads nothing it has seen. What the "
+                       "cache lacks is computed here, on Ray workers (--backend ray), or by each process of "
+                       "`accelerate launch --multi_gpu --num_processes N -m gensets.cli audit ...` for its share.")
     p.add_argument("target")
     add_audit_options(p)
     p.add_argument("--db", help="write every image's nearest neighbours into this results database (table audit)")
@@ -29,7 +32,14 @@ def add_parser(sub) -> None:
 
 def _audit(a) -> int:
     o = audit_options(a)
-    done = audit(a.target, a.against, o, log=log(a.quiet or a.json))
+    pool = embedding_pool(o.model, o.allow_pickle, quiet=a.quiet or a.json, **backend_of(a))
+    try:
+        done = audit(a.target, a.against, o, log=log(a.quiet or a.json), pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
+    if done is None:  # a process of accelerate launch other than the first: it computed its share
+        return 0
     s, result = done.summary, done.result
     if a.db:
         con = store.connect(a.db)

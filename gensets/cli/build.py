@@ -13,7 +13,7 @@ from ..builders.verify import verify
 from ..config import nonneg_float, nonneg_int, positive_int
 from ..errors import GensetsError
 from ..workspace import Workspace
-from .options import add_audit_options, audit_options
+from .options import add_audit_options, add_backend_options, audit_options, backend_of
 
 
 def add_parser(sub) -> None:
@@ -37,18 +37,9 @@ def add_parser(sub) -> None:
                    "reach nested ones), e.g. --set classifier=timm:resnet50.a1_in1k --set 'labels=[tench]'; "
                    "the workspace freezes the result")
     b.add_argument("--json", action="store_true", help="print the counts as JSON (no progress bar)")
-    b.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="where units run: local (this process, or each process of accelerate launch; the default) or "
-                   "ray (Ray workers pull units, each writes its shards; needs pip install 'gensets[distributed]' and "
-                   "a workspace every worker can write)")
-    b.add_argument("--workers", type=positive_int, metavar="N",
-                   help="with --backend ray: N workers, one CPU each (default: every CPU of the cluster)")
-    b.add_argument("--address", metavar="ADDR",
-                   help="with --backend ray: join the Ray cluster at ADDR (e.g. auto, or HOST:6379 of `ray start "
-                   "--head`); default: a local cluster on 127.0.0.1, started for the build and stopped after it")
-    b.add_argument("--gpus-per-worker", type=nonneg_float, metavar="G",
-                   help="with --backend ray: GPUs each worker reserves (default 0: CPU workers; 1: one worker per GPU; "
-                   "0.5: two workers share a GPU)")
+    add_backend_options(b, "where units run: local (this process, or each process of accelerate launch; the default) "
+                        "or ray (Ray workers pull units, each writes its shards; needs pip install "
+                        "'gensets[distributed]' and a workspace every worker can write)", "build")
     b.set_defaults(func=_build)
 
     f = sub.add_parser("finalize", help="write the publishable dataset/ folder of a workspace",
@@ -84,8 +75,7 @@ def _build(a) -> int:
         return _plan(a)
     if not a.out:
         raise GensetsError("gensets build: --out WORKSPACE is required (or --plan: what the build would do)")
-    r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides,
-              backend=a.backend, workers=a.workers, address=a.address, gpus_per_worker=a.gpus_per_worker)
+    r = build(a.config, a.out, quiet=a.quiet or a.json, threads=a.threads, overrides=a.overrides, **backend_of(a))
     if r["rank"] == 0 and a.json:
         print(json.dumps(r, indent=1, default=str))
     elif r["rank"] == 0:
@@ -115,7 +105,7 @@ def _plan(a) -> int:
 def _finalize(a) -> int:
     r = finalize(a.workspace, include_pending=a.include_pending, progress=not a.json,
                  publish_emails=a.publish_emails, audit=None if a.no_audit else audit_options(a),
-                 against=tuple(a.against), drop=bool(a.drop))
+                 against=tuple(a.against), drop=bool(a.drop), where=backend_of(a))
     if a.json:
         print(json.dumps(r, indent=1, default=str))
         return 0

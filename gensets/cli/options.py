@@ -1,12 +1,33 @@
 """Arguments that more than one command group declares, so that a group never imports another: the audit's checks
-and thresholds (gensets audit, and finalize's audit stage)."""
+and thresholds (gensets audit, and finalize's audit stage), and where work runs (--backend and its Ray options: gensets
+build's units, the audit's embedding)."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..audit import check
+from ..config import nonneg_float, positive_int
 from ..errors import GensetsError
+
+
+def add_backend_options(g, backend_help: str, run: str) -> None:
+    """--backend local|ray, and Ray's --workers, --address, --gpus-per-worker (``run``: what a local cluster is
+    started for)."""
+    g.add_argument("--backend", choices=("local", "ray"), default="local", help=backend_help)
+    g.add_argument("--workers", type=positive_int, metavar="N",
+                   help="with --backend ray: N workers, one CPU each (default: every CPU of the cluster)")
+    g.add_argument("--address", metavar="ADDR",
+                   help="with --backend ray: join the Ray cluster at ADDR (e.g. auto, or HOST:6379 of `ray start "
+                   f"--head`); default: a local cluster on 127.0.0.1, started for the {run} and stopped after it")
+    g.add_argument("--gpus-per-worker", type=nonneg_float, metavar="G",
+                   help="with --backend ray: GPUs each worker reserves (default 0: CPU workers; 1: one worker per GPU; "
+                   "0.5: two workers share a GPU)")
+
+
+def backend_of(a) -> dict:
+    """What add_backend_options declared, as the library takes it."""
+    return {"backend": a.backend, "workers": a.workers, "address": a.address, "gpus_per_worker": a.gpus_per_worker}
 
 
 def add_audit_options(p, *, finalize: bool = False) -> None:
@@ -31,6 +52,9 @@ def add_audit_options(p, *, finalize: bool = False) -> None:
                    help="a left-right flipped copy is not a copy (by default the hashes of each image's mirror count)")
     g.add_argument("--allow-pickle", action="store_true", help="load the embedding model's pickle weights (sscd:, "
                    "torchvision:)")
+    add_backend_options(g, "where the images the feature cache lacks are decoded, hashed and embedded: local (this "
+                        "process, or each process its share under accelerate launch; the default) or ray (Ray workers "
+                        "take chunks of images; needs pip install 'gensets[distributed]')", "audit")
     if finalize:
         g.add_argument("--no-audit", action="store_true", help="publish without the audit (no json.audit, no section)")
         g.add_argument("--drop", metavar="near-duplicates[=THRESHOLD]", type=drop_value,
