@@ -462,3 +462,5 @@ positive_float = _number(float, 1e-300, what="a finite number above 0")
 seconds = _number(float, 0.0, 1e9, what="a number of seconds from 0 to 1e9")
 port = _number(int, 0, 65535, what="a port number 0..65535")
 page_size = _number(int, 1, 500, what="a whole number 1..500")  # images per page of the review page
+bits = _number(int, 0, 64, what="a number of bits 0..64")  # a distance between two 64-bit hashes
+cosine = _number(float, -1.0, 1.0, what="a cosine similarity from -1 to 1")

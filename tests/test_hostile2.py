@@ -161,6 +161,11 @@ def test_review_list_refuses_a_negative_limit(small):
     ["report", "genbench", "w", "--probe-c", "-1"],
     ["report", "genbench", "w", "--probe-c", "nan"],
     ["report", "genbench", "w", "--price-per-hour", "-2"],
+    ["audit", "w", "--phash-threshold", "65"],
+    ["audit", "w", "--dhash-threshold", "-1"],
+    ["audit", "w", "--cosine-threshold", "nan"],
+    ["audit", "w", "--pairs", "-1"],
+    ["finalize", "w", "--drop", "near-duplicates=1.5"],
 ], ids=lambda a: " ".join(a[:1] + a[-2:]))
 def test_every_number_option_is_checked_by_argparse(argv, capsys):
     from gensets.cli import parser

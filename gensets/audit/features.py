@@ -199,7 +199,7 @@ def extract(images: ImageSet, cache: Cache, embedder=None, *, progress=None, poo
         chunks = [todo[k:k + BATCH] for k in range(0, len(todo), BATCH)]
 
         def items(chunk, data=data):
-            return [(sha, data[i] if i in data else images.read(i), f"{images.source}: {images.keys[i]}", h, e)
+            return [(sha, data[i] if i in data else images.read(i), images.where(i), h, e)
                     for i, sha, h, e in chunk]
 
         if pool is not None:

@@ -23,19 +23,25 @@ from ..workspace import Workspace, is_workspace
 @dataclass
 class ImageSet:
     """``name`` (``self`` for the audited set, else the reference's name), ``source`` (what was named), and per
-    image its ``keys[i]``, ``configs[i]`` (None: a set without configs) and ``read(i)`` -> its encoded bytes."""
+    image its ``keys[i]``, ``configs[i]`` (None: a set without configs), ``read(i)`` -> its encoded bytes and
+    ``where(i)``: where it is, for a message about it (its shard and member where ``located`` says, else the
+    source and its key)."""
 
     name: str
     source: str
     keys: list[str]
     configs: list[str | None]
     reader: Callable[[int], bytes] = field(repr=False)
+    located: Callable[[int], str] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def read(self, i: int) -> bytes:
         return self.reader(i)
+
+    def where(self, i: int) -> str:
+        return self.located(i) if self.located else f"{self.source}: {self.keys[i]}"
 
 
 def _shards(name: str, source: str, shards: list[tuple[Path, str | None]]) -> ImageSet:
@@ -51,8 +57,9 @@ def _shards(name: str, source: str, shards: list[tuple[Path, str | None]]) -> Im
                 config = meta.get("config") if isinstance(meta, dict) else None
             keys.append(d["__key__"])
             configs.append(config)
-            where.append((path, *d["__members__"][image], d["__key__"]))
-    return ImageSet(name, source, keys, configs, lambda i: read_at(*where[i]))
+            where.append((path, *d["__members__"][image], d["__key__"], image))
+    return ImageSet(name, source, keys, configs, lambda i: read_at(*where[i][:4]),
+                    lambda i: f"{where[i][0]}: {where[i][3]}.{where[i][4]}")
 
 
 def dataset_folder(folder: Path, name: str = "self", source: str | None = None) -> ImageSet:

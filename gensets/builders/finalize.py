@@ -87,21 +87,25 @@ def _finalize(ws: Workspace, builder, cfg, include_pending: bool, shown: bool, p
     environments = _prepare(ws, builder, cfg)
     pseudonyms = None if publish_emails or not builder.needs_review else _pseudonym_key(ws)
     tmp = ws.root / f".dataset.tmp-{os.getpid()}"
-    with _snapshot(ws) as con:
-        seen = _review_of(con, cfg)
-        _say_held(seen)
-        out = _Shards(ws, builder, con, tmp, pseudonyms)
-        try:
-            statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
-            found = _audit(ws, builder, cfg, con, out, statuses, seen.verdicts, audit, against, drop, pool) \
-                if audit is not None else None
-            _write_configs(con, builder, cfg, out, statuses, seen.verdicts, shown)
-        finally:
-            out.close()
-    manifest = _manifest_of(ws, builder, cfg, include_pending, out, seen, environments, publish_emails)
-    if found is not None:
-        manifest["audit"] = _audit_figure(tmp, found)
-    _write_card(ws, tmp, builder, cfg, manifest, out, shown)
+    try:  # a finalize that fails (an image that does not decode, a reference refused) leaves no staged dataset
+        with _snapshot(ws) as con:
+            seen = _review_of(con, cfg)
+            _say_held(seen)
+            out = _Shards(ws, builder, con, tmp, pseudonyms)
+            try:
+                statuses = ["accepted", "relabeled"] + (["pending"] if include_pending else [])
+                found = _audit(ws, builder, cfg, con, out, statuses, seen.verdicts, audit, against, drop, pool) \
+                    if audit is not None else None
+                _write_configs(con, builder, cfg, out, statuses, seen.verdicts, shown)
+            finally:
+                out.close()
+        manifest = _manifest_of(ws, builder, cfg, include_pending, out, seen, environments, publish_emails)
+        if found is not None:
+            manifest["audit"] = _audit_figure(tmp, found)
+        _write_card(ws, tmp, builder, cfg, manifest, out, shown)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     _swap_in(ws, tmp)
     ws.push_dataset()
     if found is not None and ws.state_path.is_file():  # the review page's neighbours (state.duckdb)
@@ -349,14 +353,15 @@ def _audit(ws: Workspace, builder, cfg, con, out: _Shards, statuses: list[str], 
     ``out.dropped``."""
     keys, configs, where, reviewed = [], [], [], {}
     for config in builder.config_names(cfg):
-        for key, shard, offset, size, _ext, _cls, _status, _label, reviewer, time, *_ in _published(
+        for key, shard, offset, size, ext, _cls, _status, _label, reviewer, time, *_ in _published(
                 con, config, statuses, verdicts):
             keys.append(key)
             configs.append(config)
-            where.append((shard, offset, size, key))
+            where.append((shard, offset, size, key, ext))
             reviewed[key] = time if reviewer else None
     target = ImageSet("self", ws.where, keys, configs,
-                      lambda i: read_at(out.candidate(where[i][0]), *where[i][1:]))
+                      lambda i: read_at(out.candidate(where[i][0]), *where[i][1:4]),
+                      lambda i: f"{ws.candidate(where[i][0])}: {where[i][3]}.{where[i][4]}")
     refs, skipped = audit_run.open_references(list(against))
     named = {r.name for r in refs}
     declared = [f"{n}={src}" for n, src in builder.audit_references(cfg).items() if n not in named]
@@ -426,7 +431,6 @@ def _write_card(ws: Workspace, tmp: Path, builder, cfg, manifest: dict, out: _Sh
     except DataError as e:  # an image of the card's figures that does not decode: named where it came from
         if getattr(e, "sample", None) is None:
             raise
-        shutil.rmtree(tmp, ignore_errors=True)
         key, ext = e.sample
         raise DataError(f"{_candidate_of(ws, key) or '?'}: {key}.{ext}: {e.why}") from None
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from ..audit.run import audit
 from ..builders.backends import embedding_pool
+from ..config import nonneg_int
 from ..evaluation import store
 from .common import log, print_rows
 from .options import add_audit_options, audit_options, backend_of
@@ -24,7 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("target")
     add_audit_options(p)
     p.add_argument("--db", help="write every image's nearest neighbours into this results database (table audit)")
-    p.add_argument("--pairs", type=int, default=20, metavar="N", help="list the N closest pairs (default 20)")
+    p.add_argument("--pairs", type=nonneg_int, default=20, metavar="N", help="list the N closest pairs (default 20)")
     p.add_argument("--json", action="store_true", help="print the summary (and every pair) as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_audit)

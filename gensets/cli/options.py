@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 
 from ..audit import check
-from ..config import nonneg_float, positive_int
+from ..config import bits, nonneg_float, positive_int
+from ..config import cosine as cosine_similarity
 from ..errors import GensetsError
 
 
@@ -40,13 +41,13 @@ def add_audit_options(p, *, finalize: bool = False) -> None:
     g.add_argument("--embedding", nargs="?", const=check.DEFAULT_EMBEDDING, metavar="SPEC",
                    help=f"also compare image embeddings by cosine similarity (default model {check.DEFAULT_EMBEDDING}; "
                    "sscd:PATH: SSCD's TorchScript file, Somepalli et al.'s replica detector; any classifier spec)")
-    g.add_argument("--cosine-threshold", type=float, metavar="X",
+    g.add_argument("--cosine-threshold", type=cosine_similarity, metavar="X",
                    help=f"a pair when the embeddings' cosine similarity >= X (default {check.SSCD_COSINE} for sscd:, "
                    f"Somepalli et al. 2023; else {check.COSINE}, imagededup's CNN default)")
-    g.add_argument("--phash-threshold", type=int, default=check.HAMMING, metavar="BITS",
+    g.add_argument("--phash-threshold", type=bits, default=check.HAMMING, metavar="BITS",
                    help=f"a pair when the pHashes differ in at most BITS of 64 (default {check.HAMMING}: imagededup's "
                    "max_distance_threshold)")
-    g.add_argument("--dhash-threshold", type=int, default=check.HAMMING, metavar="BITS",
+    g.add_argument("--dhash-threshold", type=bits, default=check.HAMMING, metavar="BITS",
                    help=f"the same for dHash (default {check.HAMMING})")
     g.add_argument("--no-mirror", action="store_true",
                    help="a left-right flipped copy is not a copy (by default the hashes of each image's mirror count)")
@@ -70,9 +71,9 @@ def drop_value(text: str):
     if not sep:
         return ("near-duplicates", None)
     try:
-        return ("near-duplicates", float(value) if "." in value else int(value))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: THRESHOLD is a number of bits or a cosine") from None
+        return ("near-duplicates", cosine_similarity(value) if "." in value else bits(value))
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: THRESHOLD is a number of bits or a cosine ({e})") from None
 
 
 def audit_options(a) -> check.Options:

@@ -18,7 +18,7 @@ from .common import argument
 
 def add_parser(sub) -> None:
     r = sub.add_parser("review", help="the review queue (list, accept, reject, relabel), its page (serve, invite, "
-                       "revoke), double review (mode, agreement), files (export, import)")
+                       "revoke), double review (mode, agreement), a lead's view (progress), files (export, import)")
     rsub = r.add_subparsers(dest="action", required=True, metavar="ACTION")
     rl = rsub.add_parser("list", help="list the samples still to review (--status all: every sample, with "
                          "its reviewer and note)", description="The pending samples by default (those finalize "

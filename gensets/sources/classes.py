@@ -42,6 +42,10 @@ def split_rev(name: str) -> tuple[str, str | None]:
     return (base, rev) if sep and base and "/" not in rev else (name, None)
 
 
+class NotReachable(ValueError):
+    """A Hugging Face dataset that cannot be read from here (offline and not cached, no such repo)."""
+
+
 def hf_label_feature(name: str, hf_config: str | None, label_column: str | None, split: str | None = None):
     """The ClassLabel feature of a Hugging Face dataset (repo id or local folder), read from its info."""
     import datasets
@@ -52,7 +56,7 @@ def hf_label_feature(name: str, hf_config: str | None, label_column: str | None,
         if feats is None:  # e.g. bare parquet files: the schema holds the features
             feats = datasets.load_dataset(repo, hf_config, revision=rev, split=split or "train", streaming=True).features
     except Exception as e:
-        raise ValueError(f"dataset hf:{name} is not available: {str(e).strip().splitlines()[0][:200]}") from None
+        raise NotReachable(f"dataset hf:{name} is not available: {str(e).strip().splitlines()[0][:200]}") from None
     labels = {k: f for k, f in (feats or {}).items() if isinstance(f, datasets.ClassLabel)}
     if not labels:
         raise ValueError(f"dataset hf:{name} has no ClassLabel feature (features: {', '.join(feats or {})})")

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..config import control_char
 from ..errors import GensetsError, Unavailable
 from ..images import decode_image, is_image_file
-from .classes import hf_label_feature, match_classes, report_match, split_rev
+from .classes import NotReachable, hf_label_feature, match_classes, report_match, split_rev
 
 
 class Images(Sequence):
@@ -46,7 +46,10 @@ def hf_split(name: str, split: str, *, what: str, hf_config: str | None = None, 
     naming ``what`` when the split is not available or holds no Image feature."""
     import datasets
 
-    column, feature = hf_label_feature(name, hf_config, label_column, split)
+    try:
+        column, feature = hf_label_feature(name, hf_config, label_column, split)
+    except ValueError as e:  # not reachable (offline, not cached), or no ClassLabel: named with what asked
+        raise (Unavailable if isinstance(e, NotReachable) else GensetsError)(f"{what}: {e}") from None
     repo, rev = split_rev(name)
     try:
         ds = datasets.load_dataset(repo, hf_config, split=split, revision=rev)
