@@ -9,6 +9,7 @@ there, from numpy's own CPU-feature table read in a fresh process without the su
 ``NPY_DISABLE_CPU_FEATURES`` would hide the very features asked about), its names lowered to the kernel's.
 """
 
+import fnmatch
 import json
 import os
 import subprocess
@@ -48,9 +49,20 @@ def cpuinfo_flags(text: str) -> frozenset[str]:
     return frozenset()
 
 
+# features to act as if this CPU lacked (fnmatch patterns, space-separated): `TESTS_HIDE_CPU_FLAGS='avx512*' pytest
+# tests/test_blas_core_types.py` runs the core-type test as on a CPU without AVX-512 (hiding, never adding: what
+# is forced stays what this CPU runs)
+HIDE = "TESTS_HIDE_CPU_FLAGS"
+
+
 @cache
 def cpu_flags() -> frozenset[str]:
-    """This CPU's features, in ``/proc/cpuinfo``'s names."""
+    """This CPU's features, in ``/proc/cpuinfo``'s names (less those :data:`HIDE` names)."""
+    hidden = os.environ.get(HIDE, "").split()
+    return frozenset(f for f in _cpu_flags() if not any(fnmatch.fnmatchcase(f, h) for h in hidden))
+
+
+def _cpu_flags() -> frozenset[str]:
     try:
         flags = cpuinfo_flags(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
     except OSError:

@@ -11,7 +11,8 @@ torch's (MKL, not OpenBLAS): the same under every core type.
 Only the core types this CPU can execute are forced (tests/cpu_features.py): SkylakeX's AVX-512 kernels on a CPU
 without AVX-512 are an illegal instruction, not another machine. The test prints which it ran and which it skipped,
 and why. The runs must show one distinct kernel set per kernel set among the types run (Zen runs Haswell's
-kernels), and at least two, so the test cannot pass by OpenBLAS ignoring the variable.
+kernels), and at least two, so the test cannot pass by OpenBLAS ignoring the variable. As on a CPU without
+AVX-512: `TESTS_HIDE_CPU_FLAGS='avx512*' pytest tests/test_blas_core_types.py`.
 """
 
 import json

@@ -50,3 +50,16 @@ def test_an_old_cpu_has_too_few_kernel_sets_to_compare():
 def test_this_cpu_has_features():
     """The features read here are this CPU's (x86-64 always has SSE2): the selection is not fed an empty set."""
     assert "sse2" in cpu_features.cpu_flags()
+
+
+def test_hidden_flags_are_left_out(monkeypatch):
+    """TESTS_HIDE_CPU_FLAGS hides features (patterns), so the slow test can run as on a CPU without them."""
+    monkeypatch.setenv(cpu_features.HIDE, "avx512* fma")
+    cpu_features.cpu_flags.cache_clear()
+    try:
+        flags = cpu_features.cpu_flags()
+        assert not any(f.startswith("avx512") for f in flags) and "fma" not in flags and "sse2" in flags
+        assert "SkylakeX" in cpu_features.core_types(("SkylakeX",))[1]
+    finally:
+        monkeypatch.delenv(cpu_features.HIDE)
+        cpu_features.cpu_flags.cache_clear()
