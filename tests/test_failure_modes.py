@@ -556,8 +556,11 @@ def test_a_build_discovers_modes_and_each_traces_to_its_images_caption_seeds_and
     assert "## Target labels" in report and "| tench -> toilet paper |" in report
     assert "## Published numbers (Wiles et al. 2022, Figure 5)" in report
     # the smoke labels are not Persian cat: Figure 5's rates are shown, with nothing of this build beside them
-    assert ("| Persian cat, total failure rate, the automatically found caption | failure_rate | 0.64% | no such caption "
-            "| - | not built |") in report
+    row = next(line for line in report.splitlines()
+               if line.startswith("| Persian cat, total failure rate, the automatically found caption |"))
+    assert row.startswith("| Persian cat, total failure rate, the automatically found caption | failure_rate | 0.64% "
+                          "| no such caption | - | ") and row.endswith(" | not built |"), row
+    assert "consistent" not in row and "differs" not in row, row  # no verdict on a build of other images
     assert json.loads((reference / "report" / "report.json").read_text())["targets"] == targets
     for m in found:
         assert m["caption"] in report and (reference / "report" / f"mode_{m['id']}.png").stat().st_size > 0

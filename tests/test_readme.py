@@ -343,7 +343,8 @@ def test_readme_check_fails_on_a_broken_command(tmp_path):
     """One README command broken in a copy (a flag renamed), after the setup line: the check names exactly that
     command, with gensets' usage exit (2), not a shell's "command not found"."""
     readme = (ROOT / "README.md").read_text()
-    first = next(cmd for kind, cmd in commands(readme) if kind == "run" and cmd.startswith("gensets build "))
+    first = next(cmd for kind, cmd in commands(readme) if kind == "run" and cmd.startswith("gensets build ")
+                 and "--out" in cmd)
     broken = first.replace("--out", "--output-folder", 1)
     only = f"```bash\n{setup_line(readme)}\n{broken}\n```\n"
     failures = run_readme(only, tmp_path)

@@ -395,33 +395,60 @@ def _scale():
     return mod
 
 
-@pytest.mark.slow
-def test_finalize_holds_one_shard_of_images(reference, tmp_path):
-    """Finalize over 1,500 images takes no more Python memory at its peak than over 300 (tracemalloc), though the
-    1,200 more images alone weigh several MB: one output shard (16) of them is in memory at a time."""
+def _finalize_peaks(reference, tmp_path, sizes, **options) -> dict:
+    """Python's peak memory (tracemalloc) of finalize over clones of ``reference`` of each of ``sizes`` images."""
     from gensets.builders.finalize import finalize
     from gensets.builders.ingest import ingest
     from gensets.workspace import Workspace
 
     scale = _scale()
-    small, big = tmp_path / "s", tmp_path / "b"
-    assert scale.clone_workspace(reference, small, 300) == 300
-    assert scale.clone_workspace(reference, big, 1500) == 1500
-    for ws in (small, big):
+    spaces = {n: tmp_path / f"ws-{n}" for n in sizes}
+    for n, ws in spaces.items():
+        assert scale.clone_workspace(reference, ws, n) == n
         ingest(Workspace(ws))
-    finalize(small, include_pending=True)  # imports and caches: outside the measurement
+    finalize(spaces[sizes[0]], include_pending=True, **options)  # imports and caches: outside the measurement
     peaks = {}
-    for ws in (small, big):
+    for n, ws in spaces.items():
         tracemalloc.start()
-        finalize(ws, include_pending=True)
-        peaks[ws] = tracemalloc.get_traced_memory()[1]
+        finalize(ws, include_pending=True, **options)
+        peaks[n] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
+    return peaks, spaces
+
+
+@pytest.mark.slow
+def test_finalize_holds_one_shard_of_images(reference, tmp_path):
+    """Finalize's shards over 1,500 images take no more Python memory at its peak than over 300 (tracemalloc), though
+    the 1,200 more images alone weigh several MB: one output shard (16) of them is in memory at a time. (The audit
+    stage, which holds a few numbers per image, is measured on its own below.)"""
+    peaks, spaces = _finalize_peaks(reference, tmp_path, (300, 1500), audit=None)
+    small, big = spaces[300], spaces[1500]
+    peaks = {small: peaks[300], big: peaks[1500]}
     extra = sum(p.stat().st_size for p in (big / "dataset").glob("*/*.tar")) - \
         sum(p.stat().st_size for p in (small / "dataset").glob("*/*.tar"))
     assert extra > 8_000_000  # what holding every image would add
     assert peaks[big] - peaks[small] < 1_500_000, (peaks[small], peaks[big])
     manifest = json.loads((big / "dataset" / "manifest.json").read_text())
     assert sum(manifest["counts"].values()) == 1500 and len(manifest["shards"]) > 90
+
+
+@pytest.mark.slow
+def test_finalize_with_its_audit_holds_no_image_nor_pair_matrix_that_grows(reference, tmp_path):
+    """With the audit (on by default; here every image has dozens of exact copies, its worst case): from 1,500 to
+    3,000 images the peak grows by the audit's per-image numbers (fingerprints, neighbours: under 2 KB an image),
+    not by the images (about 9 KB an image) nor by a pair matrix (the search's blocks are capped at
+    search.CHUNK_BYTES, which both sizes reach)."""
+    from gensets.audit import search
+
+    peaks, spaces = _finalize_peaks(reference, tmp_path, (1500, 3000))
+    extra = sum(p.stat().st_size for p in (spaces[3000] / "dataset").glob("*/*.tar")) - \
+        sum(p.stat().st_size for p in (spaces[1500] / "dataset").glob("*/*.tar"))
+    assert extra > 1500 * 8_000  # what holding the images would add
+    assert 1500 * 1500 * search.HAMMING_PAIR_BYTES > search.CHUNK_BYTES  # both sizes search in capped blocks
+    print(f"finalize with its audit, peak: {peaks}")
+    assert peaks[3000] - peaks[1500] < 1500 * 2_000, peaks
+    manifest = json.loads((spaces[3000] / "dataset" / "manifest.json").read_text())
+    assert manifest["audit"]["pairs"]["total"] > 0  # the audit ran, and found the copies
 
 
 def test_card_picks_equal_the_greedy_choice_over_every_sample():

@@ -253,7 +253,8 @@ def test_card_tables_generators_and_the_quality_report(reference, tmp_path):
     assert set(got) == {("rec", "sd_2_steps"), ("rec", "sd_4_steps"), ("ws", "texture")}
     best = max(got.values())
     md = (out / "report.md").read_text()
-    assert md.split("## What computed")[0].count("**") == 2 * 2  # one bold cell per column (clip_score, pickscore)
+    table_rows = [line for line in md.split("## What computed")[0].splitlines() if line.startswith("|")]
+    assert "\n".join(table_rows).count("**") == 2 * 2  # one bold cell per column (clip_score, pickscore)
     assert f"**{best:.4g}**" in md and "tiny:sd (4 steps)" in md
     assert (out / "quality.png").is_file()
     one_line_error(run_cli("report", "quality", "--db", db, "--metric", "fid", "--out", out), "no quality scores")

@@ -182,8 +182,10 @@ def extract(images: ImageSet, cache: Cache, embedder=None, *, progress=None, poo
     emb_feature = f"embedding {embedder.model_id}" if embedder is not None else None
     embs: list = [None] * n
     counts = {"images": n, "decoded": 0, "hashed": 0, "embedded": 0, "cached": 0}
-    for lo in range(0, n, WINDOW * BATCH):
-        idx = range(lo, min(n, lo + WINDOW * BATCH))
+    # the images read at a time: a window of chunks to keep several workers busy, one chunk in this process alone
+    size = (WINDOW if pool is not None or dist.world > 1 else 1) * BATCH
+    for lo in range(0, n, size):
+        idx = range(lo, min(n, lo + size))
         data, shas, have, have_emb, todo = {}, {}, {}, {}, []
         if lead:
             data = {i: images.read(i) for i in idx}

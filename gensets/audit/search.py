@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 BRUTE_PAIRS = 50_000_000  # hashes: every pair below this many query x item pairs
-CHUNK_BYTES = 64 << 20  # the largest block of pair distances held at once
+CHUNK_BYTES = 16 << 20  # the largest block of pair distances held at once (with its temporaries)
+# bytes per query-item pair of a block: Hamming, the XOR of two uint64 hashes, its popcount and the running
+# minimum (uint8 each); cosine, a float32 similarity
+HAMMING_PAIR_BYTES, COSINE_PAIR_BYTES = 8 + 1 + 1, 4
 # embeddings: faiss's HNSW index above this many pairs, when faiss is installed: the crossover measured by
 # benchmarks/audit.py on 2 CPU cores (exact: ~3e-8 s a pair; HNSW: ~5 ms an item, for 512-d vectors): ~170k x 170k
 INDEX_PAIRS = 30_000_000_000
@@ -74,7 +77,7 @@ def _hamming_pairs(queries, items, radius: int, same: bool):
 
     n, m = len(queries[0]), len(items)
     out_i, out_d = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    step = _chunk(m, 1)
+    step = _chunk(m, HAMMING_PAIR_BYTES)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         d = np.full((hi - lo, m), 255, np.uint8)
@@ -165,7 +168,7 @@ def nearest_cosine(queries: np.ndarray, items: np.ndarray, same: bool = False) -
         notices.notice(f"audit: {n} x {m} embedding pairs compared one by one (pip install faiss-cpu for an index "
                        "that grows near-linearly)")
     out_i, out_s = np.full(n, -1, np.int64), np.full(n, np.nan)
-    step = _chunk(m, 4)
+    step = _chunk(m, COSINE_PAIR_BYTES)
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         s = queries[lo:hi] @ items.T

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..cards.markdown import table
 from ..errors import GensetsError
-from ..models.device import close_distributed
+from ..models.device import close_distributed, wait_for_peers
 from ..output import write_file
 from ..safety import csv_cell  # the guard against spreadsheet formulas (the review export's too)
 from ..workspace import Workspace, refuse_own_file
@@ -111,6 +111,7 @@ def run(args) -> int:
     try:
         code = args.func(args)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is a BrokenPipeError below
+        wait_for_peers()  # every process of an accelerate launch ends together (a no-op in one process)
         return code
     except BrokenPipeError:  # the reader of stdout stopped reading: quietly, as a process killed by SIGPIPE
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's exit flush then writes nowhere

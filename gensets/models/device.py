@@ -85,6 +85,17 @@ def distributed() -> Dist:
     return Dist(state.process_index, state.num_processes, state)
 
 
+def wait_for_peers() -> None:
+    """Under ``accelerate launch``, wait until every process has finished its command: a process done early (a rank
+    of the audit, whose process 0 still searches and writes) must not tear its gloo group down while another still
+    talks to it. Only after a command succeeded: a process that failed exits, and the launcher ends the others."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def close_distributed() -> None:
     """End this process's part of the process group that ``accelerate launch`` made (torch.distributed), if any,
     before the interpreter exits: a gloo group left to the interpreter's teardown can abort the process after its
